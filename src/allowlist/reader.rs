@@ -1,0 +1,230 @@
+//! Reading the allowlist the way an orchestrator must: anything unexpected is a denial.
+
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use super::format::{Allowlist, Entry, FORMAT};
+
+/// Why failover is not permitted. The codes are stable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// There is no allowlist file.
+    Missing,
+    /// The file is not JSON, or has no `entries` list.
+    Unreadable,
+    /// Not an object, or another `format`.
+    UnknownFormat,
+    /// No entry for this (suite, provider).
+    NoEntry,
+    /// The entry's `valid_until` has passed or does not parse.
+    Expired,
+    /// The caller's suite digest differs from the one the evidence was made with.
+    SuiteChanged,
+    /// The caller saw a served model or fingerprint that the evidence never saw.
+    ModelDrift,
+}
+
+impl Reason {
+    pub fn code(self) -> &'static str {
+        match self {
+            Reason::Missing => "missing",
+            Reason::Unreadable => "unreadable",
+            Reason::UnknownFormat => "unknown_format",
+            Reason::NoEntry => "no_entry",
+            Reason::Expired => "expired",
+            Reason::SuiteChanged => "suite_changed",
+            Reason::ModelDrift => "model_drift",
+        }
+    }
+}
+
+/// Failover is not permitted, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error("failover not allowed ({}): {detail}", reason.code())]
+pub struct Denial {
+    pub reason: Reason,
+    pub detail: String,
+}
+
+impl Denial {
+    fn new(reason: Reason, detail: impl Into<String>) -> Self {
+        Denial {
+            reason,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Failover is permitted, on this entry's evidence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Permit {
+    pub entry: Entry,
+}
+
+/// What the caller has observed of the provider, to be held against the evidence.
+/// Every field is optional: a field left out is not checked.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Observed<'a> {
+    pub suite_digest: Option<&'a str>,
+    pub served_model: Option<&'a str>,
+    pub system_fingerprint: Option<&'a str>,
+}
+
+/// Whether the allowlist at `path` permits failover to `provider` for `suite` at `at`.
+pub fn permits(
+    path: &Path,
+    suite: &str,
+    provider: &str,
+    at: OffsetDateTime,
+    observed: &Observed<'_>,
+) -> Result<Permit, Denial> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Denial::new(
+                Reason::Missing,
+                format!("{} does not exist", path.display()),
+            ));
+        }
+        Err(e) => {
+            return Err(Denial::new(
+                Reason::Unreadable,
+                format!("cannot read {}: {e}", path.display()),
+            ));
+        }
+    };
+    Allowlist::parse(&bytes)?.permits(suite, provider, at, observed)
+}
+
+impl Allowlist {
+    /// Parses an allowlist, failing closed. Entries that do not have the v1 shape are
+    /// dropped (they can permit nothing); the rest of the file still counts.
+    pub fn parse(bytes: &[u8]) -> Result<Allowlist, Denial> {
+        let value: Value = serde_json::from_slice(bytes)
+            .map_err(|e| Denial::new(Reason::Unreadable, format!("not JSON: {e}")))?;
+        let Value::Object(map) = value else {
+            return Err(Denial::new(Reason::UnknownFormat, "not a JSON object"));
+        };
+        match map.get("format").and_then(Value::as_str) {
+            Some(FORMAT) => {}
+            Some(other) => {
+                return Err(Denial::new(
+                    Reason::UnknownFormat,
+                    format!("format `{other}`, expected `{FORMAT}`"),
+                ));
+            }
+            None => {
+                return Err(Denial::new(
+                    Reason::UnknownFormat,
+                    format!("no `format` string, expected `{FORMAT}`"),
+                ));
+            }
+        }
+        let Some(Value::Array(raw_entries)) = map.get("entries") else {
+            return Err(Denial::new(Reason::Unreadable, "no `entries` list"));
+        };
+        let entries = raw_entries
+            .iter()
+            .filter_map(|e| serde_json::from_value::<Entry>(e.clone()).ok())
+            .collect();
+        let revocations = map
+            .get("revocations")
+            .and_then(|r| serde_json::from_value(r.clone()).ok())
+            .unwrap_or_default();
+        Ok(Allowlist {
+            format: FORMAT.to_string(),
+            entries,
+            revocations,
+        })
+    }
+
+    /// The decision for one (suite, provider) at one instant.
+    pub fn permits(
+        &self,
+        suite: &str,
+        provider: &str,
+        at: OffsetDateTime,
+        observed: &Observed<'_>,
+    ) -> Result<Permit, Denial> {
+        let mut candidates = self
+            .entries
+            .iter()
+            .filter(|e| e.suite == suite && e.provider == provider)
+            .peekable();
+        if candidates.peek().is_none() {
+            return Err(Denial::new(
+                Reason::NoEntry,
+                format!("no entry for provider `{provider}` and suite `{suite}`"),
+            ));
+        }
+        let mut last = None;
+        for entry in candidates {
+            match check_entry(entry, at, observed) {
+                Ok(()) => {
+                    return Ok(Permit {
+                        entry: entry.clone(),
+                    });
+                }
+                Err(denial) => last = Some(denial),
+            }
+        }
+        Err(last.unwrap_or_else(|| Denial::new(Reason::NoEntry, "no usable entry")))
+    }
+}
+
+fn check_entry(entry: &Entry, at: OffsetDateTime, observed: &Observed<'_>) -> Result<(), Denial> {
+    match OffsetDateTime::parse(&entry.valid_until, &Rfc3339) {
+        Ok(until) if at < until => {}
+        Ok(_) => {
+            return Err(Denial::new(
+                Reason::Expired,
+                format!("the entry expired at {}", entry.valid_until),
+            ));
+        }
+        Err(_) => {
+            return Err(Denial::new(
+                Reason::Expired,
+                format!(
+                    "valid_until `{}` is not an RFC 3339 time",
+                    entry.valid_until
+                ),
+            ));
+        }
+    }
+    if let Some(digest) = observed.suite_digest
+        && digest != entry.suite_digest
+    {
+        return Err(Denial::new(
+            Reason::SuiteChanged,
+            format!(
+                "the suite is now {digest}; the evidence was made with {}",
+                entry.suite_digest
+            ),
+        ));
+    }
+    if let Some(model) = observed.served_model
+        && !entry.served_models.iter().any(|m| m == model)
+    {
+        return Err(Denial::new(
+            Reason::ModelDrift,
+            format!(
+                "served model `{model}` was never seen in the evidence (seen: {})",
+                entry.served_models.join(", ")
+            ),
+        ));
+    }
+    if let Some(fp) = observed.system_fingerprint
+        && !entry.system_fingerprints.iter().any(|f| f == fp)
+    {
+        return Err(Denial::new(
+            Reason::ModelDrift,
+            format!("system fingerprint `{fp}` was never seen in the evidence"),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,219 @@
+//! Updating the allowlist: an advisory lock around read-modify-write, so concurrent
+//! runs never lose each other's entries, and a temporary file, fsync and rename, so a
+//! reader never sees half a file.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use super::format::{Allowlist, Entry, Evidence, Revocation};
+use crate::config::TokenizerKind;
+use crate::run::{PreparedSuite, RunResult, Target};
+use crate::verdict::Verdict;
+
+/// One change to the allowlist.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Add or refresh the (suite, provider) entry.
+    Grant(Box<Entry>),
+    /// Remove the (suite, provider) entry, recording why.
+    Revoke(Revocation),
+}
+
+/// What an update did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Updated {
+    pub granted: Vec<(String, String)>,
+    pub revoked: Vec<(String, String)>,
+    /// Set when the previous file could not be read and was replaced.
+    pub replaced_unreadable: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpdateError {
+    #[error("cannot update the allowlist {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The changes a finished run implies: grants for conformant pairs, revocations for
+/// nonconformant ones, nothing for inconclusive ones, and nothing at all when the run
+/// was interrupted.
+pub fn changes_from_run(
+    result: &RunResult,
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    report: &Path,
+    validity: Duration,
+) -> Vec<Change> {
+    if !result.complete {
+        return Vec::new();
+    }
+    let now = result.finished_at;
+    let stamp = |t: OffsetDateTime| t.format(&Rfc3339).unwrap_or_default();
+    let report = report.display().to_string();
+    result
+        .verdicts
+        .iter()
+        .filter_map(|v| {
+            let suite = &suites[v.suite_index].suite;
+            let config = &targets[v.provider_index].endpoint.config;
+            let t = &v.tally;
+            match v.verdict {
+                Verdict::Inconclusive => None,
+                Verdict::Nonconformant => Some(Change::Revoke(Revocation {
+                    suite: suite.name.clone(),
+                    provider: config.name.clone(),
+                    run_id: result.run_id.clone(),
+                    at: stamp(now),
+                    reasons: v.reasons.clone(),
+                    report: report.clone(),
+                })),
+                Verdict::Conformant => Some(Change::Grant(Box::new(Entry {
+                    suite: suite.name.clone(),
+                    provider: config.name.clone(),
+                    model: config.model.clone(),
+                    served_models: t.served_models.iter().cloned().collect(),
+                    system_fingerprints: t.system_fingerprints.iter().cloned().collect(),
+                    suite_digest: suite.digest.clone(),
+                    provider_digest: config.digest(),
+                    tokenizer: tokenizer_identity(config),
+                    evidence: Evidence {
+                        run_id: result.run_id.clone(),
+                        report: report.clone(),
+                        conform_version: env!("CARGO_PKG_VERSION").to_string(),
+                        cases: suite.cases.len() as u64,
+                        repeats: if suite.cases.is_empty() {
+                            0
+                        } else {
+                            (t.planned / suite.cases.len() as u64) as u32
+                        },
+                        calls: t.planned,
+                        passed: t.passed,
+                        pass_rate: t.pass_rate(),
+                        first_attempt_pass_rate: t.first_attempt_pass_rate(),
+                        checks: t.checks.clone(),
+                    },
+                    generated_at: stamp(now),
+                    valid_until: stamp(now + validity),
+                }))),
+            }
+        })
+        .collect()
+}
+
+fn tokenizer_identity(config: &crate::config::ProviderConfig) -> String {
+    let t = &config.tokenizer;
+    match t.kind {
+        TokenizerKind::Tiktoken => format!("tiktoken:{}", t.encoding.as_deref().unwrap_or("?")),
+        TokenizerKind::Huggingface => format!(
+            "huggingface:{}",
+            t.path
+                .as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        ),
+        TokenizerKind::None => "none".into(),
+    }
+}
+
+/// Applies `changes` to the allowlist at `path` under an exclusive advisory lock.
+pub fn update(path: &Path, changes: &[Change]) -> Result<Updated, UpdateError> {
+    let io = |source| UpdateError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if changes.is_empty() {
+        return Ok(Updated::default());
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).map_err(io)?;
+    let lock_path = dir.join(format!(
+        ".{}.lock",
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("allowlist.json")
+    ));
+    let lock_file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(io)?;
+    let mut lock = fd_lock::RwLock::new(lock_file);
+    let _guard = lock.write().map_err(io)?;
+
+    let mut updated = Updated::default();
+    let mut list = match std::fs::read(path) {
+        Ok(bytes) => match Allowlist::parse(&bytes) {
+            Ok(list) => list,
+            Err(denial) => {
+                updated.replaced_unreadable = Some(denial.to_string());
+                Allowlist::default()
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Allowlist::default(),
+        Err(e) => return Err(io(e)),
+    };
+    for change in changes {
+        match change {
+            Change::Grant(entry) => {
+                let key = (entry.suite.clone(), entry.provider.clone());
+                list.entries
+                    .retain(|e| (&e.suite, &e.provider) != (&key.0, &key.1));
+                list.revocations
+                    .retain(|r| (&r.suite, &r.provider) != (&key.0, &key.1));
+                list.entries.push((**entry).clone());
+                updated.granted.push(key);
+            }
+            Change::Revoke(revocation) => {
+                let key = (revocation.suite.clone(), revocation.provider.clone());
+                list.entries
+                    .retain(|e| (&e.suite, &e.provider) != (&key.0, &key.1));
+                list.revocations
+                    .retain(|r| (&r.suite, &r.provider) != (&key.0, &key.1));
+                list.revocations.push(revocation.clone());
+                updated.revoked.push(key);
+            }
+        }
+    }
+    list.entries
+        .sort_by(|a, b| (&a.suite, &a.provider).cmp(&(&b.suite, &b.provider)));
+    list.revocations
+        .sort_by(|a, b| (&a.suite, &a.provider).cmp(&(&b.suite, &b.provider)));
+    let mut bytes = serde_json::to_vec_pretty(&list).map_err(|e| io(e.into()))?;
+    bytes.push(b'\n');
+    write_atomically(path, &dir, &bytes).map_err(io)?;
+    Ok(updated)
+}
+
+/// Writes `bytes` to a temporary file beside `path`, syncs it, renames it over `path`,
+/// and syncs the directory so the rename itself survives a crash.
+pub fn write_atomically(path: &Path, dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("allowlist.json");
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}

@@ -1,0 +1,168 @@
+//! Checks: each a small type behind [`Check`], each finding carrying a stable code, a
+//! message and the JSON path it concerns.
+//!
+//! [`Checks::evaluate`] runs them in pipeline order over one call: the transport result
+//! first (a failed call or an abnormal stop ends there), then the strict JSON parse,
+//! then every check that reads the parsed output.
+
+pub mod agree;
+pub mod json;
+pub mod schema;
+pub mod transport;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::{Case, Diagnostics, ProviderConfig, Suite};
+use crate::provider::{CallError, Reply};
+
+/// How one check went on one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pass,
+    Fail,
+    /// The check could not run (no parsed output to look at).
+    Skip,
+}
+
+/// One thing a check found wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Stable, machine-readable: `schema_violation`, `not_pure_json`, `finish_length` …
+    pub code: &'static str,
+    pub message: String,
+    /// The JSON pointer (instance path) the finding concerns, when it concerns one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+impl Finding {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Finding {
+            code,
+            message: message.into(),
+            path: None,
+        }
+    }
+
+    pub fn at(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+}
+
+/// The result of one check on one call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Outcome {
+    pub check: &'static str,
+    pub status: Status,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
+}
+
+impl Outcome {
+    pub fn from_findings(check: &'static str, findings: Vec<Finding>) -> Self {
+        let status = if findings.is_empty() {
+            Status::Pass
+        } else {
+            Status::Fail
+        };
+        Outcome {
+            check,
+            status,
+            findings,
+        }
+    }
+
+    pub fn skip(check: &'static str) -> Self {
+        Outcome {
+            check,
+            status: Status::Skip,
+            findings: Vec::new(),
+        }
+    }
+}
+
+/// What a check looks at: one answer to one case, in its suite, from one provider.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    pub suite: &'a Suite,
+    pub case: &'a Case,
+    pub provider: &'a ProviderConfig,
+    pub reply: &'a Reply,
+    /// The answer parsed as JSON, when it is pure JSON.
+    pub output: Option<&'a Value>,
+}
+
+/// One check. Implementations are cheap to call: anything expensive (compiling a
+/// schema, a rule) happens once, when the check is built for its suite.
+pub trait Check: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn check(&self, subject: &Subject<'_>) -> Outcome;
+}
+
+/// The checks of one suite, compiled once.
+pub struct Checks {
+    after_parse: Vec<Box<dyn Check>>,
+}
+
+impl std::fmt::Debug for Checks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<_> = self.after_parse.iter().map(|c| c.name()).collect();
+        f.debug_struct("Checks").field("checks", &names).finish()
+    }
+}
+
+impl Checks {
+    /// Compiles the suite's schema and checks; every problem is reported.
+    pub fn for_suite(suite: &Suite) -> Result<Checks, Diagnostics> {
+        let mut after_parse: Vec<Box<dyn Check>> = Vec::new();
+        after_parse.push(Box::new(schema::SchemaCheck::compile(suite)?));
+        if !suite.agree.is_empty() {
+            after_parse.push(Box::new(agree::AgreeCheck));
+        }
+        Ok(Checks { after_parse })
+    }
+
+    /// Every check's outcome for one call, in pipeline order.
+    pub fn evaluate(
+        &self,
+        suite: &Suite,
+        case: &Case,
+        provider: &ProviderConfig,
+        result: Result<&Reply, &CallError>,
+    ) -> Vec<Outcome> {
+        let reply = match result {
+            Err(error) => return vec![transport::outcome_of_error(error)],
+            Ok(reply) => reply,
+        };
+        let mut outcomes = Vec::with_capacity(2 + self.after_parse.len());
+        outcomes.push(transport::outcome_of_reply(reply));
+        let parsed = json::parse_strict(&reply.text, provider.structured_output);
+        outcomes.push(match &parsed {
+            Ok(_) => Outcome::from_findings(json::NAME, Vec::new()),
+            Err(finding) => Outcome::from_findings(json::NAME, vec![finding.clone()]),
+        });
+        let subject = Subject {
+            suite,
+            case,
+            provider,
+            reply,
+            output: parsed.as_ref().ok(),
+        };
+        for check in &self.after_parse {
+            outcomes.push(if subject.output.is_some() {
+                check.check(&subject)
+            } else {
+                Outcome::skip(check.name())
+            });
+        }
+        outcomes
+    }
+}
+
+/// Whether every outcome passed (skips count as failures: nothing unchecked is green).
+pub fn all_passed(outcomes: &[Outcome]) -> bool {
+    !outcomes.is_empty() && outcomes.iter().all(|o| o.status == Status::Pass)
+}

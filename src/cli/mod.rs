@@ -1,0 +1,120 @@
+//! Command-line definitions and dispatch.
+
+mod check;
+mod gate;
+mod run;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Every selected provider is conformant (or, for `gate`, failover is permitted).
+pub const EXIT_OK: u8 = 0;
+/// A provider is not conformant (or, for `gate`, failover is denied).
+pub const EXIT_NONCONFORMANT: u8 = 1;
+/// A usage or configuration error.
+pub const EXIT_CONFIG: u8 = 2;
+/// Inconclusive: a provider could not be reached or authenticated, too many transport
+/// errors, or the run was interrupted. Nothing was allowlisted.
+pub const EXIT_INCONCLUSIVE: u8 = 3;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "conform",
+    version,
+    about = "Decide, with evidence, whether an application may fail over automatically to another LLM provider.",
+    long_about = "conform replays real fixture inputs through each configured LLM provider at low \
+temperature, checks every answer for schema, business-rule and tokenizer conformance, writes \
+reports for people and CI, and writes an allowlist that an orchestrator reads to gate automatic \
+failover. It fails closed: no valid, fresh allowlist entry means no failover.\n\n\
+Start with `conform demo`: simulated providers on loopback, no keys, no network.",
+    after_help = "Exit codes: 0 conformant, 1 not conformant, 2 usage or configuration error, \
+3 inconclusive (nothing allowlisted)."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// The project directory holding providers/ and fixtures/.
+    #[arg(long, global = true, env = "CONFORM_ROOT", default_value = ".")]
+    pub root: PathBuf,
+    /// The allowlist file [default: ROOT/allowlist.json].
+    #[arg(long, global = true, env = "CONFORM_ALLOWLIST")]
+    pub allowlist: Option<PathBuf>,
+    /// Where run reports go [default: ROOT/reports].
+    #[arg(long, global = true)]
+    pub reports: Option<PathBuf>,
+    /// Log more (-v: debug, -vv: trace). Logs go to stderr; RUST_LOG also works.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+impl Global {
+    pub fn allowlist_path(&self) -> PathBuf {
+        self.allowlist
+            .clone()
+            .unwrap_or_else(|| self.root.join("allowlist.json"))
+    }
+
+    pub fn reports_dir(&self) -> PathBuf {
+        self.reports
+            .clone()
+            .unwrap_or_else(|| self.root.join("reports"))
+    }
+
+    pub fn paths(&self) -> conform::config::Paths {
+        conform::config::Paths::under(&self.root)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Replay every case through providers, check, report, and update the allowlist.
+    #[command(after_help = "Examples:\n  \
+conform run openai                      one provider, every suite\n  \
+conform run vllm --suite ticket-triage  one provider, one suite\n  \
+conform run openai --base-url http://127.0.0.1:8080   another address for one provider\n\n\
+Exit codes: 0 every provider conformant, 1 a provider is not conformant, 2 usage or \
+configuration error, 3 inconclusive (unreachable, auth failed, too many transport errors, \
+interrupted): an inconclusive run changes nothing in the allowlist.")]
+    Run(run::RunArgs),
+    /// The embedded default: simulated providers on loopback, no keys, no network.
+    #[command(
+        after_help = "Each simulated provider in providers/ declares the verdict it should earn \
+(`[sim] expect`). The demo exits 0 when every verdict is the expected one: the drifting \
+providers must be caught, the faithful ones allowlisted."
+    )]
+    Demo(run::DemoArgs),
+    /// Validate every provider, suite, schema and case offline, listing every problem.
+    Check(check::CheckArgs),
+    /// Exit 0 if the allowlist permits failover to PROVIDER for SUITE, 1 with the reason if not.
+    Gate(gate::GateArgs),
+}
+
+pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Run(args) => run::run(&cli.global, args).await,
+        Command::Demo(args) => run::demo(&cli.global, args).await,
+        Command::Check(args) => check::check(&cli.global, args),
+        Command::Gate(args) => gate::gate(&cli.global, args),
+    }
+}
+
+pub fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

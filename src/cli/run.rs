@@ -1,0 +1,316 @@
+//! `conform run` and `conform demo`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+
+use conform::allowlist;
+use conform::config::{Diagnostics, Kind, Selection, Workspace};
+use conform::provider::transport::{Endpoint, Transport};
+use conform::provider::wire_format;
+use conform::report;
+use conform::run::{self, PreparedSuite, RunOptions, RunResult, Target};
+use conform::sim::{AnswerBook, SimServer};
+use conform::verdict::Verdict;
+
+use super::{EXIT_CONFIG, EXIT_INCONCLUSIVE, EXIT_NONCONFORMANT, EXIT_OK, Global};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Providers to run, by file name in providers/ [default: every non-simulated one].
+    pub providers: Vec<String>,
+    #[command(flatten)]
+    pub common: Common,
+    /// Send requests to this address instead of the provider file's `base_url`
+    /// (one provider only).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Suites to run, by folder name in fixtures/ [default: all].
+    #[arg(long = "suite", value_name = "SUITE")]
+    pub suites: Vec<String>,
+    /// Run every case this many times instead of the suite's `repeats`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeats: Option<u32>,
+    /// How long an allowlist entry made by this run stays valid.
+    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = humantime::parse_duration)]
+    pub valid_for: Duration,
+    /// Above this share of calls failing on transport errors, a verdict is inconclusive.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.1)]
+    pub max_transport_errors: f64,
+    /// No progress display.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
+    if args.base_url.is_some() && args.providers.len() != 1 {
+        eprintln!(
+            "error: --base-url needs exactly one provider, e.g. `conform run openai --base-url URL`"
+        );
+        return Ok(EXIT_CONFIG);
+    }
+    let Some(mut workspace) = load(global, &args.providers, &args.common.suites) else {
+        return Ok(EXIT_CONFIG);
+    };
+    if args.providers.is_empty() {
+        workspace.providers.retain(|p| p.kind != Kind::Sim);
+        if workspace.providers.is_empty() {
+            eprintln!("error: no providers to run: add providers/NAME.toml, or try `conform demo`");
+            return Ok(EXIT_CONFIG);
+        }
+    }
+    if let Some(url) = &args.base_url {
+        for p in &mut workspace.providers {
+            p.base_url = url.trim_end_matches('/').to_string();
+        }
+    }
+    let result = execute(global, workspace, &args.common).await?;
+    Ok(result.map_or(EXIT_CONFIG, |(result, config_error)| {
+        exit_code(&result, config_error)
+    }))
+}
+
+pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<u8> {
+    let Some(mut workspace) = load(global, &[], &args.common.suites) else {
+        return Ok(EXIT_CONFIG);
+    };
+    workspace.providers.retain(|p| p.kind == Kind::Sim);
+    if workspace.providers.is_empty() {
+        eprintln!(
+            "error: no simulated providers (kind = \"sim\") in {}",
+            global.paths().providers.display()
+        );
+        return Ok(EXIT_CONFIG);
+    }
+    let Some((result, _)) = execute(global, workspace.clone(), &args.common).await? else {
+        return Ok(EXIT_CONFIG);
+    };
+    if !result.complete {
+        return Ok(EXIT_INCONCLUSIVE);
+    }
+    let mut surprises = Vec::new();
+    for v in &result.verdicts {
+        let config = &workspace.providers[v.provider_index];
+        let expected = config.sim.as_ref().map(|s| s.expect);
+        if expected != Some(v.verdict) {
+            surprises.push(format!(
+                "{} × {}: expected {}, got {}",
+                v.tally.suite,
+                config.name,
+                expected.map_or("?", Verdict::as_str),
+                v.verdict.as_str()
+            ));
+        }
+    }
+    if surprises.is_empty() {
+        println!("\ndemo: every simulated provider earned the verdict it was built to earn.");
+        Ok(EXIT_OK)
+    } else {
+        println!("\ndemo: unexpected verdicts:\n  {}", surprises.join("\n  "));
+        Ok(EXIT_NONCONFORMANT)
+    }
+}
+
+fn load(global: &Global, providers: &[String], suites: &[String]) -> Option<Workspace> {
+    let selection = Selection {
+        providers: providers.to_vec(),
+        suites: suites.to_vec(),
+    };
+    match Workspace::load(&global.paths(), &selection) {
+        Ok(ws) => Some(ws),
+        Err(problems) => {
+            print_problems(&problems);
+            None
+        }
+    }
+}
+
+pub fn print_problems(problems: &Diagnostics) {
+    eprintln!("{problems}");
+    let n = problems.len();
+    eprintln!("{n} problem{} found", if n == 1 { "" } else { "s" });
+}
+
+/// Runs a loaded workspace end to end: simulations, endpoints, the run, the reports and
+/// the allowlist. `None` when the configuration cannot run (problems printed).
+async fn execute(
+    global: &Global,
+    workspace: Workspace,
+    common: &Common,
+) -> anyhow::Result<Option<(RunResult, bool)>> {
+    let mut problems = Diagnostics::default();
+    let mut suites = Vec::new();
+    for suite in workspace.suites {
+        for case_ref in &suite.cases {
+            match case_ref.load() {
+                Ok(case) => {
+                    if let Err(d) = suite.render(&case, &case_ref.path) {
+                        problems.extend(d);
+                    }
+                }
+                Err(d) => problems.push(d),
+            }
+        }
+        match PreparedSuite::new(suite) {
+            Ok(prepared) => suites.push(Arc::new(prepared)),
+            Err(d) => problems.extend(d),
+        }
+    }
+    if !problems.is_empty() {
+        print_problems(&problems);
+        return Ok(None);
+    }
+
+    // Simulated providers get a server of their own, alive for the whole run.
+    let mut sims = Vec::new();
+    let mut providers = workspace.providers;
+    if providers.iter().any(|p| p.kind == Kind::Sim) {
+        let all: Vec<_> = suites.iter().map(|s| &s.suite).collect();
+        let book = match AnswerBook::from_suites(&all) {
+            Ok(book) => Arc::new(book),
+            Err(d) => {
+                print_problems(&d);
+                return Ok(None);
+            }
+        };
+        for p in providers.iter_mut().filter(|p| p.kind == Kind::Sim) {
+            let server = SimServer::start(p, Arc::clone(&book)).await;
+            p.base_url = server.uri();
+            sims.push(server);
+        }
+    }
+
+    let transport = Transport::new()?;
+    let mut targets = Vec::new();
+    for config in providers {
+        let key = match config.api_key() {
+            Ok(key) => key,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(None);
+            }
+        };
+        let wire = wire_format(config.kind);
+        targets.push(Arc::new(Target::new(Endpoint::new(
+            Arc::new(config),
+            wire,
+            key,
+            transport.clone(),
+        ))));
+    }
+
+    let run_id = run::new_run_id();
+    let options = RunOptions {
+        dir: global.reports_dir().join(&run_id),
+        run_id,
+        repeats: common.repeats,
+        max_transport_error_share: common.max_transport_errors,
+        progress: !common.no_progress,
+    };
+    let result = run::execute(&suites, &targets, &options, interrupted()).await?;
+    drop(sims);
+    let report_path = report::json::write(&result, &suites, &targets)
+        .with_context(|| format!("cannot write the report in {}", result.dir.display()))?;
+
+    print!("{}", report::terminal::summary(&result));
+    println!("\nreport: {}", report_path.display());
+    println!("results: {}", result.dir.join("results.jsonl").display());
+
+    let allowlist_path = global.allowlist_path();
+    if result.complete {
+        let changes =
+            allowlist::changes_from_run(&result, &suites, &targets, &report_path, common.valid_for);
+        let updated = allowlist::update(&allowlist_path, &changes)?;
+        if let Some(why) = &updated.replaced_unreadable {
+            eprintln!("warning: the previous allowlist was unreadable ({why}) and was replaced");
+        }
+        println!(
+            "allowlist: {} (granted: {}; revoked: {}; inconclusive, unchanged: {})",
+            allowlist_path.display(),
+            names(&updated.granted),
+            names(&updated.revoked),
+            result
+                .verdicts
+                .iter()
+                .filter(|v| v.verdict == Verdict::Inconclusive)
+                .map(|v| format!("{}/{}", v.tally.suite, v.tally.provider))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    } else {
+        println!(
+            "allowlist: {} untouched: the run was interrupted and the report is marked incomplete",
+            allowlist_path.display()
+        );
+    }
+    let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
+    Ok(Some((result, config_error)))
+}
+
+fn names(pairs: &[(String, String)]) -> String {
+    if pairs.is_empty() {
+        return "none".into();
+    }
+    pairs
+        .iter()
+        .map(|(s, p)| format!("{s}/{p}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn exit_code(result: &RunResult, config_error: bool) -> u8 {
+    if config_error {
+        EXIT_CONFIG
+    } else if !result.complete {
+        EXIT_INCONCLUSIVE
+    } else if result
+        .verdicts
+        .iter()
+        .any(|v| v.verdict == Verdict::Nonconformant)
+    {
+        EXIT_NONCONFORMANT
+    } else if result
+        .verdicts
+        .iter()
+        .any(|v| v.verdict == Verdict::Inconclusive)
+    {
+        EXIT_INCONCLUSIVE
+    } else {
+        EXIT_OK
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn interrupted() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+    eprintln!("\ninterrupted: stopping; the report will be marked incomplete");
+}

@@ -1,0 +1,182 @@
+//! Configuration problems that name the file, the line and the field.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+/// One problem in one configuration file.
+///
+/// Printed as `file:line:column: field: message`, the form editors and CI annotate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub file: PathBuf,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    /// The field path inside the file, such as `limits.concurrency` or `vars.currency`.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl Diagnostic {
+    pub fn new(file: &Path, message: impl Into<String>) -> Self {
+        Diagnostic {
+            file: file.to_path_buf(),
+            line: None,
+            column: None,
+            field: None,
+            message: message.into(),
+        }
+    }
+
+    pub fn field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    /// Places the diagnostic at a byte span of `source`.
+    pub fn at_span(mut self, source: &str, span: Option<Range<usize>>) -> Self {
+        if let Some(span) = span {
+            let (line, column) = line_column(source, span.start);
+            self.line = Some(line);
+            self.column = Some(column);
+        }
+        self
+    }
+
+    pub fn at_line(mut self, line: usize, column: usize) -> Self {
+        self.line = Some(line);
+        self.column = Some(column);
+        self
+    }
+
+    /// Places the diagnostic at the first occurrence of `needle` in `source`, if any.
+    pub fn near(self, source: &str, needle: &str) -> Self {
+        match source.find(needle) {
+            Some(start) => self.at_span(source, Some(start..start + needle.len())),
+            None => self,
+        }
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(column) = self.column {
+                write!(f, ":{column}")?;
+            }
+        }
+        f.write_str(": ")?;
+        if let Some(field) = &self.field {
+            write!(f, "{field}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Every problem found, not only the first: a user fixes them in one pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq, thiserror::Error)]
+pub struct Diagnostics(pub Vec<Diagnostic>);
+
+impl Diagnostics {
+    pub fn push(&mut self, d: Diagnostic) {
+        self.0.push(d);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.0.iter()
+    }
+
+    pub fn extend(&mut self, other: Diagnostics) {
+        self.0.extend(other.0);
+    }
+}
+
+impl fmt::Display for Diagnostics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, d) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{d}")?;
+        }
+        Ok(())
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+pub fn line_column(source: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(source.len());
+    let before = source.get(..offset).unwrap_or(source);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
+    (line, column)
+}
+
+/// Turns a TOML error into a diagnostic, keeping the field name that serde reported.
+pub fn from_toml(file: &Path, source: &str, err: &toml::de::Error) -> Diagnostic {
+    let message = err.message().trim().to_string();
+    let field = backticked_after(&message, "unknown field `")
+        .or_else(|| backticked_after(&message, "missing field `"));
+    let d = Diagnostic::new(file, message.clone()).at_span(source, err.span());
+    match field {
+        Some(field) => d.field(field),
+        None => d,
+    }
+}
+
+fn backticked_after(message: &str, prefix: &str) -> Option<String> {
+    let rest = &message[message.find(prefix)? + prefix.len()..];
+    Some(rest[..rest.find('`')?].to_string())
+}
+
+/// Turns a JSON error into a diagnostic at its line and column.
+pub fn from_json(file: &Path, err: &serde_json::Error) -> Diagnostic {
+    let d = Diagnostic::new(file, strip_json_position(&err.to_string()));
+    if err.line() > 0 {
+        d.at_line(err.line(), err.column())
+    } else {
+        d
+    }
+}
+
+fn strip_json_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_column_counts_from_one() {
+        let src = "a = 1\nbb = 2\n";
+        assert_eq!(line_column(src, 0), (1, 1));
+        assert_eq!(line_column(src, 6), (2, 1));
+        assert_eq!(line_column(src, 9), (2, 4));
+    }
+
+    #[test]
+    fn display_names_file_line_field() {
+        let d = Diagnostic::new(Path::new("providers/x.toml"), "unknown field `modle`")
+            .at_line(3, 1)
+            .field("modle");
+        assert_eq!(
+            d.to_string(),
+            "providers/x.toml:3:1: modle: unknown field `modle`"
+        );
+    }
+}

@@ -1,0 +1,139 @@
+//! Configuration and fixtures in: `providers/*.toml` and `fixtures/SUITE/`.
+//!
+//! Loading never stops at the first problem: every file is read and every problem is
+//! returned as a [`Diagnostic`] naming the file, the line and the field.
+
+pub mod diagnostic;
+pub mod provider;
+pub mod suite;
+
+use std::path::{Path, PathBuf};
+
+pub use diagnostic::{Diagnostic, Diagnostics};
+pub use provider::{
+    Kind, Limits, ProviderConfig, StructuredOutput, TokenizerConfig, TokenizerKind,
+};
+pub use suite::{Case, CaseRef, Prompt, RuleSpec, Suite};
+
+/// Where the configuration lives.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub providers: PathBuf,
+    pub fixtures: PathBuf,
+}
+
+impl Paths {
+    pub fn under(root: &Path) -> Paths {
+        Paths {
+            providers: root.join("providers"),
+            fixtures: root.join("fixtures"),
+        }
+    }
+}
+
+/// Which providers and suites to load; empty means all of them.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub providers: Vec<String>,
+    pub suites: Vec<String>,
+}
+
+/// The loaded, validated configuration of one run.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    pub providers: Vec<ProviderConfig>,
+    pub suites: Vec<Suite>,
+}
+
+impl Workspace {
+    /// Loads the selected providers and suites. A name that matches no file is a problem
+    /// that lists the names that exist.
+    pub fn load(paths: &Paths, selection: &Selection) -> Result<Workspace, Diagnostics> {
+        let mut problems = Diagnostics::default();
+        let provider_files = named_entries(&paths.providers, "toml", &mut problems);
+        let suite_dirs = named_entries(&paths.fixtures, "", &mut problems);
+
+        let mut providers = Vec::new();
+        for path in select(
+            &provider_files,
+            &selection.providers,
+            "provider",
+            &paths.providers,
+            &mut problems,
+        ) {
+            match ProviderConfig::load(&path) {
+                Ok(p) => providers.push(p),
+                Err(d) => problems.extend(d),
+            }
+        }
+        let mut suites = Vec::new();
+        for dir in select(
+            &suite_dirs,
+            &selection.suites,
+            "suite",
+            &paths.fixtures,
+            &mut problems,
+        ) {
+            match Suite::load(&dir) {
+                Ok(s) => suites.push(s),
+                Err(d) => problems.extend(d),
+            }
+        }
+        if problems.is_empty() {
+            Ok(Workspace { providers, suites })
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+/// `(name, path)` of every `*.ext` file (or every directory, for an empty `ext`), sorted.
+fn named_entries(dir: &Path, ext: &str, problems: &mut Diagnostics) -> Vec<(String, PathBuf)> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            problems.push(Diagnostic::new(dir, format!("cannot list: {e}")));
+            return Vec::new();
+        }
+    };
+    let mut found: Vec<(String, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            if ext.is_empty() {
+                p.is_dir()
+            } else {
+                p.extension().is_some_and(|x| x == ext)
+            }
+        })
+        .filter_map(|p| Some((p.file_stem()?.to_str()?.to_string(), p)))
+        .collect();
+    found.sort();
+    found
+}
+
+fn select(
+    found: &[(String, PathBuf)],
+    wanted: &[String],
+    what: &str,
+    dir: &Path,
+    problems: &mut Diagnostics,
+) -> Vec<PathBuf> {
+    if wanted.is_empty() {
+        return found.iter().map(|(_, p)| p.clone()).collect();
+    }
+    let mut picked = Vec::new();
+    for name in wanted {
+        match found.iter().find(|(n, _)| n == name) {
+            Some((_, p)) => picked.push(p.clone()),
+            None => {
+                let known: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
+                problems.push(Diagnostic::new(
+                    dir,
+                    format!("no {what} named `{name}`; known: {}", known.join(", ")),
+                ));
+            }
+        }
+    }
+    picked
+}

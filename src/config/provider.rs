@@ -1,0 +1,475 @@
+//! `providers/NAME.toml`: how to reach one model, and how hard to push it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::diagnostic::{self, Diagnostic, Diagnostics};
+use crate::secret::Secret;
+
+/// The wire format a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// OpenAI Chat Completions.
+    Openai,
+    /// vLLM, llama.cpp and other servers that speak Chat Completions.
+    OpenaiCompatible,
+    Anthropic,
+    Gemini,
+    Ollama,
+    /// A simulated provider started in-process on loopback (see [`crate::sim`]).
+    Sim,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Openai => "openai",
+            Kind::OpenaiCompatible => "openai-compatible",
+            Kind::Anthropic => "anthropic",
+            Kind::Gemini => "gemini",
+            Kind::Ollama => "ollama",
+            Kind::Sim => "sim",
+        }
+    }
+
+    fn default_base_url(self) -> Option<&'static str> {
+        match self {
+            Kind::Openai => Some("https://api.openai.com"),
+            Kind::Anthropic => Some("https://api.anthropic.com"),
+            Kind::Gemini => Some("https://generativelanguage.googleapis.com"),
+            Kind::Ollama => Some("http://127.0.0.1:11434"),
+            Kind::OpenaiCompatible | Kind::Sim => None,
+        }
+    }
+}
+
+/// How JSON output is requested from the provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredOutput {
+    /// The suite's schema, enforced by the provider (OpenAI strict mode, grammar decoding).
+    JsonSchema,
+    /// "Some JSON object": the legacy JSON mode.
+    JsonObject,
+    /// A forced tool call whose arguments are the object.
+    Tool,
+    /// Nothing on the wire: the prompt alone asks for JSON.
+    Prompt,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Calls in flight at once.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u32>,
+    /// Retries after the first request, for retryable failures only.
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// The longest single wait between two requests, `Retry-After` included: a provider
+    /// that asks for more is given up on.
+    #[serde(default = "default_max_retry_wait", with = "humantime_serde_compat")]
+    pub max_retry_wait: Duration,
+    /// The first backoff wait when the provider gives no `Retry-After`; it doubles per
+    /// retry, with jitter.
+    #[serde(default = "default_retry_base_wait", with = "humantime_serde_compat")]
+    pub retry_base_wait: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            concurrency: default_concurrency(),
+            requests_per_minute: None,
+            tokens_per_minute: None,
+            max_retries: default_max_retries(),
+            max_retry_wait: default_max_retry_wait(),
+            retry_base_wait: default_retry_base_wait(),
+        }
+    }
+}
+
+fn default_concurrency() -> usize {
+    4
+}
+fn default_max_retries() -> u32 {
+    4
+}
+fn default_max_retry_wait() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_retry_base_wait() -> Duration {
+    Duration::from_millis(500)
+}
+
+/// Which tokenizer counts this provider's prompts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenizerConfig {
+    #[serde(default)]
+    pub kind: TokenizerKind,
+    /// `o200k_base` or `cl100k_base`, for `tiktoken`.
+    pub encoding: Option<String>,
+    /// A `tokenizer.json`, for `huggingface` (relative to the provider file).
+    pub path: Option<PathBuf>,
+    /// The model's context window in tokens.
+    pub context_window: Option<u32>,
+}
+
+impl Default for TokenizerConfig {
+    fn default() -> Self {
+        TokenizerConfig {
+            kind: TokenizerKind::None,
+            encoding: None,
+            path: None,
+            context_window: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TokenizerKind {
+    Tiktoken,
+    Huggingface,
+    #[default]
+    None,
+}
+
+/// How a simulated provider misbehaves, and what `conform demo` expects of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimConfig {
+    pub behaviour: crate::sim::Behaviour,
+    /// The verdict the demo expects; a different one makes `conform demo` fail.
+    pub expect: crate::verdict::Expectation,
+    /// Fixed latency of every answer.
+    #[serde(default = "default_sim_latency", with = "humantime_serde_compat")]
+    pub latency: Duration,
+}
+
+fn default_sim_latency() -> Duration {
+    Duration::from_millis(20)
+}
+
+/// The file as written: every field a user may set, and nothing else.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProviderFile {
+    kind: Kind,
+    model: String,
+    base_url: Option<String>,
+    api_key_env: Option<String>,
+    #[serde(default)]
+    temperature: Option<f64>,
+    seed: Option<i64>,
+    #[serde(default = "default_max_output_tokens")]
+    max_output_tokens: u32,
+    #[serde(default = "default_timeout", with = "humantime_serde_compat")]
+    timeout: Duration,
+    structured_output: Option<StructuredOutput>,
+    #[serde(default)]
+    limits: Limits,
+    #[serde(default)]
+    tokenizer: TokenizerConfig,
+    sim: Option<SimConfig>,
+}
+
+fn default_max_output_tokens() -> u32 {
+    1024
+}
+fn default_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+
+/// A validated provider configuration. It holds no secret: the key is read from
+/// `api_key_env` at run time by [`ProviderConfig::api_key`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProviderConfig {
+    /// The file stem: `providers/openai.toml` is `openai`.
+    pub name: String,
+    #[serde(skip)]
+    pub file: PathBuf,
+    pub kind: Kind,
+    pub model: String,
+    /// Empty for a simulated provider until its server starts.
+    pub base_url: String,
+    pub api_key_env: Option<String>,
+    pub temperature: f64,
+    pub seed: Option<i64>,
+    pub max_output_tokens: u32,
+    #[serde(with = "humantime_serde_compat")]
+    pub timeout: Duration,
+    pub structured_output: StructuredOutput,
+    pub limits: Limits,
+    pub tokenizer: TokenizerConfig,
+    pub sim: Option<SimConfig>,
+}
+
+/// Why an API key could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error(
+        "provider `{provider}` reads its API key from ${var}, which is not set: export {var}=… (the key is never read from a file)"
+    )]
+    Missing { provider: String, var: String },
+}
+
+impl ProviderConfig {
+    /// Reads and validates `path`, reporting every problem with its line and field.
+    pub fn load(path: &Path) -> Result<ProviderConfig, Diagnostics> {
+        let source = std::fs::read_to_string(path)
+            .map_err(|e| Diagnostics(vec![Diagnostic::new(path, format!("cannot read: {e}"))]))?;
+        Self::parse(path, &source)
+    }
+
+    pub fn parse(path: &Path, source: &str) -> Result<ProviderConfig, Diagnostics> {
+        let file: ProviderFile = toml::from_str(source)
+            .map_err(|e| Diagnostics(vec![diagnostic::from_toml(path, source, &e)]))?;
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_string();
+        let mut problems = Diagnostics::default();
+        let mut problem = |field: &str, needle: &str, message: String| {
+            problems.push(
+                Diagnostic::new(path, message)
+                    .field(field)
+                    .near(source, needle),
+            );
+        };
+
+        let base_url = match (&file.base_url, file.kind.default_base_url(), file.kind) {
+            (Some(url), _, _) => url.trim_end_matches('/').to_string(),
+            (None, Some(default), _) => default.to_string(),
+            (None, None, Kind::Sim) => String::new(),
+            (None, None, _) => {
+                problem(
+                    "base_url",
+                    "kind",
+                    format!(
+                        "kind `{}` has no default address: set base_url, e.g. \"http://127.0.0.1:8000\"",
+                        file.kind.as_str()
+                    ),
+                );
+                String::new()
+            }
+        };
+        if !base_url.is_empty() && reqwest::Url::parse(&base_url).is_err() {
+            problem("base_url", "base_url", format!("`{base_url}` is not a URL"));
+        }
+        if let Some(var) = &file.api_key_env
+            && (var.is_empty() || var.starts_with("sk-") || var.contains(char::is_whitespace))
+        {
+            problem(
+                "api_key_env",
+                "api_key_env",
+                "must name an environment variable (such as OPENAI_API_KEY), never hold the key itself"
+                    .into(),
+            );
+        }
+        let temperature = file.temperature.unwrap_or(0.0);
+        if !(0.0..=2.0).contains(&temperature) {
+            problem(
+                "temperature",
+                "temperature",
+                format!("{temperature} is outside 0..=2"),
+            );
+        }
+        if file.limits.concurrency == 0 {
+            problem(
+                "limits.concurrency",
+                "concurrency",
+                "must be at least 1".into(),
+            );
+        }
+        if file.limits.requests_per_minute == Some(0) || file.limits.tokens_per_minute == Some(0) {
+            problem(
+                "limits",
+                "per_minute",
+                "a per-minute limit must be at least 1 (leave it out for no limit)".into(),
+            );
+        }
+        if file.max_output_tokens == 0 {
+            problem(
+                "max_output_tokens",
+                "max_output_tokens",
+                "must be at least 1".into(),
+            );
+        }
+        match (file.kind, &file.sim) {
+            (Kind::Sim, None) => problem(
+                "sim",
+                "kind",
+                "a `sim` provider needs a [sim] section with `behaviour` and `expect`".into(),
+            ),
+            (kind, Some(_)) if kind != Kind::Sim => problem(
+                "sim",
+                "[sim]",
+                "only `kind = \"sim\"` providers take a [sim] section".into(),
+            ),
+            _ => {}
+        }
+        let tok = &file.tokenizer;
+        match tok.kind {
+            TokenizerKind::Tiktoken => match tok.encoding.as_deref() {
+                Some("o200k_base" | "cl100k_base") => {}
+                Some(other) => problem(
+                    "tokenizer.encoding",
+                    "encoding",
+                    format!("unknown encoding `{other}`: use o200k_base or cl100k_base"),
+                ),
+                None => problem(
+                    "tokenizer.encoding",
+                    "[tokenizer]",
+                    "a tiktoken tokenizer needs `encoding` (o200k_base or cl100k_base)".into(),
+                ),
+            },
+            TokenizerKind::Huggingface if tok.path.is_none() => problem(
+                "tokenizer.path",
+                "[tokenizer]",
+                "a huggingface tokenizer needs `path` to a tokenizer.json".into(),
+            ),
+            _ => {}
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let structured_output = file
+            .structured_output
+            .unwrap_or(StructuredOutput::JsonSchema);
+        Ok(ProviderConfig {
+            name,
+            file: path.to_path_buf(),
+            kind: file.kind,
+            model: file.model,
+            base_url,
+            api_key_env: file.api_key_env,
+            temperature,
+            seed: file.seed,
+            max_output_tokens: file.max_output_tokens,
+            timeout: file.timeout,
+            structured_output,
+            limits: file.limits,
+            tokenizer: file.tokenizer,
+            sim: file.sim,
+        })
+    }
+
+    /// The API key from `api_key_env`, or `None` when the provider needs none.
+    pub fn api_key(&self) -> Result<Option<Secret>, KeyError> {
+        let Some(var) = &self.api_key_env else {
+            return Ok(None);
+        };
+        match std::env::var(var) {
+            Ok(v) if !v.is_empty() => Ok(Some(Secret::new(v))),
+            _ => Err(KeyError::Missing {
+                provider: self.name.clone(),
+                var: var.clone(),
+            }),
+        }
+    }
+
+    /// A digest of everything that shapes the provider's answers; the key's variable
+    /// name is part of it, the key never is.
+    pub fn digest(&self) -> String {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        if let Some(map) = value.as_object_mut() {
+            // Where the provider lives and how hard we push it do not change what it answers.
+            map.remove("limits");
+            map.remove("base_url");
+        }
+        crate::digest::canonical(&value)
+    }
+}
+
+/// Durations written as "30s", "1m 30s", "250ms".
+mod humantime_serde_compat {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "`{text}` is not a duration ({e}); write e.g. \"30s\" or \"250ms\""
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(src: &str) -> Result<ProviderConfig, Diagnostics> {
+        ProviderConfig::parse(Path::new("providers/p.toml"), src)
+    }
+
+    #[test]
+    fn a_typo_names_the_field_and_its_line() {
+        let err = parse("kind = \"openai\"\nmodle = \"gpt-4o\"\n").unwrap_err();
+        let d = &err.0[0];
+        assert_eq!(d.line, Some(2));
+        assert_eq!(d.field.as_deref(), Some("modle"));
+        assert!(d.message.contains("unknown field"), "{d}");
+    }
+
+    #[test]
+    fn nested_typo_is_caught() {
+        let err =
+            parse("kind = \"openai\"\nmodel = \"m\"\n[limits]\nconcurency = 3\n").unwrap_err();
+        assert_eq!(err.0[0].line, Some(4));
+        assert_eq!(err.0[0].field.as_deref(), Some("concurency"));
+    }
+
+    #[test]
+    fn all_semantic_problems_are_listed() {
+        let err = parse(
+            "kind = \"openai-compatible\"\nmodel = \"m\"\ntemperature = 7.0\n[limits]\nconcurrency = 0\n",
+        )
+        .unwrap_err();
+        let fields: Vec<_> = err.0.iter().filter_map(|d| d.field.clone()).collect();
+        assert_eq!(fields, ["base_url", "temperature", "limits.concurrency"]);
+    }
+
+    #[test]
+    fn defaults_apply() {
+        let p = parse("kind = \"openai\"\nmodel = \"gpt-4o\"\napi_key_env = \"OPENAI_API_KEY\"\n")
+            .unwrap();
+        assert_eq!(p.base_url, "https://api.openai.com");
+        assert_eq!(p.temperature, 0.0);
+        assert_eq!(p.timeout, Duration::from_secs(60));
+        assert_eq!(p.structured_output, StructuredOutput::JsonSchema);
+        assert_eq!(p.limits.concurrency, 4);
+    }
+
+    #[test]
+    fn a_key_in_the_env_field_is_refused() {
+        let err =
+            parse("kind = \"openai\"\nmodel = \"m\"\napi_key_env = \"sk-abc\"\n").unwrap_err();
+        assert_eq!(err.0[0].field.as_deref(), Some("api_key_env"));
+    }
+
+    #[test]
+    fn digest_ignores_limits_and_address() {
+        let a = parse("kind = \"openai\"\nmodel = \"m\"\n").unwrap();
+        let b = parse(
+            "kind = \"openai\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9\"\n[limits]\nconcurrency = 9\n",
+        )
+        .unwrap();
+        let c = parse("kind = \"openai\"\nmodel = \"m2\"\n").unwrap();
+        assert_eq!(a.digest(), b.digest());
+        assert_ne!(a.digest(), c.digest());
+    }
+}

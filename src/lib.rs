@@ -1,0 +1,26 @@
+//! `conform` gates automatic LLM provider failover on evidence.
+//!
+//! The library is laid out as the pipeline reads:
+//!
+//! - [`config`]: provider files and fixture suites in, validated with file, line and field;
+//! - [`provider`]: one wire format per vendor behind [`provider::WireFormat`], and the shared
+//!   [`provider::Transport`] that sends, limits, retries and classifies;
+//! - [`run`]: the runner that replays cases × providers × repeats and streams results;
+//! - [`check`]: the checks, each a small type behind [`check::Check`];
+//! - [`verdict`]: per (suite, provider) conformance from the streamed results;
+//! - [`report`]: `results.jsonl`, `report.json` and the terminal summary;
+//! - [`allowlist`]: the fail-closed file that gates failover, its writer and its reader;
+//! - [`sim`]: simulated providers on loopback for `conform demo` and the tests.
+//!
+//! See `ARCHITECTURE.md` for the invariants each part keeps.
+
+pub mod allowlist;
+pub mod check;
+pub mod config;
+pub mod digest;
+pub mod provider;
+pub mod report;
+pub mod run;
+pub mod secret;
+pub mod sim;
+pub mod verdict;

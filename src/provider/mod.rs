@@ -1,0 +1,136 @@
+//! Provider adapters: one wire format per file behind [`WireFormat`], and the shared
+//! [`Transport`] that sends, rate-limits, retries and classifies.
+//!
+//! A wire format is pure translation, with no I/O: it encodes a [`CallSpec`] into a
+//! [`WireRequest`], decodes a success body into a [`Reply`], and classifies an error
+//! body into a [`CallError`]. That keeps every vendor quirk testable against the
+//! recorded payloads, and keeps retries and limits in one place.
+
+pub mod completion;
+pub mod error;
+pub mod limits;
+pub mod openai;
+pub mod openai_compatible;
+pub mod transport;
+
+use std::sync::Arc;
+
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+
+pub use completion::{Completion, Finish, FinishKind, Reply, Usage};
+pub use error::{CallError, Effect, ErrorKind};
+pub use transport::Transport;
+
+use crate::config::{Kind, Prompt, ProviderConfig};
+use crate::secret::Secret;
+
+/// What to ask of the provider for one call.
+#[derive(Debug, Clone, Copy)]
+pub struct CallSpec<'a> {
+    pub prompt: &'a Prompt,
+    /// The suite's JSON Schema for the answer.
+    pub schema: &'a Value,
+    /// A name for the schema, where the wire format needs one (`[a-zA-Z0-9_-]{1,64}`).
+    pub schema_name: &'a str,
+}
+
+/// An HTTP POST, ready to send.
+#[derive(Debug, Clone)]
+pub struct WireRequest {
+    pub url: String,
+    /// Headers, including authentication; sensitive values are marked so.
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+/// One vendor's wire format.
+///
+/// Implement this to add a provider; the [`Transport`] does the rest.
+pub trait WireFormat: Send + Sync {
+    /// Builds the request for one call.
+    fn encode(
+        &self,
+        call: &CallSpec<'_>,
+        config: &ProviderConfig,
+        key: Option<&Secret>,
+    ) -> WireRequest;
+
+    /// Decodes a 2xx body.
+    fn decode(&self, body: &[u8]) -> Result<Reply, CallError>;
+
+    /// Classifies a non-2xx answer.
+    fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError;
+}
+
+/// The wire format for a provider kind.
+pub fn wire_format(kind: Kind) -> Arc<dyn WireFormat> {
+    match kind {
+        Kind::Openai => Arc::new(openai::OpenAiChat::official()),
+        // Simulated providers speak Chat Completions, as most fallbacks do.
+        Kind::OpenaiCompatible | Kind::Sim => Arc::new(openai_compatible::OpenAiCompatible),
+        // Later adapters slot in here; until then these kinds speak Chat Completions
+        // through their compatibility endpoints.
+        Kind::Anthropic | Kind::Gemini | Kind::Ollama => {
+            Arc::new(openai_compatible::OpenAiCompatible)
+        }
+    }
+}
+
+/// Reads `retry-after-ms`, then `retry-after` (seconds or an HTTP date).
+pub fn retry_after(headers: &HeaderMap) -> Option<std::time::Duration> {
+    use std::time::Duration;
+    let get = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let value = get("retry-after")?;
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let when = httpdate_to_unix(value)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs() as i64;
+    Some(Duration::from_secs(when.saturating_sub(now).max(0) as u64))
+}
+
+fn httpdate_to_unix(value: &str) -> Option<i64> {
+    let format = time::format_description::well_known::Rfc2822;
+    time::OffsetDateTime::parse(value, &format)
+        .ok()
+        .map(|t| t.unix_timestamp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    #[test]
+    fn retry_after_prefers_milliseconds() {
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("7"));
+        assert_eq!(retry_after(&h), Some(std::time::Duration::from_secs(7)));
+        h.insert("retry-after-ms", HeaderValue::from_static("250"));
+        assert_eq!(retry_after(&h), Some(std::time::Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn garbage_retry_after_is_ignored() {
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h), None);
+        h.insert("retry-after", HeaderValue::from_static("-3"));
+        assert_eq!(retry_after(&h), None);
+    }
+}

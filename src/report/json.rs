@@ -1,0 +1,109 @@
+//! `report.json`: the run, the verdicts, and every call record. The call records are
+//! copied from `results.jsonl` line by line, so writing the report takes constant memory.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::run::{PairVerdict, PreparedSuite, RunResult, Target};
+use crate::verdict::Tally;
+
+pub const FORMAT: &str = "conform.report/v1";
+
+/// One verdict as the report shows it.
+#[derive(Debug, Serialize)]
+pub struct VerdictView<'a> {
+    pub suite: &'a str,
+    pub provider: &'a str,
+    pub model: &'a str,
+    pub verdict: &'static str,
+    pub reasons: &'a [String],
+    pub pass_rate: f64,
+    pub first_attempt_pass_rate: f64,
+    #[serde(flatten)]
+    pub tally: &'a Tally,
+}
+
+pub fn verdict_views<'a>(
+    result: &'a RunResult,
+    targets: &'a [std::sync::Arc<Target>],
+) -> Vec<VerdictView<'a>> {
+    result
+        .verdicts
+        .iter()
+        .map(|v: &PairVerdict| VerdictView {
+            suite: &v.tally.suite,
+            provider: &v.tally.provider,
+            model: &targets[v.provider_index].endpoint.config.model,
+            verdict: v.verdict.as_str(),
+            reasons: &v.reasons,
+            pass_rate: v.tally.pass_rate(),
+            first_attempt_pass_rate: v.tally.first_attempt_pass_rate(),
+            tally: &v.tally,
+        })
+        .collect()
+}
+
+/// Writes `report.json` beside `results.jsonl` and returns its path.
+pub fn write(
+    result: &RunResult,
+    suites: &[std::sync::Arc<PreparedSuite>],
+    targets: &[std::sync::Arc<Target>],
+) -> io::Result<PathBuf> {
+    let path = result.dir.join("report.json");
+    let mut out = BufWriter::new(File::create(&path)?);
+    let rfc3339 = |t: time::OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default()
+    };
+    let head = json!({
+        "format": FORMAT,
+        "run": {
+            "id": result.run_id,
+            "started_at": rfc3339(result.started_at),
+            "finished_at": rfc3339(result.finished_at),
+            "complete": result.complete,
+            "conform_version": env!("CARGO_PKG_VERSION"),
+        },
+        "suites": suites.iter().map(|s| json!({
+            "name": s.suite.name,
+            "digest": s.suite.digest,
+            "cases": s.suite.cases.len(),
+            "pass_threshold": s.suite.pass_threshold,
+        })).collect::<Vec<_>>(),
+        "providers": targets.iter().map(|t| {
+            let c = &t.endpoint.config;
+            json!({"name": c.name, "kind": c.kind, "model": c.model, "digest": c.digest(),
+                   "temperature": c.temperature, "structured_output": c.structured_output})
+        }).collect::<Vec<_>>(),
+        "verdicts": verdict_views(result, targets),
+    });
+    // Write the head without its closing brace, then stream the calls into it.
+    let head = serde_json::to_string_pretty(&head)?;
+    let head = head.trim_end().trim_end_matches('}').trim_end();
+    out.write_all(head.as_bytes())?;
+    out.write_all(b",\n  \"calls\": [")?;
+    copy_lines(&result.dir.join("results.jsonl"), &mut out)?;
+    out.write_all(b"\n  ]\n}\n")?;
+    out.flush()?;
+    out.get_ref().sync_all()?;
+    Ok(path)
+}
+
+fn copy_lines(results: &Path, out: &mut impl Write) -> io::Result<()> {
+    let reader = BufReader::new(File::open(results)?);
+    let mut first = true;
+    for line in reader.lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        out.write_all(if first { b"\n    " } else { b",\n    " })?;
+        out.write_all(line.as_bytes())?;
+        first = false;
+    }
+    Ok(())
+}

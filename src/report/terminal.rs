@@ -1,0 +1,74 @@
+//! The summary a person reads at the end of a run: suite × provider with pass counts,
+//! then the first failures explained in plain words.
+
+use std::fmt::Write;
+
+use crate::run::RunResult;
+use crate::verdict::Verdict;
+
+/// Renders the summary table and the first failures.
+pub fn summary(result: &RunResult) -> String {
+    let mut out = String::new();
+    let width = |f: fn(&crate::verdict::Tally) -> usize, min: usize| {
+        result
+            .verdicts
+            .iter()
+            .map(|v| f(&v.tally))
+            .max()
+            .unwrap_or(0)
+            .max(min)
+    };
+    let ws = width(|t| t.suite.len(), 5);
+    let wp = width(|t| t.provider.len(), 8);
+    let _ = writeln!(
+        out,
+        "{:ws$}  {:wp$}  {:13}  {:>9}  reasons",
+        "suite", "provider", "verdict", "passed"
+    );
+    for v in &result.verdicts {
+        let t = &v.tally;
+        let _ = writeln!(
+            out,
+            "{:ws$}  {:wp$}  {:13}  {:>9}  {}",
+            t.suite,
+            t.provider,
+            v.verdict.as_str(),
+            format!("{}/{}", t.passed, t.planned),
+            v.reasons.join(", ")
+        );
+    }
+    let failing: Vec<_> = result
+        .verdicts
+        .iter()
+        .filter(|v| v.verdict != Verdict::Conformant)
+        .collect();
+    if !failing.is_empty() {
+        out.push_str("\nWhy:\n");
+    }
+    for v in failing {
+        let t = &v.tally;
+        let _ = writeln!(out, "  {} × {}:", t.suite, t.provider);
+        if let Some((code, message)) = &t.halted {
+            let _ = writeln!(out, "    the provider was stopped ({code}): {message}");
+        }
+        if !result.complete {
+            let _ = writeln!(out, "    the run was interrupted: nothing is concluded");
+        }
+        for e in &t.examples {
+            let at = e
+                .path
+                .as_deref()
+                .map(|p| format!(" at {p}"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "    case {} (repeat {}): {} check, {}{at}: {}",
+                e.case, e.repeat, e.check, e.code, e.message
+            );
+            if let Some(output) = &e.output {
+                let _ = writeln!(out, "      came back: {output}");
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,340 @@
+//! The runner: cases × providers × repeats, concurrent within each provider's limits,
+//! each result streamed to `results.jsonl` the moment it completes.
+//!
+//! Invariants: the plan is an iterator, never a list, and only `concurrency` calls per
+//! provider are in flight, so memory does not grow with the number of cases; every
+//! planned call ends as exactly one record (passed, failed, or not run because its
+//! provider was stopped); an interrupt stops the run with `complete = false`.
+
+pub mod record;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::stream::{self, StreamExt};
+use time::OffsetDateTime;
+
+use crate::check::{self, Checks};
+use crate::config::{Diagnostics, Suite};
+use crate::provider::transport::Endpoint;
+use crate::provider::{CallSpec, Effect};
+use crate::report::jsonl::ResultsWriter;
+use crate::report::progress::Progress;
+use crate::verdict::{Policy, Tally, Verdict};
+use record::{CallRecord, MAX_OUTPUT, truncate};
+
+/// A suite with its checks compiled.
+#[derive(Debug)]
+pub struct PreparedSuite {
+    pub suite: Suite,
+    pub checks: Checks,
+}
+
+impl PreparedSuite {
+    pub fn new(suite: Suite) -> Result<Self, Diagnostics> {
+        let checks = Checks::for_suite(&suite)?;
+        Ok(PreparedSuite { suite, checks })
+    }
+}
+
+/// A provider ready to run, and whether an error has stopped it.
+#[derive(Debug)]
+pub struct Target {
+    pub endpoint: Endpoint,
+    halted: AtomicBool,
+    halt_reason: Mutex<Option<String>>,
+}
+
+impl Target {
+    pub fn new(endpoint: Endpoint) -> Self {
+        Target {
+            endpoint,
+            halted: AtomicBool::new(false),
+            halt_reason: Mutex::new(None),
+        }
+    }
+
+    fn halt(&self, why: String) {
+        if !self.halted.swap(true, Ordering::SeqCst)
+            && let Ok(mut reason) = self.halt_reason.lock()
+        {
+            *reason = Some(why);
+        }
+    }
+
+    fn halted(&self) -> Option<String> {
+        if !self.halted.load(Ordering::SeqCst) {
+            return None;
+        }
+        let reason = self.halt_reason.lock().ok().and_then(|r| r.clone());
+        Some(reason.unwrap_or_else(|| "the provider was stopped".into()))
+    }
+}
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub run_id: String,
+    /// `reports/<run-id>`.
+    pub dir: PathBuf,
+    /// Overrides every suite's `repeats`.
+    pub repeats: Option<u32>,
+    pub max_transport_error_share: f64,
+    pub progress: bool,
+}
+
+/// The verdict on one (suite, provider), with the counts behind it.
+#[derive(Debug, Clone)]
+pub struct PairVerdict {
+    pub verdict: Verdict,
+    pub reasons: Vec<String>,
+    pub tally: Tally,
+    pub suite_index: usize,
+    pub provider_index: usize,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub run_id: String,
+    pub dir: PathBuf,
+    pub started_at: OffsetDateTime,
+    pub finished_at: OffsetDateTime,
+    /// False when the run was interrupted: nothing may be concluded from it.
+    pub complete: bool,
+    pub verdicts: Vec<PairVerdict>,
+}
+
+/// Why a run could not be carried out at all.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot write the run's results to {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+struct Item {
+    suite: usize,
+    case: usize,
+    repeat: u32,
+}
+
+/// Runs every case of every suite through every target, `repeats` times, until done or
+/// until `interrupt` resolves.
+pub async fn execute(
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    options: &RunOptions,
+    interrupt: impl Future<Output = ()>,
+) -> Result<RunResult, RunError> {
+    let started_at = OffsetDateTime::now_utc();
+    let io = |path: &PathBuf| {
+        let path = path.clone();
+        move |source| RunError::Io { path, source }
+    };
+    std::fs::create_dir_all(&options.dir).map_err(io(&options.dir))?;
+    let results_path = options.dir.join("results.jsonl");
+    let mut writer = ResultsWriter::create(&results_path).map_err(io(&results_path))?;
+
+    let repeats = |s: &Suite| options.repeats.unwrap_or(s.repeats);
+    let per_provider: u64 = suites
+        .iter()
+        .map(|s| s.suite.cases.len() as u64 * u64::from(repeats(&s.suite)))
+        .sum();
+    let mut tallies: Vec<Tally> = Vec::with_capacity(suites.len() * targets.len());
+    for target in targets {
+        for s in suites {
+            tallies.push(Tally::new(
+                &s.suite.name,
+                &target.endpoint.config.name,
+                s.suite.cases.len() as u64 * u64::from(repeats(&s.suite)),
+            ));
+        }
+    }
+    let mut progress = Progress::new(per_provider * targets.len() as u64, options.progress);
+
+    let streams = targets.iter().enumerate().map(|(p, target)| {
+        let suites: Vec<Arc<PreparedSuite>> = suites.to_vec();
+        let items = suites
+            .clone()
+            .into_iter()
+            .enumerate()
+            .flat_map(move |(s, prepared)| {
+                let n = prepared.suite.cases.len();
+                let r = options.repeats.unwrap_or(prepared.suite.repeats);
+                (0..n).flat_map(move |case| {
+                    (0..r).map(move |repeat| Item {
+                        suite: s,
+                        case,
+                        repeat,
+                    })
+                })
+            });
+        let concurrency = target.endpoint.config.limits.concurrency;
+        let target = Arc::clone(target);
+        stream::iter(items)
+            .map(move |item| {
+                let target = Arc::clone(&target);
+                let prepared = Arc::clone(&suites[item.suite]);
+                async move { (p, item.suite, call_one(&prepared, &target, item).await) }
+            })
+            .buffer_unordered(concurrency)
+            .boxed()
+    });
+    let mut merged = stream::select_all(streams);
+
+    let n_suites = suites.len();
+    let consume = async {
+        while let Some((p, s, record)) = merged.next().await {
+            writer.write(&record)?;
+            progress.record(record.passed);
+            tallies[p * n_suites + s].add(&record);
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    let complete = tokio::select! {
+        done = consume => { done.map_err(io(&results_path))?; true }
+        () = interrupt => false,
+    };
+    writer.finish().map_err(io(&results_path))?;
+    progress.finish(complete);
+
+    let verdicts = tallies
+        .into_iter()
+        .enumerate()
+        .map(|(i, tally)| {
+            let (provider_index, suite_index) = (i / n_suites, i % n_suites);
+            let policy = Policy {
+                pass_threshold: suites[suite_index].suite.pass_threshold,
+                max_transport_error_share: options.max_transport_error_share,
+                complete,
+            };
+            let (verdict, reasons) = tally.verdict(&policy);
+            PairVerdict {
+                verdict,
+                reasons,
+                tally,
+                suite_index,
+                provider_index,
+            }
+        })
+        .collect();
+    Ok(RunResult {
+        run_id: options.run_id.clone(),
+        dir: options.dir.clone(),
+        started_at,
+        finished_at: OffsetDateTime::now_utc(),
+        complete,
+        verdicts,
+    })
+}
+
+async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item) -> CallRecord {
+    let suite = &prepared.suite;
+    let config = &target.endpoint.config;
+    let case_ref = &suite.cases[item.case];
+    let not_run = |why: String| {
+        CallRecord::not_run(&suite.name, &case_ref.id, &config.name, item.repeat, why)
+    };
+    if let Some(why) = target.halted() {
+        return not_run(why);
+    }
+    let case = match case_ref.load() {
+        Ok(case) => case,
+        Err(d) => return not_run(d.to_string()),
+    };
+    let prompt = match suite.render(&case, &case_ref.path) {
+        Ok(prompt) => prompt,
+        Err(d) => return not_run(d.to_string()),
+    };
+    let call = CallSpec {
+        prompt: &prompt,
+        schema: &suite.schema,
+        schema_name: &schema_name(&suite.name),
+    };
+    let estimate = (prompt.user.len() + prompt.system.as_ref().map_or(0, String::len)) / 4;
+    let tokens = u32::try_from(estimate)
+        .unwrap_or(u32::MAX)
+        .saturating_add(config.max_output_tokens);
+    let request_digest = Some(target.endpoint.request_digest(&call));
+    let result = target.endpoint.call(&call, tokens).await;
+    if let Err(error) = &result
+        && matches!(
+            error.kind.effect(),
+            Effect::HaltProvider | Effect::ConfigError
+        )
+    {
+        target.halt(format!("stopped after {error}"));
+    }
+    let checks = prepared
+        .checks
+        .evaluate(suite, &case, config, result.as_ref().map(|c| &c.reply));
+    let passed = check::all_passed(&checks);
+    let mut record = CallRecord {
+        suite: suite.name.clone(),
+        case: case.id.clone(),
+        provider: config.name.clone(),
+        repeat: item.repeat,
+        request_digest,
+        passed,
+        not_run: None,
+        latency_ms: None,
+        retries: 0,
+        usage: Default::default(),
+        served_model: None,
+        system_fingerprint: None,
+        finish: None,
+        error: None,
+        checks,
+        output: None,
+    };
+    match result {
+        Ok(completion) => {
+            record.latency_ms = Some(completion.latency.as_secs_f64() * 1000.0);
+            record.retries = completion.retries;
+            let reply = completion.reply;
+            record.usage = reply.usage;
+            record.served_model = reply.served_model;
+            record.system_fingerprint = reply.system_fingerprint;
+            record.finish = Some(reply.finish);
+            record.output = Some(truncate(&reply.text, MAX_OUTPUT));
+        }
+        Err(error) => record.error = Some(error),
+    }
+    record
+}
+
+/// A schema name as OpenAI accepts it: `[a-zA-Z0-9_-]{1,64}`.
+pub fn schema_name(suite: &str) -> String {
+    let name: String = suite
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if name.is_empty() {
+        "output".into()
+    } else {
+        name
+    }
+}
+
+/// A run id that sorts by time: `20261129T163000Z-1a2b`.
+pub fn new_run_id() -> String {
+    let now = OffsetDateTime::now_utc();
+    let format = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
+    let stamp = now
+        .format(&format)
+        .unwrap_or_else(|_| now.unix_timestamp().to_string());
+    let salt = (now.nanosecond() ^ std::process::id().rotate_left(16)) & 0xffff;
+    format!("{stamp}-{salt:04x}")
+}

@@ -1,0 +1,39 @@
+//! A value that must never reach a report, a log or an error message.
+
+use std::fmt;
+
+/// An API key read from the environment.
+///
+/// `Debug` and `Display` print a fixed placeholder, so a key cannot leak through
+/// formatting by accident. The only way to the bytes is [`Secret::expose`].
+///
+/// ```
+/// let key = conform::secret::Secret::new("sk-live-123".to_string());
+/// assert_eq!(format!("{key:?}"), "Secret(***)");
+/// assert_eq!(key.expose(), "sk-live-123");
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: String) -> Self {
+        Secret(value)
+    }
+
+    /// The key itself; call this only where it goes on the wire.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}

@@ -1,0 +1,261 @@
+//! Simulated providers on loopback (wiremock, in-process), for `conform demo` and the
+//! tests: no keys, no network.
+//!
+//! Each simulated provider knows the expected answer of every shipped case (looked up
+//! by a digest of the rendered prompt), and answers it the way its [`Behaviour`] says:
+//! faithfully, or drifting the way real fallbacks drift.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::config::{Diagnostic, Diagnostics, ProviderConfig, Suite};
+
+/// How a simulated provider answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Behaviour {
+    /// The expected answer, as JSON, every time.
+    Steady,
+    /// The expected answer plus an invented top-level key.
+    ExtraKey,
+    /// The expected answer wrapped in markdown fences.
+    Fenced,
+    /// Ignores the requested format and answers in prose.
+    Prose,
+    /// Stops at the token limit: half the JSON, `finish_reason: "length"`.
+    Truncated,
+    /// Answers the first [`RATE_LIMITED_REQUESTS`] requests with 429 and `Retry-After: 1`,
+    /// then behaves.
+    RateLimited,
+}
+
+/// How many requests a [`Behaviour::RateLimited`] provider turns away.
+pub const RATE_LIMITED_REQUESTS: u64 = 3;
+
+/// The expected answer of every case, by prompt.
+#[derive(Debug, Default)]
+pub struct AnswerBook {
+    answers: HashMap<String, Value>,
+}
+
+impl AnswerBook {
+    /// Renders every case of every suite; a case without `expected` is a problem, since
+    /// the simulation would have nothing to answer.
+    pub fn from_suites(suites: &[&Suite]) -> Result<AnswerBook, Diagnostics> {
+        let mut book = AnswerBook::default();
+        let mut problems = Diagnostics::default();
+        for suite in suites {
+            for case_ref in &suite.cases {
+                let case = match case_ref.load() {
+                    Ok(case) => case,
+                    Err(d) => {
+                        problems.push(d);
+                        continue;
+                    }
+                };
+                let prompt = match suite.render(&case, &case_ref.path) {
+                    Ok(p) => p,
+                    Err(d) => {
+                        problems.extend(d);
+                        continue;
+                    }
+                };
+                match case.expected {
+                    Some(expected) => {
+                        book.answers.insert(key(&prompt.user), expected);
+                    }
+                    None => problems.push(
+                        Diagnostic::new(
+                            &case_ref.path,
+                            "a simulated provider needs the case's expected answer",
+                        )
+                        .field("expected"),
+                    ),
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(book)
+        } else {
+            Err(problems)
+        }
+    }
+
+    fn answer(&self, user_prompt: &str) -> Option<&Value> {
+        self.answers.get(&key(user_prompt))
+    }
+}
+
+fn key(user_prompt: &str) -> String {
+    crate::digest::bytes_hex(user_prompt.as_bytes())
+}
+
+/// A running simulated provider.
+pub struct SimServer {
+    server: MockServer,
+    requests: Arc<AtomicU64>,
+}
+
+impl SimServer {
+    /// Starts a simulated provider for `config` on a free loopback port.
+    pub async fn start(config: &ProviderConfig, book: Arc<AnswerBook>) -> SimServer {
+        let sim = config.sim.clone();
+        let (behaviour, latency) = sim
+            .map(|s| (s.behaviour, s.latency))
+            .unwrap_or((Behaviour::Steady, Duration::from_millis(20)));
+        let requests = Arc::new(AtomicU64::new(0));
+        let server = MockServer::builder()
+            .disable_request_recording()
+            .start()
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(SimResponder {
+                book,
+                behaviour,
+                latency,
+                model: format!("{}-sim-2026-06-01", config.model),
+                requests: Arc::clone(&requests),
+            })
+            .mount(&server)
+            .await;
+        SimServer { server, requests }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn uri(&self) -> String {
+        self.server.uri()
+    }
+
+    /// Requests received so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+struct SimResponder {
+    book: Arc<AnswerBook>,
+    behaviour: Behaviour,
+    latency: Duration,
+    model: String,
+    requests: Arc<AtomicU64>,
+}
+
+impl Respond for SimResponder {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let n = self.requests.fetch_add(1, Ordering::SeqCst);
+        let reply = |t: ResponseTemplate| t.set_delay(self.latency);
+        if self.behaviour == Behaviour::RateLimited && n < RATE_LIMITED_REQUESTS {
+            return reply(
+                ResponseTemplate::new(429)
+                    .insert_header("retry-after", "1")
+                    .set_body_json(json!({"error": {
+                        "message": "Rate limit reached for requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 1s.",
+                        "type": "requests", "param": null, "code": "rate_limit_exceeded"}})),
+            );
+        }
+        let body: Value = match serde_json::from_slice(&request.body) {
+            Ok(v) => v,
+            Err(e) => return reply(error(400, &format!("the body is not JSON: {e}"))),
+        };
+        let messages = body.get("messages").and_then(Value::as_array);
+        let user = messages
+            .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default();
+        let Some(expected) = self.book.answer(user) else {
+            return reply(error(400, "the simulation has no answer for this prompt"));
+        };
+        let prompt_chars: usize = messages
+            .map(|m| {
+                m.iter()
+                    .filter_map(|m| m["content"].as_str())
+                    .map(str::len)
+                    .sum()
+            })
+            .unwrap_or(0);
+        let (content, finish) = self.render(expected, &body);
+        let output_tokens = content.len().div_ceil(4);
+        reply(ResponseTemplate::new(200).set_body_json(json!({
+            "id": format!("chatcmpl-sim-{n}"),
+            "object": "chat.completion",
+            "created": 1_780_000_000u64 + n,
+            "model": self.model,
+            "system_fingerprint": "fp_sim0001",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": null},
+                         "logprobs": null, "finish_reason": finish}],
+            "usage": {"prompt_tokens": prompt_chars.div_ceil(4), "completion_tokens": output_tokens,
+                      "total_tokens": prompt_chars.div_ceil(4) + output_tokens},
+        })))
+    }
+}
+
+impl SimResponder {
+    fn render(&self, expected: &Value, request: &Value) -> (String, &'static str) {
+        let compact = expected.to_string();
+        match self.behaviour {
+            Behaviour::Steady | Behaviour::RateLimited => (compact, "stop"),
+            Behaviour::ExtraKey => {
+                let mut v = expected.clone();
+                if let Some(map) = v.as_object_mut() {
+                    map.insert("confidence".into(), json!(0.97));
+                }
+                (v.to_string(), "stop")
+            }
+            Behaviour::Fenced => {
+                let pretty = serde_json::to_string_pretty(expected).unwrap_or(compact);
+                (format!("```json\n{pretty}\n```"), "stop")
+            }
+            Behaviour::Prose => (prose(expected), "stop"),
+            Behaviour::Truncated => {
+                let limit = request
+                    .get("max_tokens")
+                    .or_else(|| request.get("max_completion_tokens"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(64) as usize;
+                let cut = (compact.len() / 2).min(limit * 4).max(1);
+                let mut end = cut;
+                while !compact.is_char_boundary(end) {
+                    end -= 1;
+                }
+                (compact[..end].to_string(), "length")
+            }
+        }
+    }
+}
+
+/// What a model that ignores the format says instead.
+fn prose(expected: &Value) -> String {
+    let facts: Vec<String> = expected
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(_, v)| v.is_string() || v.is_number())
+                .take(3)
+                .map(|(k, v)| {
+                    format!(
+                        "the {} is {}",
+                        k.replace('_', " "),
+                        v.to_string().trim_matches('"')
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    format!(
+        "Sure! I have reviewed the document. In short, {}. Let me know if you need anything else.",
+        facts.join(", ")
+    )
+}
+
+fn error(status: u16, message: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_json(json!({"error": {
+        "message": message, "type": "invalid_request_error", "param": null, "code": null}}))
+}

@@ -1,0 +1,217 @@
+//! Verdicts per (suite, provider), tallied from the streamed call records.
+//!
+//! Invariants: a call that failed after its retries counts as a failure, never as a
+//! skipped case; a provider that could not be reached, authenticated or configured, an
+//! interrupted run, or too many transport errors make the verdict inconclusive, and an
+//! inconclusive verdict never touches the allowlist.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::check::Status;
+use crate::provider::Effect;
+use crate::run::record::CallRecord;
+
+/// The verdict on one provider for one suite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// It kept the contract: failover to it may be allowlisted.
+    Conformant,
+    /// It broke the contract: its allowlist entry is revoked.
+    Nonconformant,
+    /// The evidence is incomplete: the allowlist is left as it was.
+    Inconclusive,
+}
+
+/// What `conform demo` expects of a simulated provider.
+pub type Expectation = Verdict;
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Conformant => "conformant",
+            Verdict::Nonconformant => "nonconformant",
+            Verdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// Pass and fail counts of one check.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckCount {
+    pub passed: u64,
+    pub failed: u64,
+}
+
+/// A failure kept to explain the verdict in plain words.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Example {
+    pub case: String,
+    pub repeat: u32,
+    pub check: String,
+    pub code: String,
+    pub message: String,
+    pub path: Option<String>,
+    /// The start of what came back.
+    pub output: Option<String>,
+}
+
+const MAX_EXAMPLES: usize = 3;
+const MAX_SEEN: usize = 32;
+
+/// Everything counted for one (suite, provider). Its size does not depend on the
+/// number of calls.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Tally {
+    pub suite: String,
+    pub provider: String,
+    /// Calls the plan holds for this pair.
+    pub planned: u64,
+    pub passed: u64,
+    pub failed: u64,
+    /// Calls not sent because the provider had been stopped.
+    pub not_run: u64,
+    /// Failed calls whose failure was the transport's, after retries.
+    pub transport_errors: u64,
+    /// Calls that passed on their first request.
+    pub passed_first_attempt: u64,
+    pub retries: u64,
+    pub checks: BTreeMap<String, CheckCount>,
+    /// How often each finding code occurred.
+    pub codes: BTreeMap<String, u64>,
+    pub served_models: BTreeSet<String>,
+    pub system_fingerprints: BTreeSet<String>,
+    /// Set when a call's error stopped the provider: `(code, message)`.
+    pub halted: Option<(String, String)>,
+    pub config_error: bool,
+    pub examples: Vec<Example>,
+}
+
+impl Tally {
+    pub fn new(suite: &str, provider: &str, planned: u64) -> Self {
+        Tally {
+            suite: suite.to_string(),
+            provider: provider.to_string(),
+            planned,
+            ..Tally::default()
+        }
+    }
+
+    pub fn add(&mut self, record: &CallRecord) {
+        if record.not_run.is_some() {
+            self.not_run += 1;
+            return;
+        }
+        self.retries += u64::from(record.retries);
+        if record.passed {
+            self.passed += 1;
+            if record.retries == 0 {
+                self.passed_first_attempt += 1;
+            }
+        } else {
+            self.failed += 1;
+        }
+        if let Some(model) = &record.served_model
+            && self.served_models.len() < MAX_SEEN
+        {
+            self.served_models.insert(model.clone());
+        }
+        if let Some(fp) = &record.system_fingerprint
+            && self.system_fingerprints.len() < MAX_SEEN
+        {
+            self.system_fingerprints.insert(fp.clone());
+        }
+        if let Some(error) = &record.error {
+            match error.kind.effect() {
+                Effect::Transport => self.transport_errors += 1,
+                Effect::HaltProvider | Effect::ConfigError => {
+                    self.config_error |= error.kind.effect() == Effect::ConfigError;
+                    self.halted
+                        .get_or_insert_with(|| (error.code().to_string(), error.message.clone()));
+                }
+                Effect::ConformanceFailure => {}
+            }
+        }
+        for outcome in &record.checks {
+            let count = self.checks.entry(outcome.check.to_string()).or_default();
+            match outcome.status {
+                Status::Pass => count.passed += 1,
+                Status::Fail => count.failed += 1,
+                Status::Skip => {}
+            }
+            for finding in &outcome.findings {
+                *self.codes.entry(finding.code.to_string()).or_default() += 1;
+                if self.examples.len() < MAX_EXAMPLES
+                    && !self.examples.iter().any(|e| e.code == finding.code)
+                {
+                    self.examples.push(Example {
+                        case: record.case.clone(),
+                        repeat: record.repeat,
+                        check: outcome.check.to_string(),
+                        code: finding.code.to_string(),
+                        message: finding.message.clone(),
+                        path: finding.path.clone(),
+                        output: record
+                            .output
+                            .as_ref()
+                            .map(|o| o.chars().take(160).collect()),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Passed calls over planned calls: a call that never ran is not a pass.
+    pub fn pass_rate(&self) -> f64 {
+        ratio(self.passed, self.planned)
+    }
+
+    pub fn first_attempt_pass_rate(&self) -> f64 {
+        ratio(self.passed_first_attempt, self.planned)
+    }
+
+    /// The verdict, with the reasons that decided it (finding or error codes).
+    pub fn verdict(&self, policy: &Policy) -> (Verdict, Vec<String>) {
+        if let Some((code, _)) = &self.halted {
+            return (Verdict::Inconclusive, vec![code.clone()]);
+        }
+        if !policy.complete {
+            return (Verdict::Inconclusive, vec!["interrupted".into()]);
+        }
+        let ran = self.passed + self.failed;
+        if ran > 0 && ratio(self.transport_errors, ran) > policy.max_transport_error_share {
+            return (
+                Verdict::Inconclusive,
+                vec!["too_many_transport_errors".into()],
+            );
+        }
+        if self.planned > 0 && self.pass_rate() >= policy.pass_threshold {
+            (Verdict::Conformant, Vec::new())
+        } else {
+            let mut codes: Vec<(&String, &u64)> = self.codes.iter().collect();
+            codes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            (
+                Verdict::Nonconformant,
+                codes.into_iter().map(|(c, _)| c.clone()).collect(),
+            )
+        }
+    }
+}
+
+/// What decides a verdict beyond the counts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Policy {
+    /// The suite's pass threshold, a share in (0, 1].
+    pub pass_threshold: f64,
+    /// Above this share of transport errors among the calls that ran, the evidence is
+    /// too thin to judge.
+    pub max_transport_error_share: f64,
+    /// False when the run was interrupted.
+    pub complete: bool,
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
