@@ -241,13 +241,14 @@ async fn execute(
             allowlist_path.display(),
             names(&updated.granted),
             names(&updated.revoked),
-            result
-                .verdicts
-                .iter()
-                .filter(|v| v.verdict == Verdict::Inconclusive)
-                .map(|v| format!("{}/{}", v.tally.suite, v.tally.provider))
-                .collect::<Vec<_>>()
-                .join(", ")
+            names(
+                &result
+                    .verdicts
+                    .iter()
+                    .filter(|v| v.verdict == Verdict::Inconclusive)
+                    .map(|v| (v.tally.suite.clone(), v.tally.provider.clone()))
+                    .collect::<Vec<_>>()
+            )
         );
     } else {
         println!(
