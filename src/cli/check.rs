@@ -1,11 +1,8 @@
 //! `conform check`: static pre-flight, no network.
 
-use std::sync::Arc;
-
 use clap::Args;
 
-use conform::config::{Diagnostics, Selection, Workspace};
-use conform::run::PreparedSuite;
+use conform::config::{Selection, Workspace};
 
 use super::run::print_problems;
 use super::{EXIT_CONFIG, EXIT_OK, Global};
@@ -24,43 +21,20 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
         providers: args.providers,
         suites: args.suites,
     };
-    let workspace = match Workspace::load(&global.paths(), &selection) {
-        Ok(ws) => ws,
-        Err(problems) => {
-            print_problems(&problems);
-            return Ok(EXIT_CONFIG);
-        }
-    };
-    let mut problems = Diagnostics::default();
-    let mut cases = 0usize;
-    let mut prepared = Vec::new();
-    for suite in &workspace.suites {
-        for case_ref in &suite.cases {
-            cases += 1;
-            match case_ref.load() {
-                Ok(case) => {
-                    if let Err(d) = suite.render(&case, &case_ref.path) {
-                        problems.extend(d);
-                    }
-                }
-                Err(d) => problems.push(d),
-            }
-        }
-        match PreparedSuite::new(suite.clone()) {
-            Ok(p) => prepared.push(Arc::new(p)),
-            Err(d) => problems.extend(d),
-        }
+    let (workspace, mut problems) = Workspace::load_partial(&global.paths(), &selection);
+    let cases: usize = workspace.suites.iter().map(|s| s.cases.len()).sum();
+    let (n_providers, n_suites) = (workspace.providers.len(), workspace.suites.len());
+    if let Err(more) = conform::run::prepare(workspace.suites) {
+        problems.extend(more);
     }
     if !problems.is_empty() {
         print_problems(&problems);
         return Ok(EXIT_CONFIG);
     }
     println!(
-        "ok: {} provider{}, {} suite{}, {cases} cases",
-        workspace.providers.len(),
-        plural(workspace.providers.len()),
-        workspace.suites.len(),
-        plural(workspace.suites.len()),
+        "ok: {n_providers} provider{}, {n_suites} suite{}, {cases} cases",
+        plural(n_providers),
+        plural(n_suites),
     );
     Ok(EXIT_OK)
 }

@@ -11,7 +11,7 @@ use conform::config::{Diagnostics, Kind, Selection, Workspace};
 use conform::provider::transport::{Endpoint, Transport};
 use conform::provider::wire_format;
 use conform::report;
-use conform::run::{self, PreparedSuite, RunOptions, RunResult, Target};
+use conform::run::{self, RunOptions, RunResult, Target};
 use conform::sim::{AnswerBook, SimServer};
 use conform::verdict::Verdict;
 
@@ -150,28 +150,13 @@ async fn execute(
     workspace: Workspace,
     common: &Common,
 ) -> anyhow::Result<Option<(RunResult, bool)>> {
-    let mut problems = Diagnostics::default();
-    let mut suites = Vec::new();
-    for suite in workspace.suites {
-        for case_ref in &suite.cases {
-            match case_ref.load() {
-                Ok(case) => {
-                    if let Err(d) = suite.render(&case, &case_ref.path) {
-                        problems.extend(d);
-                    }
-                }
-                Err(d) => problems.push(d),
-            }
+    let suites = match run::prepare(workspace.suites) {
+        Ok(suites) => suites,
+        Err(problems) => {
+            print_problems(&problems);
+            return Ok(None);
         }
-        match PreparedSuite::new(suite) {
-            Ok(prepared) => suites.push(Arc::new(prepared)),
-            Err(d) => problems.extend(d),
-        }
-    }
-    if !problems.is_empty() {
-        print_problems(&problems);
-        return Ok(None);
-    }
+    };
 
     // Simulated providers get a server of their own, alive for the whole run.
     let mut sims = Vec::new();
