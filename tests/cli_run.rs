@@ -135,6 +135,22 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
     assert_eq!(lines.lines().count() as u64, planned);
     assert_eq!(report["calls"].as_array().unwrap().len() as u64, planned);
     assert!(stdout.contains("sim-steady"), "{stdout}");
+
+    // CI artefacts: JUnit with one failure per failed call, and a Markdown summary.
+    let junit = std::fs::read_to_string(run.join("junit.xml")).unwrap();
+    let failed: u64 = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["failed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(junit.matches("<failure").count() as u64, failed);
+    assert!(junit.contains("type=\"not_pure_json\""), "{junit}");
+    let summary = std::fs::read_to_string(run.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("| invoice-extraction | sim-steady | ✅ conformant | 25/25 |"),
+        "{summary}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -209,6 +209,10 @@ async fn execute(
     let report_path = report::json::write(&result, &suites, &targets)
         .with_context(|| format!("cannot write the report in {}", result.dir.display()))?;
 
+    report::junit::write(&result.dir, &result.run_id)
+        .with_context(|| format!("cannot write junit.xml in {}", result.dir.display()))?;
+    report::markdown::write(&result.dir, &result)
+        .with_context(|| format!("cannot write summary.md in {}", result.dir.display()))?;
     print!("{}", report::terminal::summary(&result));
     println!("\nreport: {}", report_path.display());
     println!("results: {}", result.dir.join("results.jsonl").display());
