@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use conform::config::{Diagnostics, Selection, Workspace};
+use conform::check::portability::{self, Severity};
+use conform::config::{Diagnostic, Diagnostics, Selection, Workspace};
 use conform::run::PreparedSuite;
 
 use super::run::print_problems;
@@ -50,6 +51,26 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
             Ok(p) => prepared.push(Arc::new(p)),
             Err(d) => problems.extend(d),
         }
+    }
+    // What each provider's structured-output mode would reject, before a token is spent.
+    let mut warnings = Diagnostics::default();
+    for provider in &workspace.providers {
+        for suite in &workspace.suites {
+            for found in portability::lint(&suite.schema, provider) {
+                let d = Diagnostic::new(
+                    &suite.schema_file,
+                    format!("provider `{}`: {}", provider.name, found.message),
+                )
+                .field(found.path);
+                match found.severity {
+                    Severity::Rejected => problems.push(d),
+                    Severity::Ignored => warnings.push(d),
+                }
+            }
+        }
+    }
+    for w in warnings.iter() {
+        eprintln!("warning: {w}");
     }
     if !problems.is_empty() {
         print_problems(&problems);
