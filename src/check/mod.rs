@@ -7,6 +7,7 @@
 
 pub mod agree;
 pub mod json;
+pub mod portability;
 pub mod schema;
 pub mod transport;
 

@@ -2,7 +2,8 @@
 
 use clap::Args;
 
-use conform::config::{Selection, Workspace};
+use conform::check::portability::{self, Severity};
+use conform::config::{Diagnostic, Diagnostics, Selection, Workspace};
 
 use super::run::print_problems;
 use super::{EXIT_CONFIG, EXIT_OK, Global};
@@ -24,8 +25,28 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
     let (workspace, mut problems) = Workspace::load_partial(&global.paths(), &selection);
     let cases: usize = workspace.suites.iter().map(|s| s.cases.len()).sum();
     let (n_providers, n_suites) = (workspace.providers.len(), workspace.suites.len());
+    // What each provider's structured-output mode would reject, before a token is spent.
+    let mut warnings = Diagnostics::default();
+    for provider in &workspace.providers {
+        for suite in &workspace.suites {
+            for found in portability::lint(&suite.schema, provider) {
+                let d = Diagnostic::new(
+                    &suite.schema_file,
+                    format!("provider `{}`: {}", provider.name, found.message),
+                )
+                .field(found.path);
+                match found.severity {
+                    Severity::Rejected => problems.push(d),
+                    Severity::Ignored => warnings.push(d),
+                }
+            }
+        }
+    }
     if let Err(more) = conform::run::prepare(workspace.suites) {
         problems.extend(more);
+    }
+    for w in warnings.iter() {
+        eprintln!("warning: {w}");
     }
     if !problems.is_empty() {
         print_problems(&problems);
