@@ -2,6 +2,7 @@
 
 mod allowlist;
 mod check;
+mod export;
 mod gate;
 mod run;
 
@@ -97,6 +98,8 @@ providers must be caught, the faithful ones allowlisted."
     Gate(gate::GateArgs),
     /// Inspect the allowlist: its JSON Schema, what it permits, and why a provider is absent.
     Allowlist(allowlist::AllowlistArgs),
+    /// Write the allowlist as the fallback config of a gateway (LiteLLM, Portkey).
+    Export(export::ExportArgs),
 }
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
@@ -106,6 +109,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Check(args) => check::check(&cli.global, args),
         Command::Gate(args) => gate::gate(&cli.global, args),
         Command::Allowlist(args) => allowlist::allowlist(&cli.global, args),
+        Command::Export(args) => export::export(&cli.global, args),
     }
 }
 
