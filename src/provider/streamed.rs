@@ -39,30 +39,18 @@ pub(crate) fn reject(
 
 /// The JSON documents of a stream, and its shape.
 fn documents(text: &str) -> Option<(&'static str, Vec<Value>)> {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let first = lines.first()?;
-    if ["data:", "event:", "id:", "retry:"]
-        .iter()
-        .any(|p| first.starts_with(p))
-    {
-        let mut docs: Vec<Value> = lines
+    if super::sse::is_event_stream(text.as_bytes()) {
+        let mut docs: Vec<Value> = super::sse::events(text.as_bytes())
+            .unwrap_or_default()
             .iter()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+            .filter_map(|event| serde_json::from_str(event.data.trim()).ok())
             .collect();
-        // Gemini ends a failed stream with a bare, pretty-printed error object.
-        let rest: String = lines
-            .iter()
-            .filter(|l| {
-                !["data:", "event:", "id:", "retry:"]
-                    .iter()
-                    .any(|p| l.starts_with(p))
-            })
-            .copied()
+        // Gemini ends a failed stream with a bare, pretty-printed error object, which the
+        // event grammar ignores: it is the text outside every field line.
+        let rest: String = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !is_field_line(l))
             .collect::<Vec<_>>()
             .join("\n");
         if let Ok(trailing) = serde_json::from_str::<Value>(&rest) {
@@ -70,6 +58,11 @@ fn documents(text: &str) -> Option<(&'static str, Vec<Value>)> {
         }
         return Some(("server-sent events", docs));
     }
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     let docs: Vec<Value> = lines
         .iter()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -77,6 +70,12 @@ fn documents(text: &str) -> Option<(&'static str, Vec<Value>)> {
     // NDJSON: more than one line, and the lines (not the whole) are JSON.
     (lines.len() > 1 && !docs.is_empty() && docs.len() * 2 >= lines.len())
         .then_some(("NDJSON", docs))
+}
+
+fn is_field_line(line: &str) -> bool {
+    ["data:", "event:", "id:", "retry:", ":"]
+        .iter()
+        .any(|p| line.starts_with(p))
 }
 
 #[cfg(test)]
