@@ -120,6 +120,7 @@ fn tokenizer_identity(config: &crate::config::ProviderConfig) -> String {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default()
         ),
+        TokenizerKind::Provider => "provider".into(),
         TokenizerKind::None => "none".into(),
     }
 }

@@ -4,8 +4,11 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use conform::config::{Diagnostics, Selection, Workspace};
+use conform::config::{
+    CaseRef, Diagnostic, Diagnostics, Prompt, ProviderConfig, Selection, Workspace,
+};
 use conform::run::PreparedSuite;
+use conform::tokenize::Counter;
 
 use super::run::print_problems;
 use super::{EXIT_CONFIG, EXIT_OK, Global};
@@ -32,18 +35,34 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
         }
     };
     let mut problems = Diagnostics::default();
+    let mut counters = Vec::new();
+    for provider in &workspace.providers {
+        match Counter::for_provider(provider) {
+            Ok(counter) => counters.push((provider, counter)),
+            Err(d) => problems.extend(d),
+        }
+    }
     let mut cases = 0usize;
     let mut prepared = Vec::new();
     for suite in &workspace.suites {
         for case_ref in &suite.cases {
             cases += 1;
-            match case_ref.load() {
-                Ok(case) => {
-                    if let Err(d) = suite.render(&case, &case_ref.path) {
-                        problems.extend(d);
+            let case = match case_ref.load() {
+                Ok(case) => case,
+                Err(d) => {
+                    problems.push(d);
+                    continue;
+                }
+            };
+            match suite.render(&case, &case_ref.path) {
+                Ok(prompt) => {
+                    for (provider, counter) in &counters {
+                        if let Some(d) = budget_problem(provider, counter, &prompt, case_ref) {
+                            problems.push(d);
+                        }
                     }
                 }
-                Err(d) => problems.push(d),
+                Err(d) => problems.extend(d),
             }
         }
         match PreparedSuite::new(suite.clone()) {
@@ -63,6 +82,28 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
         plural(workspace.suites.len()),
     );
     Ok(EXIT_OK)
+}
+
+/// The prompt must fit the provider's context window with `max_output_tokens` to
+/// spare; counted offline, so only local tokenizers are asked.
+fn budget_problem(
+    provider: &ProviderConfig,
+    counter: &Counter,
+    prompt: &Prompt,
+    case: &CaseRef,
+) -> Option<Diagnostic> {
+    let window = provider.tokenizer.context_window?;
+    let message = match counter.count_local(prompt)? {
+        Err(e) => format!("provider `{}` cannot count this prompt: {e}", provider.name),
+        Ok(n) if n + u64::from(provider.max_output_tokens) > u64::from(window) => format!(
+            "the prompt is {n} tokens ({}); with max_output_tokens {} it does not fit provider `{}`'s context window of {window}",
+            counter.describe(),
+            provider.max_output_tokens,
+            provider.name
+        ),
+        Ok(_) => return None,
+    };
+    Some(Diagnostic::new(&case.path, message).field("vars"))
 }
 
 fn plural(n: usize) -> &'static str {

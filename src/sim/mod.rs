@@ -16,6 +16,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::config::{Diagnostic, Diagnostics, ProviderConfig, Suite};
+use crate::tokenize::{Counter, Message, Tokenizer};
 
 /// How a simulated provider answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,6 +112,12 @@ impl SimServer {
             .map(|s| (s.behaviour, s.latency))
             .unwrap_or((Behaviour::Steady, Duration::from_millis(20)));
         let requests = Arc::new(AtomicU64::new(0));
+        // Usage is reported the way the configured tokenizer counts, as a real provider
+        // reports what its own tokenizer counted.
+        let tokenizer = match Counter::for_provider(config) {
+            Ok(Counter::Local(t)) => Some(t),
+            _ => None,
+        };
         let server = MockServer::builder()
             .disable_request_recording()
             .start()
@@ -123,6 +130,7 @@ impl SimServer {
                 latency,
                 model: format!("{}-sim-2026-06-01", config.model),
                 requests: Arc::clone(&requests),
+                tokenizer,
             })
             .mount(&server)
             .await;
@@ -146,6 +154,7 @@ struct SimResponder {
     latency: Duration,
     model: String,
     requests: Arc<AtomicU64>,
+    tokenizer: Option<Arc<dyn Tokenizer>>,
 }
 
 impl Respond for SimResponder {
@@ -173,16 +182,9 @@ impl Respond for SimResponder {
         let Some(expected) = self.book.answer(user) else {
             return reply(error(400, "the simulation has no answer for this prompt"));
         };
-        let prompt_chars: usize = messages
-            .map(|m| {
-                m.iter()
-                    .filter_map(|m| m["content"].as_str())
-                    .map(str::len)
-                    .sum()
-            })
-            .unwrap_or(0);
+        let prompt_tokens = self.prompt_tokens(messages.map_or(&[][..], Vec::as_slice));
         let (content, finish) = self.render(expected, &body);
-        let output_tokens = content.len().div_ceil(4);
+        let output_tokens = content.len().div_ceil(4) as u64;
         reply(ResponseTemplate::new(200).set_body_json(json!({
             "id": format!("chatcmpl-sim-{n}"),
             "object": "chat.completion",
@@ -191,13 +193,35 @@ impl Respond for SimResponder {
             "system_fingerprint": "fp_sim0001",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": null},
                          "logprobs": null, "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt_chars.div_ceil(4), "completion_tokens": output_tokens,
-                      "total_tokens": prompt_chars.div_ceil(4) + output_tokens},
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens,
+                      "total_tokens": prompt_tokens + output_tokens},
         })))
     }
 }
 
 impl SimResponder {
+    /// The prompt tokens of the request's messages: counted by the configured
+    /// tokenizer, else estimated at four bytes a token.
+    fn prompt_tokens(&self, messages: &[Value]) -> u64 {
+        let parsed: Vec<Message<'_>> = messages
+            .iter()
+            .map(|m| Message {
+                role: m["role"].as_str().unwrap_or_default(),
+                content: m["content"].as_str().unwrap_or_default(),
+                name: m["name"].as_str(),
+            })
+            .collect();
+        if let Some(count) = self
+            .tokenizer
+            .as_ref()
+            .and_then(|t| t.count_messages(&parsed).ok())
+        {
+            return count;
+        }
+        let chars: usize = parsed.iter().map(|m| m.content.len()).sum();
+        chars.div_ceil(4) as u64
+    }
+
     fn render(&self, expected: &Value, request: &Value) -> (String, &'static str) {
         let compact = expected.to_string();
         match self.behaviour {
