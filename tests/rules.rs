@@ -67,7 +67,10 @@ fn a_misspelled_variable_fails_conform_check_with_file_rule_and_position() {
         stderr.contains("    .currency == $inptu.currency\n                 ^^^^^^"),
         "the span is drawn under the expression:\n{stderr}"
     );
-    assert!(!stderr.contains("Undefined"), "not jaq's raw error: {stderr}");
+    assert!(
+        !stderr.contains("Undefined"),
+        "not jaq's raw error: {stderr}"
+    );
 }
 
 #[test]
@@ -85,8 +88,14 @@ fn syntax_errors_and_unknown_functions_are_reported_for_every_rule() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("rules.broken: syntax error"), "{stderr}");
-    assert!(stderr.contains("rules.no_such: undefined function `frobnicate/0`"), "{stderr}");
-    assert!(stderr.contains("rules.clock: `now` is not available in rules: use $now"), "{stderr}");
+    assert!(
+        stderr.contains("rules.no_such: undefined function `frobnicate/0`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("rules.clock: `now` is not available in rules: use $now"),
+        "{stderr}"
+    );
 }
 
 fn reply(text: &str) -> Reply {
@@ -135,9 +144,21 @@ fn a_rule_that_multiplies_a_string_fails_with_the_error_text() {
     );
     let failed = &rules.findings[1];
     assert_eq!(failed.code, "rule_failed");
-    assert!(failed.message.contains("currency must match the input"), "{}", failed.message);
-    assert!(failed.message.contains("yielded false"), "{}", failed.message);
-    assert!(failed.message.contains(r#""currency":"USD""#), "the offending value: {}", failed.message);
+    assert!(
+        failed.message.contains("currency must match the input"),
+        "{}",
+        failed.message
+    );
+    assert!(
+        failed.message.contains("yielded false"),
+        "{}",
+        failed.message
+    );
+    assert!(
+        failed.message.contains(r#""currency":"USD""#),
+        "the offending value: {}",
+        failed.message
+    );
 }
 
 #[test]
@@ -152,7 +173,10 @@ fn shipped_rules_compile_and_hold_on_every_expected_answer() {
         let checks = Checks::for_suite(&suite).unwrap();
         for case_ref in &suite.cases {
             let case = case_ref.load().unwrap();
-            let expected = case.expected.clone().expect("every shipped case has an expected answer");
+            let expected = case
+                .expected
+                .clone()
+                .expect("every shipped case has an expected answer");
             let outcomes = checks.evaluate(
                 &suite,
                 &case,
@@ -197,6 +221,10 @@ fn a_date_in_the_future_fails_against_the_run_clock() {
         CallFacts { now, tokens: None },
     );
     let rules = outcomes.iter().find(|o| o.check == "rules").unwrap();
-    let names: Vec<_> = rules.findings.iter().map(|f| f.path.as_deref().unwrap()).collect();
+    let names: Vec<_> = rules
+        .findings
+        .iter()
+        .map(|f| f.path.as_deref().unwrap())
+        .collect();
     assert_eq!(names, ["rules.issue_date_not_in_future"]);
 }

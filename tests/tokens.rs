@@ -57,7 +57,10 @@ fn cookbook_message_counts_reproduce_124_and_129() {
     assert_eq!(o200k.encode(text), ids("o200k_base"));
     assert_eq!(cl100k.encode(text), ids("cl100k_base"));
     // Built once, shared.
-    assert!(Arc::ptr_eq(&o200k, &Tiktoken::shared("o200k_base").unwrap()));
+    assert!(Arc::ptr_eq(
+        &o200k,
+        &Tiktoken::shared("o200k_base").unwrap()
+    ));
 }
 
 /// Every case in tests/templates/ renders byte-identical to what Jinja2 produced with
@@ -73,7 +76,8 @@ fn chat_templates_render_byte_identical_to_transformers() {
         .collect();
     cases.sort();
     for case_file in cases {
-        let case: Value = serde_json::from_str(&std::fs::read_to_string(&case_file).unwrap()).unwrap();
+        let case: Value =
+            serde_json::from_str(&std::fs::read_to_string(&case_file).unwrap()).unwrap();
         let template_path = dir.join(case["template"].as_str().unwrap());
         let mut special = std::collections::BTreeMap::new();
         for (k, v) in case["special"].as_object().into_iter().flatten() {
@@ -86,7 +90,9 @@ fn chat_templates_render_byte_identical_to_transformers() {
                 serde_json::from_str(&std::fs::read_to_string(&template_path).unwrap()).unwrap();
             for name in ["bos_token", "eos_token", "unk_token", "pad_token"] {
                 if let Some(v) = config[name].as_str() {
-                    special.entry(name.to_string()).or_insert_with(|| v.to_string());
+                    special
+                        .entry(name.to_string())
+                        .or_insert_with(|| v.to_string());
                 }
             }
             config["chat_template"].as_str().unwrap().to_string()
@@ -180,7 +186,9 @@ fn im_end_in_a_variable_is_flagged_for_smollm2_and_cl100k() {
         tokenizer: cl100k.describe().to_string(),
         counted: Ok(10),
         control: tokenize::control_tokens_in(
-            json!({"body": "end of text: <|endoftext|>"}).as_object().unwrap(),
+            json!({"body": "end of text: <|endoftext|>"})
+                .as_object()
+                .unwrap(),
             cl100k.control_tokens(),
         ),
     };
@@ -188,7 +196,11 @@ fn im_end_in_a_variable_is_flagged_for_smollm2_and_cl100k() {
     assert_eq!(findings.len(), 1);
     assert_eq!(findings[0].code, "special_token_in_input");
     assert_eq!(findings[0].path.as_deref(), Some("vars.body"));
-    assert!(findings[0].message.contains("`<|endoftext|>`"), "{}", findings[0].message);
+    assert!(
+        findings[0].message.contains("`<|endoftext|>`"),
+        "{}",
+        findings[0].message
+    );
     assert!(findings[0].message.contains("tiktoken cl100k_base"));
 }
 
@@ -241,9 +253,14 @@ async fn run(suite: Suite, config: ProviderConfig, reports: &Path) -> Vec<Value>
         progress: false,
     };
     let prepared = Arc::new(PreparedSuite::new(suite).unwrap());
-    run::execute(&[prepared], &[Arc::new(target)], &options, std::future::pending())
-        .await
-        .unwrap();
+    run::execute(
+        &[prepared],
+        &[Arc::new(target)],
+        &options,
+        std::future::pending(),
+    )
+    .await
+    .unwrap();
     std::fs::read_to_string(reports.join("results.jsonl"))
         .unwrap()
         .lines()
@@ -271,22 +288,30 @@ async fn a_context_overflow_is_rejected_before_any_request() {
         .await;
     let long = "The quarterly ledger reconciliation ran long. ".repeat(60);
     let suite = suite(&tmp.path().join("s"), &[("long", &long)]);
-    let records = run(suite, provider(tmp.path(), &server.uri(), 400), &tmp.path().join("r")).await;
+    let records = run(
+        suite,
+        provider(tmp.path(), &server.uri(), 400),
+        &tmp.path().join("r"),
+    )
+    .await;
 
     assert_eq!(records.len(), 1);
     let r = &records[0];
     assert_eq!(r["passed"], false);
-    assert!(r.get("not_run").is_none(), "an overflow is a failure, not a skipped call");
+    assert!(
+        r.get("not_run").is_none(),
+        "an overflow is a failure, not a skipped call"
+    );
     let finding = &r["checks"][0]["findings"][0];
     assert_eq!(r["checks"][0]["check"], "tokens");
     assert_eq!(finding["code"], "context_overflow");
     let counted = r["prompt_tokens_counted"].as_u64().unwrap();
     assert!(counted + 50 > 400, "{counted}");
     assert!(
-        finding["message"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("over the context window of 400 by {}", counted + 50 - 400)),
+        finding["message"].as_str().unwrap().contains(&format!(
+            "over the context window of 400 by {}",
+            counted + 50 - 400
+        )),
         "{finding}"
     );
     assert_eq!(server.received_requests().await.unwrap().len(), 0);
@@ -322,7 +347,12 @@ async fn prompt_tokens_are_compared_with_usage_and_control_tokens_flagged() {
         .mount(&server)
         .await;
     let suite_a = suite(&tmp.path().join("a"), &[("a", "all good")]);
-    let records = run(suite_a, provider(tmp.path(), &server.uri(), 8000), &tmp.path().join("ra")).await;
+    let records = run(
+        suite_a,
+        provider(tmp.path(), &server.uri(), 8000),
+        &tmp.path().join("ra"),
+    )
+    .await;
     let tokens_outcome = records[0]["checks"]
         .as_array()
         .unwrap()
@@ -341,7 +371,12 @@ async fn prompt_tokens_are_compared_with_usage_and_control_tokens_flagged() {
         .mount(&server)
         .await;
     let suite_b = suite(&tmp.path().join("b"), &[("b", body)]);
-    let records = run(suite_b, provider(tmp.path(), &server.uri(), 8000), &tmp.path().join("rb")).await;
+    let records = run(
+        suite_b,
+        provider(tmp.path(), &server.uri(), 8000),
+        &tmp.path().join("rb"),
+    )
+    .await;
     let outcome = records[0]["checks"]
         .as_array()
         .unwrap()
