@@ -11,7 +11,10 @@
 #        scripts/real-model.sh stop               stop the server this script started
 #        scripts/real-model.sh url                print the base URL (http://127.0.0.1:PORT)
 # env:   CONFORM_CACHE  cache dir          LLAMA_PORT   port (8084)
-#        LLAMA_SLOTS    -np (1)            LLAMA_CTX    context size (4096)
+#        LLAMA_SLOTS    -np (1; `default` leaves llama-server's own default: several slots
+#                       sharing a unified KV cache, the non-deterministic setting the
+#                       stability check must catch)
+#        LLAMA_CTX      context size (4096)
 # Extra ARGS go to llama-server. `-t 1 -np 1` is the default: with two threads ggml's spinning
 # threads collapse when anything else uses a core, and without -np 1 the unified KV cache makes
 # concurrent requests non-deterministic at temperature 0.
@@ -79,8 +82,10 @@ start() {
     log "already running on port $PORT (pid $(cat "$PIDFILE"))"
     return
   fi
-  log "starting llama-server on 127.0.0.1:$PORT (-t 1 -np $SLOTS), log: $LOG"
-  nohup "$SERVER" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -c "$CTX" -t 1 -np "$SLOTS" "$@" \
+  local slots=(-np "$SLOTS")
+  [ "$SLOTS" = default ] && slots=()
+  log "starting llama-server on 127.0.0.1:$PORT (-t 1 ${slots[*]:-with default slots}), log: $LOG"
+  nohup "$SERVER" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -c "$CTX" -t 1 "${slots[@]}" "$@" \
     >"$LOG" 2>&1 </dev/null &
   echo $! >"$PIDFILE"
   for _ in $(seq 1 120); do

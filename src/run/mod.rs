@@ -285,14 +285,7 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i6
         control: tokenize::control_tokens_in(&case.vars, target.counter.control_tokens()),
     });
     let request_digest = Some(target.endpoint.request_digest(&call));
-    let mut record = CallRecord::not_run(
-        &suite.name,
-        &case.id,
-        &config.name,
-        item.repeat,
-        String::new(),
-    );
-    record.not_run = None;
+    let mut record = CallRecord::new(&suite.name, &case.id, &config.name, item.repeat);
     record.request_digest = request_digest;
     record.prompt_tokens_counted = counted.as_ref().and_then(|t| t.counted.clone().ok());
     // An overflow is the provider's failure to hold this prompt: recorded, never sent,

@@ -42,7 +42,16 @@ pub struct CallRecord {
 }
 
 impl CallRecord {
+    /// A call that was not sent: `why` says why.
     pub fn not_run(suite: &str, case: &str, provider: &str, repeat: u32, why: String) -> Self {
+        CallRecord {
+            not_run: Some(why),
+            ..CallRecord::new(suite, case, provider, repeat)
+        }
+    }
+
+    /// A call about to be made: not passed, nothing measured yet.
+    pub fn new(suite: &str, case: &str, provider: &str, repeat: u32) -> Self {
         CallRecord {
             suite: suite.into(),
             case: case.into(),
@@ -50,7 +59,7 @@ impl CallRecord {
             repeat,
             request_digest: None,
             passed: false,
-            not_run: Some(why),
+            not_run: None,
             latency_ms: None,
             retries: 0,
             usage: Usage::default(),
