@@ -1,13 +1,10 @@
 //! `conform check`: static pre-flight, no network.
 
-use std::sync::Arc;
-
 use clap::Args;
 
 use conform::config::{
     CaseRef, Diagnostic, Diagnostics, Prompt, ProviderConfig, Selection, Workspace,
 };
-use conform::run::PreparedSuite;
 use conform::tokenize::Counter;
 
 use super::run::print_problems;
@@ -27,65 +24,59 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
         providers: args.providers,
         suites: args.suites,
     };
-    let workspace = match Workspace::load(&global.paths(), &selection) {
-        Ok(ws) => ws,
-        Err(problems) => {
-            print_problems(&problems);
-            return Ok(EXIT_CONFIG);
-        }
-    };
-    let mut problems = Diagnostics::default();
-    let mut counters = Vec::new();
-    for provider in &workspace.providers {
-        match Counter::for_provider(provider) {
-            Ok(counter) => counters.push((provider, counter)),
-            Err(d) => problems.extend(d),
-        }
-    }
-    let mut cases = 0usize;
-    let mut prepared = Vec::new();
-    for suite in &workspace.suites {
-        for case_ref in &suite.cases {
-            cases += 1;
-            let case = match case_ref.load() {
-                Ok(case) => case,
-                Err(d) => {
-                    problems.push(d);
-                    continue;
-                }
-            };
-            match suite.render(&case, &case_ref.path) {
-                Ok(prompt) => {
-                    for (provider, counter) in &counters {
-                        if let Some(d) = budget_problem(provider, counter, &prompt, case_ref) {
-                            problems.push(d);
-                        }
-                    }
-                }
-                Err(d) => problems.extend(d),
-            }
-        }
-        match PreparedSuite::new(suite.clone()) {
-            Ok(p) => prepared.push(Arc::new(p)),
-            Err(d) => problems.extend(d),
-        }
+    let (workspace, mut problems) = Workspace::load_partial(&global.paths(), &selection);
+    let cases: usize = workspace.suites.iter().map(|s| s.cases.len()).sum();
+    let (n_providers, n_suites) = (workspace.providers.len(), workspace.suites.len());
+    problems.extend(budget_problems(&workspace));
+    if let Err(more) = conform::run::prepare(workspace.suites) {
+        problems.extend(more);
     }
     if !problems.is_empty() {
         print_problems(&problems);
         return Ok(EXIT_CONFIG);
     }
     println!(
-        "ok: {} provider{}, {} suite{}, {cases} cases",
-        workspace.providers.len(),
-        plural(workspace.providers.len()),
-        workspace.suites.len(),
-        plural(workspace.suites.len()),
+        "ok: {n_providers} provider{}, {n_suites} suite{}, {cases} cases",
+        plural(n_providers),
+        plural(n_suites),
     );
     Ok(EXIT_OK)
 }
 
-/// The prompt must fit the provider's context window with `max_output_tokens` to
-/// spare; counted offline, so only local tokenizers are asked.
+/// Every provider's tokenizer loads, and every prompt fits every provider's context
+/// window with `max_output_tokens` to spare (counted offline: local tokenizers only).
+fn budget_problems(workspace: &Workspace) -> Diagnostics {
+    let mut problems = Diagnostics::default();
+    let mut counters = Vec::new();
+    for provider in &workspace.providers {
+        match Counter::for_provider(provider) {
+            Ok(counter) if provider.tokenizer.context_window.is_some() => {
+                counters.push((provider, counter))
+            }
+            Ok(_) => {}
+            Err(d) => problems.extend(d),
+        }
+    }
+    if counters.is_empty() {
+        return problems;
+    }
+    for suite in &workspace.suites {
+        for case_ref in &suite.cases {
+            // A case that does not load or render is reported by the suite's preparation.
+            let Ok(case) = case_ref.load() else { continue };
+            let Ok(prompt) = suite.render(&case, &case_ref.path) else {
+                continue;
+            };
+            for (provider, counter) in &counters {
+                if let Some(d) = budget_problem(provider, counter, &prompt, case_ref) {
+                    problems.push(d);
+                }
+            }
+        }
+    }
+    problems
+}
+
 fn budget_problem(
     provider: &ProviderConfig,
     counter: &Counter,

@@ -11,7 +11,7 @@ use conform::config::{Diagnostics, Kind, Selection, Workspace};
 use conform::provider::transport::{Endpoint, Transport};
 use conform::provider::wire_format;
 use conform::report;
-use conform::run::{self, PreparedSuite, RunOptions, RunResult, Target};
+use conform::run::{self, RunOptions, RunResult, Target};
 use conform::sim::{AnswerBook, SimServer};
 use conform::tokenize::Counter;
 use conform::verdict::Verdict;
@@ -151,28 +151,13 @@ async fn execute(
     workspace: Workspace,
     common: &Common,
 ) -> anyhow::Result<Option<(RunResult, bool)>> {
-    let mut problems = Diagnostics::default();
-    let mut suites = Vec::new();
-    for suite in workspace.suites {
-        for case_ref in &suite.cases {
-            match case_ref.load() {
-                Ok(case) => {
-                    if let Err(d) = suite.render(&case, &case_ref.path) {
-                        problems.extend(d);
-                    }
-                }
-                Err(d) => problems.push(d),
-            }
+    let suites = match run::prepare(workspace.suites) {
+        Ok(suites) => suites,
+        Err(problems) => {
+            print_problems(&problems);
+            return Ok(None);
         }
-        match PreparedSuite::new(suite) {
-            Ok(prepared) => suites.push(Arc::new(prepared)),
-            Err(d) => problems.extend(d),
-        }
-    }
-    if !problems.is_empty() {
-        print_problems(&problems);
-        return Ok(None);
-    }
+    };
 
     // Simulated providers get a server of their own, alive for the whole run.
     let mut sims = Vec::new();
@@ -235,6 +220,10 @@ async fn execute(
     let report_path = report::json::write(&result, &suites, &targets)
         .with_context(|| format!("cannot write the report in {}", result.dir.display()))?;
 
+    report::junit::write(&result.dir, &result.run_id)
+        .with_context(|| format!("cannot write junit.xml in {}", result.dir.display()))?;
+    report::markdown::write(&result.dir, &result)
+        .with_context(|| format!("cannot write summary.md in {}", result.dir.display()))?;
     print!("{}", report::terminal::summary(&result));
     println!("\nreport: {}", report_path.display());
     println!("results: {}", result.dir.join("results.jsonl").display());
@@ -252,13 +241,14 @@ async fn execute(
             allowlist_path.display(),
             names(&updated.granted),
             names(&updated.revoked),
-            result
-                .verdicts
-                .iter()
-                .filter(|v| v.verdict == Verdict::Inconclusive)
-                .map(|v| format!("{}/{}", v.tally.suite, v.tally.provider))
-                .collect::<Vec<_>>()
-                .join(", ")
+            names(
+                &result
+                    .verdicts
+                    .iter()
+                    .filter(|v| v.verdict == Verdict::Inconclusive)
+                    .map(|v| (v.tally.suite.clone(), v.tally.provider.clone()))
+                    .collect::<Vec<_>>()
+            )
         );
     } else {
         println!(

@@ -49,6 +49,17 @@ impl Workspace {
     /// Loads the selected providers and suites. A name that matches no file is a problem
     /// that lists the names that exist.
     pub fn load(paths: &Paths, selection: &Selection) -> Result<Workspace, Diagnostics> {
+        let (workspace, problems) = Self::load_partial(paths, selection);
+        if problems.is_empty() {
+            Ok(workspace)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Loads what can be loaded and returns it with every problem found, so that
+    /// `conform check` can go on checking the suites when a provider file is broken.
+    pub fn load_partial(paths: &Paths, selection: &Selection) -> (Workspace, Diagnostics) {
         let mut problems = Diagnostics::default();
         let provider_files = named_entries(&paths.providers, "toml", &mut problems);
         let suite_dirs = named_entries(&paths.fixtures, "", &mut problems);
@@ -79,11 +90,7 @@ impl Workspace {
                 Err(d) => problems.extend(d),
             }
         }
-        if problems.is_empty() {
-            Ok(Workspace { providers, suites })
-        } else {
-            Err(problems)
-        }
+        (Workspace { providers, suites }, problems)
     }
 }
 

@@ -21,6 +21,8 @@ pub enum Kind {
     Ollama,
     /// A simulated provider started in-process on loopback (see [`crate::sim`]).
     Sim,
+    /// The OpenAI Responses API (`POST /v1/responses`).
+    OpenaiResponses,
 }
 
 impl Kind {
@@ -32,12 +34,13 @@ impl Kind {
             Kind::Gemini => "gemini",
             Kind::Ollama => "ollama",
             Kind::Sim => "sim",
+            Kind::OpenaiResponses => "openai-responses",
         }
     }
 
     fn default_base_url(self) -> Option<&'static str> {
         match self {
-            Kind::Openai => Some("https://api.openai.com"),
+            Kind::Openai | Kind::OpenaiResponses => Some("https://api.openai.com"),
             Kind::Anthropic => Some("https://api.anthropic.com"),
             Kind::Gemini => Some("https://generativelanguage.googleapis.com"),
             Kind::Ollama => Some("http://127.0.0.1:11434"),
@@ -188,6 +191,8 @@ struct ProviderFile {
     #[serde(default)]
     tokenizer: TokenizerConfig,
     sim: Option<SimConfig>,
+    #[serde(default)]
+    stream: bool,
 }
 
 fn default_max_output_tokens() -> u32 {
@@ -219,6 +224,11 @@ pub struct ProviderConfig {
     pub limits: Limits,
     pub tokenizer: TokenizerConfig,
     pub sim: Option<SimConfig>,
+    /// Ask for a server-sent-event stream and fold it into one reply. Streams are where
+    /// some servers differ (mid-stream errors, missing usage); the answer is the same.
+    /// Left out of the digest when false, so existing allowlist entries stay valid.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
 }
 
 /// Why an API key could not be had.
@@ -378,6 +388,7 @@ impl ProviderConfig {
             limits: file.limits,
             tokenizer: file.tokenizer,
             sim: file.sim,
+            stream: file.stream,
         })
     }
 
@@ -490,5 +501,17 @@ mod tests {
         let c = parse("kind = \"openai\"\nmodel = \"m2\"\n").unwrap();
         assert_eq!(a.digest(), b.digest());
         assert_ne!(a.digest(), c.digest());
+    }
+
+    #[test]
+    fn stream_is_off_by_default_and_only_an_enabled_one_shapes_the_digest() {
+        let off = parse("kind = \"openai\"\nmodel = \"m\"\n").unwrap();
+        let on = parse("kind = \"openai\"\nmodel = \"m\"\nstream = true\n").unwrap();
+        assert!(!off.stream && on.stream);
+        // Configs written before the field existed keep their digest (and allowlist entries).
+        assert!(serde_json::to_value(&off).unwrap().get("stream").is_none());
+        assert_ne!(off.digest(), on.digest());
+        let responses = parse("kind = \"openai-responses\"\nmodel = \"m\"\n").unwrap();
+        assert_eq!(responses.base_url, "https://api.openai.com");
     }
 }

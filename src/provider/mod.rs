@@ -11,6 +11,9 @@ pub mod error;
 pub mod limits;
 pub mod openai;
 pub mod openai_compatible;
+pub mod openai_responses;
+pub(crate) mod openai_stream;
+pub mod sse;
 pub mod transport;
 
 use std::sync::Arc;
@@ -67,6 +70,7 @@ pub trait WireFormat: Send + Sync {
 pub fn wire_format(kind: Kind) -> Arc<dyn WireFormat> {
     match kind {
         Kind::Openai => Arc::new(openai::OpenAiChat::official()),
+        Kind::OpenaiResponses => Arc::new(openai_responses::OpenAiResponses),
         // Simulated providers speak Chat Completions, as most fallbacks do.
         Kind::OpenaiCompatible | Kind::Sim => Arc::new(openai_compatible::OpenAiCompatible),
         // Later adapters slot in here; until then these kinds speak Chat Completions

@@ -3,7 +3,8 @@
 //! Structured output is `response_format: {"type": "json_schema", "json_schema": {"name",
 //! "strict": true, "schema"}}` (strict mode), the legacy `{"type": "json_object"}`, or a
 //! forced function call. A refusal arrives as `message.refusal` with `content: null` and
-//! `finish_reason: "stop"`; it is normalized to [`FinishKind::Refusal`].
+//! `finish_reason: "stop"`; it is normalized to [`FinishKind::Refusal`]. With `stream = true`
+//! the answer is an event stream of chunks, folded by [`super::openai_stream`].
 
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::{Map, Value, json};
@@ -45,32 +46,84 @@ impl WireFormat for OpenAiChat {
 
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
         let parsed: Option<Value> = serde_json::from_slice(body).ok();
-        let err = parsed.as_ref().and_then(|v| v.get("error"));
+        let fields = ErrorFields::of(parsed.as_ref().and_then(|v| v.get("error")));
+        let mut classified = classify_status(status, body, fields.message.clone());
+        if let Some(kind) = fields.refine(Some(status)) {
+            classified.kind = kind;
+        }
+        if classified.message.is_empty() {
+            classified.message = error::excerpt(body);
+        }
+        classified.retry_after(super::retry_after(headers))
+    }
+}
+
+/// The `message`, `code` and `type` of an OpenAI error object (`code` may be null).
+#[derive(Debug, Default)]
+pub(crate) struct ErrorFields {
+    pub message: String,
+    pub code: String,
+    pub kind: String,
+}
+
+impl ErrorFields {
+    pub(crate) fn of(err: Option<&Value>) -> Self {
         let field = |name: &str| {
             err.and_then(|e| e.get(name))
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string()
         };
-        let (message, code, kind) = (field("message"), field("code"), field("type"));
-        let mut classified = classify_status(status, body, message.clone());
-        classified.kind = match (status, code.as_str(), kind.as_str()) {
-            (_, "context_length_exceeded", _) => ErrorKind::ContextLength,
-            (_, "insufficient_quota", _) | (_, _, "insufficient_quota") => {
-                ErrorKind::QuotaExhausted
-            }
-            (_, "invalid_api_key", _) => ErrorKind::Auth,
-            (429, _, _) if message.starts_with("Request too large") => ErrorKind::RequestTooLarge,
-            (429, _, _) if is_daily_quota(&message) => ErrorKind::QuotaExhausted,
-            (400, _, _) if error::mentions_context_length(&message) => ErrorKind::ContextLength,
-            (404, _, _) => ErrorKind::NotFound,
-            _ => classified.kind,
-        };
-        if classified.message.is_empty() {
-            classified.message = error::excerpt(body);
+        ErrorFields {
+            message: field("message"),
+            code: field("code"),
+            kind: field("type"),
         }
-        classified.retry_after(super::retry_after(headers))
     }
+
+    /// What the body says beyond the status; `None` for an error that arrived inside a
+    /// 200 (mid-stream, or a failed Responses object).
+    fn refine(&self, status: Option<u16>) -> Option<ErrorKind> {
+        let (message, code) = (self.message.as_str(), self.code.as_str());
+        let rate_limited = status == Some(429) || code == "rate_limit_exceeded";
+        Some(match (code, self.kind.as_str()) {
+            ("context_length_exceeded", _) => ErrorKind::ContextLength,
+            ("insufficient_quota", _) | (_, "insufficient_quota") => ErrorKind::QuotaExhausted,
+            ("invalid_api_key", _) => ErrorKind::Auth,
+            // This request alone exceeds the tokens-per-minute limit: waiting cannot help.
+            _ if rate_limited && message.starts_with("Request too large") => {
+                ErrorKind::RequestTooLarge
+            }
+            _ if rate_limited && is_daily_quota(message) => ErrorKind::QuotaExhausted,
+            _ if rate_limited => ErrorKind::RateLimited,
+            _ if matches!(status, Some(400) | None) && error::mentions_context_length(message) => {
+                ErrorKind::ContextLength
+            }
+            _ if status == Some(404) => ErrorKind::NotFound,
+            _ => return None,
+        })
+    }
+}
+
+/// An error object that arrived with a success status: `data: {"error": …}` mid-stream,
+/// a proxy's error in a 200, or a Responses `error` event. Without a status, the code and
+/// type decide; anything unrecognised is the server's failure, and may be retried.
+pub(crate) fn error_in_body(err: &Value) -> CallError {
+    let fields = ErrorFields::of(Some(err));
+    let kind = fields.refine(None).unwrap_or(match fields.kind.as_str() {
+        // vLLM names the type after its exception class.
+        "invalid_request_error" | "BadRequestError" => ErrorKind::BadRequest,
+        _ => ErrorKind::ServerError,
+    });
+    let message = if fields.message.is_empty() {
+        format!(
+            "an error object in a success response: {}",
+            error::excerpt(err.to_string().as_bytes())
+        )
+    } else {
+        fields.message
+    };
+    CallError::new(kind, message)
 }
 
 /// A rate limit that resets tomorrow is not worth waiting for.
@@ -125,8 +178,21 @@ pub(crate) fn encode_chat(
         }
         StructuredOutput::Prompt => {}
     }
-    body.insert("stream".into(), json!(false));
+    body.insert("stream".into(), json!(config.stream));
+    if config.stream {
+        // Without it a stream carries no token counts at all.
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
 
+    WireRequest {
+        url: format!("{}/v1/chat/completions", config.base_url),
+        headers: headers(key),
+        body: Value::Object(body),
+    }
+}
+
+/// A JSON body, and the key as a bearer token marked sensitive.
+pub(crate) fn headers(key: Option<&Secret>) -> HeaderMap {
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     if let Some(key) = key
@@ -135,11 +201,7 @@ pub(crate) fn encode_chat(
         value.set_sensitive(true);
         headers.insert(AUTHORIZATION, value);
     }
-    WireRequest {
-        url: format!("{}/v1/chat/completions", config.base_url),
-        headers,
-        body: Value::Object(body),
-    }
+    headers
 }
 
 /// The schema as providers accept it: without the `$schema` dialect marker, which
@@ -174,16 +236,15 @@ pub(crate) fn parse_body(body: &[u8]) -> Result<Value, CallError> {
     })
 }
 
+/// Decodes a Chat Completions body: one JSON document, or an event stream of chunks.
 pub(crate) fn decode_chat(body: &[u8]) -> Result<Reply, CallError> {
+    if super::sse::is_event_stream(body) {
+        return super::openai_stream::fold(body);
+    }
     let value = parse_body(body)?;
     let invalid = |what: &str| CallError::new(ErrorKind::InvalidResponse, what.to_string());
-    if let Some(err) = value.get("error") {
-        // A 200 that carries an error object (some proxies, mid-stream errors).
-        let message = err
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("an error object in a success response");
-        return Err(CallError::new(ErrorKind::ServerError, message));
+    if let Some(err) = value.get("error").filter(|e| !e.is_null()) {
+        return Err(error_in_body(err));
     }
     let choice = value
         .get("choices")
@@ -193,55 +254,78 @@ pub(crate) fn decode_chat(body: &[u8]) -> Result<Reply, CallError> {
     let message = choice
         .get("message")
         .ok_or_else(|| invalid("the first choice has no message"))?;
-    let raw_finish = choice.get("finish_reason").and_then(Value::as_str);
-    let content = message.get("content").and_then(Value::as_str);
-    let refusal = message
-        .get("refusal")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let tool_arguments = message
-        .get("tool_calls")
-        .and_then(Value::as_array)
-        .and_then(|calls| calls.first())
-        .and_then(|call| call.pointer("/function/arguments"))
-        .and_then(Value::as_str);
-
-    let mut kind = match raw_finish {
-        Some("stop" | "tool_calls" | "function_call") => FinishKind::Stop,
-        Some("length") => FinishKind::Length,
-        Some("content_filter") => FinishKind::ContentFilter,
-        _ => FinishKind::Other,
-    };
-    if refusal.is_some() && content.is_none() {
-        kind = FinishKind::Refusal;
+    let text = |v: &Value, name: &str| v.get(name).and_then(Value::as_str).map(str::to_string);
+    ChatParts {
+        content: text(message, "content"),
+        refusal: text(message, "refusal"),
+        tool_arguments: message
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .and_then(|calls| calls.first())
+            .and_then(|call| call.pointer("/function/arguments"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        finish_reason: text(choice, "finish_reason"),
+        usage: usage(value.get("usage")),
+        served_model: text(&value, "model"),
+        system_fingerprint: text(&value, "system_fingerprint"),
     }
-    let text = match (content, tool_arguments) {
-        (Some(text), _) => text.to_string(),
-        (None, Some(args)) => args.to_string(),
-        (None, None) if kind == FinishKind::Stop => {
-            return Err(invalid(
-                "the first choice has neither content nor a tool call",
-            ));
-        }
-        (None, None) => String::new(),
-    };
-    let usage = value.get("usage");
+    .into_reply()
+}
+
+/// Prompt and output token counts from a Chat Completions `usage` object.
+pub(crate) fn usage(usage: Option<&Value>) -> Usage {
     let count = |name: &str| usage.and_then(|u| u.get(name)).and_then(Value::as_u64);
-    Ok(Reply {
-        text,
-        finish: Finish::new(kind, raw_finish),
-        refusal,
-        usage: Usage {
-            prompt_tokens: count("prompt_tokens"),
-            output_tokens: count("completion_tokens"),
-        },
-        served_model: value
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        system_fingerprint: value
-            .get("system_fingerprint")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-    })
+    Usage {
+        prompt_tokens: count("prompt_tokens"),
+        output_tokens: count("completion_tokens"),
+    }
+}
+
+/// What a choice said, gathered from one message or folded from stream chunks.
+#[derive(Debug, Default)]
+pub(crate) struct ChatParts {
+    pub content: Option<String>,
+    pub refusal: Option<String>,
+    /// The first tool call's arguments: the answer when output is a forced tool call.
+    pub tool_arguments: Option<String>,
+    pub finish_reason: Option<String>,
+    pub usage: Usage,
+    pub served_model: Option<String>,
+    pub system_fingerprint: Option<String>,
+}
+
+impl ChatParts {
+    pub(crate) fn into_reply(self) -> Result<Reply, CallError> {
+        let raw_finish = self.finish_reason.as_deref();
+        let mut kind = match raw_finish {
+            Some("stop" | "tool_calls" | "function_call") => FinishKind::Stop,
+            Some("length") => FinishKind::Length,
+            Some("content_filter") => FinishKind::ContentFilter,
+            _ => FinishKind::Other,
+        };
+        // A refusal keeps `finish_reason: "stop"`; only the missing content tells.
+        if self.refusal.is_some() && self.content.is_none() {
+            kind = FinishKind::Refusal;
+        }
+        let text = match (self.content, self.tool_arguments) {
+            (Some(text), _) => text,
+            (None, Some(args)) => args,
+            (None, None) if kind == FinishKind::Stop => {
+                return Err(CallError::new(
+                    ErrorKind::InvalidResponse,
+                    "the first choice has neither content nor a tool call",
+                ));
+            }
+            (None, None) => String::new(),
+        };
+        Ok(Reply {
+            text,
+            finish: Finish::new(kind, raw_finish),
+            refusal: self.refusal,
+            usage: self.usage,
+            served_model: self.served_model,
+            system_fingerprint: self.system_fingerprint,
+        })
+    }
 }

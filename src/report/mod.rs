@@ -1,8 +1,11 @@
 //! Reports out: `results.jsonl` (streamed during the run), `report.json` (written at
-//! the end by streaming the results back, so memory stays flat), and the terminal
-//! summary with a progress display.
+//! the end by streaming the results back, so memory stays flat), `junit.xml` for CI
+//! test reporters, `summary.md` for a CI job summary, and the terminal summary with a
+//! progress display.
 
 pub mod json;
 pub mod jsonl;
+pub mod junit;
+pub mod markdown;
 pub mod progress;
 pub mod terminal;

@@ -107,7 +107,7 @@ pub fn summary(result: &RunResult) -> String {
                 e.case, e.repeat, e.check, e.code, e.message
             );
             if let Some(output) = &e.output {
-                let _ = writeln!(out, "      came back: {output}");
+                let _ = writeln!(out, "      came back: {}", output.escape_debug());
             }
         }
     }

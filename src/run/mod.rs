@@ -42,6 +42,34 @@ impl PreparedSuite {
     }
 }
 
+/// The pre-flight every run and `conform check` share: every case of every suite loads
+/// and renders, and every suite's checks compile. Returns every problem, not the first.
+pub fn prepare(suites: Vec<Suite>) -> Result<Vec<Arc<PreparedSuite>>, Diagnostics> {
+    let mut problems = Diagnostics::default();
+    let mut prepared = Vec::with_capacity(suites.len());
+    for suite in suites {
+        for case_ref in &suite.cases {
+            match case_ref.load() {
+                Ok(case) => {
+                    if let Err(d) = suite.render(&case, &case_ref.path) {
+                        problems.extend(d);
+                    }
+                }
+                Err(d) => problems.push(d),
+            }
+        }
+        match PreparedSuite::new(suite) {
+            Ok(p) => prepared.push(Arc::new(p)),
+            Err(d) => problems.extend(d),
+        }
+    }
+    if problems.is_empty() {
+        Ok(prepared)
+    } else {
+        Err(problems)
+    }
+}
+
 /// A provider ready to run, and whether an error has stopped it.
 #[derive(Debug)]
 pub struct Target {

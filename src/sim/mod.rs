@@ -89,7 +89,8 @@ impl AnswerBook {
         }
     }
 
-    fn answer(&self, user_prompt: &str) -> Option<&Value> {
+    /// The expected answer for a rendered user prompt.
+    pub fn answer(&self, user_prompt: &str) -> Option<&Value> {
         self.answers.get(&key(user_prompt))
     }
 }

@@ -1,0 +1,334 @@
+//! The OpenAI Responses API (`POST /v1/responses`).
+//!
+//! The prompt goes in `input` (the user text) and `instructions` (the system text).
+//! Structured output is `text.format`, and flat: `{"type": "json_schema", "name",
+//! "strict": true, "schema"}`, not Chat Completions' nested `json_schema` object. The
+//! answer is a list of `output[]` items: `message` items hold `output_text` and `refusal`
+//! parts, a forced tool call is a `function_call` item. Why it stopped is `status` with
+//! `incomplete_details.reason`; a failed response carries `error{code, message}` with a 200.
+//! The API takes no `seed`, so a configured one is not sent. Requests set `store: false`:
+//! replayed cases can hold real customer text, which need not be kept on the provider's side.
+//!
+//! Streams are typed events (`response.output_text.delta`, `response.refusal.done` …)
+//! ending with `response.completed`, `response.failed`, `response.incomplete` or `error`;
+//! there is no `[DONE]`, so a stream without one of those was cut off.
+
+use reqwest::header::HeaderMap;
+use serde_json::{Map, Value, json};
+
+use super::error::{CallError, ErrorKind};
+use super::openai::{OpenAiChat, error_in_body, headers, parse_body, wire_schema};
+use super::{CallSpec, Finish, FinishKind, Reply, Usage, WireFormat, WireRequest, sse};
+use crate::config::{ProviderConfig, StructuredOutput};
+use crate::secret::Secret;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenAiResponses;
+
+impl WireFormat for OpenAiResponses {
+    fn encode(
+        &self,
+        call: &CallSpec<'_>,
+        config: &ProviderConfig,
+        key: Option<&Secret>,
+    ) -> WireRequest {
+        let mut body = prompt_body(call, config);
+        body.insert("temperature".into(), json!(config.temperature));
+        body.insert("max_output_tokens".into(), json!(config.max_output_tokens));
+        body.insert("store".into(), json!(false));
+        let schema = wire_schema(call.schema);
+        match config.structured_output {
+            StructuredOutput::JsonSchema => {
+                body.insert(
+                    "text".into(),
+                    json!({"format": {"type": "json_schema", "name": call.schema_name,
+                        "strict": true, "schema": schema}}),
+                );
+            }
+            StructuredOutput::JsonObject => {
+                body.insert("text".into(), json!({"format": {"type": "json_object"}}));
+            }
+            StructuredOutput::Tool => {
+                body.insert(
+                    "tools".into(),
+                    json!([{"type": "function", "name": call.schema_name,
+                        "strict": true, "parameters": schema}]),
+                );
+                body.insert(
+                    "tool_choice".into(),
+                    json!({"type": "function", "name": call.schema_name}),
+                );
+            }
+            StructuredOutput::Prompt => {}
+        }
+        body.insert("stream".into(), json!(config.stream));
+        WireRequest {
+            url: format!("{}/v1/responses", config.base_url),
+            headers: headers(key),
+            body: Value::Object(body),
+        }
+    }
+
+    fn decode(&self, body: &[u8]) -> Result<Reply, CallError> {
+        if sse::is_event_stream(body) {
+            return fold(body);
+        }
+        reply(&parse_body(body)?, Streamed::default())
+    }
+
+    /// Error bodies are Chat Completions' `{"error": {message, type, param, code}}`.
+    fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
+        OpenAiChat::official().classify(status, headers, body)
+    }
+}
+
+/// `model`, `input` and `instructions`: what a call and its token count share.
+fn prompt_body(call: &CallSpec<'_>, config: &ProviderConfig) -> Map<String, Value> {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(config.model));
+    body.insert("input".into(), json!(call.prompt.user));
+    if let Some(system) = &call.prompt.system {
+        body.insert("instructions".into(), json!(system));
+    }
+    body
+}
+
+/// `POST /v1/responses/input_tokens`: the provider's own count of the prompt's input
+/// tokens, to compare with a local tokenizer's.
+pub fn input_tokens_request(
+    call: &CallSpec<'_>,
+    config: &ProviderConfig,
+    key: Option<&Secret>,
+) -> WireRequest {
+    WireRequest {
+        url: format!("{}/v1/responses/input_tokens", config.base_url),
+        headers: headers(key),
+        body: Value::Object(prompt_body(call, config)),
+    }
+}
+
+/// Reads `{"object": "response.input_tokens", "input_tokens": N}`.
+pub fn decode_input_tokens(body: &[u8]) -> Result<u64, CallError> {
+    parse_body(body)?
+        .get("input_tokens")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| {
+            CallError::new(
+                ErrorKind::InvalidResponse,
+                "the token count response has no integer `input_tokens`",
+            )
+        })
+}
+
+/// What the deltas of a stream said before its terminal event.
+#[derive(Debug, Default)]
+struct Streamed {
+    text: Option<String>,
+    refusal: Option<String>,
+    arguments: Option<String>,
+}
+
+/// Folds a complete event-stream body into one reply.
+fn fold(body: &[u8]) -> Result<Reply, CallError> {
+    let events = sse::events(body)?;
+    let mut streamed = Streamed::default();
+    for event in &events {
+        // Not part of this API, but servers that copy it from Chat Completions send it.
+        if event.data.trim() == "[DONE]" {
+            continue;
+        }
+        let data = sse::json(event)?;
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(&event.name);
+        let text = |name: &str| data.get(name).and_then(Value::as_str).unwrap_or_default();
+        match kind {
+            "response.output_text.delta" => {
+                streamed
+                    .text
+                    .get_or_insert_default()
+                    .push_str(text("delta"));
+            }
+            "response.refusal.delta" => {
+                streamed
+                    .refusal
+                    .get_or_insert_default()
+                    .push_str(text("delta"));
+            }
+            "response.refusal.done" => streamed.refusal = Some(text("refusal").to_string()),
+            "response.function_call_arguments.delta" => {
+                streamed
+                    .arguments
+                    .get_or_insert_default()
+                    .push_str(text("delta"));
+            }
+            "response.completed" | "response.incomplete" | "response.failed" => {
+                let response = data.get("response").ok_or_else(|| {
+                    CallError::new(
+                        ErrorKind::InvalidResponse,
+                        format!("a `{kind}` event without its response object"),
+                    )
+                })?;
+                return reply(response, streamed);
+            }
+            "error" => {
+                let err = data.get("error").filter(|e| e.is_object()).unwrap_or(&data);
+                return Err(error_in_body(err));
+            }
+            _ => {}
+        }
+    }
+    Err(CallError::new(
+        ErrorKind::TruncatedBody,
+        format!(
+            "the event stream ended without response.completed, .failed, .incomplete or error after {} events",
+            events.len()
+        ),
+    ))
+}
+
+/// Decodes a response object; what a stream's deltas said fills in what it lacks (a
+/// terminal event may carry an empty `output`).
+fn reply(response: &Value, streamed: Streamed) -> Result<Reply, CallError> {
+    let status = response.get("status").and_then(Value::as_str);
+    if let Some(err) = response.get("error").filter(|e| e.is_object()) {
+        return Err(error_in_body(err));
+    }
+    if status == Some("failed") {
+        return Err(CallError::new(
+            ErrorKind::ServerError,
+            "the response failed without an error object",
+        ));
+    }
+    let (mut text, mut refusal, mut arguments) = (None::<String>, None::<String>, None);
+    for item in response
+        .get("output")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        match item.get("type").and_then(Value::as_str) {
+            Some("message") => {
+                for part in item
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let (into, field) = match part.get("type").and_then(Value::as_str) {
+                        Some("output_text") => (&mut text, "text"),
+                        Some("refusal") => (&mut refusal, "refusal"),
+                        _ => continue,
+                    };
+                    if let Some(s) = part.get(field).and_then(Value::as_str) {
+                        into.get_or_insert_default().push_str(s);
+                    }
+                }
+            }
+            Some("function_call") if arguments.is_none() => {
+                arguments = item.get("arguments").and_then(Value::as_str);
+            }
+            _ => {}
+        }
+    }
+    let text = text.or(streamed.text);
+    let refusal = refusal.or(streamed.refusal).filter(|r| !r.is_empty());
+    let arguments = arguments.map(str::to_string).or(streamed.arguments);
+
+    let reason = response
+        .pointer("/incomplete_details/reason")
+        .and_then(Value::as_str);
+    let mut kind = match (status, reason) {
+        (Some("completed"), _) => FinishKind::Stop,
+        // The API says `max_output_tokens`; its own spec example says `max_tokens`.
+        (Some("incomplete"), Some("max_output_tokens" | "max_tokens")) => FinishKind::Length,
+        (Some("incomplete"), Some("content_filter")) => FinishKind::ContentFilter,
+        _ => FinishKind::Other,
+    };
+    if refusal.is_some() {
+        kind = FinishKind::Refusal;
+    }
+    let text = match (text, arguments) {
+        (Some(text), _) => text,
+        (None, Some(args)) => args,
+        (None, None) if kind == FinishKind::Stop => {
+            return Err(CallError::new(
+                ErrorKind::InvalidResponse,
+                "the response has neither output text nor a function call",
+            ));
+        }
+        (None, None) => String::new(),
+    };
+    let usage = response.get("usage");
+    let count = |name: &str| usage.and_then(|u| u.get(name)).and_then(Value::as_u64);
+    Ok(Reply {
+        text,
+        finish: Finish::new(kind, reason.or(status)),
+        refusal,
+        usage: Usage {
+            prompt_tokens: count("input_tokens"),
+            output_tokens: count("output_tokens"),
+        },
+        served_model: response
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        system_fingerprint: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_part_is_a_refusal() {
+        let body = br#"{"status":"completed","model":"m","output":[{"type":"message",
+            "content":[{"type":"refusal","refusal":"No."}]}]}"#;
+        let reply = OpenAiResponses.decode(body).unwrap();
+        assert_eq!(reply.finish.kind, FinishKind::Refusal);
+        assert_eq!(reply.refusal.as_deref(), Some("No."));
+        assert_eq!(reply.text, "");
+        assert_eq!(reply.usage, Usage::default());
+    }
+
+    #[test]
+    fn a_forced_function_call_is_the_answer() {
+        let body = br#"{"status":"completed","output":[{"type":"reasoning"},
+            {"type":"function_call","name":"f","arguments":"{\"a\":1}"}]}"#;
+        let reply = OpenAiResponses.decode(body).unwrap();
+        assert_eq!(reply.text, "{\"a\":1}");
+        assert_eq!(reply.finish.kind, FinishKind::Stop);
+    }
+
+    #[test]
+    fn content_filter_and_failure_without_error_object() {
+        let filtered = br#"{"status":"incomplete","incomplete_details":{"reason":"content_filter"},"output":[]}"#;
+        let reply = OpenAiResponses.decode(filtered).unwrap();
+        assert_eq!(reply.finish.kind, FinishKind::ContentFilter);
+        assert_eq!(reply.finish.raw.as_deref(), Some("content_filter"));
+        let failed = br#"{"status":"failed","error":null,"output":[]}"#;
+        assert_eq!(
+            OpenAiResponses.decode(failed).unwrap_err().kind,
+            ErrorKind::ServerError
+        );
+    }
+
+    #[test]
+    fn a_completed_response_without_output_is_invalid() {
+        let err = OpenAiResponses
+            .decode(br#"{"status":"completed","output":[]}"#)
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidResponse);
+    }
+
+    #[test]
+    fn a_failed_response_is_classified_by_its_code() {
+        let body =
+            br#"{"status":"failed","error":{"code":"rate_limit_exceeded","message":"slow down"}}"#;
+        let err = OpenAiResponses.decode(body).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::RateLimited);
+        assert_eq!(err.message, "slow down");
+    }
+}

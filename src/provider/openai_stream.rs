@@ -1,0 +1,172 @@
+//! Chat Completions streams (`stream: true`): `data: {chunk}` events folded into one
+//! [`Reply`], as if the answer had come whole.
+//!
+//! Content and refusal arrive as deltas of the first choice; `finish_reason` on its last
+//! chunk; usage on an extra chunk with `choices: []` (with `stream_options.include_usage`);
+//! the end is `data: [DONE]`. A stream without it was cut off, however plausible its
+//! text; a `data: {"error": …}` chunk inside the 200 is the call's error.
+
+use serde_json::Value;
+
+use super::error::{CallError, ErrorKind};
+use super::openai::{ChatParts, error_in_body, usage};
+use super::{Reply, sse};
+
+/// Folds a complete event-stream body into one reply.
+pub(crate) fn fold(body: &[u8]) -> Result<Reply, CallError> {
+    let events = sse::events(body)?;
+    let mut parts = ChatParts::default();
+    let (mut saw_choice, mut done) = (false, false);
+    for event in &events {
+        if event.data.trim() == "[DONE]" {
+            done = true;
+            break;
+        }
+        let chunk = sse::json(event)?;
+        if let Some(err) = chunk.get("error").filter(|e| !e.is_null()) {
+            return Err(error_in_body(err));
+        }
+        let text = |name: &str| chunk.get(name).and_then(Value::as_str).map(str::to_string);
+        parts.served_model = text("model").or(parts.served_model);
+        parts.system_fingerprint = text("system_fingerprint").or(parts.system_fingerprint);
+        if let Some(counts) = chunk.get("usage").filter(|u| u.is_object()) {
+            parts.usage = usage(Some(counts));
+        }
+        let Some(choice) = first(chunk.get("choices")) else {
+            continue;
+        };
+        saw_choice = true;
+        let delta = choice.get("delta");
+        append(&mut parts.content, delta.and_then(|d| d.get("content")));
+        append(&mut parts.refusal, delta.and_then(|d| d.get("refusal")));
+        let arguments = first(delta.and_then(|d| d.get("tool_calls")))
+            .and_then(|call| call.pointer("/function/arguments"));
+        append(&mut parts.tool_arguments, arguments);
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            parts.finish_reason = Some(reason.to_string());
+        }
+    }
+    if !done {
+        return Err(CallError::new(
+            ErrorKind::TruncatedBody,
+            format!(
+                "the event stream ended without `data: [DONE]` after {} events",
+                events.len()
+            ),
+        ));
+    }
+    if !saw_choice {
+        return Err(CallError::new(
+            ErrorKind::InvalidResponse,
+            "the event stream carried no choices",
+        ));
+    }
+    // The first delta of every stream says `refusal: ""` or `null`; only text is a refusal.
+    if parts.refusal.as_deref() == Some("") {
+        parts.refusal = None;
+    }
+    parts.into_reply()
+}
+
+/// The entry with `index` 0 (the first choice, the first tool call).
+fn first(list: Option<&Value>) -> Option<&Value> {
+    list.and_then(Value::as_array)?
+        .iter()
+        .find(|item| item.get("index").and_then(Value::as_u64).unwrap_or(0) == 0)
+}
+
+/// Appends a string delta; `null` and absent leave the text as it was.
+fn append(text: &mut Option<String>, delta: Option<&Value>) {
+    if let Some(delta) = delta.and_then(Value::as_str) {
+        text.get_or_insert_default().push_str(delta);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::FinishKind;
+
+    fn chunk(delta: &str, finish: &str) -> String {
+        format!(
+            "data: {{\"model\":\"m-1\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
+        )
+    }
+
+    #[test]
+    fn deltas_fold_into_text_with_usage_and_model() {
+        let body = [
+            chunk(
+                r#"{"role":"assistant","content":"","refusal":null}"#,
+                "null",
+            ),
+            chunk(r#"{"content":"{\"a\":"}"#, "null"),
+            chunk(r#"{"content":"1}"}"#, "null"),
+            chunk("{}", r#""stop""#),
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3}}\n\n"
+                .into(),
+            "data: [DONE]\n\n".into(),
+        ]
+        .concat();
+        let reply = fold(body.as_bytes()).unwrap();
+        assert_eq!(reply.text, "{\"a\":1}");
+        assert_eq!(reply.finish.kind, FinishKind::Stop);
+        assert_eq!(reply.usage.prompt_tokens, Some(5));
+        assert_eq!(reply.usage.output_tokens, Some(3));
+        assert_eq!(reply.served_model.as_deref(), Some("m-1"));
+        assert_eq!(reply.refusal, None);
+    }
+
+    #[test]
+    fn streamed_tool_call_arguments_are_the_answer() {
+        let body = [
+            chunk(
+                r#"{"tool_calls":[{"index":0,"function":{"name":"f","arguments":""}}]}"#,
+                "null",
+            ),
+            chunk(
+                r#"{"tool_calls":[{"index":0,"function":{"arguments":"{\"x\""}}]}"#,
+                "null",
+            ),
+            chunk(
+                r#"{"tool_calls":[{"index":0,"function":{"arguments":":2}"}}]}"#,
+                r#""tool_calls""#,
+            ),
+            "data: [DONE]\n\n".into(),
+        ]
+        .concat();
+        let reply = fold(body.as_bytes()).unwrap();
+        assert_eq!(reply.text, "{\"x\":2}");
+        assert_eq!(reply.finish.raw.as_deref(), Some("tool_calls"));
+        // No usage chunk: unknown, never zero.
+        assert_eq!(reply.usage.prompt_tokens, None);
+    }
+
+    #[test]
+    fn a_stream_of_nothing_is_invalid() {
+        let err = fold(b"data: [DONE]\n\n").unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidResponse);
+    }
+
+    #[test]
+    fn error_chunks_are_classified_and_a_null_error_is_none() {
+        let vllm = |message: &str| {
+            let body = format!(
+                "data: {{\"error\":{{\"message\":\"{message}\",\"type\":\"BadRequestError\",\"code\":400}}}}\n\n"
+            );
+            fold(body.as_bytes()).unwrap_err().kind
+        };
+        assert_eq!(vllm("max_tokens must be at least 1"), ErrorKind::BadRequest);
+        assert_eq!(
+            vllm("This model's maximum context length is 4096 tokens."),
+            ErrorKind::ContextLength
+        );
+        let body = [
+            chunk(r#"{"content":"{}"}"#, r#""stop""#)
+                .replace("{\"model", "{\"error\":null,\"model"),
+            "data: [DONE]\n\n".into(),
+        ]
+        .concat();
+        assert_eq!(fold(body.as_bytes()).unwrap().text, "{}");
+    }
+}

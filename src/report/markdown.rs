@@ -1,0 +1,70 @@
+//! `summary.md`: the verdicts as a Markdown table, fit for a CI job summary.
+
+use std::fmt::Write;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::run::RunResult;
+use crate::verdict::Verdict;
+
+pub fn render(result: &RunResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "## conform run `{}`\n", result.run_id);
+    if !result.complete {
+        out.push_str(
+            "**Interrupted**: nothing is concluded and the allowlist was not touched.\n\n",
+        );
+    }
+    out.push_str("| suite | provider | verdict | passed | reasons |\n|---|---|---|---:|---|\n");
+    for v in &result.verdicts {
+        let t = &v.tally;
+        let mark = match v.verdict {
+            Verdict::Conformant => "✅ conformant",
+            Verdict::Nonconformant => "❌ nonconformant",
+            Verdict::Inconclusive => "⚠️ inconclusive",
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {mark} | {}/{} | {} |",
+            t.suite,
+            t.provider,
+            t.passed,
+            t.planned,
+            v.reasons.join(", ")
+        );
+    }
+    let failing: Vec<_> = result
+        .verdicts
+        .iter()
+        .filter(|v| v.verdict != Verdict::Conformant)
+        .collect();
+    if !failing.is_empty() {
+        out.push_str("\n### First failures\n\n");
+    }
+    for v in failing {
+        for e in &v.tally.examples {
+            let at = e
+                .path
+                .as_deref()
+                .map(|p| format!(" at `{p}`"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "- **{} × {}**, case `{}`: {} `{}`{at}: {}",
+                v.tally.suite,
+                v.tally.provider,
+                e.case,
+                e.check,
+                e.code,
+                e.message.replace('|', "\\|")
+            );
+        }
+    }
+    out
+}
+
+pub fn write(dir: &Path, result: &RunResult) -> io::Result<PathBuf> {
+    let path = dir.join("summary.md");
+    std::fs::write(&path, render(result))?;
+    Ok(path)
+}

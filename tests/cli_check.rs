@@ -1,0 +1,80 @@
+//! `conform check`: every problem, each with its file, line and field.
+
+mod common;
+
+use common::Project;
+
+#[test]
+fn the_shipped_configuration_is_clean() {
+    let out = assert_cmd::Command::cargo_bin("conform")
+        .unwrap()
+        .current_dir(common::REPO)
+        .arg("check")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn every_problem_is_listed_with_file_line_and_field() {
+    let project = Project::new(&["openai"]);
+    project.write(
+        "providers/typo.toml",
+        "kind = \"openai\"\nmodel = \"gpt-4o\"\nmodle = \"gpt-4o-mini\"\n",
+    );
+    project.write(
+        "providers/nested.toml",
+        "kind = \"openai\"\nmodel = \"m\"\n\n[limits]\nconcurency = 4\n",
+    );
+    // A case that does not define a variable the prompt uses.
+    let case = project.path("fixtures/ticket-triage/cases/999-no-tier.json");
+    std::fs::write(
+        &case,
+        "{\n  \"description\": \"no tier\",\n  \"vars\": {\"subject\": \"Hi\", \"body\": \"Help\"}\n}\n",
+    )
+    .unwrap();
+
+    let out = project.cmd().arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("providers/typo.toml:3:1: modle: unknown field `modle`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("providers/nested.toml:5:1: concurency: unknown field"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "999-no-tier.json:3:3: vars.customer_tier: the prompt uses {{ customer_tier }}"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("3 problems found"), "{stderr}");
+}
+
+#[test]
+fn a_malformed_case_names_its_line_and_column() {
+    let project = Project::new(&[]);
+    project.write(
+        "fixtures/ticket-triage/cases/998-broken.json",
+        "{\n  \"vars\": {\"subject\": \"x\",}\n}\n",
+    );
+    project.write(
+        "fixtures/ticket-triage/cases/997-unknown.json",
+        "{\n  \"varz\": {}\n}\n",
+    );
+    let out = project.cmd().arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("998-broken.json:2:"), "{stderr}");
+    assert!(stderr.contains("997-unknown.json:2:"), "{stderr}");
+    assert!(stderr.contains("unknown field `varz`"), "{stderr}");
+    assert!(stderr.contains("2 problems found"), "{stderr}");
+}

@@ -1,0 +1,389 @@
+//! `conform run` and `conform demo` end to end: the real binary against wiremock servers
+//! speaking OpenAI's wire format.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{Mode, OpenAiMock, Project, answer_book};
+use serde_json::Value;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer};
+
+const KEY: &str = "sk-test-CONFORM-canary-7f3a9c2e";
+
+fn read_json(p: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+fn entries(allowlist: &Value) -> BTreeSet<(String, String)> {
+    allowlist["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["suite"].as_str().unwrap().to_string(),
+                e["provider"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn openai_mock(project: &Project, mode: Mode) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(OpenAiMock {
+            book: answer_book(project.root()),
+            mode,
+        })
+        .mount(&server)
+        .await;
+    server
+}
+
+#[test]
+fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
+    let sims: Vec<String> = std::fs::read_dir(format!("{}/providers", common::REPO))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("sim-"))
+        .map(|p| p.file_stem().unwrap().to_str().unwrap().to_string())
+        .collect();
+    let names: Vec<&str> = sims.iter().map(String::as_str).collect();
+    let project = Project::new(&names);
+    let out = project
+        .cmd()
+        .args(["demo", "--no-progress"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Exactly the providers that are built to behave, for every suite.
+    let mut expected = BTreeSet::new();
+    for sim in &sims {
+        let text = std::fs::read_to_string(project.path(&format!("providers/{sim}.toml"))).unwrap();
+        if text.contains("expect = \"conformant\"") {
+            for suite in ["invoice-extraction", "ticket-triage"] {
+                expected.insert((suite.to_string(), sim.clone()));
+            }
+        }
+    }
+    assert!(expected.iter().any(|(_, p)| p == "sim-steady"));
+    assert!(expected.iter().any(|(_, p)| p == "sim-rate-limited"));
+    assert_eq!(entries(&project.allowlist()), expected);
+
+    // Every other provider is explained by its verdict codes.
+    let run = project.last_run();
+    let report = read_json(&run.join("report.json"));
+    assert_eq!(report["run"]["complete"], true);
+    for v in report["verdicts"].as_array().unwrap() {
+        let key = (
+            v["suite"].as_str().unwrap().to_string(),
+            v["provider"].as_str().unwrap().to_string(),
+        );
+        if expected.contains(&key) {
+            assert_eq!(v["verdict"], "conformant", "{v}");
+        } else {
+            assert_eq!(v["verdict"], "nonconformant", "{v}");
+            assert!(!v["reasons"].as_array().unwrap().is_empty(), "{v}");
+        }
+    }
+    let codes = |p: &str| -> Vec<String> {
+        report["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["provider"] == p)
+            .flat_map(|v| {
+                v["reasons"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.as_str().unwrap().to_string())
+            })
+            .collect()
+    };
+    assert!(codes("sim-extra-key").contains(&"schema_violation".to_string()));
+    assert!(codes("sim-fenced").contains(&"not_pure_json".to_string()));
+    assert!(codes("sim-prose").contains(&"structured_output_ignored".to_string()));
+    assert!(codes("sim-truncated").contains(&"finish_length".to_string()));
+    // The rate-limited one needed retries and still passed every call.
+    let rl = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["provider"] == "sim-rate-limited" && v["suite"] == "invoice-extraction")
+        .unwrap();
+    assert_eq!(rl["passed"], rl["planned"]);
+
+    // One results line per planned call.
+    let lines = std::fs::read_to_string(run.join("results.jsonl")).unwrap();
+    let planned: u64 = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["planned"].as_u64().unwrap())
+        .sum();
+    assert_eq!(lines.lines().count() as u64, planned);
+    assert_eq!(report["calls"].as_array().unwrap().len() as u64, planned);
+    assert!(stdout.contains("sim-steady"), "{stdout}");
+
+    // CI artefacts: JUnit with one failure per failed call, and a Markdown summary.
+    let junit = std::fs::read_to_string(run.join("junit.xml")).unwrap();
+    let failed: u64 = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["failed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(junit.matches("<failure").count() as u64, failed);
+    assert!(junit.contains("type=\"not_pure_json\""), "{junit}");
+    let summary = std::fs::read_to_string(run.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("| invoice-extraction | sim-steady | ✅ conformant | 25/25 |"),
+        "{summary}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_openai_against_a_mock_sends_the_key_only_in_the_header() {
+    let project = Project::new(&["openai"]);
+    let server = openai_mock(&project, Mode::Faithful).await;
+    let out = project
+        .cmd()
+        .env("OPENAI_API_KEY", KEY)
+        .args([
+            "-vv",
+            "run",
+            "openai",
+            "--suite",
+            "ticket-triage",
+            "--no-progress",
+            "--base-url",
+        ])
+        .arg(server.uri())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+
+    let requests = server.received_requests().await.unwrap();
+    let cases = std::fs::read_dir(project.path("fixtures/ticket-triage/cases"))
+        .unwrap()
+        .count();
+    assert_eq!(
+        requests.len(),
+        cases,
+        "one request per case, no hidden retries"
+    );
+    for r in &requests {
+        assert_eq!(
+            r.headers.get("authorization").unwrap().to_str().unwrap(),
+            format!("Bearer {KEY}")
+        );
+        let body: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(body["model"], "gpt-4o-mini");
+        assert_eq!(body["temperature"], 0.0);
+        assert_eq!(body["response_format"]["type"], "json_schema");
+        assert_eq!(body["response_format"]["json_schema"]["strict"], true);
+        assert_eq!(
+            body["response_format"]["json_schema"]["schema"]["additionalProperties"],
+            false
+        );
+    }
+
+    let allowlist = project.allowlist();
+    let entry = &allowlist["entries"][0];
+    assert_eq!(entry["provider"], "openai");
+    assert_eq!(entry["suite"], "ticket-triage");
+    assert_eq!(entry["served_models"][0], "gpt-4o-mini-2024-07-18");
+    assert_eq!(entry["system_fingerprints"][0], "fp_test0001");
+
+    // The key is nowhere but in the requests' headers.
+    assert!(!stdout.contains(KEY) && !stderr.contains(KEY));
+    for (file, text) in project.all_text() {
+        assert!(
+            !text.contains(KEY),
+            "the key leaked into {}",
+            file.display()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_auth_failure_is_inconclusive_leaves_the_allowlist_alone_and_leaks_nothing() {
+    let project = Project::new(&["openai"]);
+    let before = r#"{"format": "conform.allowlist/v1", "entries": [], "revocations": []}"#;
+    project.write("allowlist.json", before);
+    let server = openai_mock(&project, Mode::EchoKey401).await;
+    let out = project
+        .cmd()
+        .env("OPENAI_API_KEY", KEY)
+        .args([
+            "-vv",
+            "run",
+            "openai",
+            "--suite",
+            "invoice-extraction",
+            "--no-progress",
+            "--base-url",
+        ])
+        .arg(server.uri())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(3), "{stdout}\n{stderr}");
+    assert!(stdout.contains("auth_failed"), "{stdout}");
+    // The provider is stopped after the first refusal: no hammering with a bad key.
+    let sent = server.received_requests().await.unwrap().len();
+    let concurrency = 8;
+    assert!(sent <= concurrency, "{sent} requests after an auth failure");
+    assert_eq!(
+        std::fs::read_to_string(project.path("allowlist.json")).unwrap(),
+        before
+    );
+    assert!(
+        !stdout.contains(KEY) && !stderr.contains(KEY),
+        "{stdout}\n{stderr}"
+    );
+    for (file, text) in project.all_text() {
+        assert!(
+            !text.contains(KEY),
+            "the key leaked into {}",
+            file.display()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drifting_provider_is_revoked_and_exits_1() {
+    let project = Project::new(&["openai"]);
+    let good = openai_mock(&project, Mode::Faithful).await;
+    let run = |uri: String| {
+        project
+            .cmd()
+            .env("OPENAI_API_KEY", KEY)
+            .args([
+                "run",
+                "openai",
+                "--suite",
+                "ticket-triage",
+                "--no-progress",
+                "--base-url",
+                &uri,
+            ])
+            .output()
+            .unwrap()
+    };
+    assert_eq!(run(good.uri()).status.code(), Some(0));
+    assert_eq!(entries(&project.allowlist()).len(), 1);
+
+    let fenced = openai_mock(&project, Mode::Fenced).await;
+    let out = run(fenced.uri());
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let allowlist = project.allowlist();
+    assert!(entries(&allowlist).is_empty());
+    assert_eq!(allowlist["revocations"][0]["provider"], "openai");
+    assert_eq!(allowlist["revocations"][0]["reasons"][0], "not_pure_json");
+}
+
+#[test]
+fn a_missing_key_is_a_configuration_error_naming_the_variable() {
+    let project = Project::new(&["openai"]);
+    let out = project
+        .cmd()
+        .args(["run", "openai", "--no-progress"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("OPENAI_API_KEY"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_marks_the_report_incomplete_and_leaves_the_allowlist_alone() {
+    let project = Project::new(&["openai"]);
+    let before = r#"{"format": "conform.allowlist/v1", "entries": []}"#;
+    project.write("allowlist.json", before);
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(200).set_delay(std::time::Duration::from_secs(30)),
+        )
+        .mount(&server)
+        .await;
+    let bin = assert_cmd::cargo::cargo_bin("conform");
+    let mut child = std::process::Command::new(bin)
+        .current_dir(project.root())
+        .args([
+            "--root",
+            ".",
+            "run",
+            "openai",
+            "--no-progress",
+            "--base-url",
+            &server.uri(),
+        ])
+        .env("OPENAI_API_KEY", KEY)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the run is under way (its first requests have arrived).
+    for _ in 0..200 {
+        if !server.received_requests().await.unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!server.received_requests().await.unwrap().is_empty());
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = tokio::task::spawn_blocking(move || {
+        let _ = child.wait();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = read_json(&project.last_run().join("report.json"));
+    assert_eq!(report["run"]["complete"], false);
+    assert!(
+        report["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v["verdict"] == "inconclusive")
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path("allowlist.json")).unwrap(),
+        before
+    );
+}
