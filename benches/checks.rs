@@ -10,8 +10,10 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use conform::check::tokens::PromptTokens;
-use conform::check::{CallFacts, Checks, all_passed};
+use conform::check::rules::RulesCheck;
+use conform::check::schema::SchemaCheck;
+use conform::check::tokens::{PromptTokens, TokensCheck};
+use conform::check::{CallFacts, Check, Checks, Subject, all_passed};
 use conform::config::{Case, Prompt, ProviderConfig, Suite};
 use conform::provider::{Finish, FinishKind, Reply, Usage};
 use conform::tokenize::huggingface::HuggingFace;
@@ -139,6 +141,46 @@ fn main() {
                 },
             ));
         });
+        // Where the time goes: each check alone, on the same outputs.
+        let parsed: Vec<serde_json::Value> = prepared
+            .iter()
+            .map(|(_, r, _)| serde_json::from_str(&r.text).expect("JSON"))
+            .collect();
+        let schema = SchemaCheck::compile(&loaded.suite).expect("schema");
+        let rules = RulesCheck::compile(&loaded.suite).expect("rules");
+        let mut parts = Vec::new();
+        for (label, check) in [
+            ("schema", &schema as &dyn Check),
+            ("rules", &rules as &dyn Check),
+            ("tokens", &TokensCheck as &dyn Check),
+        ] {
+            let mut i = 0;
+            let t = time_per_call(budget / 3, || {
+                let k = i % prepared.len();
+                i += 1;
+                let (case, reply, tokens) = &prepared[k];
+                let subject = Subject {
+                    suite: &loaded.suite,
+                    case,
+                    provider: &provider,
+                    reply,
+                    output: Some(&parsed[k]),
+                    now: 1_800_000_000,
+                    tokens: Some(tokens),
+                };
+                black_box(check.check(&subject));
+            });
+            parts.push(format!("{label} {:.1}", micros(t)));
+        }
+        let mut i = 0;
+        let parse = time_per_call(budget / 3, || {
+            i += 1;
+            black_box(serde_json::from_str::<serde_json::Value>(
+                &prepared[i % prepared.len()].1.text,
+            ))
+            .ok();
+        });
+        parts.push(format!("json parse {:.1}", micros(parse)));
         let mean_bytes =
             prepared.iter().map(|(_, r, _)| r.text.len()).sum::<usize>() / prepared.len();
         println!(
@@ -147,6 +189,7 @@ fn main() {
             loaded.suite.rules.len(),
             prepared.len()
         );
+        println!("  {:<20} of which µs: {}", "", parts.join(", "));
     }
 
     println!("Counting one prompt before the call (system + user message):");
