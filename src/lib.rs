@@ -11,7 +11,8 @@
 //! - [`report`]: `results.jsonl`, `report.json` and the terminal summary;
 //! - [`allowlist`]: the fail-closed file that gates failover, its writer and its reader;
 //! - [`export`]: the allowlist as LiteLLM and Portkey fallback configs;
-//! - [`sim`]: simulated providers on loopback for `conform demo` and the tests.
+//! - [`sim`]: simulated providers on loopback for `conform demo` and the tests;
+//! - [`tokenize`]: counting prompts the way each provider counts them.
 //!
 //! See `ARCHITECTURE.md` for the invariants each part keeps.
 
@@ -25,4 +26,5 @@ pub mod report;
 pub mod run;
 pub mod secret;
 pub mod sim;
+pub mod tokenize;
 pub mod verdict;

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::check::Status;
+use crate::check::stability::Stability;
 use crate::provider::Effect;
 use crate::run::record::CallRecord;
 
@@ -87,6 +88,9 @@ pub struct Tally {
     pub halted: Option<(String, String)>,
     pub config_error: bool,
     pub examples: Vec<Example>,
+    /// How the repeats of each case agree, when the suite repeats or demands it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stability: Option<Stability>,
 }
 
 impl Tally {
@@ -100,6 +104,9 @@ impl Tally {
     }
 
     pub fn add(&mut self, record: &CallRecord) {
+        if let Some(stability) = &mut self.stability {
+            stability.add(record);
+        }
         if record.not_run.is_some() {
             self.not_run += 1;
             return;
@@ -187,15 +194,27 @@ impl Tally {
                 vec!["too_many_transport_errors".into()],
             );
         }
-        if self.planned > 0 && self.pass_rate() >= policy.pass_threshold {
+        let stability = self.stability.as_ref();
+        // With a per-case bound, each case is judged by the confidence its repeats give,
+        // instead of the plain share of passed calls.
+        let passes = match stability.filter(|s| s.min_case_pass_lower_bound.is_some()) {
+            Some(s) => self.planned > 0 && s.cases_below_pass_bound == 0,
+            None => self.planned > 0 && self.pass_rate() >= policy.pass_threshold,
+        };
+        let stable = stability.is_none_or(|s| s.cases_below_agreement == 0);
+        if passes && stable {
             (Verdict::Conformant, Vec::new())
         } else {
             let mut codes: Vec<(&String, &u64)> = self.codes.iter().collect();
             codes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-            (
-                Verdict::Nonconformant,
-                codes.into_iter().map(|(c, _)| c.clone()).collect(),
-            )
+            let mut reasons: Vec<String> = codes.into_iter().map(|(c, _)| c.clone()).collect();
+            if !stable {
+                reasons.insert(0, "unstable_repeats".into());
+            }
+            if stability.is_some_and(|s| s.cases_below_pass_bound > 0) {
+                reasons.push("case_pass_rate_below_bound".into());
+            }
+            (Verdict::Nonconformant, reasons)
         }
     }
 }

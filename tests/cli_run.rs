@@ -71,8 +71,9 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
     for sim in &sims {
         let text = std::fs::read_to_string(project.path(&format!("providers/{sim}.toml"))).unwrap();
         if text.contains("expect = \"conformant\"") {
-            for suite in ["invoice-extraction", "ticket-triage"] {
-                expected.insert((suite.to_string(), sim.clone()));
+            for suite in std::fs::read_dir(project.path("fixtures")).unwrap() {
+                let suite = suite.unwrap().file_name().to_str().unwrap().to_string();
+                expected.insert((suite, sim.clone()));
             }
         }
     }

@@ -120,11 +120,20 @@ fn tokenizer_identity(config: &crate::config::ProviderConfig) -> String {
                 Some(dir) if p.is_relative() => dir.join(p),
                 _ => p.to_path_buf(),
             });
-            match path.map(std::fs::read) {
+            // `path` names a tokenizer.json or the directory holding it.
+            let file = path.map(|p| {
+                if p.is_dir() {
+                    p.join("tokenizer.json")
+                } else {
+                    p
+                }
+            });
+            match file.map(std::fs::read) {
                 Some(Ok(bytes)) => format!("huggingface:{}", crate::digest::bytes_hex(&bytes)),
                 _ => "huggingface:unreadable".into(),
             }
         }
+        TokenizerKind::Provider => "provider".into(),
         TokenizerKind::None => "none".into(),
     }
 }

@@ -3,12 +3,16 @@
 //!
 //! [`Checks::evaluate`] runs them in pipeline order over one call: the transport result
 //! first (a failed call or an abnormal stop ends there), then the strict JSON parse,
-//! then every check that reads the parsed output.
+//! then the checks that read the reply (tokens), then every check that reads the
+//! parsed output.
 
 pub mod agree;
 pub mod json;
 pub mod portability;
+pub mod rules;
 pub mod schema;
+pub mod stability;
+pub mod tokens;
 pub mod transport;
 
 use serde::Serialize;
@@ -94,36 +98,80 @@ pub struct Subject<'a> {
     pub reply: &'a Reply,
     /// The answer parsed as JSON, when it is pure JSON.
     pub output: Option<&'a Value>,
+    /// The run's start time, unix seconds: rules see it as `$now`, so a replay gives
+    /// the same answer.
+    pub now: i64,
+    /// The prompt's tokens as counted before the call, when the provider has a
+    /// tokenizer.
+    pub tokens: Option<&'a tokens::PromptTokens>,
+}
+
+/// What the runner knows of a call besides its answer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallFacts<'a> {
+    /// The run's start time, unix seconds.
+    pub now: i64,
+    pub tokens: Option<&'a tokens::PromptTokens>,
 }
 
 /// One check. Implementations are cheap to call: anything expensive (compiling a
 /// schema, a rule) happens once, when the check is built for its suite.
 pub trait Check: Send + Sync {
     fn name(&self) -> &'static str;
+
+    /// Whether the check has anything to say about this call (a tokens check does not
+    /// apply to a provider without a tokenizer). A check that does not apply leaves no
+    /// outcome, rather than a skip.
+    fn applies(&self, _subject: &Subject<'_>) -> bool {
+        true
+    }
+
     fn check(&self, subject: &Subject<'_>) -> Outcome;
 }
 
 /// The checks of one suite, compiled once.
 pub struct Checks {
+    /// Checks that read the reply, parsed or not.
+    after_reply: Vec<Box<dyn Check>>,
     after_parse: Vec<Box<dyn Check>>,
 }
 
 impl std::fmt::Debug for Checks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<_> = self.after_parse.iter().map(|c| c.name()).collect();
+        let names: Vec<_> = self
+            .after_reply
+            .iter()
+            .chain(&self.after_parse)
+            .map(|c| c.name())
+            .collect();
         f.debug_struct("Checks").field("checks", &names).finish()
     }
 }
 
 impl Checks {
-    /// Compiles the suite's schema and checks; every problem is reported.
+    /// Compiles the suite's schema, rules and checks; every problem is reported.
     pub fn for_suite(suite: &Suite) -> Result<Checks, Diagnostics> {
+        let mut problems = Diagnostics::default();
         let mut after_parse: Vec<Box<dyn Check>> = Vec::new();
-        after_parse.push(Box::new(schema::SchemaCheck::compile(suite)?));
+        match schema::SchemaCheck::compile(suite) {
+            Ok(check) => after_parse.push(Box::new(check)),
+            Err(d) => problems.extend(d),
+        }
+        match rules::RulesCheck::compile(suite) {
+            Ok(check) if check.is_empty() => {}
+            Ok(check) => after_parse.push(Box::new(check)),
+            Err(d) => problems.extend(d),
+        }
         if !suite.agree.is_empty() {
             after_parse.push(Box::new(agree::AgreeCheck));
         }
-        Ok(Checks { after_parse })
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(Checks {
+            after_reply: vec![Box::new(tokens::TokensCheck)],
+            after_parse,
+        })
     }
 
     /// Every check's outcome for one call, in pipeline order.
@@ -133,12 +181,26 @@ impl Checks {
         case: &Case,
         provider: &ProviderConfig,
         result: Result<&Reply, &CallError>,
+        facts: CallFacts<'_>,
     ) -> Vec<Outcome> {
         let reply = match result {
-            Err(error) => return vec![transport::outcome_of_error(error)],
+            Err(error) => {
+                let mut outcomes = vec![transport::outcome_of_error(error)];
+                // What is wrong with the input is wrong whether or not the call worked.
+                if let Some(t) = facts
+                    .tokens
+                    .filter(|t| !tokens::input_findings(t).is_empty())
+                {
+                    outcomes.push(Outcome::from_findings(
+                        tokens::NAME,
+                        tokens::input_findings(t),
+                    ));
+                }
+                return outcomes;
+            }
             Ok(reply) => reply,
         };
-        let mut outcomes = Vec::with_capacity(2 + self.after_parse.len());
+        let mut outcomes = Vec::with_capacity(2 + self.after_reply.len() + self.after_parse.len());
         outcomes.push(transport::outcome_of_reply(reply));
         let parsed = json::parse_strict(&reply.text, provider.structured_output);
         outcomes.push(match &parsed {
@@ -151,8 +213,13 @@ impl Checks {
             provider,
             reply,
             output: parsed.as_ref().ok(),
+            now: facts.now,
+            tokens: facts.tokens,
         };
-        for check in &self.after_parse {
+        for check in self.after_reply.iter().filter(|c| c.applies(&subject)) {
+            outcomes.push(check.check(&subject));
+        }
+        for check in self.after_parse.iter().filter(|c| c.applies(&subject)) {
             outcomes.push(if subject.output.is_some() {
                 check.check(&subject)
             } else {

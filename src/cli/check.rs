@@ -3,7 +3,10 @@
 use clap::Args;
 
 use conform::check::portability::{self, Severity};
-use conform::config::{Diagnostic, Diagnostics, Selection, Workspace};
+use conform::config::{
+    CaseRef, Diagnostic, Diagnostics, Prompt, ProviderConfig, Selection, Workspace,
+};
+use conform::tokenize::Counter;
 
 use super::run::print_problems;
 use super::{EXIT_CONFIG, EXIT_OK, Global};
@@ -42,6 +45,7 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
             }
         }
     }
+    problems.extend(budget_problems(&workspace));
     if let Err(more) = conform::run::prepare(workspace.suites) {
         problems.extend(more);
     }
@@ -58,6 +62,60 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
         plural(n_suites),
     );
     Ok(EXIT_OK)
+}
+
+/// Every provider's tokenizer loads, and every prompt fits every provider's context
+/// window with `max_output_tokens` to spare (counted offline: local tokenizers only).
+fn budget_problems(workspace: &Workspace) -> Diagnostics {
+    let mut problems = Diagnostics::default();
+    let mut counters = Vec::new();
+    for provider in &workspace.providers {
+        match Counter::for_provider(provider) {
+            Ok(counter) if provider.tokenizer.context_window.is_some() => {
+                counters.push((provider, counter))
+            }
+            Ok(_) => {}
+            Err(d) => problems.extend(d),
+        }
+    }
+    if counters.is_empty() {
+        return problems;
+    }
+    for suite in &workspace.suites {
+        for case_ref in &suite.cases {
+            // A case that does not load or render is reported by the suite's preparation.
+            let Ok(case) = case_ref.load() else { continue };
+            let Ok(prompt) = suite.render(&case, &case_ref.path) else {
+                continue;
+            };
+            for (provider, counter) in &counters {
+                if let Some(d) = budget_problem(provider, counter, &prompt, case_ref) {
+                    problems.push(d);
+                }
+            }
+        }
+    }
+    problems
+}
+
+fn budget_problem(
+    provider: &ProviderConfig,
+    counter: &Counter,
+    prompt: &Prompt,
+    case: &CaseRef,
+) -> Option<Diagnostic> {
+    let window = provider.tokenizer.context_window?;
+    let message = match counter.count_local(prompt)? {
+        Err(e) => format!("provider `{}` cannot count this prompt: {e}", provider.name),
+        Ok(n) if n + u64::from(provider.max_output_tokens) > u64::from(window) => format!(
+            "the prompt is {n} tokens ({}); with max_output_tokens {} it does not fit provider `{}`'s context window of {window}",
+            counter.describe(),
+            provider.max_output_tokens,
+            provider.name
+        ),
+        Ok(_) => return None,
+    };
+    Some(Diagnostic::new(&case.path, message).field("vars"))
 }
 
 fn plural(n: usize) -> &'static str {

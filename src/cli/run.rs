@@ -13,6 +13,7 @@ use conform::provider::wire_format;
 use conform::report;
 use conform::run::{self, RunOptions, RunResult, Target};
 use conform::sim::{AnswerBook, SimServer};
+use conform::tokenize::Counter;
 use conform::verdict::Verdict;
 
 use super::{EXIT_CONFIG, EXIT_INCONCLUSIVE, EXIT_NONCONFORMANT, EXIT_OK, Global};
@@ -187,13 +188,23 @@ async fn execute(
                 return Ok(None);
             }
         };
+        let counter = match Counter::for_provider(&config) {
+            Ok(counter) => counter,
+            Err(d) => {
+                print_problems(&d);
+                return Ok(None);
+            }
+        };
         let wire = wire_format(config.wire_kind());
-        targets.push(Arc::new(Target::new(Endpoint::new(
-            Arc::new(config),
-            wire,
-            key,
-            transport.clone(),
-        ))));
+        targets.push(Arc::new(
+            Target::new(Endpoint::new(
+                Arc::new(config),
+                wire,
+                key,
+                transport.clone(),
+            ))
+            .with_counter(counter),
+        ));
     }
 
     let run_id = run::new_run_id();

@@ -13,7 +13,7 @@ pub use diagnostic::{Diagnostic, Diagnostics};
 pub use provider::{
     Kind, Limits, ProviderConfig, StructuredOutput, TokenizerConfig, TokenizerKind,
 };
-pub use suite::{Case, CaseRef, Prompt, RuleSpec, Suite};
+pub use suite::{Case, CaseRef, Prompt, RuleSpec, StabilitySpec, Suite};
 
 /// Where the configuration lives.
 #[derive(Debug, Clone)]

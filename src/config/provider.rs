@@ -118,10 +118,15 @@ pub struct TokenizerConfig {
     pub kind: TokenizerKind,
     /// `o200k_base` or `cl100k_base`, for `tiktoken`.
     pub encoding: Option<String>,
-    /// A `tokenizer.json`, for `huggingface` (relative to the provider file).
+    /// A `tokenizer.json` or the directory holding it (with `tokenizer_config.json` and
+    /// its chat template), for `huggingface`; relative to the provider file.
     pub path: Option<PathBuf>,
     /// The model's context window in tokens.
     pub context_window: Option<u32>,
+    /// How many tokens the provider-reported prompt count may differ from the local
+    /// count [default: 0, exact].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<u32>,
 }
 
 impl Default for TokenizerConfig {
@@ -131,6 +136,7 @@ impl Default for TokenizerConfig {
             encoding: None,
             path: None,
             context_window: None,
+            tolerance: None,
         }
     }
 }
@@ -138,8 +144,12 @@ impl Default for TokenizerConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TokenizerKind {
+    /// An OpenAI encoding (`encoding`).
     Tiktoken,
+    /// A `tokenizer.json` and the model's chat template (`path`).
     Huggingface,
+    /// The provider's own endpoints (llama.cpp `/apply-template` + `/tokenize`).
+    Provider,
     #[default]
     None,
 }
@@ -468,7 +478,16 @@ impl ProviderConfig {
             TokenizerKind::Huggingface if tok.path.is_none() => problem(
                 "tokenizer.path",
                 "[tokenizer]",
-                "a huggingface tokenizer needs `path` to a tokenizer.json".into(),
+                "a huggingface tokenizer needs `path` to a tokenizer.json or its directory".into(),
+            ),
+            TokenizerKind::Provider if file.kind != Kind::OpenaiCompatible => problem(
+                "tokenizer.kind",
+                "[tokenizer]",
+                format!(
+                    "tokenizer kind `provider` counts through llama.cpp's /apply-template and /tokenize, \
+                     which kind `{}` does not have: use tiktoken or huggingface",
+                    file.kind.as_str()
+                ),
             ),
             _ => {}
         }

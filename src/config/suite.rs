@@ -19,6 +19,20 @@ pub struct RuleSpec {
     pub message: String,
 }
 
+/// What a suite demands of its repeats (`[stability]` in `suite.toml`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StabilitySpec {
+    /// Every case's repeats must agree at least this much: the share of repeats whose
+    /// output equals (canonical JSON) the case's most common output.
+    pub min_agreement: Option<f64>,
+    /// Instead of the plain pass share: every case's pass rate over its repeats must
+    /// have a Wilson lower bound of at least this.
+    pub min_case_pass_lower_bound: Option<f64>,
+    /// The confidence of that bound [default: 0.95].
+    pub confidence: Option<f64>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SuiteFile {
@@ -36,6 +50,8 @@ struct SuiteFile {
     agree: Vec<String>,
     #[serde(default)]
     rules: Vec<RuleSpec>,
+    #[serde(default)]
+    stability: StabilitySpec,
 }
 
 fn default_schema() -> String {
@@ -64,6 +80,7 @@ pub struct Suite {
     pub pass_threshold: f64,
     pub agree: Vec<String>,
     pub rules: Vec<RuleSpec>,
+    pub stability: StabilitySpec,
     pub cases: Vec<CaseRef>,
     /// Digest of `suite.toml`, the schema and every case file.
     pub digest: String,
@@ -142,6 +159,28 @@ impl Suite {
                     "{} is not a share in (0, 1]: 1.0 means every call must pass",
                     spec.pass_threshold
                 ),
+            ));
+        }
+        let share = |v: Option<f64>| v.is_none_or(|v| v > 0.0 && v <= 1.0);
+        if !share(spec.stability.min_agreement) {
+            problems.push(at(
+                "stability.min_agreement",
+                "min_agreement",
+                "must be a share in (0, 1]: 1.0 means every repeat agrees".into(),
+            ));
+        }
+        if !share(spec.stability.min_case_pass_lower_bound) {
+            problems.push(at(
+                "stability.min_case_pass_lower_bound",
+                "min_case_pass_lower_bound",
+                "must be a share in (0, 1]".into(),
+            ));
+        }
+        if !spec.stability.confidence.is_none_or(|c| c > 0.0 && c < 1.0) {
+            problems.push(at(
+                "stability.confidence",
+                "confidence",
+                "must be in (0, 1), e.g. 0.95".into(),
             ));
         }
         for pointer in &spec.agree {
@@ -224,6 +263,7 @@ impl Suite {
             pass_threshold: spec.pass_threshold,
             agree: spec.agree,
             rules: spec.rules,
+            stability: spec.stability,
             cases,
             digest: digest.finish(),
             templates: Arc::new(env),

@@ -37,6 +37,47 @@ pub fn summary(result: &RunResult) -> String {
             v.reasons.join(", ")
         );
     }
+    let stable: Vec<_> = result
+        .verdicts
+        .iter()
+        .filter_map(|v| v.tally.stability.as_ref().map(|s| (&v.tally, s)))
+        .collect();
+    if !stable.is_empty() {
+        out.push_str("\nStability of repeats (canonical JSON equality):\n");
+    }
+    for (t, s) in stable {
+        let _ = write!(
+            out,
+            "  {} × {}: {}/{} cases unanimous over {} repeats, mean agreement {:.0}%",
+            t.suite,
+            t.provider,
+            s.cases_unanimous,
+            s.cases,
+            s.repeats,
+            s.mean_agreement * 100.0
+        );
+        if let Some(least) = s.least_stable.as_ref().filter(|l| l.agreement < 1.0) {
+            let _ = write!(
+                out,
+                "; least stable: {} ({:.0}%, {} different outputs)",
+                least.case,
+                least.agreement * 100.0,
+                least.distinct_outputs
+            );
+        }
+        if let Some(min) = s.min_agreement {
+            let _ = write!(out, "; required {:.0}%", min * 100.0);
+        }
+        if let (Some(min), Some(low)) = (s.min_case_pass_lower_bound, s.lowest_pass_lower_bound) {
+            let _ = write!(
+                out,
+                "; lowest case pass-rate bound {:.2} (Wilson, {:.0}%), required {min:.2}",
+                low,
+                s.confidence * 100.0
+            );
+        }
+        out.push('\n');
+    }
     let failing: Vec<_> = result
         .verdicts
         .iter()

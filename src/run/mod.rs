@@ -16,12 +16,15 @@ use std::sync::{Arc, Mutex};
 use futures::stream::{self, StreamExt};
 use time::OffsetDateTime;
 
-use crate::check::{self, Checks};
+use crate::check::stability::Stability;
+use crate::check::tokens::{self, PromptTokens};
+use crate::check::{self, CallFacts, Checks, Outcome};
 use crate::config::{Diagnostics, Suite};
 use crate::provider::transport::Endpoint;
 use crate::provider::{CallSpec, Effect};
 use crate::report::jsonl::ResultsWriter;
 use crate::report::progress::Progress;
+use crate::tokenize::{self, Counter};
 use crate::verdict::{Policy, Tally, Verdict};
 use record::{CallRecord, MAX_OUTPUT, truncate};
 
@@ -71,6 +74,8 @@ pub fn prepare(suites: Vec<Suite>) -> Result<Vec<Arc<PreparedSuite>>, Diagnostic
 #[derive(Debug)]
 pub struct Target {
     pub endpoint: Endpoint,
+    /// How this provider's prompts are counted (its `[tokenizer]`).
+    pub counter: Counter,
     halted: AtomicBool,
     halt_reason: Mutex<Option<String>>,
 }
@@ -79,9 +84,16 @@ impl Target {
     pub fn new(endpoint: Endpoint) -> Self {
         Target {
             endpoint,
+            counter: Counter::None,
             halted: AtomicBool::new(false),
             halt_reason: Mutex::new(None),
         }
+    }
+
+    /// Counts this provider's prompts with `counter` (see [`Counter::for_provider`]).
+    pub fn with_counter(mut self, counter: Counter) -> Self {
+        self.counter = counter;
+        self
     }
 
     fn halt(&self, why: String) {
@@ -176,13 +188,24 @@ pub async fn execute(
     let mut tallies: Vec<Tally> = Vec::with_capacity(suites.len() * targets.len());
     for target in targets {
         for s in suites {
-            tallies.push(Tally::new(
+            let mut tally = Tally::new(
                 &s.suite.name,
                 &target.endpoint.config.name,
                 s.suite.cases.len() as u64 * u64::from(repeats(&s.suite)),
-            ));
+            );
+            let spec = &s.suite.stability;
+            if repeats(&s.suite) > 1
+                || spec.min_agreement.is_some()
+                || spec.min_case_pass_lower_bound.is_some()
+            {
+                tally.stability = Some(Stability::new(repeats(&s.suite), spec));
+            }
+            tallies.push(tally);
         }
     }
+    // Rules see the run's start, never the wall clock of each call: a replay of the
+    // same answers gives the same verdicts.
+    let now = started_at.unix_timestamp();
     let mut progress = Progress::new(per_provider * targets.len() as u64, options.progress);
 
     let streams = targets.iter().enumerate().map(|(p, target)| {
@@ -208,7 +231,7 @@ pub async fn execute(
             .map(move |item| {
                 let target = Arc::clone(&target);
                 let prepared = Arc::clone(&suites[item.suite]);
-                async move { (p, item.suite, call_one(&prepared, &target, item).await) }
+                async move { (p, item.suite, call_one(&prepared, &target, item, now).await) }
             })
             .buffer_unordered(concurrency)
             .boxed()
@@ -261,7 +284,7 @@ pub async fn execute(
     })
 }
 
-async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item) -> CallRecord {
+async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i64) -> CallRecord {
     let suite = &prepared.suite;
     let config = &target.endpoint.config;
     let case_ref = &suite.cases[item.case];
@@ -284,11 +307,35 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item) -> Call
         schema: &suite.schema,
         schema_name: &schema_name(&suite.name),
     };
-    let estimate = (prompt.user.len() + prompt.system.as_ref().map_or(0, String::len)) / 4;
+    let counted = target.counter.count(&prompt).await.map(|r| PromptTokens {
+        tokenizer: target.counter.describe().to_string(),
+        counted: r.map_err(|e| e.to_string()),
+        control: tokenize::control_tokens_in(&case.vars, target.counter.control_tokens()),
+    });
+    let request_digest = Some(target.endpoint.request_digest(&call));
+    let mut record = CallRecord::new(&suite.name, &case.id, &config.name, item.repeat);
+    record.request_digest = request_digest;
+    record.prompt_tokens_counted = counted.as_ref().and_then(|t| t.counted.clone().ok());
+    // An overflow is the provider's failure to hold this prompt: recorded, never sent,
+    // and it costs no tokens.
+    if let Some(overflow) = counted.as_ref().and_then(|t| tokens::preflight(t, config)) {
+        let mut findings = vec![overflow];
+        findings.extend(
+            counted
+                .as_ref()
+                .map(tokens::input_findings)
+                .unwrap_or_default(),
+        );
+        record.checks = vec![Outcome::from_findings(tokens::NAME, findings)];
+        return record;
+    }
+    let estimate = match record.prompt_tokens_counted {
+        Some(n) => n,
+        None => (prompt.user.len() + prompt.system.as_ref().map_or(0, String::len)) as u64 / 4,
+    };
     let tokens = u32::try_from(estimate)
         .unwrap_or(u32::MAX)
         .saturating_add(config.max_output_tokens);
-    let request_digest = Some(target.endpoint.request_digest(&call));
     let result = target.endpoint.call(&call, tokens).await;
     if let Err(error) = &result
         && matches!(
@@ -298,28 +345,18 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item) -> Call
     {
         target.halt(format!("stopped after {error}"));
     }
-    let checks = prepared
-        .checks
-        .evaluate(suite, &case, config, result.as_ref().map(|c| &c.reply));
-    let passed = check::all_passed(&checks);
-    let mut record = CallRecord {
-        suite: suite.name.clone(),
-        case: case.id.clone(),
-        provider: config.name.clone(),
-        repeat: item.repeat,
-        request_digest,
-        passed,
-        not_run: None,
-        latency_ms: None,
-        retries: 0,
-        usage: Default::default(),
-        served_model: None,
-        system_fingerprint: None,
-        finish: None,
-        error: None,
-        checks,
-        output: None,
+    let facts = CallFacts {
+        now,
+        tokens: counted.as_ref(),
     };
+    record.checks = prepared.checks.evaluate(
+        suite,
+        &case,
+        config,
+        result.as_ref().map(|c| &c.reply),
+        facts,
+    );
+    record.passed = check::all_passed(&record.checks);
     match result {
         Ok(completion) => {
             record.latency_ms = Some(completion.latency.as_secs_f64() * 1000.0);
@@ -329,6 +366,7 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item) -> Call
             record.served_model = reply.served_model;
             record.system_fingerprint = reply.system_fingerprint;
             record.finish = Some(reply.finish);
+            record.output_digest = Some(record::output_digest(&reply.text));
             record.output = Some(truncate(&reply.text, MAX_OUTPUT));
         }
         Err(error) => record.error = Some(error),

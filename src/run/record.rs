@@ -23,6 +23,10 @@ pub struct CallRecord {
     pub latency_ms: Option<f64>,
     pub retries: u32,
     pub usage: Usage,
+    /// The prompt tokens counted before the call with the provider's tokenizer, to set
+    /// beside `usage.prompt_tokens`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_counted: Option<u64>,
     pub served_model: Option<String>,
     pub system_fingerprint: Option<String>,
     pub finish: Option<Finish>,
@@ -31,10 +35,23 @@ pub struct CallRecord {
     pub checks: Vec<Outcome>,
     /// The answer text, cut at [`MAX_OUTPUT`] bytes.
     pub output: Option<String>,
+    /// Digest of the whole answer: canonical JSON when it parses, its bytes otherwise.
+    /// Repeats agree when their digests are equal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_digest: Option<String>,
 }
 
 impl CallRecord {
+    /// A call that was not sent: `why` says why.
     pub fn not_run(suite: &str, case: &str, provider: &str, repeat: u32, why: String) -> Self {
+        CallRecord {
+            not_run: Some(why),
+            ..CallRecord::new(suite, case, provider, repeat)
+        }
+    }
+
+    /// A call about to be made: not passed, nothing measured yet.
+    pub fn new(suite: &str, case: &str, provider: &str, repeat: u32) -> Self {
         CallRecord {
             suite: suite.into(),
             case: case.into(),
@@ -42,17 +59,28 @@ impl CallRecord {
             repeat,
             request_digest: None,
             passed: false,
-            not_run: Some(why),
+            not_run: None,
             latency_ms: None,
             retries: 0,
             usage: Usage::default(),
+            prompt_tokens_counted: None,
             served_model: None,
             system_fingerprint: None,
             finish: None,
             error: None,
             checks: Vec::new(),
             output: None,
+            output_digest: None,
         }
+    }
+}
+
+/// The digest repeats are compared by: canonical JSON when the answer parses (so key
+/// order and spacing do not count as disagreement), the raw bytes otherwise.
+pub fn output_digest(text: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(value) => crate::digest::canonical(&value),
+        Err(_) => crate::digest::bytes_hex(text.as_bytes()),
     }
 }
 

@@ -20,6 +20,7 @@ use wiremock::matchers::{method, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::config::{Diagnostic, Diagnostics, Kind, ProviderConfig, Suite};
+use crate::tokenize::{Counter, Message, Tokenizer};
 
 /// How a simulated provider answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +117,12 @@ impl SimServer {
             .map(|s| (s.behaviour, s.latency))
             .unwrap_or((Behaviour::Steady, Duration::from_millis(20)));
         let requests = Arc::new(AtomicU64::new(0));
+        // Usage is reported the way the configured tokenizer counts, as a real provider
+        // reports what its own tokenizer counted.
+        let tokenizer = match Counter::for_provider(config) {
+            Ok(Counter::Local(t)) => Some(t),
+            _ => None,
+        };
         let server = MockServer::builder()
             .disable_request_recording()
             .start()
@@ -130,6 +137,7 @@ impl SimServer {
                 latency,
                 model: format!("{}-sim-2026-06-01", config.model),
                 requests: Arc::clone(&requests),
+                tokenizer,
             })
             .mount(&server)
             .await;
@@ -154,6 +162,7 @@ struct SimResponder {
     latency: Duration,
     model: String,
     requests: Arc<AtomicU64>,
+    tokenizer: Option<Arc<dyn Tokenizer>>,
 }
 
 impl Respond for SimResponder {
@@ -181,7 +190,7 @@ impl Respond for SimResponder {
             cut_off: finish == "length",
             model: &self.model,
             n,
-            prompt_tokens: asked.prompt_chars.div_ceil(4) as u64,
+            prompt_tokens: self.prompt_tokens(&body, asked.prompt_chars),
             tool: asked.tool,
         };
         reply(ResponseTemplate::new(200).set_body_json(shape::success(self.wire, &answer)))
@@ -189,6 +198,31 @@ impl Respond for SimResponder {
 }
 
 impl SimResponder {
+    /// The prompt tokens of the request: counted by the configured tokenizer over the
+    /// Chat Completions messages, else estimated at four bytes a token.
+    fn prompt_tokens(&self, body: &Value, prompt_chars: usize) -> u64 {
+        let messages = body.get("messages").and_then(Value::as_array);
+        let parsed: Vec<Message<'_>> = messages
+            .map(|m| m.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(|m| Message {
+                role: m["role"].as_str().unwrap_or_default(),
+                content: m["content"].as_str().unwrap_or_default(),
+                name: m["name"].as_str(),
+            })
+            .collect();
+        if !parsed.is_empty()
+            && let Some(count) = self
+                .tokenizer
+                .as_ref()
+                .and_then(|t| t.count_messages(&parsed).ok())
+        {
+            return count;
+        }
+        prompt_chars.div_ceil(4) as u64
+    }
+
     fn render(&self, expected: &Value, output_limit: Option<u64>) -> (String, &'static str) {
         let compact = expected.to_string();
         match self.behaviour {

@@ -174,12 +174,14 @@ impl Respond for OpenAiMock {
             Mode::Fenced => format!("```json\n{expected}\n```"),
             _ => expected.to_string(),
         };
+        // As OpenAI does: the prompt tokens of gpt-4o-mini's encoding, billed per message.
+        let prompt_tokens = prompt_tokens_o200k(&body);
         ResponseTemplate::new(200).set_body_json(json!({
             "id": "chatcmpl-test", "object": "chat.completion", "created": 1727346143,
             "model": "gpt-4o-mini-2024-07-18", "system_fingerprint": "fp_test0001",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": null},
                          "logprobs": null, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 500, "completion_tokens": 60, "total_tokens": 560}
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 60, "total_tokens": prompt_tokens + 60}
         }))
     }
 }
@@ -359,4 +361,24 @@ pub async fn refused_address() -> String {
     let address = format!("http://{}", listener.local_addr().expect("addr"));
     drop(listener);
     address
+}
+
+/// The request's prompt tokens as OpenAI counts them for an o200k_base model.
+pub fn prompt_tokens_o200k(body: &Value) -> u64 {
+    use conform::tokenize::{Message, Tokenizer, tiktoken::Tiktoken};
+    let messages: Vec<Message<'_>> = body["messages"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|m| Message {
+            role: m["role"].as_str().unwrap_or_default(),
+            content: m["content"].as_str().unwrap_or_default(),
+            name: m["name"].as_str(),
+        })
+        .collect();
+    Tiktoken::shared("o200k_base")
+        .unwrap()
+        .count_messages(&messages)
+        .unwrap()
 }

@@ -1,0 +1,475 @@
+//! Business rules: jq expressions (jaq) over the output that must yield exactly `true`.
+//!
+//! The case's variables are bound as `$input`, the run's start time (unix seconds) as
+//! `$now`. Rules compile once per suite; an undefined name or a syntax error is a
+//! diagnostic naming the suite file, the rule and the position, with the span drawn
+//! under the expression. At run time a rule that yields anything but `true` fails, and a
+//! rule whose evaluation errors fails with the error: an error never passes.
+//!
+//! Filters whose answer depends on the machine rather than on the data (`now`, `env`,
+//! local time) are not offered: a rule must give the same answer on every replay.
+
+use jaq_core::load::{self, Arena, File, Loader};
+use jaq_core::{Compiler, Ctx, Vars, compile, data};
+use jaq_json::Val;
+use serde_json::Value;
+
+use super::{Check, Finding, Outcome, Subject};
+use crate::config::{Diagnostic, Diagnostics, Suite};
+
+pub const NAME: &str = "rules";
+
+/// Longest excerpt of a value shown in a finding.
+const MAX_SHOWN: usize = 160;
+
+/// Native filters a rule may not call, with what to use instead.
+const FORBIDDEN: &[(&str, &str)] = &[
+    (
+        "now",
+        "use $now, the run's start time: a rule must give the same answer on every replay",
+    ),
+    ("env", "rules see only the output, $input and $now"),
+    (
+        "localtime",
+        "use gmtime: the machine's time zone is not part of the data",
+    ),
+    (
+        "strflocaltime",
+        "use strftime: the machine's time zone is not part of the data",
+    ),
+];
+
+type Filter = jaq_core::Filter<data::JustLut<Val>>;
+
+struct Rule {
+    name: String,
+    message: String,
+    filter: Filter,
+}
+
+/// The suite's rules, compiled once.
+pub struct RulesCheck {
+    rules: Vec<Rule>,
+}
+
+impl RulesCheck {
+    /// Compiles every rule, reporting every problem of every rule.
+    pub fn compile(suite: &Suite) -> Result<RulesCheck, Diagnostics> {
+        let mut rules = Vec::with_capacity(suite.rules.len());
+        let mut problems = Diagnostics::default();
+        for spec in &suite.rules {
+            match compile_expr(&spec.expr) {
+                Ok(filter) => rules.push(Rule {
+                    name: spec.name.clone(),
+                    message: spec.message.clone(),
+                    filter,
+                }),
+                Err(errors) => {
+                    let base = locate(&suite.source, &spec.name, &spec.expr);
+                    for e in errors {
+                        problems.push(diagnostic(suite, &spec.name, &spec.expr, base, &e));
+                    }
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(RulesCheck { rules })
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// How many rules there are.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+}
+
+/// One compile problem: where in the expression (byte span) and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExprError {
+    pub span: std::ops::Range<usize>,
+    pub message: String,
+}
+
+/// Compiles one expression with `$input` and `$now` bound.
+fn compile_expr(expr: &str) -> Result<Filter, Vec<ExprError>> {
+    let arena = Arena::default();
+    let defs = jaq_core::defs()
+        .chain(jaq_std::defs())
+        .chain(jaq_json::defs());
+    let loader = Loader::new(defs);
+    let modules = loader
+        .load(
+            &arena,
+            File {
+                code: expr,
+                path: (),
+            },
+        )
+        .map_err(|errs| {
+            errs.into_iter()
+                .flat_map(|(_, e)| load_errors(expr, e))
+                .collect::<Vec<_>>()
+        })?;
+    let funs = jaq_core::funs()
+        .chain(jaq_std::funs())
+        .chain(jaq_json::funs())
+        .filter(|(name, _, _)| !FORBIDDEN.iter().any(|(f, _)| f == name));
+    Compiler::default()
+        .with_funs(funs)
+        .with_global_vars(["$input", "$now"])
+        .compile(modules)
+        .map_err(|errs| {
+            errs.into_iter()
+                .flat_map(|(_, es)| es)
+                .map(|(name, undefined)| undefined_error(expr, name, &undefined))
+                .collect()
+        })
+}
+
+fn load_errors(expr: &str, error: load::Error<&str>) -> Vec<ExprError> {
+    match error {
+        load::Error::Io(errs) => errs
+            .into_iter()
+            .map(|(at, why)| ExprError {
+                span: span_of(expr, at),
+                message: format!("cannot load a module: {why}"),
+            })
+            .collect(),
+        load::Error::Lex(errs) => errs
+            .into_iter()
+            .map(|(expect, at)| ExprError {
+                span: span_of(expr, at),
+                message: format!("syntax error: expected {}", lex_expect(&expect)),
+            })
+            .collect(),
+        load::Error::Parse(errs) => errs
+            .into_iter()
+            .map(|(expect, found)| {
+                let what = if found.is_empty() {
+                    "the end of the expression".to_string()
+                } else {
+                    format!("`{found}`")
+                };
+                ExprError {
+                    span: span_of(expr, found),
+                    message: format!("syntax error: expected {}, found {what}", expect.as_str()),
+                }
+            })
+            .collect(),
+    }
+}
+
+fn lex_expect(expect: &load::lex::Expect<&str>) -> &'static str {
+    use load::lex::Expect;
+    // `as_str` panics on an unknown delimiter; name them all here instead.
+    match expect {
+        Expect::Delim("(") => "a closing parenthesis",
+        Expect::Delim("[") => "a closing bracket",
+        Expect::Delim("{") => "a closing brace",
+        Expect::Delim(_) => "a closing quote or delimiter",
+        Expect::Digit => "a digit",
+        Expect::Ident => "an identifier",
+        Expect::Escape => "a string escape sequence",
+        Expect::Unicode => "a 4-digit hexadecimal code point",
+        _ => "a token",
+    }
+}
+
+fn undefined_error(expr: &str, name: &str, undefined: &compile::Undefined) -> ExprError {
+    let message = match undefined {
+        compile::Undefined::Var => format!(
+            "undefined variable `{name}`: rules see `$input` (the case's variables) and `$now` (the run's start time, unix seconds)"
+        ),
+        compile::Undefined::Filter(arity) => match FORBIDDEN.iter().find(|(f, _)| *f == name) {
+            Some((_, instead)) => format!("`{name}` is not available in rules: {instead}"),
+            None => format!("undefined function `{name}/{arity}`"),
+        },
+        other => format!("undefined {} `{name}`", other.as_str()),
+    };
+    ExprError {
+        span: span_of(expr, name),
+        message,
+    }
+}
+
+/// The byte span of `part` inside `whole`, when `part` is a slice of it.
+fn span_of(whole: &str, part: &str) -> std::ops::Range<usize> {
+    let (w, p) = (whole.as_ptr() as usize, part.as_ptr() as usize);
+    if p >= w && p + part.len() <= w + whole.len() {
+        load::span(whole, part)
+    } else {
+        whole.len()..whole.len()
+    }
+}
+
+/// Where the expression starts in `suite.toml` (byte offset), and whether its text
+/// appears there verbatim (a literal string), so positions inside it map exactly.
+fn locate(source: &str, rule: &str, expr: &str) -> (Option<usize>, bool) {
+    let name_at = [format!("\"{rule}\""), format!("'{rule}'")]
+        .iter()
+        .filter_map(|n| source.find(n.as_str()))
+        .min();
+    let from = name_at.unwrap_or(0);
+    let after = source.get(from..).unwrap_or_default();
+    if let Some(i) = after.find(expr).filter(|_| !expr.is_empty()) {
+        // Prefer the occurrence after the rule's name; a rule may also come before it.
+        return (Some(from + i), true);
+    }
+    if let Some(i) = source.find(expr).filter(|_| !expr.is_empty()) {
+        return (Some(i), true);
+    }
+    (name_at, false)
+}
+
+fn diagnostic(
+    suite: &Suite,
+    rule: &str,
+    expr: &str,
+    (base, exact): (Option<usize>, bool),
+    error: &ExprError,
+) -> Diagnostic {
+    let d = Diagnostic::new(
+        &suite.file,
+        format!("{}\n{}", error.message, render_span(expr, &error.span)),
+    )
+    .field(format!("rules.{rule}"));
+    match base {
+        Some(at) if exact => d.at_span(
+            &suite.source,
+            Some(at + error.span.start..at + error.span.end),
+        ),
+        Some(at) => d.at_span(&suite.source, Some(at..at)),
+        None => d,
+    }
+}
+
+/// The expression's line holding the span, with carets under the span:
+///
+/// ```text
+///     .currency == $inptu.currency
+///                  ^^^^^^
+/// ```
+pub fn render_span(expr: &str, span: &std::ops::Range<usize>) -> String {
+    let start = span.start.min(expr.len());
+    let line_start = expr[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = expr[start..].find('\n').map_or(expr.len(), |i| start + i);
+    let line = &expr[line_start..line_end];
+    let pad = expr[line_start..start].chars().count();
+    let end = span.end.clamp(start, line_end);
+    let width = expr[start..end].chars().count().max(1);
+    format!("    {line}\n    {}{}", " ".repeat(pad), "^".repeat(width))
+}
+
+impl Check for RulesCheck {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn check(&self, subject: &Subject<'_>) -> Outcome {
+        let Some(output) = subject.output else {
+            return Outcome::skip(NAME);
+        };
+        let output_val = to_val(output);
+        let input_val = to_val_map(&subject.case.vars);
+        let now = Val::from(subject.now as isize);
+        let mut findings = Vec::new();
+        for rule in &self.rules {
+            if let Some(finding) = rule.evaluate(&output_val, &input_val, &now, output) {
+                findings.push(finding);
+            }
+        }
+        Outcome::from_findings(NAME, findings)
+    }
+}
+
+impl Rule {
+    /// `None` when the rule holds.
+    fn evaluate(&self, output: &Val, input: &Val, now: &Val, shown: &Value) -> Option<Finding> {
+        let ctx = Ctx::<data::JustLut<Val>>::new(
+            &self.filter.lut,
+            Vars::new([input.clone(), now.clone()]),
+        );
+        // Two values are enough to tell "exactly one `true`" from anything else, and
+        // bound the work of a rule that would yield forever.
+        let results: Vec<_> = self
+            .filter
+            .id
+            .run((ctx, output.clone()))
+            .take(2)
+            .map(|r| {
+                r.map_err(|exn| match exn.get_err() {
+                    Ok(error) => error.to_string(),
+                    Err(_) => "the rule halted".to_string(),
+                })
+            })
+            .collect();
+        let failed = |yielded: String| {
+            Some(
+                Finding::new(
+                    "rule_failed",
+                    format!(
+                        "rule `{}` failed: {}; it yielded {yielded} on {}",
+                        self.name,
+                        self.message,
+                        excerpt(&shown.to_string())
+                    ),
+                )
+                .at(format!("rules.{}", self.name)),
+            )
+        };
+        match results.as_slice() {
+            [Ok(Val::Bool(true))] => None,
+            [Ok(value)] => failed(excerpt(&value.to_string())),
+            [] => failed("no value".into()),
+            [Ok(_), .., Ok(_)] => failed("several values (wrap the expression in all(…))".into()),
+            [.., Err(error)] | [Err(error), ..] => Some(
+                Finding::new(
+                    "rule_error",
+                    format!(
+                        "rule `{}` could not be evaluated: {}; a rule that errors fails ({})",
+                        self.name,
+                        excerpt(error),
+                        self.message
+                    ),
+                )
+                .at(format!("rules.{}", self.name)),
+            ),
+        }
+    }
+}
+
+fn excerpt(text: &str) -> String {
+    let mut out: String = text.chars().take(MAX_SHOWN).collect();
+    if text.chars().count() > MAX_SHOWN {
+        out.push('…');
+    }
+    out
+}
+
+/// A JSON value as jaq sees it.
+pub fn to_val(value: &Value) -> Val {
+    match value {
+        Value::Null => Val::Null,
+        Value::Bool(b) => Val::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => Val::Num(jaq_json::Num::from_integral(i)),
+            (None, Some(f)) => Val::from(f),
+            (None, None) => Val::Num(jaq_json::Num::from_dec_str(&n.to_string())),
+        },
+        Value::String(s) => Val::utf8_str(s.clone()),
+        Value::Array(items) => items.iter().map(to_val).collect(),
+        Value::Object(map) => to_val_map(map),
+    }
+}
+
+fn to_val_map(map: &serde_json::Map<String, Value>) -> Val {
+    let mut out = jaq_json::Map::default();
+    for (k, v) in map {
+        out.insert(Val::utf8_str(k.clone()), to_val(v));
+    }
+    Val::obj(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(expr: &str, output: Value, input: Value, now: i64) -> Option<Finding> {
+        let filter = compile_expr(expr).unwrap();
+        let rule = Rule {
+            name: "r".into(),
+            message: "m".into(),
+            filter,
+        };
+        let input = to_val(&input);
+        rule.evaluate(&to_val(&output), &input, &Val::from(now as isize), &output)
+    }
+
+    #[test]
+    fn input_and_now_are_bound() {
+        let out = json!({"currency": "EUR", "date": "2026-01-02"});
+        assert_eq!(
+            run(
+                ".currency == $input.currency",
+                out.clone(),
+                json!({"currency": "EUR"}),
+                0
+            ),
+            None
+        );
+        let f = run(
+            ".currency == $input.currency",
+            out.clone(),
+            json!({"currency": "USD"}),
+            0,
+        )
+        .unwrap();
+        assert_eq!(f.code, "rule_failed");
+        assert!(f.message.contains("yielded false"), "{}", f.message);
+        assert!(f.message.contains("\"EUR\""), "{}", f.message);
+        let expr = r#"(.date + "T00:00:00Z" | fromdateiso8601) <= $now"#;
+        assert_eq!(run(expr, out.clone(), json!({}), 1_900_000_000), None);
+        assert_eq!(
+            run(expr, out, json!({}), 1_700_000_000).unwrap().code,
+            "rule_failed"
+        );
+    }
+
+    #[test]
+    fn multiplying_strings_is_an_error_never_a_pass() {
+        let f = run(".a * .b", json!({"a": "x", "b": "y"}), json!({}), 0).unwrap();
+        assert_eq!(f.code, "rule_error");
+        assert!(f.message.contains("cannot"), "{}", f.message);
+    }
+
+    #[test]
+    fn only_exactly_true_passes() {
+        assert_eq!(
+            run("1", json!({}), json!({}), 0).unwrap().code,
+            "rule_failed"
+        );
+        assert_eq!(
+            run("\"true\"", json!({}), json!({}), 0).unwrap().code,
+            "rule_failed"
+        );
+        assert_eq!(
+            run("empty", json!({}), json!({}), 0).unwrap().code,
+            "rule_failed"
+        );
+        assert_eq!(
+            run("true, true", json!({}), json!({}), 0).unwrap().code,
+            "rule_failed"
+        );
+        assert_eq!(run("true", json!({}), json!({}), 0), None);
+    }
+
+    #[test]
+    fn compile_errors_point_into_the_expression() {
+        let expr = ".currency == $inptu.currency";
+        let errs = compile_expr(expr).err().unwrap();
+        assert_eq!(errs.len(), 1);
+        assert_eq!(&expr[errs[0].span.clone()], "$inptu");
+        assert!(errs[0].message.contains("undefined variable `$inptu`"));
+        assert_eq!(
+            render_span(expr, &errs[0].span),
+            "    .currency == $inptu.currency\n                 ^^^^^^"
+        );
+        let errs = compile_expr(".a | nosuch(1)").err().unwrap();
+        assert!(
+            errs[0].message.contains("undefined function `nosuch/1`"),
+            "{:?}",
+            errs
+        );
+        let errs = compile_expr(".a == (1").err().unwrap();
+        assert!(errs[0].message.starts_with("syntax error"), "{:?}", errs);
+        let errs = compile_expr("now > 0").err().unwrap();
+        assert!(errs[0].message.contains("use $now"), "{:?}", errs);
+    }
+}

@@ -1,0 +1,262 @@
+//! Stability at low temperature: do the repeats of a case agree?
+//!
+//! Each case's repeats are grouped while they are in flight (only those: a group is
+//! folded into the totals and dropped the moment its last repeat arrives, so memory is
+//! bounded by the calls in flight, not by the number of cases). A case's agreement is
+//! the share of its answered repeats whose output equals the most common one
+//! (canonical JSON equality, [`crate::digest::canonical`]). A suite may demand a
+//! minimum agreement, and may judge each case by the Wilson lower bound of its pass
+//! rate over the repeats instead of the plain share of passed calls.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::config::StabilitySpec;
+use crate::run::record::CallRecord;
+
+/// The confidence of the Wilson bound when the suite names none.
+pub const DEFAULT_CONFIDENCE: f64 = 0.95;
+
+/// The least stable case seen.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CaseAgreement {
+    pub case: String,
+    /// Share of answered repeats that gave the most common output.
+    pub agreement: f64,
+    /// How many different outputs its repeats gave.
+    pub distinct_outputs: u32,
+}
+
+/// Stability of one (suite, provider).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stability {
+    pub repeats: u32,
+    pub min_agreement: Option<f64>,
+    pub min_case_pass_lower_bound: Option<f64>,
+    pub confidence: f64,
+    /// Cases whose repeats have all arrived.
+    pub cases: u64,
+    /// Cases whose answered repeats all gave the same output.
+    pub cases_unanimous: u64,
+    /// Mean over cases of their agreement.
+    pub mean_agreement: f64,
+    pub least_stable: Option<CaseAgreement>,
+    /// Cases under `min_agreement`.
+    pub cases_below_agreement: u64,
+    /// The lowest Wilson lower bound of a case's pass rate.
+    pub lowest_pass_lower_bound: Option<f64>,
+    /// Cases whose pass-rate lower bound is under `min_case_pass_lower_bound`.
+    pub cases_below_pass_bound: u64,
+    #[serde(skip)]
+    sum_agreement: f64,
+    #[serde(skip)]
+    in_flight: HashMap<String, CaseRepeats>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+struct CaseRepeats {
+    arrived: u32,
+    passed: u32,
+    /// Output digest and how many repeats gave it; a handful of entries at most.
+    outputs: Vec<(String, u32)>,
+}
+
+impl Stability {
+    pub fn new(repeats: u32, spec: &StabilitySpec) -> Self {
+        Stability {
+            repeats: repeats.max(1),
+            min_agreement: spec.min_agreement,
+            min_case_pass_lower_bound: spec.min_case_pass_lower_bound,
+            confidence: spec.confidence.unwrap_or(DEFAULT_CONFIDENCE),
+            cases: 0,
+            cases_unanimous: 0,
+            mean_agreement: 0.0,
+            least_stable: None,
+            cases_below_agreement: 0,
+            lowest_pass_lower_bound: None,
+            cases_below_pass_bound: 0,
+            sum_agreement: 0.0,
+            in_flight: HashMap::new(),
+        }
+    }
+
+    /// Adds one repeat; folds its case into the totals when it is the case's last.
+    pub fn add(&mut self, record: &CallRecord) {
+        let group = self.in_flight.entry(record.case.clone()).or_default();
+        group.arrived += 1;
+        group.passed += u32::from(record.passed);
+        if let Some(digest) = &record.output_digest {
+            match group.outputs.iter_mut().find(|(d, _)| d == digest) {
+                Some((_, n)) => *n += 1,
+                None => group.outputs.push((digest.clone(), 1)),
+            }
+        }
+        if group.arrived >= self.repeats
+            && let Some(done) = self.in_flight.remove(&record.case)
+        {
+            self.fold(&record.case, &done);
+        }
+    }
+
+    /// Cases whose repeats are still arriving.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    fn fold(&mut self, case: &str, group: &CaseRepeats) {
+        self.cases += 1;
+        let answered: u32 = group.outputs.iter().map(|(_, n)| n).sum();
+        let modal = group.outputs.iter().map(|(_, n)| *n).max().unwrap_or(0);
+        let agreement = if answered == 0 {
+            0.0
+        } else {
+            f64::from(modal) / f64::from(answered)
+        };
+        if group.outputs.len() <= 1 && answered > 0 {
+            self.cases_unanimous += 1;
+        }
+        self.sum_agreement += agreement;
+        self.mean_agreement = self.sum_agreement / self.cases as f64;
+        if self
+            .least_stable
+            .as_ref()
+            .is_none_or(|l| agreement < l.agreement)
+        {
+            self.least_stable = Some(CaseAgreement {
+                case: case.to_string(),
+                agreement,
+                distinct_outputs: group.outputs.len() as u32,
+            });
+        }
+        if self.min_agreement.is_some_and(|min| agreement < min) {
+            self.cases_below_agreement += 1;
+        }
+        let bound = wilson_lower_bound(group.passed, group.arrived, self.confidence);
+        if self.lowest_pass_lower_bound.is_none_or(|l| bound < l) {
+            self.lowest_pass_lower_bound = Some(bound);
+        }
+        if self
+            .min_case_pass_lower_bound
+            .is_some_and(|min| bound < min)
+        {
+            self.cases_below_pass_bound += 1;
+        }
+    }
+}
+
+/// The lower bound of the Wilson score interval for `passed` of `n` at two-sided
+/// `confidence`: the pass rate one can claim with that confidence. 0 for no trials.
+pub fn wilson_lower_bound(passed: u32, n: u32, confidence: f64) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    let n = f64::from(n);
+    let p = f64::from(passed) / n;
+    let z = normal_quantile(1.0 - (1.0 - confidence) / 2.0);
+    let z2 = z * z;
+    let centre = p + z2 / (2.0 * n);
+    let margin = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    ((centre - margin) / (1.0 + z2 / n)).max(0.0)
+}
+
+/// The standard normal quantile (Acklam's rational approximation, relative error
+/// below 1.2e-9), for `p` in (0, 1).
+pub fn normal_quantile(p: f64) -> f64 {
+    const A: [f64; 6] = [
+        -3.969_683_028_665_376e1,
+        2.209_460_984_245_205e2,
+        -2.759_285_104_469_687e2,
+        1.383_577_518_672_69e2,
+        -3.066_479_806_614_716e1,
+        2.506_628_277_459_239,
+    ];
+    const B: [f64; 5] = [
+        -5.447_609_879_822_406e1,
+        1.615_858_368_580_409e2,
+        -1.556_989_798_598_866e2,
+        6.680_131_188_771_972e1,
+        -1.328_068_155_288_572e1,
+    ];
+    const C: [f64; 6] = [
+        -7.784_894_002_430_293e-3,
+        -3.223_964_580_411_365e-1,
+        -2.400_758_277_161_838,
+        -2.549_732_539_343_734,
+        4.374_664_141_464_968,
+        2.938_163_982_698_783,
+    ];
+    const D: [f64; 4] = [
+        7.784_695_709_041_462e-3,
+        3.224_671_290_700_398e-1,
+        2.445_134_137_142_996,
+        3.754_408_661_907_416,
+    ];
+    let p = p.clamp(1e-300, 1.0 - 1e-16);
+    let tail = |q: f64| {
+        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
+            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+    };
+    if p < 0.024_25 {
+        tail((-2.0 * p.ln()).sqrt())
+    } else if p > 1.0 - 0.024_25 {
+        -tail((-2.0 * (1.0 - p).ln()).sqrt())
+    } else {
+        let q = p - 0.5;
+        let r = q * q;
+        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
+            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(case: &str, passed: bool, digest: Option<&str>) -> CallRecord {
+        let mut r = CallRecord::new("s", case, "p", 0);
+        r.passed = passed;
+        r.output_digest = digest.map(str::to_string);
+        r
+    }
+
+    #[test]
+    fn quantiles_and_bounds_match_the_tables() {
+        assert!((normal_quantile(0.975) - 1.959_964).abs() < 1e-5);
+        assert!((normal_quantile(0.995) - 2.575_829).abs() < 1e-5);
+        assert!((normal_quantile(0.01) + 2.326_348).abs() < 1e-5);
+        // 10/10 at 95%: n / (n + z²) = 10 / 13.8415 = 0.7225.
+        assert!((wilson_lower_bound(10, 10, 0.95) - 0.722_46).abs() < 1e-4);
+        // 8/10 at 95%: 0.4902 (Wilson's interval, e.g. R's prop.test without correction).
+        assert!((wilson_lower_bound(8, 10, 0.95) - 0.490_16).abs() < 1e-4);
+        assert_eq!(wilson_lower_bound(0, 0, 0.95), 0.0);
+    }
+
+    #[test]
+    fn agreement_per_case_and_bounded_memory() {
+        let spec = StabilitySpec {
+            min_agreement: Some(0.8),
+            min_case_pass_lower_bound: Some(0.5),
+            confidence: None,
+        };
+        let mut s = Stability::new(5, &spec);
+        for d in ["a", "a", "a", "a", "a"] {
+            s.add(&record("one", true, Some(d)));
+        }
+        assert_eq!(s.in_flight(), 0, "a finished case is dropped");
+        for d in ["a", "b", "a", "c", "a"] {
+            s.add(&record("two", true, Some(d)));
+            assert!(s.in_flight() <= 1);
+        }
+        assert_eq!(s.cases, 2);
+        assert_eq!(s.cases_unanimous, 1);
+        assert_eq!(s.cases_below_agreement, 1);
+        let least = s.least_stable.clone().unwrap();
+        assert_eq!(least.case, "two");
+        assert!((least.agreement - 0.6).abs() < 1e-12);
+        assert_eq!(least.distinct_outputs, 3);
+        assert!((s.mean_agreement - 0.8).abs() < 1e-12);
+        // 5/5 passes: lower bound 5 / (5 + 3.84) = 0.566 ≥ 0.5.
+        assert_eq!(s.cases_below_pass_bound, 0);
+    }
+}
