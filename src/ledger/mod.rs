@@ -20,6 +20,7 @@
 //! ```
 
 pub mod fingerprint;
+mod group_commit;
 mod migrate;
 pub mod model;
 pub mod outcome;
@@ -37,6 +38,7 @@ use sqlx::{Postgres, Sqlite};
 pub use model::{Attempt, AttemptState, Job, JobState, Race};
 pub use outcome::{AttemptCancel, Created, Finished, JobCancel, LossReason, Started, Transition};
 
+use group_commit::Creations;
 use store::{RaceIds, Store};
 
 /// Why a ledger operation failed.
@@ -60,6 +62,8 @@ pub enum LedgerError {
     Corrupt(String),
     #[error("attempt `{0}` does not exist")]
     NoSuchAttempt(String),
+    #[error("the write failed and was rolled back: {0}")]
+    Write(String),
     #[error("cannot draw a random id: {0}")]
     Random(String),
 }
@@ -195,6 +199,11 @@ impl Ledger {
     /// The job with its attempts, if `owner` owns it.
     pub async fn job(&self, owner: &str, id: &str) -> Result<Option<Job>, LedgerError> {
         on_store!(self.job(owner, id))
+    }
+
+    /// Every job of `owner`, oldest first, with its attempts.
+    pub async fn jobs(&self, owner: &str) -> Result<Vec<Job>, LedgerError> {
+        on_store!(self.jobs(owner))
     }
 
     /// Starts a new attempt on `provider` unless the job is completed, cancelled or has
@@ -389,7 +398,12 @@ async fn connect_sqlite(url: &str, options: &LedgerOptions) -> Result<Store<Sqli
         .max_connections(options.max_connections.max(1))
         .test_before_acquire(false)
         .connect_lazy_with(base);
-    Ok(Store { write, read })
+    let creations = Some(Creations::start(write.clone()));
+    Ok(Store {
+        write,
+        read,
+        creations,
+    })
 }
 
 async fn connect_postgres(
@@ -415,6 +429,7 @@ async fn connect_postgres(
     Ok(Store {
         write: pool.clone(),
         read: pool,
+        creations: None,
     })
 }
 

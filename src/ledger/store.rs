@@ -5,13 +5,15 @@
 //! The two differ only in how a read-then-write transaction begins (`BEGIN IMMEDIATE`
 //! takes SQLite's write lock up front; PostgreSQL runs READ COMMITTED) and in row locks
 //! (`FOR UPDATE` on PostgreSQL; SQLite's write lock already covers the database).
-//! Job creation is the one backend-specific statement (see `insert_new`).
+//! Job creation is the one backend-specific part (see `insert_new`): one statement on
+//! PostgreSQL, a group-committed transaction on SQLite.
 //!
 //! Locks are always taken job first, attempt second, so two writers cannot deadlock.
 
 use sqlx::{Database, Pool, Postgres, Row, Sqlite, Transaction};
 
 use super::LedgerError;
+use super::group_commit::Creations;
 use super::model::{Attempt, AttemptState, Job, Race};
 use super::outcome::{
     AttemptCancel, Created, Finished, JobCancel, LossReason, Started, Transition,
@@ -24,6 +26,8 @@ use super::outcome::{
 pub(crate) struct Store<DB: Database> {
     pub(crate) write: Pool<DB>,
     pub(crate) read: Pool<DB>,
+    /// SQLite only: the group-committing writer of new jobs.
+    pub(crate) creations: Option<Creations>,
 }
 
 impl<DB: Database> Clone for Store<DB> {
@@ -31,6 +35,7 @@ impl<DB: Database> Clone for Store<DB> {
         Store {
             write: self.write.clone(),
             read: self.read.clone(),
+            creations: self.creations.clone(),
         }
     }
 }
@@ -177,6 +182,23 @@ macro_rules! impl_store {
                 .fetch_all(&self.read)
                 .await?;
                 Self::decode_job(&rows)
+            }
+
+            pub(crate) async fn jobs(&self, owner: &str) -> Result<Vec<Job>, LedgerError> {
+                let rows = sqlx::query(concat!(
+                    select_job!(),
+                    " WHERE j.owner_id = $1 ORDER BY j.created_ms, j.id, a.seq"
+                ))
+                .bind(owner)
+                .fetch_all(&self.read)
+                .await?;
+                let mut jobs = Vec::new();
+                for group in rows.chunk_by(|a, b| {
+                    a.try_get::<String, _>(0).ok() == b.try_get::<String, _>(0).ok()
+                }) {
+                    jobs.extend(Self::decode_job(group)?);
+                }
+                Ok(jobs)
             }
 
             async fn job_by_key(&self, owner: &str, key: &str) -> Result<Option<Job>, LedgerError> {
@@ -545,9 +567,11 @@ macro_rules! impl_store {
                 &self,
                 now: i64,
             ) -> Result<Vec<(String, String)>, LedgerError> {
+                // The `IN` term repeats the predicate of the partial index `attempts_one_open`
+                // (open attempts only), so both databases scan that small index.
                 let rows = sqlx::query(
-                    "SELECT id, job_id FROM attempts WHERE state = 'starting' AND deadline_ms <= $1 \
-                     ORDER BY deadline_ms LIMIT 500",
+                    "SELECT id, job_id FROM attempts WHERE state IN ('starting', 'unknown') \
+                     AND state = 'starting' AND deadline_ms <= $1 LIMIT 500",
                 )
                 .bind(now)
                 .fetch_all(&self.read)
@@ -739,44 +763,50 @@ fn input_text(job: &Job) -> String {
 }
 
 impl Store<Sqlite> {
-    /// The job and its first attempt in one `BEGIN IMMEDIATE` transaction. `false` when
-    /// the key is taken.
+    /// Through the group-committing writer; see [`super::group_commit`].
     async fn insert_new(&self, job: &Job) -> Result<bool, LedgerError> {
-        let attempt = first_attempt(job)?;
-        let mut tx = self.begin().await?;
-        let inserted = sqlx::query(INSERT_JOB)
-            .bind(&job.id)
-            .bind(&job.owner)
-            .bind(&job.idempotency_key)
-            .bind(&job.fingerprint)
-            .bind(&job.task)
-            .bind(&job.provider)
-            .bind(input_text(job))
-            .bind(job.version)
-            .bind(job.created_ms)
-            .execute(&mut *tx)
-            .await;
-        match inserted {
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e) => {
-                tx.rollback().await?;
-                return Ok(false);
-            }
-            Err(e) => return Err(e.into()),
+        match &self.creations {
+            Some(creations) => creations.insert(job.clone()).await,
+            None => Err(corrupt("a SQLite ledger without its writer")),
         }
-        sqlx::query(INSERT_ATTEMPT)
-            .bind(&attempt.id)
-            .bind(&job.id)
-            .bind(attempt.seq)
-            .bind(&attempt.provider)
-            .bind(attempt.base_version)
-            .bind(attempt.started_ms)
-            .bind(attempt.deadline_ms)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(true)
     }
+}
+
+/// Inserts a job and its first attempt inside the caller's transaction; `false` when the
+/// key is taken (the caller rolls that insert back).
+pub(super) async fn insert_sqlite(
+    tx: &mut Transaction<'static, Sqlite>,
+    job: &Job,
+) -> Result<bool, LedgerError> {
+    let attempt = first_attempt(job)?;
+    let inserted = sqlx::query(INSERT_JOB)
+        .bind(&job.id)
+        .bind(&job.owner)
+        .bind(&job.idempotency_key)
+        .bind(&job.fingerprint)
+        .bind(&job.task)
+        .bind(&job.provider)
+        .bind(input_text(job))
+        .bind(job.version)
+        .bind(job.created_ms)
+        .execute(&mut **tx)
+        .await;
+    match inserted {
+        Ok(_) => {}
+        Err(e) if is_unique_violation(&e) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    }
+    sqlx::query(INSERT_ATTEMPT)
+        .bind(&attempt.id)
+        .bind(&job.id)
+        .bind(attempt.seq)
+        .bind(&attempt.provider)
+        .bind(attempt.base_version)
+        .bind(attempt.started_ms)
+        .bind(attempt.deadline_ms)
+        .execute(&mut **tx)
+        .await?;
+    Ok(true)
 }
 
 impl Store<Postgres> {

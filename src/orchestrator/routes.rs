@@ -65,13 +65,13 @@ struct JobRequest {
     input: Value,
 }
 
-fn object(body: &[u8]) -> Result<(Value, Map<String, Value>), Problem> {
-    let value = parse_strict(body).map_err(|e| Problem::invalid_request(e.to_string()))?;
-    match &value {
-        Value::Object(members) => {
-            let members = members.clone();
-            Ok((value, members))
-        }
+fn parse(body: &[u8]) -> Result<Value, Problem> {
+    parse_strict(body).map_err(|e| Problem::invalid_request(e.to_string()))
+}
+
+fn into_object(value: Value) -> Result<Map<String, Value>, Problem> {
+    match value {
+        Value::Object(members) => Ok(members),
         _ => Err(Problem::invalid_request("the body must be a JSON object")),
     }
 }
@@ -110,8 +110,9 @@ impl App {
 async fn create_job(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Answer {
     let owner = owner(&headers)?;
     let key = idempotency_key(&headers)?;
-    let (value, members) = object(&body)?;
+    let value = parse(&body)?;
     let fingerprint = fingerprint(&value).map_err(|e| Problem::invalid_request(e.to_string()))?;
+    let members = into_object(value)?;
     only_members(&members, &["task", "provider", "input"])?;
     let request = JobRequest {
         task: non_empty_string(&members, "task")?,
@@ -198,7 +199,7 @@ async fn start_attempt(
     let Some(job) = app.ledger.job(&owner, &id).await.map_err(unavailable)? else {
         return Err(Problem::not_found("job"));
     };
-    let (_, members) = object(&body)?;
+    let members = into_object(parse(&body)?)?;
     only_members(&members, &["provider"])?;
     let provider = non_empty_string(&members, "provider")?;
     app.configured(&provider)?;

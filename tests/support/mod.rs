@@ -49,6 +49,12 @@ impl TestDb {
     }
 
     pub async fn postgres() -> TestDb {
+        TestDb::postgres_with("").await
+    }
+
+    /// PostgreSQL with extra session settings, e.g. `-c synchronous_commit=off` where a
+    /// test needs many commits and no durability.
+    pub async fn postgres_with(settings: &str) -> TestDb {
         let base = postgres_base_url();
         let schema = format!("conform_t_{}", unique());
         let admin = PgPool::connect(&base).await.unwrap_or_else(|e| {
@@ -63,7 +69,8 @@ impl TestDb {
             .unwrap();
         admin.close().await;
         let sep = if base.contains('?') { '&' } else { '?' };
-        let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+        let settings = settings.replace(' ', "%20").replace('=', "%3D");
+        let url = format!("{base}{sep}options=-c%20search_path%3D{schema}%20{settings}");
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(2)
             .connect(&url)

@@ -40,11 +40,9 @@ CREATE TABLE attempts (
     CONSTRAINT attempts_job_seq UNIQUE (job_id, seq)
 );
 
--- At most one open attempt per job, enforced by the database.
+-- At most one open attempt per job, enforced by the database. It holds only open
+-- attempts, so the deadline sweeper scans it too (see `expire_overdue`).
 CREATE UNIQUE INDEX attempts_one_open ON attempts (job_id) WHERE state IN ('starting', 'unknown');
-
--- What the deadline sweeper scans.
-CREATE INDEX attempts_starting_deadline ON attempts (deadline_ms) WHERE state = 'starting';
 
 -- The race log: one row per result that arrived and did not win.
 CREATE TABLE races (
