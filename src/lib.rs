@@ -21,6 +21,7 @@ pub mod digest;
 pub mod provider;
 pub mod report;
 pub mod run;
+pub mod scenarios;
 pub mod secret;
 pub mod sim;
 pub mod verdict;

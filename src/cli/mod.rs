@@ -3,6 +3,7 @@
 mod check;
 mod gate;
 mod run;
+mod scenarios;
 
 use std::path::PathBuf;
 
@@ -94,6 +95,17 @@ providers must be caught, the faithful ones allowlisted."
     Check(check::CheckArgs),
     /// Exit 0 if the allowlist permits failover to PROVIDER for SUITE, 1 with the reason if not.
     Gate(gate::GateArgs),
+    /// Test an orchestrator against the contract: double clicks, key reuse, timeouts,
+    /// races, cancels, the failover gate, crashes.
+    #[command(after_help = "Examples:\n  \
+conform scenarios --spawn 'conform serve'\n  \
+conform scenarios --spawn 'conform serve' --database-url postgres://postgres@127.0.0.1:5432/test\n  \
+conform scenarios --target http://127.0.0.1:8080 --allowlist /srv/allowlist.json \\\n    \
+--mock-ports primary=40001,fallback=40002,rogue=40003,faulty=40004,dead=40005\n  \
+conform scenarios --list\n\n\
+Exit codes: 0 every selected scenario passed, 1 a scenario failed, 2 usage error, \
+3 the orchestrator could not be started or reached, or the run was interrupted.")]
+    Scenarios(scenarios::ScenariosArgs),
 }
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
@@ -102,6 +114,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Demo(args) => run::demo(&cli.global, args).await,
         Command::Check(args) => check::check(&cli.global, args),
         Command::Gate(args) => gate::gate(&cli.global, args),
+        Command::Scenarios(args) => scenarios::scenarios(&cli.global, args).await,
     }
 }
 
