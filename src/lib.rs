@@ -10,7 +10,9 @@
 //! - [`verdict`]: per (suite, provider) conformance from the streamed results;
 //! - [`report`]: `results.jsonl`, `report.json` and the terminal summary;
 //! - [`allowlist`]: the fail-closed file that gates failover, its writer and its reader;
-//! - [`sim`]: simulated providers on loopback for `conform demo` and the tests.
+//! - [`sim`]: simulated providers on loopback for `conform demo` and the tests;
+//! - [`ledger`]: jobs and attempts on SQLite or PostgreSQL, one job per intent;
+//! - [`orchestrator`]: the reference orchestrator (`conform serve`) on the ledger.
 //!
 //! See `ARCHITECTURE.md` for the invariants each part keeps.
 
@@ -18,6 +20,8 @@ pub mod allowlist;
 pub mod check;
 pub mod config;
 pub mod digest;
+pub mod ledger;
+pub mod orchestrator;
 pub mod provider;
 pub mod report;
 pub mod run;

@@ -4,6 +4,7 @@ mod check;
 mod gate;
 mod run;
 mod scenarios;
+mod serve;
 
 use std::path::PathBuf;
 
@@ -106,6 +107,13 @@ conform scenarios --list\n\n\
 Exit codes: 0 every selected scenario passed, 1 a scenario failed, 2 usage error, \
 3 the orchestrator could not be started or reached, or the run was interrupted.")]
     Scenarios(scenarios::ScenariosArgs),
+    /// The reference orchestrator: one job per intent, on SQLite or PostgreSQL.
+    #[command(
+        after_help = "Implements contract/ORCHESTRATOR.md (conform.orchestrator/v1). \
+Failover to another provider is gated by the allowlist (--allowlist / CONFORM_ALLOWLIST), \
+read at every decision. State changes are logged to stderr, one line each."
+    )]
+    Serve(serve::ServeArgs),
 }
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
@@ -115,12 +123,14 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Check(args) => check::check(&cli.global, args),
         Command::Gate(args) => gate::gate(&cli.global, args),
         Command::Scenarios(args) => scenarios::scenarios(&cli.global, args).await,
+        Command::Serve(args) => serve::serve(&cli.global, args).await,
     }
 }
 
 pub fn init_logging(verbose: u8) {
     let default = match verbose {
-        0 => "warn",
+        // The ledger's state changes are the operator's record: shown by default.
+        0 => "warn,conform::ledger=info,conform::orchestrator=info",
         1 => "debug",
         _ => "trace",
     };
@@ -129,5 +139,6 @@ pub fn init_logging(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
