@@ -71,6 +71,7 @@ fn orchestrate(sizes: &[u64]) {
         }
     }
     let _ = mock.kill();
+    let _ = mock.wait();
 }
 
 /// A mock OpenAI-compatible provider that answers a valid object after `LATENCY`.

@@ -68,6 +68,9 @@ pub struct ScenariosArgs {
     /// every scenario passed.
     #[arg(long)]
     pub keep: bool,
+    /// Where the working directory is made [default: the system's temporary directory].
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
 }
 
 fn parse_ports(text: &str) -> Result<BTreeMap<String, u16>, String> {
@@ -106,7 +109,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
         eprintln!("error: {problem}");
         return Ok(EXIT_CONFIG);
     }
-    let work = work_dir()?;
+    let work = work_dir(args.work_dir.as_deref())?;
     let ports = args.mock_ports.clone().unwrap_or_default();
     let providers = match Providers::start(&ports).await {
         Ok(p) => p,
@@ -350,12 +353,13 @@ fn write_junit(path: &Path, report: &SuiteReport) -> anyhow::Result<()> {
 }
 
 /// A fresh directory for the database, the allowlist and the orchestrator's log.
-fn work_dir() -> anyhow::Result<PathBuf> {
+fn work_dir(parent: Option<&Path>) -> anyhow::Result<PathBuf> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!(
+    let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
+    let dir = parent.join(format!(
         "conform-scenarios-{}-{nanos:09}",
         std::process::id()
     ));

@@ -439,10 +439,13 @@ impl Ctx {
 
     /// The answer is an RFC 9457 problem with this status and `code`.
     pub fn problem(&self, exchange: &Exchange, status: u16, code: &str, what: &str) -> Checked {
-        let mut wrong = Vec::new();
         if exchange.status != status {
-            wrong.push(format!("status {} (expected {status})", exchange.status));
+            return Err(self.fail(
+                what,
+                Some(format!("expected {status}; {}", job::describe(exchange))),
+            ));
         }
+        let mut wrong = Vec::new();
         if exchange.code() != Some(code) {
             wrong.push(format!("code {:?} (expected {code:?})", exchange.code()));
         }
