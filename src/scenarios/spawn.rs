@@ -193,6 +193,17 @@ impl Spawned {
     }
 }
 
+impl Drop for Spawned {
+    /// A suite that stops unexpectedly (a panic) must not leave the orchestrator running.
+    fn drop(&mut self) {
+        if let Ok(guard) = self.child.try_lock()
+            && let Some(child) = guard.as_ref()
+        {
+            signal_group(child, "KILL");
+        }
+    }
+}
+
 /// Sends `signal` to the child's whole process group (the group id is the child's pid,
 /// since it was started with `process_group(0)`).
 fn signal_group(child: &Child, signal: &str) {
