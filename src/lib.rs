@@ -19,6 +19,8 @@
 //! See `ARCHITECTURE.md` for the invariants each part keeps.
 
 pub mod allowlist;
+#[doc(hidden)]
+pub mod broken;
 pub mod check;
 pub mod config;
 pub mod digest;
@@ -28,6 +30,7 @@ pub mod orchestrator;
 pub mod provider;
 pub mod report;
 pub mod run;
+pub mod scenarios;
 pub mod secret;
 pub mod sim;
 pub mod tokenize;

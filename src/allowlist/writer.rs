@@ -237,8 +237,10 @@ fn remove_stale_temporaries(path: &Path, dir: &Path) {
 }
 
 /// Writes `bytes` to a temporary file beside `path`, syncs it, renames it over `path`,
-/// and syncs the directory so the rename itself survives a crash.
-fn write_atomically(path: &Path, dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// and syncs the directory so the rename itself survives a crash. Callers outside
+/// [`update`] must not share the file with a concurrent `update`, whose clean-up of
+/// stale temporary files assumes it holds the lock.
+pub(crate) fn write_atomically(path: &Path, dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = dir.join(format!(
         "{}{}.tmp",
         temporary_prefix(path),

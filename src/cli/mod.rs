@@ -5,6 +5,7 @@ mod check;
 mod export;
 mod gate;
 mod run;
+mod scenarios;
 mod serve;
 
 use std::path::PathBuf;
@@ -101,6 +102,17 @@ providers must be caught, the faithful ones allowlisted."
     Allowlist(allowlist::AllowlistArgs),
     /// Write the allowlist as the fallback config of a gateway (LiteLLM, Portkey).
     Export(export::ExportArgs),
+    /// Test an orchestrator against the contract: double clicks, key reuse, timeouts,
+    /// races, cancels, the failover gate, crashes.
+    #[command(after_help = "Examples:\n  \
+conform scenarios --spawn 'conform serve'\n  \
+conform scenarios --spawn 'conform serve' --database-url postgres://postgres@127.0.0.1:5432/test\n  \
+conform scenarios --target http://127.0.0.1:8080 --allowlist /srv/allowlist.json \\\n    \
+--mock-ports primary=40001,fallback=40002,rogue=40003,faulty=40004,dead=40005\n  \
+conform scenarios --list\n\n\
+Exit codes: 0 every selected scenario passed, 1 a scenario failed, 2 usage error, \
+3 the orchestrator could not be started or reached, or the run was interrupted.")]
+    Scenarios(scenarios::ScenariosArgs),
     /// The reference orchestrator: one job per intent, on SQLite or PostgreSQL.
     #[command(
         after_help = "Implements contract/ORCHESTRATOR.md (conform.orchestrator/v1). \
@@ -118,6 +130,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Gate(args) => gate::gate(&cli.global, args),
         Command::Allowlist(args) => allowlist::allowlist(&cli.global, args),
         Command::Export(args) => export::export(&cli.global, args),
+        Command::Scenarios(args) => scenarios::scenarios(&cli.global, args).await,
         Command::Serve(args) => serve::serve(&cli.global, args).await,
     }
 }

@@ -43,6 +43,11 @@ pub struct ServeArgs {
 }
 
 pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<u8> {
+    // BROKEN VARIANT (tests only): say loudly which one runs, refuse unknown names.
+    if let Err(e) = conform::broken::announce() {
+        eprintln!("error: {e}");
+        return Ok(EXIT_CONFIG);
+    }
     let providers = match Providers::parse(&args.providers) {
         Ok(providers) => providers,
         Err(e) => {

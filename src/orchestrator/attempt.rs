@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::App;
 use super::upstream::Outcome;
+use crate::broken::{self, Broken};
 use crate::ledger::{Attempt, LedgerError};
 
 /// Sends the attempt upstream and records how it ended. Runs detached from the request
@@ -31,6 +32,29 @@ pub(crate) async fn drive(app: Arc<App>, attempt: Attempt, input: Value) {
     tokio::pin!(call);
     let outcome = match tokio::time::timeout_at(deadline, &mut call).await {
         Ok(outcome) => Some(outcome),
+        // BROKEN VARIANT (tests only): a timeout recorded as a failure.
+        Err(_) if broken::is(Broken::TimeoutMarkedFailed) => {
+            record(&attempt.id, || {
+                app.ledger.record_failure(&attempt.id, "timeout")
+            })
+            .await;
+            tokio::time::timeout_at(deadline + app.config.late_window, call)
+                .await
+                .ok()
+        }
+        // BROKEN VARIANT (tests only): the request sent again after the deadline.
+        Err(_) if broken::is(Broken::RetryAfterTimeout) => {
+            record(&attempt.id, || {
+                app.ledger.record_unknown(&attempt.id, "timeout")
+            })
+            .await;
+            let again = app
+                .upstream
+                .call(&provider.base_url, &provider.name, &input);
+            tokio::time::timeout_at(deadline + app.config.late_window, again)
+                .await
+                .ok()
+        }
         Err(_) => {
             record(&attempt.id, || {
                 app.ledger.record_unknown(&attempt.id, "timeout")

@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use super::identity::{idempotency_key, owner};
 use super::problem::Problem;
 use super::{App, attempt, gate, view};
+use crate::broken::{self, Broken};
 use crate::ledger::fingerprint::{fingerprint, parse_strict};
 use crate::ledger::{AttemptCancel, Created, JobCancel, LedgerError, NewJob, Started};
 
@@ -209,10 +210,14 @@ async fn start_attempt(
     if job.cancelled_ms.is_some() {
         return Err(Problem::job_cancelled());
     }
-    if let Some(open) = job.open_attempt() {
+    if let Some(open) = job.open_attempt()
+        // BROKEN VARIANT (tests only): no open-attempt guard.
+        && !broken::is(Broken::NoOpenAttemptGuard)
+    {
         return Err(Problem::attempt_in_progress(&open.id));
     }
-    if provider != job.provider {
+    // BROKEN VARIANT (tests only): failover without the allowlist.
+    if provider != job.provider && !broken::is(Broken::AllowlistIgnored) {
         // Read at decision time, failing closed.
         if let Err(denial) = gate::permits(
             &app.config.allowlist,

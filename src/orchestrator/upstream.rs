@@ -45,6 +45,22 @@ impl Upstream {
     /// Sends `input` (with `model` set to `provider` when absent or null) and classifies
     /// the answer. One request, whatever happens.
     pub async fn call(&self, base_url: &str, provider: &str, input: &Value) -> Outcome {
+        // BROKEN VARIANT (tests only): a client that retries behind the orchestrator's back.
+        if crate::broken::is(crate::broken::Broken::HiddenRetries) {
+            let mut outcome = self.call_once(base_url, provider, input).await;
+            for _ in 0..2 {
+                if matches!(outcome, Outcome::Result(_)) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                outcome = self.call_once(base_url, provider, input).await;
+            }
+            return outcome;
+        }
+        self.call_once(base_url, provider, input).await
+    }
+
+    async fn call_once(&self, base_url: &str, provider: &str, input: &Value) -> Outcome {
         let mut body = input.clone();
         if let Value::Object(members) = &mut body
             && members.get("model").is_none_or(Value::is_null)

@@ -1,0 +1,104 @@
+//! What a scenario hands back: its verdict and everything it rests on.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::api::Exchange;
+use super::mock::Arrival;
+
+/// A scenario's verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    Passed,
+    /// `reason` is the first check that failed.
+    Failed {
+        reason: String,
+    },
+    /// Not run, and why (e.g. it restarts the orchestrator and there is no `--spawn`).
+    Skipped {
+        reason: String,
+    },
+}
+
+/// One thing a scenario verified.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckRecord {
+    pub what: String,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Requests one provider received for the scenario's jobs, against what the scenario
+/// allowed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RequestCount {
+    pub received: usize,
+    pub expected: usize,
+}
+
+/// The verdict of one scenario and its evidence.
+#[derive(Debug, Clone, Serialize)]
+pub struct Evidence {
+    pub scenario: String,
+    pub about: String,
+    pub outcome: Outcome,
+    pub seconds: f64,
+    /// Every check, in order; the failing one last.
+    pub checks: Vec<CheckRecord>,
+    /// The calls sent to the orchestrator and its answers (polling reads are counted in
+    /// `polls`, and only their last answer is kept).
+    pub exchanges: Vec<Exchange>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub exchanges_omitted: usize,
+    pub polls: usize,
+    /// Every job the scenario created, as read back at the end.
+    pub jobs: Vec<Value>,
+    /// By provider name.
+    pub provider_requests: BTreeMap<String, RequestCount>,
+    /// Requests the providers received for this scenario's jobs, in order (bodies
+    /// included only for the first few).
+    pub provider_arrivals: Vec<Arrival>,
+    /// Requests carrying no tag any scenario handed out: work nobody asked for.
+    pub stray_requests: Vec<Arrival>,
+    /// Things worth knowing that are not checks (timings, which attempt won).
+    pub notes: Vec<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl Evidence {
+    /// Evidence for a scenario that was not run.
+    pub fn skipped(scenario: &str, about: &str, reason: &str) -> Evidence {
+        Evidence {
+            scenario: scenario.to_string(),
+            about: about.to_string(),
+            outcome: Outcome::Skipped {
+                reason: reason.to_string(),
+            },
+            seconds: 0.0,
+            checks: Vec::new(),
+            exchanges: Vec::new(),
+            exchanges_omitted: 0,
+            polls: 0,
+            jobs: Vec::new(),
+            provider_requests: BTreeMap::new(),
+            provider_arrivals: Vec::new(),
+            stray_requests: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.outcome == Outcome::Passed
+    }
+
+    pub fn failed(&self) -> bool {
+        matches!(self.outcome, Outcome::Failed { .. })
+    }
+}

@@ -1,0 +1,127 @@
+//! `conform scenarios`: race and timeout scenarios that test any orchestrator speaking
+//! the contract in `contract/ORCHESTRATOR.md` keeps one job per intent and gates
+//! failover on the allowlist.
+//!
+//! - [`Scenario`]: the tiny trait every scenario implements (through [`Def`]);
+//! - [`ctx`]: the run's [`Env`] and each scenario's [`Ctx`] (fresh owners, keys and tags,
+//!   recorded exchanges and checks, and the final request-count check);
+//! - [`mock`] and [`providers`]: mock providers on loopback (wiremock, plus a fault
+//!   server for resets and cut bodies), scripted per job;
+//! - [`spawn`]: starting, crashing and restarting the orchestrator under test;
+//! - [`runner`]: selection, the run, JUnit;
+//! - the scenarios, by theme: [`keys`], [`idempotency`], [`owners`], [`outcomes`],
+//!   [`timeout`], [`cancel`], [`race`], [`reads`], [`gate`], [`restart`].
+
+pub mod api;
+pub mod cancel;
+pub mod ctx;
+pub mod evidence;
+pub mod gate;
+pub mod gatefile;
+pub mod idempotency;
+pub mod job;
+pub mod keys;
+pub mod mock;
+pub mod outcomes;
+pub mod owners;
+pub mod providers;
+pub mod race;
+pub mod reads;
+pub mod restart;
+pub mod runner;
+pub mod spawn;
+pub mod timeout;
+
+use futures::future::BoxFuture;
+
+pub use ctx::{Checked, Ctx, Env, Failed, Intent, Timing};
+pub use evidence::{Evidence, Outcome};
+
+/// One scenario.
+pub trait Scenario: Send + Sync {
+    /// A stable kebab-case name, for `--only` and `--skip`.
+    fn name(&self) -> &'static str;
+    /// One sentence: what it proves.
+    fn about(&self) -> &'static str;
+    /// It kills and restarts the orchestrator, so it runs only with `--spawn`.
+    fn needs_restart(&self) -> bool {
+        false
+    }
+    /// Runs it; the evidence always ends with the providers' request counts.
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> BoxFuture<'a, Evidence>;
+}
+
+/// A scenario as a name, a sentence and an async function.
+pub struct Def {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub needs_restart: bool,
+    pub body: for<'a> fn(&'a Ctx) -> BoxFuture<'a, Checked>,
+}
+
+impl Scenario for Def {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn about(&self) -> &'static str {
+        self.about
+    }
+
+    fn needs_restart(&self) -> bool {
+        self.needs_restart
+    }
+
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> BoxFuture<'a, Evidence> {
+        Box::pin(ctx.conclude((self.body)(ctx)))
+    }
+}
+
+/// Every scenario, cheapest first (so that `--fail-fast` stops early).
+pub fn all() -> Vec<Box<dyn Scenario>> {
+    vec![
+        Box::new(keys::key_forms()),
+        Box::new(owners::owner_scoping()),
+        Box::new(idempotency::double_click()),
+        Box::new(idempotency::key_reuse()),
+        Box::new(idempotency::concurrent_mismatch()),
+        Box::new(outcomes::provider_request()),
+        Box::new(outcomes::classification()),
+        Box::new(outcomes::no_hidden_retries()),
+        Box::new(cancel::cancel_releases()),
+        Box::new(reads::immutable_result()),
+        Box::new(reads::read_only_polling()),
+        Box::new(gate::failover_gate()),
+        Box::new(timeout::timeout_is_unknown()),
+        Box::new(race::reverse_order()),
+        Box::new(race::forward_order()),
+        Box::new(race::three_way()),
+        Box::new(cancel::late_after_job_cancel()),
+        Box::new(gate::fail_closed()),
+        Box::new(restart::crash_restart()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn names_are_unique_and_kebab_case() {
+        let all = super::all();
+        let names: BTreeSet<&str> = all.iter().map(|s| s.name()).collect();
+        assert_eq!(names.len(), all.len());
+        for name in names {
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            all.iter().filter(|s| s.needs_restart()).count(),
+            1,
+            "only crash-restart restarts"
+        );
+    }
+}

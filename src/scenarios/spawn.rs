@@ -1,0 +1,220 @@
+//! Running the orchestrator under test: `sh -c COMMAND` in its own process group with
+//! the contract's `CONFORM_*` variables, its output appended to a log file, ready once
+//! `/healthz` answers 200. A restart kills the whole group with SIGKILL, the way a crash
+//! would, and starts the same command again.
+
+use std::fs::OpenOptions;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+use tokio::sync::Mutex;
+
+use super::api::Api;
+
+/// Why the orchestrator could not be started or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("cannot open the orchestrator's log {path}: {source}")]
+    Log {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot run `sh -c {command:?}`: {source}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the orchestrator exited ({status}) before answering /healthz; the end of its log ({log}):\n{tail}"
+    )]
+    Exited {
+        status: String,
+        log: PathBuf,
+        tail: String,
+    },
+    #[error(
+        "the orchestrator did not answer 200 on {url}/healthz within {seconds} s; the end of its log ({log}):\n{tail}"
+    )]
+    Unhealthy {
+        url: String,
+        seconds: u64,
+        log: PathBuf,
+        tail: String,
+    },
+}
+
+/// How to start the orchestrator.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// Run through `sh -c`.
+    pub command: String,
+    /// The `CONFORM_*` variables (added to the inherited environment).
+    pub vars: Vec<(String, String)>,
+    /// Where its stdout and stderr go (appended, across restarts).
+    pub log: PathBuf,
+    /// How long it may take to answer `/healthz`.
+    pub startup: Duration,
+}
+
+/// A running orchestrator that the suite started.
+pub struct Spawned {
+    launch: Launch,
+    api: Api,
+    child: Mutex<Option<Child>>,
+}
+
+impl Spawned {
+    /// Starts the orchestrator and waits until it is healthy.
+    pub async fn start(launch: Launch, api: Api) -> Result<Spawned, SpawnError> {
+        let spawned = Spawned {
+            launch,
+            api,
+            child: Mutex::new(None),
+        };
+        spawned.launch().await?;
+        Ok(spawned)
+    }
+
+    pub fn log(&self) -> &PathBuf {
+        &self.launch.log
+    }
+
+    async fn launch(&self) -> Result<Duration, SpawnError> {
+        let started = Instant::now();
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.launch.log)
+            .map_err(|source| SpawnError::Log {
+                path: self.launch.log.clone(),
+                source,
+            })?;
+        let log_error = |source| SpawnError::Log {
+            path: self.launch.log.clone(),
+            source,
+        };
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(&self.launch.command)
+            .envs(self.launch.vars.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(log_error)?)
+            .stderr(log)
+            // Its own group, so that SIGKILL reaches the orchestrator even when `sh`
+            // does not exec it.
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = command.spawn().map_err(|source| SpawnError::Spawn {
+            command: self.launch.command.clone(),
+            source,
+        })?;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(SpawnError::Exited {
+                    status: status.to_string(),
+                    log: self.launch.log.clone(),
+                    tail: self.log_tail(),
+                });
+            }
+            if self.api.healthy().await {
+                break;
+            }
+            if started.elapsed() > self.launch.startup {
+                signal_group(&child, "KILL");
+                let _ = child.wait().await;
+                return Err(SpawnError::Unhealthy {
+                    url: self.api.base().to_string(),
+                    seconds: self.launch.startup.as_secs(),
+                    log: self.launch.log.clone(),
+                    tail: self.log_tail(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        *self.child.lock().await = Some(child);
+        Ok(started.elapsed())
+    }
+
+    /// Kills the orchestrator with SIGKILL (a crash, not a shutdown), starts it again
+    /// and waits until it is healthy; answers how long that took.
+    pub async fn restart(&self) -> Result<Duration, SpawnError> {
+        let started = Instant::now();
+        self.kill("KILL").await;
+        self.launch().await?;
+        Ok(started.elapsed())
+    }
+
+    /// If the orchestrator has exited on its own, how.
+    pub async fn exited(&self) -> Option<ExitStatus> {
+        let mut guard = self.child.lock().await;
+        let child = guard.as_mut()?;
+        child.try_wait().ok().flatten()
+    }
+
+    /// Starts it again after it exited on its own.
+    pub async fn relaunch(&self) -> Result<Duration, SpawnError> {
+        self.kill("KILL").await;
+        self.launch().await
+    }
+
+    /// Stops it: SIGTERM, then SIGKILL if it is still there after three seconds.
+    pub async fn stop(&self) {
+        let mut guard = self.child.lock().await;
+        if let Some(mut child) = guard.take() {
+            signal_group(&child, "TERM");
+            if tokio::time::timeout(Duration::from_secs(3), child.wait())
+                .await
+                .is_err()
+            {
+                signal_group(&child, "KILL");
+                let _ = child.wait().await;
+            }
+        }
+    }
+
+    async fn kill(&self, signal: &str) {
+        let mut guard = self.child.lock().await;
+        if let Some(mut child) = guard.take() {
+            signal_group(&child, signal);
+            let _ = child.wait().await;
+        }
+    }
+
+    /// The last lines of the orchestrator's log.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.launch.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for Spawned {
+    /// A suite that stops unexpectedly (a panic) must not leave the orchestrator running.
+    fn drop(&mut self) {
+        if let Ok(guard) = self.child.try_lock()
+            && let Some(child) = guard.as_ref()
+        {
+            signal_group(child, "KILL");
+        }
+    }
+}
+
+/// Sends `signal` to the child's whole process group (the group id is the child's pid,
+/// since it was started with `process_group(0)`).
+fn signal_group(child: &Child, signal: &str) {
+    if let Some(pid) = child.id() {
+        let _ = std::process::Command::new("kill")
+            .arg("-s")
+            .arg(signal)
+            .arg("--")
+            .arg(format!("-{pid}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}

@@ -1,0 +1,157 @@
+//! The suite has teeth: run against `conform serve` as built, every scenario passes (this
+//! is also CI's SQLite run); run against each deliberately broken variant
+//! (`src/broken.rs`, `CONFORM_BROKEN=<variant>`), a scenario that tests the broken rule
+//! fails.
+//!
+//! The variants exist only in builds with the `broken-variants` feature, which `cargo
+//! test` enables through the crate's dev-dependency on itself, so plain `cargo test`
+//! runs this.
+
+mod suite;
+
+use std::process::Command;
+
+use conform::broken::Broken;
+use suite::{assert_all_passed, run_suite, serve_command, with_status};
+
+/// For each variant, the scenarios that catch it. Running with `--fail-fast`, the first
+/// failure must be one of them: a failure elsewhere would be noise (a flaky margin),
+/// not proof that the variant was caught.
+const CAUGHT_BY: [(&str, &[&str]); 12] = [
+    (
+        "check-then-insert",
+        &["double-click", "concurrent-mismatch"],
+    ),
+    ("ignored-fingerprint", &["key-reuse", "concurrent-mismatch"]),
+    (
+        "timeout-marked-failed",
+        &[
+            "timeout-is-unknown",
+            "forward-order-finish",
+            "three-way-race",
+            "crash-restart",
+        ],
+    ),
+    (
+        "retry-after-timeout",
+        &[
+            "timeout-is-unknown",
+            "reverse-order-finish",
+            "forward-order-finish",
+            "three-way-race",
+            "late-result-after-job-cancel",
+            "crash-restart",
+        ],
+    ),
+    (
+        "last-writer-wins",
+        &[
+            "reverse-order-finish",
+            "forward-order-finish",
+            "three-way-race",
+            "late-result-after-job-cancel",
+        ],
+    ),
+    (
+        "no-open-attempt-guard",
+        &[
+            "outcome-classification",
+            "cancel-releases",
+            "read-only-polling",
+            "failover-gate",
+            "timeout-is-unknown",
+            "crash-restart",
+        ],
+    ),
+    (
+        "allowlist-ignored",
+        &["failover-gate", "allowlist-fail-closed"],
+    ),
+    ("allowlist-fails-open", &["allowlist-fail-closed"]),
+    ("owner-leak", &["owner-scoping"]),
+    (
+        "hidden-retries",
+        &[
+            "owner-scoping",
+            "outcome-classification",
+            "no-hidden-retries",
+            "cancel-releases",
+            "read-only-polling",
+            "failover-gate",
+            "timeout-is-unknown",
+            "allowlist-fail-closed",
+        ],
+    ),
+    (
+        "cancel-keeps-blocking",
+        &[
+            "cancel-releases",
+            "reverse-order-finish",
+            "forward-order-finish",
+            "three-way-race",
+        ],
+    ),
+    ("late-result-overwrites", &["late-result-after-job-cancel"]),
+];
+
+#[test]
+fn the_suite_passes_against_conform_serve_on_sqlite_and_catches_every_broken_variant() {
+    let work = tempfile::tempdir().unwrap();
+    let spawn = serve_command();
+
+    // The correct orchestrator, built with the hooks compiled in but none selected.
+    let (code, report) = run_suite(&["--spawn", &spawn], &[], work.path());
+    assert_all_passed(code, &report);
+
+    let mut missed = Vec::new();
+    for (variant, catchers) in CAUGHT_BY {
+        let (code, report) = run_suite(
+            &["--spawn", &spawn, "--fail-fast"],
+            &[("CONFORM_BROKEN", variant)],
+            work.path(),
+        );
+        let failed = with_status(&report, "failed");
+        let first = failed.first().map(|s| s["scenario"].as_str().unwrap());
+        match first {
+            Some(name) if catchers.contains(&name) && code == 1 => {
+                eprintln!(
+                    "{variant}: caught by {name}: {}",
+                    failed[0]["outcome"]["reason"]
+                );
+            }
+            _ => missed.push(format!(
+                "{variant}: exit {code}, first failure {first:?}, expected one of {catchers:?}"
+            )),
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "variants not caught as expected:\n{}",
+        missed.join("\n")
+    );
+}
+
+#[test]
+fn every_broken_variant_is_listed_and_an_unknown_one_is_refused() {
+    assert_eq!(CAUGHT_BY.len(), Broken::ALL.len());
+    for (name, _) in Broken::ALL {
+        assert!(
+            CAUGHT_BY.iter().any(|(v, _)| *v == name),
+            "{name} has no catcher"
+        );
+    }
+    let scenarios: Vec<&str> = conform::scenarios::all().iter().map(|s| s.name()).collect();
+    for (_, catchers) in CAUGHT_BY {
+        for c in catchers {
+            assert!(scenarios.contains(c), "{c} is not a scenario");
+        }
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_conform"))
+        .args(["serve", "--providers", "primary=http://127.0.0.1:9"])
+        .env("CONFORM_BROKEN", "nope")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not a broken variant"), "{stderr}");
+}
