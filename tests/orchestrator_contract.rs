@@ -13,9 +13,11 @@ use wiremock::matchers::{body_string_contains, method};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const TIMEOUT: Duration = Duration::from_millis(400);
-const LATE_WINDOW: Duration = Duration::from_millis(1500);
+const LATE_WINDOW: Duration = Duration::from_millis(3000);
 /// How long after the deadline a late answer arrives.
 const LATE: Duration = Duration::from_millis(900);
+/// Later still, leaving a wide margin for a failover to overtake it (reverse-order finish).
+const LATER: Duration = Duration::from_millis(2000);
 
 /// The fallback provider: answers everything, quickly.
 async fn fallback() -> MockServer {
@@ -73,6 +75,12 @@ async fn provider() -> MockServer {
             ResponseTemplate::new(200)
                 .set_body_json(completion("late but fine"))
                 .set_delay(TIMEOUT + LATE),
+        ),
+        (
+            "say-later-ok",
+            ResponseTemplate::new(200)
+                .set_body_json(completion("from primary, later"))
+                .set_delay(TIMEOUT + LATER),
         ),
         // Past the deadline, a late definite failure.
         (
@@ -542,11 +550,11 @@ async fn cancels(db: TestDb) {
         .await;
     assert_eq!((again.status, again.body.clone()), (200, r.body.clone()));
     assert_eq!(o.job(owner, &job).await["state"], "pending");
-    // Released: a new attempt may start; it fails.
+    // Released: a new attempt may start (same input, so it hangs too).
     let second = w.attempt(&job, "primary").await;
     assert_eq!(second.status, 202);
     let second_id = second.id().to_string();
-    // Not the same prompt marker… same job input: say-never again. Cancel the job instead.
+    // The user gives up: the job cancel releases the open attempt and bumps the version.
     let r = o
         .post(owner, &format!("/v1/jobs/{job}/cancel"), &json!({}))
         .await;
@@ -620,7 +628,7 @@ async fn reverse_order_finish(db: TestDb) {
         allowlist(&[("invoice-extraction", "fallback", &future)]).to_string(),
     )
     .unwrap();
-    let id = w.job("primary", "say-late-ok").await;
+    let id = w.job("primary", "say-later-ok").await;
     let job = w.wait(&id, "unknown").await;
     let a = job["attempts"][0]["id"].as_str().unwrap().to_string();
     let r = w

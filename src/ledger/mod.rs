@@ -48,12 +48,8 @@ pub enum LedgerError {
         "the database URL `{0}` is not supported: use sqlite:///absolute/path.db (a file) or postgres://user@host/db"
     )]
     Url(String),
-    #[error("cannot open the ledger at {url}: {source}")]
-    Connect {
-        url: String,
-        #[source]
-        source: sqlx::Error,
-    },
+    #[error("cannot open the ledger at {url}: {error}")]
+    Connect { url: String, error: sqlx::Error },
     #[error("cannot migrate the ledger: {0}")]
     Migration(String),
     #[error("database error: {0}")]
@@ -372,9 +368,9 @@ fn log_transition(attempt_id: &str, t: &Transition, reason: &str) {
 }
 
 async fn connect_sqlite(url: &str, options: &LedgerOptions) -> Result<Store<Sqlite>, LedgerError> {
-    let connect_error = |source| LedgerError::Connect {
+    let connect_error = |error| LedgerError::Connect {
         url: url.to_string(),
-        source,
+        error,
     };
     let base = SqliteConnectOptions::from_str(url).map_err(connect_error)?;
     if base.get_filename().as_os_str() == ":memory:" || url.contains(":memory:") {
@@ -410,9 +406,9 @@ async fn connect_postgres(
     url: &str,
     options: &LedgerOptions,
 ) -> Result<Store<Postgres>, LedgerError> {
-    let connect_error = |source| LedgerError::Connect {
+    let connect_error = |error| LedgerError::Connect {
         url: redact(url),
-        source,
+        error,
     };
     // Job creation is one statement in its own transaction: pin that transaction to
     // READ COMMITTED whatever the server's default is.
@@ -420,6 +416,14 @@ async fn connect_postgres(
         .map_err(connect_error)?
         .options([("default_transaction_isolation", "read committed")])
         .application_name("conform");
+    // One direct connection first: a pool would only report that it timed out, this
+    // names the cause (refused, unknown host, authentication) at once.
+    let probe = sqlx::ConnectOptions::connect(&base)
+        .await
+        .map_err(connect_error)?;
+    sqlx::Connection::close(probe)
+        .await
+        .map_err(connect_error)?;
     let pool = PoolOptions::<Postgres>::new()
         .max_connections(options.max_connections.max(1))
         .test_before_acquire(false)

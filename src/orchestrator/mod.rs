@@ -48,16 +48,12 @@ pub(crate) struct App {
 pub enum ServeError {
     #[error(transparent)]
     Ledger(#[from] LedgerError),
-    #[error("cannot listen on {addr}: {source} (set CONFORM_LISTEN or --listen to a free address)")]
-    Bind {
-        addr: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("cannot listen on {addr}: {error} (set CONFORM_LISTEN or --listen to a free address)")]
+    Bind { addr: String, error: std::io::Error },
     #[error(transparent)]
     Setup(#[from] SetupError),
     #[error("the HTTP server failed: {0}")]
-    Http(#[source] std::io::Error),
+    Http(std::io::Error),
 }
 
 /// An orchestrator with its ledger open and its address bound, ready to serve.
@@ -72,9 +68,9 @@ impl Server {
         let listener =
             TcpListener::bind(&config.listen)
                 .await
-                .map_err(|source| ServeError::Bind {
+                .map_err(|error| ServeError::Bind {
                     addr: config.listen.clone(),
-                    source,
+                    error,
                 })?;
         Server::on(config, listener).await
     }
