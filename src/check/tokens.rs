@@ -33,10 +33,12 @@ pub struct PromptTokens {
     pub exact: bool,
 }
 
-/// Whether a local count covers everything the provider bills for the prompt.
+/// Whether a local count covers everything the provider bills for the prompt: not on
+/// OpenAI's own API with a schema to follow (servers that constrain decoding with a
+/// grammar, such as llama.cpp, add nothing to the prompt).
 pub fn count_is_exact(config: &ProviderConfig) -> bool {
-    use crate::config::{StructuredOutput, TokenizerKind};
-    !(config.tokenizer.kind == TokenizerKind::Tiktoken
+    use crate::config::{Kind, StructuredOutput};
+    !(config.kind == Kind::Openai
         && matches!(
             config.structured_output,
             StructuredOutput::JsonSchema | StructuredOutput::Tool
