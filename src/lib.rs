@@ -10,6 +10,7 @@
 //! - [`verdict`]: per (suite, provider) conformance from the streamed results;
 //! - [`report`]: `results.jsonl`, `report.json` and the terminal summary;
 //! - [`allowlist`]: the fail-closed file that gates failover, its writer and its reader;
+//! - [`export`]: the allowlist as LiteLLM and Portkey fallback configs;
 //! - [`sim`]: simulated providers on loopback for `conform demo` and the tests;
 //! - [`tokenize`]: counting prompts the way each provider counts them.
 //!
@@ -19,6 +20,7 @@ pub mod allowlist;
 pub mod check;
 pub mod config;
 pub mod digest;
+pub mod export;
 pub mod provider;
 pub mod report;
 pub mod run;

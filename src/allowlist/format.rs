@@ -1,4 +1,4 @@
-//! `conform.allowlist/v1`.
+//! `conform.allowlist/v1`: the file's shape, and its published JSON Schema ([`SCHEMA`]).
 
 use std::collections::BTreeMap;
 
@@ -6,7 +6,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::verdict::CheckCount;
 
+/// The value of the file's `format` field. A reader that sees another value denies everything.
 pub const FORMAT: &str = "conform.allowlist/v1";
+
+/// The JSON Schema (draft 2020-12) of [`FORMAT`], as shipped in
+/// `schemas/allowlist.v1.schema.json` and printed by `conform allowlist schema`.
+pub const SCHEMA: &str = include_str!("../../schemas/allowlist.v1.schema.json");
 
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -17,6 +22,10 @@ pub struct Allowlist {
     /// Why entries were removed, for `conform allowlist explain`.
     #[serde(default)]
     pub revocations: Vec<Revocation>,
+    /// Entries in the file that did not have the v1 shape: they permit nothing, and the
+    /// next update drops them. Never written.
+    #[serde(skip)]
+    pub malformed: usize,
 }
 
 impl Default for Allowlist {
@@ -25,7 +34,24 @@ impl Default for Allowlist {
             format: FORMAT.to_string(),
             entries: Vec::new(),
             revocations: Vec::new(),
+            malformed: 0,
         }
+    }
+}
+
+impl Allowlist {
+    /// The entry for (`suite`, `provider`), valid or not.
+    pub fn entry(&self, suite: &str, provider: &str) -> Option<&Entry> {
+        self.entries
+            .iter()
+            .find(|e| e.suite == suite && e.provider == provider)
+    }
+
+    /// The revocation recorded for (`suite`, `provider`), if any.
+    pub fn revocation(&self, suite: &str, provider: &str) -> Option<&Revocation> {
+        self.revocations
+            .iter()
+            .find(|r| r.suite == suite && r.provider == provider)
     }
 }
 
@@ -43,7 +69,7 @@ pub struct Entry {
     pub suite_digest: String,
     /// The provider configuration, never a secret.
     pub provider_digest: String,
-    /// `tiktoken:o200k_base`, `huggingface:<sha256>`, or `none`.
+    /// `tiktoken:o200k_base`, `huggingface:sha256:<digest of tokenizer.json>`, or `none`.
     pub tokenizer: String,
     pub evidence: Evidence,
     /// RFC 3339, UTC.
@@ -60,15 +86,21 @@ pub struct Evidence {
     pub report: String,
     pub conform_version: String,
     pub cases: u64,
+    /// How many times each case was sent.
     pub repeats: u32,
+    /// `cases × repeats`.
     pub calls: u64,
+    /// Calls that passed every check.
     pub passed: u64,
+    /// `passed / calls`, counting calls that passed after transport retries.
     pub pass_rate: f64,
+    /// Calls that passed on their first request, over `calls`.
     pub first_attempt_pass_rate: f64,
+    /// Passes and failures per check.
     pub checks: BTreeMap<String, CheckCount>,
 }
 
-/// A removed entry and why.
+/// A removed (or never granted) entry and why: the last conclusive run failed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Revocation {
     pub suite: String,

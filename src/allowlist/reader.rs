@@ -30,6 +30,8 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// The stable, machine-readable code: `missing`, `unreadable`, `unknown_format`,
+    /// `no_entry`, `expired`, `suite_changed` or `model_drift`.
     pub fn code(self) -> &'static str {
         match self {
             Reason::Missing => "missing",
@@ -43,7 +45,7 @@ impl Reason {
     }
 }
 
-/// Failover is not permitted, and why.
+/// Failover is not permitted, and why: a stable [`Reason`] and a sentence for people.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 #[error("failover not allowed ({}): {detail}", reason.code())]
 pub struct Denial {
@@ -68,6 +70,36 @@ pub struct Permit {
 
 /// What the caller has observed of the provider, to be held against the evidence.
 /// Every field is optional: a field left out is not checked.
+///
+/// Pass what you know: the digest of the suite your application runs (so that a changed
+/// prompt or schema invalidates old evidence), and the `model` and `system_fingerprint`
+/// the provider's last response reported (so that a silently swapped model does).
+///
+/// ```
+/// use conform::allowlist::{Allowlist, Observed, Reason};
+/// use time::macros::datetime;
+/// # let json = r#"{"format": "conform.allowlist/v1", "entries": [{
+/// #   "suite": "invoice-extraction", "provider": "mistral", "model": "mistral-small-latest",
+/// #   "served_models": ["mistral-small-2503"], "system_fingerprints": [],
+/// #   "suite_digest": "sha256:5e1f", "provider_digest": "sha256:9c0d", "tokenizer": "none",
+/// #   "evidence": {"run_id": "r1", "report": "reports/r1/report.json", "conform_version": "0.1.0",
+/// #     "cases": 25, "repeats": 3, "calls": 75, "passed": 75, "pass_rate": 1.0,
+/// #     "first_attempt_pass_rate": 0.96, "checks": {}},
+/// #   "generated_at": "2026-01-01T00:00:00Z", "valid_until": "2026-01-08T00:00:00Z"}]}"#;
+/// let list = Allowlist::parse(json.as_bytes()).unwrap();
+/// let at = datetime!(2026-01-02 12:00 UTC);
+///
+/// let same = Observed { served_model: Some("mistral-small-2503"), ..Observed::default() };
+/// assert!(list.permits("invoice-extraction", "mistral", at, &same).is_ok());
+///
+/// let swapped = Observed { served_model: Some("mistral-small-2509"), ..Observed::default() };
+/// let denial = list.permits("invoice-extraction", "mistral", at, &swapped).unwrap_err();
+/// assert_eq!(denial.reason, Reason::ModelDrift);
+///
+/// let edited = Observed { suite_digest: Some("sha256:77aa"), ..Observed::default() };
+/// let denial = list.permits("invoice-extraction", "mistral", at, &edited).unwrap_err();
+/// assert_eq!(denial.reason, Reason::SuiteChanged);
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Observed<'a> {
     pub suite_digest: Option<&'a str>,
@@ -76,6 +108,41 @@ pub struct Observed<'a> {
 }
 
 /// Whether the allowlist at `path` permits failover to `provider` for `suite` at `at`.
+///
+/// It fails closed: a missing or unreadable file, another format, no entry, an expired
+/// entry, another suite digest, or a served model or fingerprint the evidence never saw
+/// is a [`Denial`] with its [`Reason`]. Read the file at the moment of deciding: it is
+/// replaced atomically, so a read sees the old version or the new one, never a mix.
+///
+/// ```
+/// use conform::allowlist::{Observed, Reason, permits};
+/// use time::macros::datetime;
+/// # let json = r#"{"format": "conform.allowlist/v1", "entries": [{
+/// #   "suite": "invoice-extraction", "provider": "mistral", "model": "mistral-small-latest",
+/// #   "served_models": ["mistral-small-2503"], "system_fingerprints": [],
+/// #   "suite_digest": "sha256:5e1f", "provider_digest": "sha256:9c0d", "tokenizer": "none",
+/// #   "evidence": {"run_id": "r1", "report": "reports/r1/report.json", "conform_version": "0.1.0",
+/// #     "cases": 25, "repeats": 3, "calls": 75, "passed": 75, "pass_rate": 1.0,
+/// #     "first_attempt_pass_rate": 0.96, "checks": {}},
+/// #   "generated_at": "2026-01-01T00:00:00Z", "valid_until": "2026-01-08T00:00:00Z"}]}"#;
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("allowlist.json");
+/// let at = datetime!(2026-01-02 12:00 UTC);
+///
+/// // No file: no failover.
+/// let denial = permits(&path, "invoice-extraction", "mistral", at, &Observed::default()).unwrap_err();
+/// assert_eq!(denial.reason, Reason::Missing);
+///
+/// std::fs::write(&path, json).unwrap();
+/// let permit = permits(&path, "invoice-extraction", "mistral", at, &Observed::default()).unwrap();
+/// assert_eq!(permit.entry.evidence.run_id, "r1");
+///
+/// // A week later the evidence has expired.
+/// let later = datetime!(2026-01-08 00:00 UTC);
+/// let denial = permits(&path, "invoice-extraction", "mistral", later, &Observed::default()).unwrap_err();
+/// assert_eq!(denial.reason, Reason::Expired);
+/// assert_eq!(denial.reason.code(), "expired");
+/// ```
 pub fn permits(
     path: &Path,
     suite: &str,
@@ -83,27 +150,60 @@ pub fn permits(
     at: OffsetDateTime,
     observed: &Observed<'_>,
 ) -> Result<Permit, Denial> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Denial::new(
-                Reason::Missing,
-                format!("{} does not exist", path.display()),
-            ));
-        }
-        Err(e) => {
-            return Err(Denial::new(
-                Reason::Unreadable,
-                format!("cannot read {}: {e}", path.display()),
-            ));
-        }
-    };
-    Allowlist::parse(&bytes)?.permits(suite, provider, at, observed)
+    Allowlist::load(path)?.permits(suite, provider, at, observed)
 }
 
 impl Allowlist {
+    /// Reads and parses the file at `path`, failing closed: [`Reason::Missing`] when there
+    /// is no file, [`Reason::Unreadable`] when it cannot be read, and whatever
+    /// [`Allowlist::parse`] says of its bytes.
+    pub fn load(path: &Path) -> Result<Allowlist, Denial> {
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Denial::new(
+                    Reason::Missing,
+                    format!("{} does not exist", path.display()),
+                ));
+            }
+            Err(e) => {
+                return Err(Denial::new(
+                    Reason::Unreadable,
+                    format!("cannot read {}: {e}", path.display()),
+                ));
+            }
+        };
+        Allowlist::parse(&bytes)
+    }
+
     /// Parses an allowlist, failing closed. Entries that do not have the v1 shape are
-    /// dropped (they can permit nothing); the rest of the file still counts.
+    /// dropped (they can permit nothing; [`Allowlist::malformed`] counts them); the rest
+    /// of the file still counts. It never panics, whatever the bytes.
+    ///
+    /// ```
+    /// use conform::allowlist::{Allowlist, Observed, Reason};
+    /// use time::macros::datetime;
+    /// # let json = r#"{"format": "conform.allowlist/v1", "entries": [{
+    /// #   "suite": "invoice-extraction", "provider": "mistral", "model": "mistral-small-latest",
+    /// #   "served_models": ["mistral-small-2503"], "system_fingerprints": [],
+    /// #   "suite_digest": "sha256:5e1f", "provider_digest": "sha256:9c0d", "tokenizer": "none",
+    /// #   "evidence": {"run_id": "r1", "report": "reports/r1/report.json", "conform_version": "0.1.0",
+    /// #     "cases": 25, "repeats": 3, "calls": 75, "passed": 75, "pass_rate": 1.0,
+    /// #     "first_attempt_pass_rate": 0.96, "checks": {}},
+    /// #   "generated_at": "2026-01-01T00:00:00Z", "valid_until": "2026-01-08T00:00:00Z"}]}"#;
+    /// let list = Allowlist::parse(json.as_bytes()).unwrap();
+    /// assert_eq!(list.entries.len(), 1);
+    /// let at = datetime!(2026-01-02 12:00 UTC);
+    /// assert!(list.permits("invoice-extraction", "mistral", at, &Observed::default()).is_ok());
+    /// // Another task was never proven on this provider.
+    /// let denial = list.permits("ticket-triage", "mistral", at, &Observed::default()).unwrap_err();
+    /// assert_eq!(denial.reason, Reason::NoEntry);
+    ///
+    /// assert_eq!(Allowlist::parse(b"").unwrap_err().reason, Reason::Unreadable);
+    /// assert_eq!(Allowlist::parse(b"[]").unwrap_err().reason, Reason::UnknownFormat);
+    /// let v2 = br#"{"format": "conform.allowlist/v2", "entries": []}"#;
+    /// assert_eq!(Allowlist::parse(v2).unwrap_err().reason, Reason::UnknownFormat);
+    /// ```
     pub fn parse(bytes: &[u8]) -> Result<Allowlist, Denial> {
         let value: Value = serde_json::from_slice(bytes)
             .map_err(|e| Denial::new(Reason::Unreadable, format!("not JSON: {e}")))?;
@@ -128,10 +228,11 @@ impl Allowlist {
         let Some(Value::Array(raw_entries)) = map.get("entries") else {
             return Err(Denial::new(Reason::Unreadable, "no `entries` list"));
         };
-        let entries = raw_entries
+        let entries: Vec<Entry> = raw_entries
             .iter()
             .filter_map(|e| serde_json::from_value::<Entry>(e.clone()).ok())
             .collect();
+        let malformed = raw_entries.len() - entries.len();
         let revocations = map
             .get("revocations")
             .and_then(|r| serde_json::from_value(r.clone()).ok())
@@ -140,10 +241,12 @@ impl Allowlist {
             format: FORMAT.to_string(),
             entries,
             revocations,
+            malformed,
         })
     }
 
-    /// The decision for one (suite, provider) at one instant.
+    /// The decision for one (suite, provider) at one instant, as [`permits`] makes it
+    /// for a file.
     pub fn permits(
         &self,
         suite: &str,

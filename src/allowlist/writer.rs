@@ -109,17 +109,36 @@ pub fn changes_from_run(
         .collect()
 }
 
+/// What the prompts were counted with. A Hugging Face tokenizer is named by the digest of
+/// its `tokenizer.json`, since a path says nothing about what is in the file.
 fn tokenizer_identity(config: &crate::config::ProviderConfig) -> String {
     let t = &config.tokenizer;
     match t.kind {
         TokenizerKind::Tiktoken => format!("tiktoken:{}", t.encoding.as_deref().unwrap_or("?")),
-        TokenizerKind::Huggingface => format!(
-            "huggingface:{}",
-            t.path
-                .as_deref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default()
-        ),
+        TokenizerKind::Huggingface => {
+            let path = t.path.as_deref().map(|p| match config.file.parent() {
+                Some(dir) if p.is_relative() => dir.join(p),
+                _ => p.to_path_buf(),
+            });
+            match path {
+                // A directory holds the tokenizer and its chat template: both shape the count.
+                Some(dir) if dir.is_dir() => match std::fs::read(dir.join("tokenizer.json")) {
+                    Ok(bytes) => {
+                        let mut digest = crate::digest::Parts::default();
+                        digest.add("tokenizer.json", &bytes);
+                        let config = std::fs::read(dir.join("tokenizer_config.json"));
+                        digest.add("tokenizer_config.json", &config.unwrap_or_default());
+                        format!("huggingface:{}", digest.finish())
+                    }
+                    Err(_) => "huggingface:unreadable".into(),
+                },
+                Some(file) => match std::fs::read(file) {
+                    Ok(bytes) => format!("huggingface:{}", crate::digest::bytes_hex(&bytes)),
+                    Err(_) => "huggingface:unreadable".into(),
+                },
+                None => "huggingface:unreadable".into(),
+            }
+        }
         TokenizerKind::Provider => "provider".into(),
         TokenizerKind::None => "none".into(),
     }
@@ -153,6 +172,9 @@ pub fn update(path: &Path, changes: &[Change]) -> Result<Updated, UpdateError> {
         .map_err(io)?;
     let mut lock = fd_lock::RwLock::new(lock_file);
     let _guard = lock.write().map_err(io)?;
+    // Every writer holds the lock while its temporary file exists, so any temporary file
+    // seen now was left by a writer that died mid-write.
+    remove_stale_temporaries(path, &dir);
 
     let mut updated = Updated::default();
     let mut list = match std::fs::read(path) {
@@ -198,14 +220,36 @@ pub fn update(path: &Path, changes: &[Change]) -> Result<Updated, UpdateError> {
     Ok(updated)
 }
 
-/// Writes `bytes` to a temporary file beside `path`, syncs it, renames it over `path`,
-/// and syncs the directory so the rename itself survives a crash.
-pub fn write_atomically(path: &Path, dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
+fn temporary_prefix(path: &Path) -> String {
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("allowlist.json");
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    format!(".{name}.")
+}
+
+fn remove_stale_temporaries(path: &Path, dir: &Path) {
+    let prefix = temporary_prefix(path);
+    let Ok(listing) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for item in listing.flatten() {
+        let name = item.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with(&prefix) && name.ends_with(".tmp") {
+            let _ = std::fs::remove_file(item.path());
+        }
+    }
+}
+
+/// Writes `bytes` to a temporary file beside `path`, syncs it, renames it over `path`,
+/// and syncs the directory so the rename itself survives a crash.
+fn write_atomically(path: &Path, dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!(
+        "{}{}.tmp",
+        temporary_prefix(path),
+        std::process::id()
+    ));
     let result = (|| {
         let mut file = File::create(&tmp)?;
         file.write_all(bytes)?;
@@ -217,4 +261,49 @@ pub fn write_atomically(path: &Path, dir: &Path, bytes: &[u8]) -> std::io::Resul
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tokenizer_identity;
+    use crate::config::ProviderConfig;
+
+    fn provider(dir: &std::path::Path, tokenizer: &str) -> ProviderConfig {
+        let path = dir.join("local.toml");
+        let source = format!(
+            "kind = \"openai-compatible\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9\"\n\n[tokenizer]\n{tokenizer}\n"
+        );
+        ProviderConfig::parse(&path, &source).unwrap()
+    }
+
+    #[test]
+    fn a_huggingface_tokenizer_is_named_by_its_content() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tokenizer.json"), br#"{"model": "a"}"#).unwrap();
+        let config = provider(
+            dir.path(),
+            "kind = \"huggingface\"\npath = \"tokenizer.json\"",
+        );
+        let first = tokenizer_identity(&config);
+        assert_eq!(
+            first,
+            format!(
+                "huggingface:{}",
+                crate::digest::bytes_hex(br#"{"model": "a"}"#)
+            )
+        );
+        // Same path, other content: another identity.
+        std::fs::write(dir.path().join("tokenizer.json"), br#"{"model": "b"}"#).unwrap();
+        assert_ne!(tokenizer_identity(&config), first);
+        std::fs::remove_file(dir.path().join("tokenizer.json")).unwrap();
+        assert_eq!(tokenizer_identity(&config), "huggingface:unreadable");
+    }
+
+    #[test]
+    fn tiktoken_and_none_are_named_by_their_configuration() {
+        let dir = tempfile::tempdir().unwrap();
+        let tiktoken = provider(dir.path(), "kind = \"tiktoken\"\nencoding = \"o200k_base\"");
+        assert_eq!(tokenizer_identity(&tiktoken), "tiktoken:o200k_base");
+        assert_eq!(tokenizer_identity(&provider(dir.path(), "")), "none");
+    }
 }

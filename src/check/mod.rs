@@ -8,6 +8,7 @@
 
 pub mod agree;
 pub mod json;
+pub mod portability;
 pub mod rules;
 pub mod schema;
 pub mod stability;

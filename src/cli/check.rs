@@ -2,6 +2,7 @@
 
 use clap::Args;
 
+use conform::check::portability::{self, Severity};
 use conform::config::{
     CaseRef, Diagnostic, Diagnostics, Prompt, ProviderConfig, Selection, Workspace,
 };
@@ -28,8 +29,28 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
     let cases: usize = workspace.suites.iter().map(|s| s.cases.len()).sum();
     let (n_providers, n_suites) = (workspace.providers.len(), workspace.suites.len());
     problems.extend(budget_problems(&workspace));
+    // What each provider's structured-output mode would reject, before a token is spent.
+    let mut warnings = Diagnostics::default();
+    for provider in &workspace.providers {
+        for suite in &workspace.suites {
+            for found in portability::lint(&suite.schema, provider) {
+                let d = Diagnostic::new(
+                    &suite.schema_file,
+                    format!("provider `{}`: {}", provider.name, found.message),
+                )
+                .field(found.path);
+                match found.severity {
+                    Severity::Rejected => problems.push(d),
+                    Severity::Ignored => warnings.push(d),
+                }
+            }
+        }
+    }
     if let Err(more) = conform::run::prepare(workspace.suites) {
         problems.extend(more);
+    }
+    for w in warnings.iter() {
+        eprintln!("warning: {w}");
     }
     if !problems.is_empty() {
         print_problems(&problems);

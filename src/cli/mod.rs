@@ -1,6 +1,8 @@
 //! Command-line definitions and dispatch.
 
+mod allowlist;
 mod check;
+mod export;
 mod gate;
 mod run;
 
@@ -94,6 +96,10 @@ providers must be caught, the faithful ones allowlisted."
     Check(check::CheckArgs),
     /// Exit 0 if the allowlist permits failover to PROVIDER for SUITE, 1 with the reason if not.
     Gate(gate::GateArgs),
+    /// Inspect the allowlist: its JSON Schema, what it permits, and why a provider is absent.
+    Allowlist(allowlist::AllowlistArgs),
+    /// Write the allowlist as the fallback config of a gateway (LiteLLM, Portkey).
+    Export(export::ExportArgs),
 }
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
@@ -102,6 +108,8 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Demo(args) => run::demo(&cli.global, args).await,
         Command::Check(args) => check::check(&cli.global, args),
         Command::Gate(args) => gate::gate(&cli.global, args),
+        Command::Allowlist(args) => allowlist::allowlist(&cli.global, args),
+        Command::Export(args) => export::export(&cli.global, args),
     }
 }
 

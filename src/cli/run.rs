@@ -195,7 +195,7 @@ async fn execute(
                 return Ok(None);
             }
         };
-        let wire = wire_format(config.kind);
+        let wire = wire_format(config.wire_kind());
         targets.push(Arc::new(
             Target::new(Endpoint::new(
                 Arc::new(config),

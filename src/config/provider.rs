@@ -164,10 +164,88 @@ pub struct SimConfig {
     /// Fixed latency of every answer.
     #[serde(default = "default_sim_latency", with = "humantime_serde_compat")]
     pub latency: Duration,
+    /// The vendor wire format the simulation speaks (default: OpenAI-compatible Chat
+    /// Completions). The runner talks to it with that vendor's adapter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<Kind>,
 }
 
 fn default_sim_latency() -> Duration {
     Duration::from_millis(20)
+}
+
+/// `[anthropic]`: Messages API settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnthropicOptions {
+    /// Newer Claude models reject `temperature` with a 400 ("deprecated for this
+    /// model"); `false` leaves it out, and the report records that the temperature was
+    /// not settable.
+    #[serde(default = "default_true")]
+    pub send_temperature: bool,
+}
+
+impl Default for AnthropicOptions {
+    fn default() -> Self {
+        AnthropicOptions {
+            send_temperature: true,
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// `[gemini]`: Developer API settings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeminiOptions {
+    /// The API version in the path; pinned, since the SDKs disagree on the default.
+    #[serde(default)]
+    pub api_version: GeminiApiVersion,
+    /// Which `generationConfig` field carries the schema.
+    #[serde(default)]
+    pub schema_field: GeminiSchemaField,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GeminiApiVersion {
+    #[default]
+    #[serde(rename = "v1beta")]
+    V1beta,
+    #[serde(rename = "v1")]
+    V1,
+}
+
+impl GeminiApiVersion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GeminiApiVersion::V1beta => "v1beta",
+            GeminiApiVersion::V1 => "v1",
+        }
+    }
+}
+
+/// How Gemini receives the schema.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GeminiSchemaField {
+    /// `responseJsonSchema`: JSON Schema (a documented subset of keywords).
+    #[default]
+    #[serde(rename = "responseJsonSchema")]
+    ResponseJsonSchema,
+    /// `responseSchema`: an OpenAPI 3.0 subset that rejects `additionalProperties`,
+    /// `$ref`, `const` … with a 400.
+    #[serde(rename = "responseSchema")]
+    ResponseSchema,
+}
+
+/// Something a reader of a run's report must know about a provider: not an error, a
+/// property of how it was tested.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunProperty {
+    pub code: &'static str,
+    pub message: String,
 }
 
 /// The file as written: every field a user may set, and nothing else.
@@ -193,6 +271,8 @@ struct ProviderFile {
     sim: Option<SimConfig>,
     #[serde(default)]
     stream: bool,
+    anthropic: Option<AnthropicOptions>,
+    gemini: Option<GeminiOptions>,
 }
 
 fn default_max_output_tokens() -> u32 {
@@ -229,6 +309,10 @@ pub struct ProviderConfig {
     /// Left out of the digest when false, so existing allowlist entries stay valid.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anthropic: Option<AnthropicOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gemini: Option<GeminiOptions>,
 }
 
 /// Why an API key could not be had.
@@ -336,6 +420,46 @@ impl ProviderConfig {
             ),
             _ => {}
         }
+        let wire = match (file.kind, file.sim.as_ref().and_then(|s| s.wire)) {
+            (Kind::Sim, Some(Kind::Sim | Kind::OpenaiResponses)) => {
+                problem(
+                    "sim.wire",
+                    "wire",
+                    "a simulation speaks a vendor's wire format: openai, openai-compatible, anthropic, gemini or ollama".into(),
+                );
+                Kind::OpenaiCompatible
+            }
+            (Kind::Sim, Some(wire)) => wire,
+            (Kind::Sim, None) => Kind::OpenaiCompatible,
+            (kind, _) => kind,
+        };
+        if file.anthropic.is_some() && wire != Kind::Anthropic {
+            problem(
+                "anthropic",
+                "[anthropic]",
+                "only providers that speak the Anthropic wire take an [anthropic] section".into(),
+            );
+        }
+        if file.gemini.is_some() && wire != Kind::Gemini {
+            problem(
+                "gemini",
+                "[gemini]",
+                "only providers that speak the Gemini wire take a [gemini] section".into(),
+            );
+        }
+        match (wire, file.structured_output) {
+            (Kind::Anthropic, Some(StructuredOutput::JsonObject)) => problem(
+                "structured_output",
+                "structured_output",
+                "Anthropic has no JSON mode: use \"json_schema\" (output_config.format), \"tool\" (forced tool use) or \"prompt\"".into(),
+            ),
+            (Kind::Ollama, Some(StructuredOutput::Tool)) => problem(
+                "structured_output",
+                "structured_output",
+                "Ollama cannot force a tool call: use \"json_schema\" (format = the schema), \"json_object\" or \"prompt\"".into(),
+            ),
+            _ => {}
+        }
         let tok = &file.tokenizer;
         match tok.kind {
             TokenizerKind::Tiktoken => match tok.encoding.as_deref() {
@@ -389,6 +513,8 @@ impl ProviderConfig {
             tokenizer: file.tokenizer,
             sim: file.sim,
             stream: file.stream,
+            anthropic: file.anthropic,
+            gemini: file.gemini,
         })
     }
 
@@ -404,6 +530,46 @@ impl ProviderConfig {
                 var: var.clone(),
             }),
         }
+    }
+
+    /// The wire format this provider speaks: its kind, or for a simulation the vendor
+    /// it imitates.
+    pub fn wire_kind(&self) -> Kind {
+        match (self.kind, self.sim.as_ref().and_then(|s| s.wire)) {
+            (Kind::Sim, Some(wire)) if wire != Kind::Sim => wire,
+            (Kind::Sim, _) => Kind::OpenaiCompatible,
+            (kind, _) => kind,
+        }
+    }
+
+    /// The `[anthropic]` settings, defaults filled in.
+    pub fn anthropic_options(&self) -> AnthropicOptions {
+        self.anthropic.unwrap_or_default()
+    }
+
+    /// The `[gemini]` settings, defaults filled in.
+    pub fn gemini_options(&self) -> GeminiOptions {
+        self.gemini.unwrap_or_default()
+    }
+
+    /// Whether requests carry `temperature`.
+    pub fn sends_temperature(&self) -> bool {
+        self.wire_kind() != Kind::Anthropic || self.anthropic_options().send_temperature
+    }
+
+    /// What the report must say about how this provider was tested.
+    pub fn run_properties(&self) -> Vec<RunProperty> {
+        let mut properties = Vec::new();
+        if !self.sends_temperature() {
+            properties.push(RunProperty {
+                code: "temperature_not_settable",
+                message: format!(
+                    "temperature not settable: requests carry no `temperature` (the model rejects it), so answers come at the provider's default instead of {}",
+                    self.temperature
+                ),
+            });
+        }
+        properties
     }
 
     /// A digest of everything that shapes the provider's answers; the key's variable
@@ -513,5 +679,59 @@ mod tests {
         assert_ne!(off.digest(), on.digest());
         let responses = parse("kind = \"openai-responses\"\nmodel = \"m\"\n").unwrap();
         assert_eq!(responses.base_url, "https://api.openai.com");
+    }
+
+    #[test]
+    fn vendor_sections_belong_to_their_wire() {
+        let err = parse("kind = \"openai\"\nmodel = \"m\"\n[gemini]\napi_version = \"v1\"\n")
+            .unwrap_err();
+        assert_eq!(err.0[0].field.as_deref(), Some("gemini"));
+        let err =
+            parse("kind = \"gemini\"\nmodel = \"m\"\n[anthropic]\nsend_temperature = false\n")
+                .unwrap_err();
+        assert_eq!(err.0[0].field.as_deref(), Some("anthropic"));
+        let err = parse("kind = \"gemini\"\nmodel = \"m\"\n[gemini]\napi_version = \"v2\"\n")
+            .unwrap_err();
+        assert_eq!(err.0[0].line, Some(4), "{err}");
+        let sim = parse(
+            "kind = \"sim\"\nmodel = \"m\"\n[sim]\nbehaviour = \"steady\"\nexpect = \"conformant\"\nwire = \"anthropic\"\n[anthropic]\nsend_temperature = false\n",
+        )
+        .unwrap();
+        assert_eq!(sim.wire_kind(), Kind::Anthropic);
+        assert!(!sim.sends_temperature());
+        assert_eq!(sim.run_properties()[0].code, "temperature_not_settable");
+    }
+
+    #[test]
+    fn modes_a_vendor_lacks_are_refused() {
+        let err =
+            parse("kind = \"anthropic\"\nmodel = \"m\"\nstructured_output = \"json_object\"\n")
+                .unwrap_err();
+        assert_eq!(err.0[0].field.as_deref(), Some("structured_output"));
+        assert_eq!(err.0[0].line, Some(3));
+        let err =
+            parse("kind = \"ollama\"\nmodel = \"m\"\nstructured_output = \"tool\"\n").unwrap_err();
+        assert_eq!(err.0[0].field.as_deref(), Some("structured_output"));
+        let err = parse(
+            "kind = \"sim\"\nmodel = \"m\"\n[sim]\nbehaviour = \"steady\"\nexpect = \"conformant\"\nwire = \"sim\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(err.0[0].field.as_deref(), Some("sim.wire"));
+    }
+
+    #[test]
+    fn vendor_defaults_and_unchanged_digests() {
+        let g = parse("kind = \"gemini\"\nmodel = \"m\"\n").unwrap();
+        assert_eq!(g.gemini_options().api_version, GeminiApiVersion::V1beta);
+        assert_eq!(
+            g.gemini_options().schema_field,
+            GeminiSchemaField::ResponseJsonSchema
+        );
+        let a = parse("kind = \"anthropic\"\nmodel = \"m\"\n").unwrap();
+        assert!(a.sends_temperature());
+        assert!(a.run_properties().is_empty());
+        // Absent sections do not enter the digest, so older allowlist entries still match.
+        let value = serde_json::to_value(&a).unwrap();
+        assert!(value.get("anthropic").is_none() && value.get("gemini").is_none());
     }
 }

@@ -37,3 +37,45 @@ impl Limiter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    async fn ready_now(limiter: &Limiter, tokens: u32) -> bool {
+        // The refill takes tens of seconds here; 50 ms tells "at once" from "waits".
+        tokio::time::timeout(Duration::from_millis(50), limiter.acquire(tokens))
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test]
+    async fn requests_per_minute_holds_back_the_request_over_the_limit() {
+        let limiter = Limiter::new(&Limits {
+            requests_per_minute: Some(2),
+            ..Limits::default()
+        });
+        assert!(ready_now(&limiter, 1).await);
+        assert!(ready_now(&limiter, 1).await);
+        assert!(!ready_now(&limiter, 1).await);
+    }
+
+    #[tokio::test]
+    async fn tokens_per_minute_counts_the_estimate() {
+        let limiter = Limiter::new(&Limits {
+            tokens_per_minute: Some(1000),
+            ..Limits::default()
+        });
+        assert!(ready_now(&limiter, 600).await);
+        assert!(!ready_now(&limiter, 600).await);
+    }
+
+    #[tokio::test]
+    async fn no_limits_never_wait() {
+        let limiter = Limiter::new(&Limits::default());
+        for _ in 0..1000 {
+            assert!(ready_now(&limiter, 100_000).await);
+        }
+    }
+}

@@ -6,14 +6,18 @@
 //! body into a [`CallError`]. That keeps every vendor quirk testable against the
 //! recorded payloads, and keeps retries and limits in one place.
 
+pub mod anthropic;
 pub mod completion;
 pub mod error;
+pub mod gemini;
 pub mod limits;
+pub mod ollama;
 pub mod openai;
 pub mod openai_compatible;
 pub mod openai_responses;
 pub(crate) mod openai_stream;
 pub mod sse;
+mod streamed;
 pub mod transport;
 
 use std::sync::Arc;
@@ -66,18 +70,17 @@ pub trait WireFormat: Send + Sync {
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError;
 }
 
-/// The wire format for a provider kind.
+/// The wire format for a provider kind. Pass [`ProviderConfig::wire_kind`], which
+/// resolves a simulated provider to the vendor it imitates.
 pub fn wire_format(kind: Kind) -> Arc<dyn WireFormat> {
     match kind {
         Kind::Openai => Arc::new(openai::OpenAiChat::official()),
         Kind::OpenaiResponses => Arc::new(openai_responses::OpenAiResponses),
-        // Simulated providers speak Chat Completions, as most fallbacks do.
+        // A simulation without a `wire` speaks Chat Completions, as most fallbacks do.
         Kind::OpenaiCompatible | Kind::Sim => Arc::new(openai_compatible::OpenAiCompatible),
-        // Later adapters slot in here; until then these kinds speak Chat Completions
-        // through their compatibility endpoints.
-        Kind::Anthropic | Kind::Gemini | Kind::Ollama => {
-            Arc::new(openai_compatible::OpenAiCompatible)
-        }
+        Kind::Anthropic => Arc::new(anthropic::AnthropicMessages),
+        Kind::Gemini => Arc::new(gemini::GeminiGenerateContent),
+        Kind::Ollama => Arc::new(ollama::OllamaChat),
     }
 }
 

@@ -77,7 +77,9 @@ pub fn write(
         "providers": targets.iter().map(|t| {
             let c = &t.endpoint.config;
             json!({"name": c.name, "kind": c.kind, "model": c.model, "digest": c.digest(),
-                   "temperature": c.temperature, "structured_output": c.structured_output})
+                   "temperature": c.temperature, "structured_output": c.structured_output,
+                   "wire": c.wire_kind(), "temperature_sent": c.sends_temperature(),
+                   "properties": c.run_properties()})
         }).collect::<Vec<_>>(),
         "verdicts": verdict_views(result, targets),
     });

@@ -3,7 +3,11 @@
 //!
 //! Each simulated provider knows the expected answer of every shipped case (looked up
 //! by a digest of the rendered prompt), and answers it the way its [`Behaviour`] says:
-//! faithfully, or drifting the way real fallbacks drift.
+//! faithfully, or drifting the way real fallbacks drift. A simulation speaks the wire
+//! of the vendor its `[sim] wire` names (see [`shape`]), so the runner calls it through
+//! that vendor's adapter.
+
+mod shape;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,10 +16,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
+use wiremock::matchers::{method, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::config::{Diagnostic, Diagnostics, ProviderConfig, Suite};
+use crate::config::{Diagnostic, Diagnostics, Kind, ProviderConfig, Suite};
 use crate::tokenize::{Counter, Message, Tokenizer};
 
 /// How a simulated provider answers.
@@ -123,11 +127,13 @@ impl SimServer {
             .disable_request_recording()
             .start()
             .await;
+        let wire = config.wire_kind();
         Mock::given(method("POST"))
-            .and(path("/v1/chat/completions"))
+            .and(path_regex(shape::route(wire)))
             .respond_with(SimResponder {
                 book,
                 behaviour,
+                wire,
                 latency,
                 model: format!("{}-sim-2026-06-01", config.model),
                 requests: Arc::clone(&requests),
@@ -152,6 +158,7 @@ impl SimServer {
 struct SimResponder {
     book: Arc<AnswerBook>,
     behaviour: Behaviour,
+    wire: Kind,
     latency: Duration,
     model: String,
     requests: Arc<AtomicU64>,
@@ -163,48 +170,43 @@ impl Respond for SimResponder {
         let n = self.requests.fetch_add(1, Ordering::SeqCst);
         let reply = |t: ResponseTemplate| t.set_delay(self.latency);
         if self.behaviour == Behaviour::RateLimited && n < RATE_LIMITED_REQUESTS {
-            return reply(
-                ResponseTemplate::new(429)
-                    .insert_header("retry-after", "1")
-                    .set_body_json(json!({"error": {
-                        "message": "Rate limit reached for requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 1s.",
-                        "type": "requests", "param": null, "code": "rate_limit_exceeded"}})),
-            );
+            return reply(shape::rate_limited(self.wire));
         }
         let body: Value = match serde_json::from_slice(&request.body) {
             Ok(v) => v,
-            Err(e) => return reply(error(400, &format!("the body is not JSON: {e}"))),
+            Err(e) => {
+                let message = format!("the body is not JSON: {e}");
+                return reply(shape::error(self.wire, 400, &message));
+            }
         };
-        let messages = body.get("messages").and_then(Value::as_array);
-        let user = messages
-            .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-            .and_then(|m| m["content"].as_str())
-            .unwrap_or_default();
-        let Some(expected) = self.book.answer(user) else {
-            return reply(error(400, "the simulation has no answer for this prompt"));
+        let asked = shape::read(self.wire, &body);
+        let Some(expected) = asked.user.and_then(|user| self.book.answer(user)) else {
+            let message = "the simulation has no answer for this prompt";
+            return reply(shape::error(self.wire, 400, message));
         };
-        let prompt_tokens = self.prompt_tokens(messages.map_or(&[][..], Vec::as_slice));
-        let (content, finish) = self.render(expected, &body);
-        let output_tokens = content.len().div_ceil(4) as u64;
-        reply(ResponseTemplate::new(200).set_body_json(json!({
-            "id": format!("chatcmpl-sim-{n}"),
-            "object": "chat.completion",
-            "created": 1_780_000_000u64 + n,
-            "model": self.model,
-            "system_fingerprint": "fp_sim0001",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": null},
-                         "logprobs": null, "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens,
-                      "total_tokens": prompt_tokens + output_tokens},
-        })))
+        let (content, finish) = self.render(expected, asked.output_limit);
+        let answer = shape::Answer {
+            content,
+            cut_off: finish == "length",
+            model: &self.model,
+            n,
+            prompt_tokens: self
+                .prompt_tokens(&body)
+                .unwrap_or(asked.prompt_chars.div_ceil(4) as u64),
+            tool: asked.tool,
+        };
+        reply(ResponseTemplate::new(200).set_body_json(shape::success(self.wire, &answer)))
     }
 }
 
 impl SimResponder {
-    /// The prompt tokens of the request's messages: counted by the configured
-    /// tokenizer, else estimated at four bytes a token.
-    fn prompt_tokens(&self, messages: &[Value]) -> u64 {
-        let parsed: Vec<Message<'_>> = messages
+    /// The prompt tokens of a Chat Completions request, counted by the configured
+    /// tokenizer the way the provider bills them; `None` without a tokenizer.
+    fn prompt_tokens(&self, body: &Value) -> Option<u64> {
+        let tokenizer = self.tokenizer.as_ref()?;
+        let parsed: Vec<Message<'_>> = body
+            .get("messages")?
+            .as_array()?
             .iter()
             .map(|m| Message {
                 role: m["role"].as_str().unwrap_or_default(),
@@ -212,18 +214,10 @@ impl SimResponder {
                 name: m["name"].as_str(),
             })
             .collect();
-        if let Some(count) = self
-            .tokenizer
-            .as_ref()
-            .and_then(|t| t.count_messages(&parsed).ok())
-        {
-            return count;
-        }
-        let chars: usize = parsed.iter().map(|m| m.content.len()).sum();
-        chars.div_ceil(4) as u64
+        tokenizer.count_messages(&parsed).ok()
     }
 
-    fn render(&self, expected: &Value, request: &Value) -> (String, &'static str) {
+    fn render(&self, expected: &Value, output_limit: Option<u64>) -> (String, &'static str) {
         let compact = expected.to_string();
         match self.behaviour {
             Behaviour::Steady | Behaviour::RateLimited => (compact, "stop"),
@@ -240,11 +234,7 @@ impl SimResponder {
             }
             Behaviour::Prose => (prose(expected), "stop"),
             Behaviour::Truncated => {
-                let limit = request
-                    .get("max_tokens")
-                    .or_else(|| request.get("max_completion_tokens"))
-                    .and_then(Value::as_u64)
-                    .unwrap_or(64) as usize;
+                let limit = output_limit.unwrap_or(64) as usize;
                 let cut = (compact.len() / 2).min(limit * 4).max(1);
                 let mut end = cut;
                 while !compact.is_char_boundary(end) {
@@ -278,9 +268,4 @@ fn prose(expected: &Value) -> String {
         "Sure! I have reviewed the document. In short, {}. Let me know if you need anything else.",
         facts.join(", ")
     )
-}
-
-fn error(status: u16, message: &str) -> ResponseTemplate {
-    ResponseTemplate::new(status).set_body_json(json!({"error": {
-        "message": message, "type": "invalid_request_error", "param": null, "code": null}}))
 }

@@ -1,14 +1,23 @@
-//! Shared helpers for the integration tests: a throwaway project directory and a
-//! wiremock responder that speaks OpenAI Chat Completions with the fixtures' answers.
+//! Shared by the integration tests: a throwaway project directory and a wiremock
+//! responder speaking OpenAI with the fixtures' answers (for the CLI tests); the recorded
+//! payloads, provider configs with tiny retry waits, endpoints built straight from the
+//! library, and raw TCP servers for the faults wiremock cannot produce (for the wire and
+//! fault tests).
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
 use conform::config::Suite;
+use conform::config::{Prompt, ProviderConfig};
+use conform::provider::transport::{Endpoint, Transport};
+use conform::provider::{CallError, CallSpec, Completion, wire_format};
+use conform::secret::Secret;
 use conform::sim::AnswerBook;
 use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
 use wiremock::{Request, Respond, ResponseTemplate};
 
 pub const REPO: &str = env!("CARGO_MANIFEST_DIR");
@@ -195,4 +204,181 @@ pub fn prompt_tokens_o200k(body: &Value) -> u64 {
         .unwrap()
         .count_messages(&messages)
         .unwrap()
+}
+
+/// The text of `tests/wire/NAME`.
+pub fn wire_text(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/wire")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `tests/wire/NAME` as JSON.
+pub fn wire(name: &str) -> Value {
+    serde_json::from_str(&wire_text(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The HTTP body of a payload file: the `body` of a `{"status_code", "body"}` record,
+/// or the file itself when it is a bare body.
+pub fn body_of(file: &Value) -> Value {
+    match (file.get("status_code"), file.get("body")) {
+        (Some(_), Some(body)) => body.clone(),
+        _ => file.clone(),
+    }
+}
+
+/// The recorded status of a `{"status_code", …}` payload file.
+pub fn status_of(file: &Value) -> u16 {
+    file["status_code"].as_u64().expect("status_code") as u16
+}
+
+/// A provider config from TOML, as `providers/NAME.toml` would hold it.
+pub fn config(name: &str, toml: &str) -> Arc<ProviderConfig> {
+    let path = format!("providers/{name}.toml");
+    Arc::new(
+        ProviderConfig::parse(Path::new(&path), toml)
+            .unwrap_or_else(|d| panic!("config {name}: {d}")),
+    )
+}
+
+/// Tiny retry waits: two retries, 5 ms apart, so retried faults are counted quickly.
+pub const FAST_LIMITS: &str =
+    "[limits]\nmax_retries = 2\nretry_base_wait = \"5ms\"\nmax_retry_wait = \"1s\"\n";
+
+pub const TEST_KEY: &str = "test-key-0123456789";
+
+/// An endpoint for `config`, with [`TEST_KEY`] and the adapter its wire needs.
+pub fn endpoint(config: Arc<ProviderConfig>) -> Endpoint {
+    let wire = wire_format(config.wire_kind());
+    Endpoint::new(
+        config,
+        wire,
+        Some(Secret::new(TEST_KEY.into())),
+        Transport::new().expect("transport"),
+    )
+}
+
+/// One call of `user` (and `system`) with `schema`, named `schema_name`.
+pub async fn call(
+    endpoint: &Endpoint,
+    system: Option<&str>,
+    user: &str,
+    schema: &Value,
+    schema_name: &str,
+) -> Result<Completion, CallError> {
+    let prompt = Prompt {
+        system: system.map(str::to_string),
+        user: user.to_string(),
+    };
+    let spec = CallSpec {
+        prompt: &prompt,
+        schema,
+        schema_name,
+    };
+    endpoint.call(&spec, 100).await
+}
+
+/// A small strict-mode schema for calls whose request shape does not matter.
+pub fn small_schema() -> Value {
+    json!({"type": "object", "properties": {"city": {"type": "string"}},
+           "required": ["city"], "additionalProperties": false})
+}
+
+/// Numbers compared by value (`0` equals `0.0`), objects by key.
+pub fn normalized(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => json!(n.as_f64()),
+        Value::Array(a) => Value::Array(a.iter().map(normalized).collect()),
+        Value::Object(m) => {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), normalized(v))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// Every field of `recorded` is in `ours` with the same value; returns the JSON
+/// pointers of the fields only `ours` has.
+pub fn assert_covers(ours: &Value, recorded: &Value) -> Vec<String> {
+    fn walk(ours: &Value, recorded: &Value, at: &str, extra: &mut Vec<String>) {
+        match (ours, recorded) {
+            (Value::Object(o), Value::Object(r)) => {
+                for (k, rv) in r {
+                    let ov = o
+                        .get(k)
+                        .unwrap_or_else(|| panic!("our request lacks {at}/{k}"));
+                    walk(ov, rv, &format!("{at}/{k}"), extra);
+                }
+                for k in o.keys().filter(|k| !r.contains_key(*k)) {
+                    extra.push(format!("{at}/{k}"));
+                }
+            }
+            (o, r) => assert_eq!(normalized(o), normalized(r), "our request differs at {at}"),
+        }
+    }
+    let mut extra = Vec::new();
+    walk(ours, recorded, "", &mut extra);
+    extra
+}
+
+/// A server that reads each request's head, then drops the connection without an
+/// answer, leaving the body unread (so the peer sees a reset). Returns its address and
+/// the number of requests it took.
+pub async fn resetting_server() -> (String, Arc<AtomicUsize>) {
+    raw_server(|_| None).await
+}
+
+/// A server that answers `200` with a `content-length` of `declared` but sends only
+/// `partial`, then closes.
+pub async fn short_body_server(
+    partial: &'static str,
+    declared: usize,
+) -> (String, Arc<AtomicUsize>) {
+    raw_server(move |_| {
+        Some(format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {declared}\r\n\r\n{partial}"
+        ))
+    })
+    .await
+}
+
+async fn raw_server(
+    answer: impl Fn(usize) -> Option<String> + Send + Sync + 'static,
+) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = format!("http://{}", listener.local_addr().expect("addr"));
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&count);
+    let answer = Arc::new(answer);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let seen = Arc::clone(&seen);
+            let answer = Arc::clone(&answer);
+            tokio::spawn(async move {
+                // Byte by byte up to the end of the head: the body stays unread.
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match stream.read(&mut byte).await {
+                        Ok(1) => head.push(byte[0]),
+                        _ => return,
+                    }
+                }
+                let n = seen.fetch_add(1, Ordering::SeqCst);
+                if let Some(reply) = answer(n) {
+                    let _ = stream.write_all(reply.as_bytes()).await;
+                    let _ = stream.flush().await;
+                }
+            });
+        }
+    });
+    (address, count)
+}
+
+/// An address where nothing listens.
+pub async fn refused_address() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = format!("http://{}", listener.local_addr().expect("addr"));
+    drop(listener);
+    address
 }

@@ -1,0 +1,163 @@
+//! Ollama's native chat (`POST /api/chat`).
+//!
+//! Streaming is Ollama's default, so every request says `stream: false`. Structured
+//! output is `format`: the JSON Schema itself, or `"json"`. Sampling goes in `options`:
+//! `temperature`, `seed`, `num_predict` (the output limit) and `num_ctx`, set from the
+//! tokenizer's `context_window` because Ollama otherwise cuts the history from the front
+//! to fit its small default window, silently.
+//!
+//! Usage is `prompt_eval_count` / `eval_count`; a missing `prompt_eval_count` (it
+//! disappears on prompt-cache hits) is unknown, never 0. `model` echoes the tag that was
+//! asked for. Errors are `{"error": "…"}` with the HTTP status.
+
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use serde_json::{Map, Value, json};
+
+use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
+use super::openai::{is_daily_quota, parse_body, wire_schema};
+use super::{CallSpec, Finish, FinishKind, Reply, Usage, WireFormat, WireRequest, streamed};
+use crate::config::{ProviderConfig, StructuredOutput};
+use crate::secret::Secret;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OllamaChat;
+
+impl WireFormat for OllamaChat {
+    fn encode(
+        &self,
+        call: &CallSpec<'_>,
+        config: &ProviderConfig,
+        key: Option<&Secret>,
+    ) -> WireRequest {
+        let mut messages = Vec::with_capacity(2);
+        if let Some(system) = &call.prompt.system {
+            messages.push(json!({"role": "system", "content": system}));
+        }
+        messages.push(json!({"role": "user", "content": call.prompt.user}));
+
+        let mut body = Map::new();
+        body.insert("model".into(), json!(config.model));
+        body.insert("messages".into(), Value::Array(messages));
+        body.insert("stream".into(), json!(false));
+        match config.structured_output {
+            StructuredOutput::JsonSchema => {
+                body.insert("format".into(), wire_schema(call.schema));
+            }
+            StructuredOutput::JsonObject => {
+                body.insert("format".into(), json!("json"));
+            }
+            // Refused at configuration time: Ollama cannot force a tool call.
+            StructuredOutput::Tool | StructuredOutput::Prompt => {}
+        }
+        let mut options = Map::new();
+        options.insert("temperature".into(), json!(config.temperature));
+        if let Some(seed) = config.seed {
+            options.insert("seed".into(), json!(seed));
+        }
+        options.insert("num_predict".into(), json!(config.max_output_tokens));
+        if let Some(window) = config.tokenizer.context_window {
+            options.insert("num_ctx".into(), json!(window));
+        }
+        body.insert("options".into(), Value::Object(options));
+
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        // Local Ollama needs no key; Ollama's cloud takes a bearer token.
+        if let Some(key) = key
+            && let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
+        {
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        WireRequest {
+            url: format!("{}/api/chat", config.base_url),
+            headers,
+            body: Value::Object(body),
+        }
+    }
+
+    fn decode(&self, body: &[u8]) -> Result<Reply, CallError> {
+        let value = parse_body(body).map_err(|e| {
+            streamed::reject(body, |doc| {
+                let message = error_message(doc)?;
+                Some(CallError::new(kind_of_message(None, &message), message))
+            })
+            .unwrap_or(e)
+        })?;
+        decode_chat(&value)
+    }
+
+    fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
+        let parsed: Option<Value> = serde_json::from_slice(body).ok();
+        let message = parsed.as_ref().and_then(error_message).unwrap_or_default();
+        let mut classified = classify_status(status, body, message.clone());
+        if parsed.is_some() {
+            let refined = kind_of_message(Some(status), &message);
+            if refined != ErrorKind::ServerError {
+                classified.kind = refined;
+            }
+        }
+        if classified.message.is_empty() {
+            classified.message = error::excerpt(body);
+        }
+        classified.retry_after(super::retry_after(headers))
+    }
+}
+
+/// `{"error": "…"}`, or the OpenAI-style `{"error": {"message": …}}` of its compat layer.
+fn error_message(value: &Value) -> Option<String> {
+    let err = value.get("error")?;
+    err.as_str()
+        .or_else(|| err.get("message").and_then(Value::as_str))
+        .map(str::to_string)
+}
+
+/// What a message adds to the status; `ServerError` when it adds nothing.
+fn kind_of_message(status: Option<u16>, message: &str) -> ErrorKind {
+    match status {
+        Some(400 | 413 | 500) | None if mentions_context_length(message) => {
+            ErrorKind::ContextLength
+        }
+        // Ollama's cloud: "you've reached your weekly (session, hourly) usage limit, please
+        // wait or upgrade" — hours away at best.
+        Some(429) if is_daily_quota(message) || message.contains("usage limit") => {
+            ErrorKind::QuotaExhausted
+        }
+        _ => ErrorKind::ServerError,
+    }
+}
+
+fn decode_chat(value: &Value) -> Result<Reply, CallError> {
+    let invalid = |what: &str| CallError::new(ErrorKind::InvalidResponse, what.to_string());
+    if let Some(message) = error_message(value) {
+        return Err(CallError::new(kind_of_message(None, &message), message));
+    }
+    let text = value
+        .pointer("/message/content")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid("the response has no message.content"))?;
+    let raw = value.get("done_reason").and_then(Value::as_str);
+    let done = value.get("done").and_then(Value::as_bool);
+    let kind = match (raw, done) {
+        (Some("stop"), _) => FinishKind::Stop,
+        (Some("length"), _) => FinishKind::Length,
+        // Servers before `done_reason` existed said only `done: true`.
+        (None, Some(true)) => FinishKind::Stop,
+        _ => FinishKind::Other,
+    };
+    let count = |name: &str| value.get(name).and_then(Value::as_u64);
+    Ok(Reply {
+        text: text.to_string(),
+        finish: Finish::new(kind, raw),
+        refusal: None,
+        usage: Usage {
+            prompt_tokens: count("prompt_eval_count"),
+            output_tokens: count("eval_count"),
+        },
+        served_model: value
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        system_fingerprint: None,
+    })
+}

@@ -1,0 +1,229 @@
+//! Each vendor's wire, as a simulated provider speaks it: where the request keeps the
+//! prompt and the output limit, and the exact shape of its answers and errors (those of
+//! the recorded payloads in `tests/wire/`).
+
+use serde_json::{Value, json};
+use wiremock::ResponseTemplate;
+
+use crate::config::Kind;
+
+/// The path a simulation answers on, as a regular expression.
+pub(super) fn route(wire: Kind) -> &'static str {
+    match wire {
+        Kind::Anthropic => r"^/v1/messages$",
+        Kind::Gemini => r"^/v1(beta)?/models/[^/:]+:generateContent$",
+        Kind::Ollama => r"^/api/chat$",
+        // `openai-responses` is refused as a simulation wire when the config loads.
+        Kind::Openai | Kind::OpenaiCompatible | Kind::OpenaiResponses | Kind::Sim => {
+            r"^/v1/chat/completions$"
+        }
+    }
+}
+
+/// What the simulation reads from a request.
+#[derive(Debug, Default)]
+pub(super) struct Asked<'a> {
+    /// The last user message.
+    pub user: Option<&'a str>,
+    /// Characters of system and user text, for a plausible token count.
+    pub prompt_chars: usize,
+    pub output_limit: Option<u64>,
+    /// The tool the request forces, if any.
+    pub tool: Option<&'a str>,
+}
+
+pub(super) fn read(wire: Kind, body: &Value) -> Asked<'_> {
+    let str_at = |pointer: &str| body.pointer(pointer).and_then(Value::as_str);
+    match wire {
+        Kind::Gemini => {
+            let user = body
+                .get("contents")
+                .and_then(Value::as_array)
+                .and_then(|c| c.iter().rev().find(|m| m["role"] == "user"))
+                .and_then(|m| m.pointer("/parts/0/text"))
+                .and_then(Value::as_str);
+            let system = str_at("/systemInstruction/parts/0/text").map_or(0, str::len);
+            Asked {
+                user,
+                prompt_chars: system + user.map_or(0, str::len),
+                output_limit: body
+                    .pointer("/generationConfig/maxOutputTokens")
+                    .and_then(Value::as_u64),
+                tool: str_at("/toolConfig/functionCallingConfig/allowedFunctionNames/0"),
+            }
+        }
+        _ => {
+            let messages = body.get("messages").and_then(Value::as_array);
+            let user = messages
+                .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+                .and_then(|m| m["content"].as_str());
+            let chars: usize = messages
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|m| m["content"].as_str())
+                        .map(str::len)
+                        .sum()
+                })
+                .unwrap_or(0);
+            let system = str_at("/system").map_or(0, str::len);
+            let output_limit = [
+                "/max_tokens",
+                "/max_completion_tokens",
+                "/options/num_predict",
+            ]
+            .iter()
+            .find_map(|p| body.pointer(p).and_then(Value::as_u64));
+            let tool = match wire {
+                Kind::Anthropic => str_at("/tool_choice/name"),
+                Kind::Ollama => None,
+                _ => str_at("/tool_choice/function/name"),
+            };
+            Asked {
+                user,
+                prompt_chars: chars + system,
+                output_limit,
+                tool,
+            }
+        }
+    }
+}
+
+/// One simulated answer, before it takes a vendor's shape.
+#[derive(Debug)]
+pub(super) struct Answer<'a> {
+    pub content: String,
+    /// Cut off at the output limit rather than finished.
+    pub cut_off: bool,
+    pub model: &'a str,
+    /// The request's sequence number, for ids.
+    pub n: u64,
+    pub prompt_tokens: u64,
+    /// The forced tool, when the content is its JSON input.
+    pub tool: Option<&'a str>,
+}
+
+/// A 200 body in the vendor's shape.
+pub(super) fn success(wire: Kind, a: &Answer<'_>) -> Value {
+    let output_tokens = a.content.len().div_ceil(4) as u64;
+    let input: Option<Value> = a
+        .tool
+        .and_then(|_| serde_json::from_str(&a.content).ok())
+        .filter(Value::is_object);
+    match wire {
+        Kind::Anthropic => {
+            let block = match (&input, a.tool) {
+                (Some(input), Some(name)) => json!({"type": "tool_use",
+                    "id": format!("toolu_sim{:020}", a.n), "name": name, "input": input,
+                    "caller": {"type": "direct"}}),
+                _ => json!({"type": "text", "text": a.content}),
+            };
+            let stop = match (a.cut_off, &input) {
+                (true, _) => "max_tokens",
+                (false, Some(_)) => "tool_use",
+                (false, None) => "end_turn",
+            };
+            json!({
+                "model": a.model, "id": format!("msg_sim{:020}", a.n), "type": "message",
+                "role": "assistant", "content": [block], "stop_reason": stop,
+                "stop_sequence": null,
+                "usage": {"input_tokens": a.prompt_tokens, "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                    "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+                    "output_tokens": output_tokens, "service_tier": "standard",
+                    "inference_geo": "not_available"},
+            })
+        }
+        Kind::Gemini => {
+            let part = match (&input, a.tool) {
+                (Some(args), Some(name)) => json!({"functionCall": {"name": name, "args": args}}),
+                _ => json!({"text": a.content}),
+            };
+            json!({
+                "candidates": [{"content": {"parts": [part], "role": "model"},
+                    "finishReason": if a.cut_off { "MAX_TOKENS" } else { "STOP" }, "index": 0}],
+                "usageMetadata": {"promptTokenCount": a.prompt_tokens,
+                    "candidatesTokenCount": output_tokens,
+                    "totalTokenCount": a.prompt_tokens + output_tokens,
+                    "promptTokensDetails": [{"modality": "TEXT", "tokenCount": a.prompt_tokens}]},
+                "modelVersion": a.model,
+                "responseId": format!("sim{:020}", a.n),
+            })
+        }
+        Kind::Ollama => json!({
+            "model": a.model, "created_at": "2026-06-01T00:00:00.000000Z",
+            "message": {"role": "assistant", "content": a.content},
+            "done_reason": if a.cut_off { "length" } else { "stop" }, "done": true,
+            "total_duration": 20_000_000u64, "load_duration": 1_000_000u64,
+            "prompt_eval_count": a.prompt_tokens, "prompt_eval_duration": 5_000_000u64,
+            "eval_count": output_tokens, "eval_duration": 14_000_000u64,
+        }),
+        // `openai-responses` is refused as a simulation wire when the config loads.
+        Kind::Openai | Kind::OpenaiCompatible | Kind::OpenaiResponses | Kind::Sim => {
+            let message = match (&input, a.tool) {
+                (Some(_), Some(name)) => json!({"role": "assistant", "content": null,
+                    "tool_calls": [{"id": format!("call_sim{}", a.n), "type": "function",
+                        "function": {"name": name, "arguments": a.content}}],
+                    "refusal": null}),
+                _ => json!({"role": "assistant", "content": a.content, "refusal": null}),
+            };
+            json!({
+                "id": format!("chatcmpl-sim-{}", a.n),
+                "object": "chat.completion",
+                "created": 1_780_000_000u64 + a.n,
+                "model": a.model,
+                "system_fingerprint": "fp_sim0001",
+                "choices": [{"index": 0, "message": message, "logprobs": null,
+                             "finish_reason": if a.cut_off { "length" } else { "stop" }}],
+                "usage": {"prompt_tokens": a.prompt_tokens, "completion_tokens": output_tokens,
+                          "total_tokens": a.prompt_tokens + output_tokens},
+            })
+        }
+    }
+}
+
+/// A 429 a wait cures, the vendor's way: `retry-after` where the vendor sends it, a
+/// `RetryInfo` for Gemini.
+pub(super) fn rate_limited(wire: Kind) -> ResponseTemplate {
+    let template = ResponseTemplate::new(429);
+    match wire {
+        Kind::Anthropic => template
+            .insert_header("retry-after", "1")
+            .insert_header("x-should-retry", "true")
+            .set_body_json(json!({"type": "error", "error": {"type": "rate_limit_error",
+                "message": "This request would exceed your organization's rate limit of 3 requests per minute. Please try again later."},
+                "request_id": "req_sim"})),
+        Kind::Gemini => template.set_body_json(json!({"error": {"code": 429,
+            "message": "You exceeded your current quota, please check your plan and billing details.",
+            "status": "RESOURCE_EXHAUSTED", "details": [
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [
+                    {"quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                     "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"}]}})),
+        Kind::Ollama => template
+            .insert_header("retry-after", "1")
+            .set_body_json(json!({"error": "too many requests: try again in 1s"})),
+        // `openai-responses` is refused as a simulation wire when the config loads.
+        Kind::Openai | Kind::OpenaiCompatible | Kind::OpenaiResponses | Kind::Sim => template
+            .insert_header("retry-after", "1")
+            .set_body_json(json!({"error": {
+                "message": "Rate limit reached for requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 1s.",
+                "type": "requests", "param": null, "code": "rate_limit_exceeded"}})),
+    }
+}
+
+/// A 4xx in the vendor's error shape.
+pub(super) fn error(wire: Kind, status: u16, message: &str) -> ResponseTemplate {
+    let body = match wire {
+        Kind::Anthropic => json!({"type": "error",
+            "error": {"type": "invalid_request_error", "message": message}, "request_id": "req_sim"}),
+        Kind::Gemini => json!({"error": {"code": status, "message": message,
+            "status": "INVALID_ARGUMENT"}}),
+        Kind::Ollama => json!({"error": message}),
+        // `openai-responses` is refused as a simulation wire when the config loads.
+        Kind::Openai | Kind::OpenaiCompatible | Kind::OpenaiResponses | Kind::Sim => {
+            json!({"error": {
+            "message": message, "type": "invalid_request_error", "param": null, "code": null}})
+        }
+    };
+    ResponseTemplate::new(status).set_body_json(body)
+}

@@ -1,0 +1,11 @@
+//! The allowlist as a contract: the reader's denials, its behaviour on any bytes, the
+//! published schema, the writer under crashes and concurrency, and the CLI around it.
+
+mod cli;
+mod concurrent;
+mod crash;
+mod fuzz;
+mod lifecycle;
+mod reader;
+mod schema;
+mod support;
