@@ -52,6 +52,8 @@ fn two_conform_runs_on_one_allowlist_keep_both_entries() {
             [
                 ("invoice-extraction".into(), "sim-rate-limited".into()),
                 ("invoice-extraction".into(), "sim-steady".into()),
+                ("smollm2-smoke".into(), "sim-rate-limited".into()),
+                ("smollm2-smoke".into(), "sim-steady".into()),
                 ("ticket-triage".into(), "sim-rate-limited".into()),
                 ("ticket-triage".into(), "sim-steady".into()),
             ],
