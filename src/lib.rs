@@ -12,7 +12,9 @@
 //! - [`allowlist`]: the fail-closed file that gates failover, its writer and its reader;
 //! - [`export`]: the allowlist as LiteLLM and Portkey fallback configs;
 //! - [`sim`]: simulated providers on loopback for `conform demo` and the tests;
-//! - [`tokenize`]: counting prompts the way each provider counts them.
+//! - [`tokenize`]: counting prompts the way each provider counts them;
+//! - [`ledger`]: jobs and attempts on SQLite or PostgreSQL, one job per intent;
+//! - [`orchestrator`]: the reference orchestrator (`conform serve`) on the ledger.
 //!
 //! See `ARCHITECTURE.md` for the invariants each part keeps.
 
@@ -21,6 +23,8 @@ pub mod check;
 pub mod config;
 pub mod digest;
 pub mod export;
+pub mod ledger;
+pub mod orchestrator;
 pub mod provider;
 pub mod report;
 pub mod run;

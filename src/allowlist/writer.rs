@@ -120,23 +120,17 @@ fn tokenizer_identity(config: &crate::config::ProviderConfig) -> String {
                 Some(dir) if p.is_relative() => dir.join(p),
                 _ => p.to_path_buf(),
             });
-            match path {
-                // A directory holds the tokenizer and its chat template: both shape the count.
-                Some(dir) if dir.is_dir() => match std::fs::read(dir.join("tokenizer.json")) {
-                    Ok(bytes) => {
-                        let mut digest = crate::digest::Parts::default();
-                        digest.add("tokenizer.json", &bytes);
-                        let config = std::fs::read(dir.join("tokenizer_config.json"));
-                        digest.add("tokenizer_config.json", &config.unwrap_or_default());
-                        format!("huggingface:{}", digest.finish())
-                    }
-                    Err(_) => "huggingface:unreadable".into(),
-                },
-                Some(file) => match std::fs::read(file) {
-                    Ok(bytes) => format!("huggingface:{}", crate::digest::bytes_hex(&bytes)),
-                    Err(_) => "huggingface:unreadable".into(),
-                },
-                None => "huggingface:unreadable".into(),
+            // `path` names a tokenizer.json or the directory holding it.
+            let file = path.map(|p| {
+                if p.is_dir() {
+                    p.join("tokenizer.json")
+                } else {
+                    p
+                }
+            });
+            match file.map(std::fs::read) {
+                Some(Ok(bytes)) => format!("huggingface:{}", crate::digest::bytes_hex(&bytes)),
+                _ => "huggingface:unreadable".into(),
             }
         }
         TokenizerKind::Provider => "provider".into(),

@@ -28,7 +28,6 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
     let (workspace, mut problems) = Workspace::load_partial(&global.paths(), &selection);
     let cases: usize = workspace.suites.iter().map(|s| s.cases.len()).sum();
     let (n_providers, n_suites) = (workspace.providers.len(), workspace.suites.len());
-    problems.extend(budget_problems(&workspace));
     // What each provider's structured-output mode would reject, before a token is spent.
     let mut warnings = Diagnostics::default();
     for provider in &workspace.providers {
@@ -46,6 +45,7 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
             }
         }
     }
+    problems.extend(budget_problems(&workspace));
     if let Err(more) = conform::run::prepare(workspace.suites) {
         problems.extend(more);
     }

@@ -5,6 +5,7 @@ mod check;
 mod export;
 mod gate;
 mod run;
+mod serve;
 
 use std::path::PathBuf;
 
@@ -100,6 +101,13 @@ providers must be caught, the faithful ones allowlisted."
     Allowlist(allowlist::AllowlistArgs),
     /// Write the allowlist as the fallback config of a gateway (LiteLLM, Portkey).
     Export(export::ExportArgs),
+    /// The reference orchestrator: one job per intent, on SQLite or PostgreSQL.
+    #[command(
+        after_help = "Implements contract/ORCHESTRATOR.md (conform.orchestrator/v1). \
+Failover to another provider is gated by the allowlist (--allowlist / CONFORM_ALLOWLIST), \
+read at every decision. State changes are logged to stderr, one line each."
+    )]
+    Serve(serve::ServeArgs),
 }
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
@@ -110,12 +118,14 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Gate(args) => gate::gate(&cli.global, args),
         Command::Allowlist(args) => allowlist::allowlist(&cli.global, args),
         Command::Export(args) => export::export(&cli.global, args),
+        Command::Serve(args) => serve::serve(&cli.global, args).await,
     }
 }
 
 pub fn init_logging(verbose: u8) {
     let default = match verbose {
-        0 => "warn",
+        // The ledger's state changes are the operator's record: shown by default.
+        0 => "warn,conform::ledger=info,conform::orchestrator=info",
         1 => "debug",
         _ => "trace",
     };
@@ -124,5 +134,6 @@ pub fn init_logging(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }

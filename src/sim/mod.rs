@@ -190,9 +190,7 @@ impl Respond for SimResponder {
             cut_off: finish == "length",
             model: &self.model,
             n,
-            prompt_tokens: self
-                .prompt_tokens(&body)
-                .unwrap_or(asked.prompt_chars.div_ceil(4) as u64),
+            prompt_tokens: self.prompt_tokens(&body, asked.prompt_chars),
             tool: asked.tool,
         };
         reply(ResponseTemplate::new(200).set_body_json(shape::success(self.wire, &answer)))
@@ -200,13 +198,13 @@ impl Respond for SimResponder {
 }
 
 impl SimResponder {
-    /// The prompt tokens of a Chat Completions request, counted by the configured
-    /// tokenizer the way the provider bills them; `None` without a tokenizer.
-    fn prompt_tokens(&self, body: &Value) -> Option<u64> {
-        let tokenizer = self.tokenizer.as_ref()?;
-        let parsed: Vec<Message<'_>> = body
-            .get("messages")?
-            .as_array()?
+    /// The prompt tokens of the request: counted by the configured tokenizer over the
+    /// Chat Completions messages, else estimated at four bytes a token.
+    fn prompt_tokens(&self, body: &Value, prompt_chars: usize) -> u64 {
+        let messages = body.get("messages").and_then(Value::as_array);
+        let parsed: Vec<Message<'_>> = messages
+            .map(|m| m.as_slice())
+            .unwrap_or_default()
             .iter()
             .map(|m| Message {
                 role: m["role"].as_str().unwrap_or_default(),
@@ -214,7 +212,15 @@ impl SimResponder {
                 name: m["name"].as_str(),
             })
             .collect();
-        tokenizer.count_messages(&parsed).ok()
+        if !parsed.is_empty()
+            && let Some(count) = self
+                .tokenizer
+                .as_ref()
+                .and_then(|t| t.count_messages(&parsed).ok())
+        {
+            return count;
+        }
+        prompt_chars.div_ceil(4) as u64
     }
 
     fn render(&self, expected: &Value, output_limit: Option<u64>) -> (String, &'static str) {

@@ -186,26 +186,6 @@ impl Respond for OpenAiMock {
     }
 }
 
-/// The request's prompt tokens as OpenAI counts them for an o200k_base model.
-pub fn prompt_tokens_o200k(body: &Value) -> u64 {
-    use conform::tokenize::{Message, Tokenizer, tiktoken::Tiktoken};
-    let messages: Vec<Message<'_>> = body["messages"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .map(|m| Message {
-            role: m["role"].as_str().unwrap_or_default(),
-            content: m["content"].as_str().unwrap_or_default(),
-            name: m["name"].as_str(),
-        })
-        .collect();
-    Tiktoken::shared("o200k_base")
-        .unwrap()
-        .count_messages(&messages)
-        .unwrap()
-}
-
 /// The text of `tests/wire/NAME`.
 pub fn wire_text(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -381,4 +361,24 @@ pub async fn refused_address() -> String {
     let address = format!("http://{}", listener.local_addr().expect("addr"));
     drop(listener);
     address
+}
+
+/// The request's prompt tokens as OpenAI counts them for an o200k_base model.
+pub fn prompt_tokens_o200k(body: &Value) -> u64 {
+    use conform::tokenize::{Message, Tokenizer, tiktoken::Tiktoken};
+    let messages: Vec<Message<'_>> = body["messages"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|m| Message {
+            role: m["role"].as_str().unwrap_or_default(),
+            content: m["content"].as_str().unwrap_or_default(),
+            name: m["name"].as_str(),
+        })
+        .collect();
+    Tiktoken::shared("o200k_base")
+        .unwrap()
+        .count_messages(&messages)
+        .unwrap()
 }

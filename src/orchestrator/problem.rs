@@ -1,0 +1,132 @@
+//! RFC 9457 problem details with the contract's stable `code`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+/// An error answer: `application/problem+json` with `type`, `title`, `status`,
+/// `detail`, `code` and any extra members (`attempt_id`, `reason`).
+#[derive(Debug, Clone)]
+pub struct Problem {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub detail: String,
+    pub extra: Map<String, Value>,
+}
+
+impl Problem {
+    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Problem {
+        Problem {
+            status,
+            code,
+            detail: detail.into(),
+            extra: Map::new(),
+        }
+    }
+
+    pub fn with(mut self, name: &str, value: impl Into<Value>) -> Problem {
+        self.extra.insert(name.to_string(), value.into());
+        self
+    }
+
+    pub fn owner_required() -> Problem {
+        Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "owner_required",
+            "send the owner's id in exactly one non-empty X-Owner-Id header",
+        )
+    }
+
+    pub fn not_found(what: &str) -> Problem {
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no such {what} for this owner"),
+        )
+    }
+
+    pub fn invalid_request(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::BAD_REQUEST, "invalid_request", detail)
+    }
+
+    pub fn job_completed() -> Problem {
+        Problem::new(
+            StatusCode::CONFLICT,
+            "job_completed",
+            "the job already has a result",
+        )
+    }
+
+    pub fn job_cancelled() -> Problem {
+        Problem::new(
+            StatusCode::CONFLICT,
+            "job_cancelled",
+            "the job was cancelled",
+        )
+    }
+
+    pub fn attempt_in_progress(attempt_id: &str) -> Problem {
+        Problem::new(
+            StatusCode::CONFLICT,
+            "attempt_in_progress",
+            format!(
+                "attempt {attempt_id} is starting or unknown: wait for it to end, or cancel it \
+                 with POST /v1/attempts/{attempt_id}/cancel"
+            ),
+        )
+        .with("attempt_id", attempt_id)
+    }
+
+    /// The ledger could not be reached or failed; the request may be retried with the
+    /// same key.
+    pub fn unavailable(detail: impl Into<String>) -> Problem {
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ledger_unavailable",
+            detail,
+        )
+    }
+
+    fn title(&self) -> &'static str {
+        match self.code {
+            "owner_required" => "Owner required",
+            "not_found" => "Not found",
+            "idempotency_key_required" => "Idempotency key required",
+            "invalid_request" => "Invalid request",
+            "idempotency_key_reused" => "Idempotency key reused with another request",
+            "job_completed" => "Job completed",
+            "job_cancelled" => "Job cancelled",
+            "attempt_in_progress" => "Attempt in progress",
+            "failover_not_allowed" => "Failover not allowed",
+            "attempt_terminal" => "Attempt already ended",
+            "ledger_unavailable" => "Ledger unavailable",
+            "method_not_allowed" => "Method not allowed",
+            _ => "Error",
+        }
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let mut body = Map::new();
+        body.insert(
+            "type".into(),
+            json!(format!("urn:conform:problem:{}", self.code)),
+        );
+        body.insert("title".into(), json!(self.title()));
+        body.insert("status".into(), json!(self.status.as_u16()));
+        body.insert("detail".into(), json!(self.detail));
+        body.insert("code".into(), json!(self.code));
+        body.extend(self.extra);
+        let mut response = (self.status, Value::Object(body).to_string()).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}

@@ -1,0 +1,147 @@
+//! Calling a provider: exactly one `POST {base}/v1/chat/completions` per attempt, and
+//! the contract's reading of whatever comes back.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// How one provider call ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// A complete HTTP 200 with a first choice whose content is not null: the content,
+    /// parsed as JSON when it parses.
+    Result(Value),
+    /// A definite answer without a usable result; a new attempt may start.
+    Failed(String),
+    /// No definite answer: the work may be happening or done.
+    Unknown(String),
+}
+
+/// Why the HTTP client could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the HTTP client: {0}")]
+pub struct SetupError(#[from] reqwest::Error);
+
+/// The HTTP client for providers. It never retries and never follows redirects: either
+/// would send a second request behind the orchestrator's back.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    client: reqwest::Client,
+}
+
+impl Upstream {
+    pub fn new() -> Result<Upstream, SetupError> {
+        // Installing twice is harmless; the error only says a provider is already there.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .retry(reqwest::retry::never())
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(10))
+            .pool_max_idle_per_host(64)
+            .build()?;
+        Ok(Upstream { client })
+    }
+
+    /// Sends `input` (with `model` set to `provider` when absent or null) and classifies
+    /// the answer. One request, whatever happens.
+    pub async fn call(&self, base_url: &str, provider: &str, input: &Value) -> Outcome {
+        let mut body = input.clone();
+        if let Value::Object(members) = &mut body
+            && members.get("model").is_none_or(Value::is_null)
+        {
+            members.insert("model".into(), Value::String(provider.to_string()));
+        }
+        let url = format!("{}/v1/chat/completions", base_url.trim_end_matches('/'));
+        let response = match self.client.post(url).json(&body).send().await {
+            Ok(response) => response,
+            // Connection refused, name or TLS failure: the request never left.
+            Err(e) if e.is_connect() => return Outcome::Failed("connection_refused".into()),
+            Err(_) => return Outcome::Unknown("connection_reset".into()),
+        };
+        let status = response.status().as_u16();
+        match response.bytes().await {
+            Ok(bytes) => classify(status, &bytes),
+            Err(_) => Outcome::Unknown("truncated_body".into()),
+        }
+    }
+}
+
+/// The contract's reading of a complete response.
+pub fn classify(status: u16, body: &[u8]) -> Outcome {
+    match status {
+        200 => match first_content(body) {
+            Some(content) => Outcome::Result(content),
+            None => Outcome::Failed("invalid_response".into()),
+        },
+        // A 2xx other than 200 is a definite answer, and not the result the contract names.
+        201..=299 | 400..=499 | 501 | 503 | 529 => Outcome::Failed(format!("http_{status}")),
+        // 500, 502, 504, any other 5xx, 3xx, anything else: the work may have happened.
+        _ => Outcome::Unknown(format!("http_{status}")),
+    }
+}
+
+fn first_content(body: &[u8]) -> Option<Value> {
+    let reply: Value = serde_json::from_slice(body).ok()?;
+    let content = reply
+        .get("choices")?
+        .get(0)?
+        .get("message")?
+        .get("content")?;
+    match content {
+        Value::Null => None,
+        Value::String(text) => {
+            Some(serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone())))
+        }
+        other => Some(other.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn reply(content: Value) -> Vec<u8> {
+        json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]})
+            .to_string()
+            .into_bytes()
+    }
+
+    #[test]
+    fn a_result_is_the_first_choice_content_parsed_when_it_parses() {
+        assert_eq!(
+            classify(200, &reply(json!("{\"total\": 3}"))),
+            Outcome::Result(json!({"total": 3}))
+        );
+        assert_eq!(
+            classify(200, &reply(json!("plain words"))),
+            Outcome::Result(json!("plain words"))
+        );
+    }
+
+    #[test]
+    fn a_200_without_usable_first_choice_failed() {
+        let failed = Outcome::Failed("invalid_response".into());
+        assert_eq!(classify(200, &reply(Value::Null)), failed);
+        assert_eq!(classify(200, br#"{"choices": []}"#), failed);
+        assert_eq!(classify(200, b"<html>oops</html>"), failed);
+    }
+
+    #[test]
+    fn statuses_split_into_failed_and_unknown_as_the_contract_says() {
+        for s in [201, 204, 400, 401, 404, 409, 422, 429, 501, 503, 529] {
+            assert_eq!(
+                classify(s, b""),
+                Outcome::Failed(format!("http_{s}")),
+                "{s}"
+            );
+        }
+        for s in [500, 502, 504, 505, 520, 599, 301, 302, 307, 308, 600] {
+            assert_eq!(
+                classify(s, b""),
+                Outcome::Unknown(format!("http_{s}")),
+                "{s}"
+            );
+        }
+    }
+}
