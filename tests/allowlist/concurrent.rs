@@ -57,9 +57,7 @@ fn two_conform_runs_on_one_allowlist_keep_both_entries() {
         suites.sort();
         let mut expected: Vec<(String, String)> = suites
             .iter()
-            .flat_map(|s| {
-                ["sim-rate-limited", "sim-steady"].map(|p| (s.clone(), p.to_string()))
-            })
+            .flat_map(|s| ["sim-rate-limited", "sim-steady"].map(|p| (s.clone(), p.to_string())))
             .collect();
         expected.sort();
         assert!(expected.len() >= 4);
