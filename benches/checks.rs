@@ -107,6 +107,7 @@ fn main() {
                 let tokens = PromptTokens {
                     tokenizer: o200k.describe().to_string(),
                     counted: Ok(counted),
+                    exact: true,
                     control: tokenize::control_tokens_in(&case.vars, o200k.control_tokens()),
                 };
                 (case.clone(), reply, tokens)

@@ -68,7 +68,7 @@ build_server() {
     -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
     -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
     -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON >"$BUILD/cmake-configure.log"
-  nice cmake --build "$BUILD/build" --target llama-server -j "${BUILD_JOBS:-2}"
+  nice cmake --build "$BUILD/build" --target llama-server -j "${BUILD_JOBS:-2}" >&2
   [ -x "$SERVER" ] || { log "build finished but $SERVER is missing"; exit 1; }
 }
 

@@ -185,6 +185,7 @@ fn im_end_in_a_variable_is_flagged_for_smollm2_and_cl100k() {
     let facts = PromptTokens {
         tokenizer: cl100k.describe().to_string(),
         counted: Ok(10),
+        exact: true,
         control: tokenize::control_tokens_in(
             json!({"body": "end of text: <|endoftext|>"})
                 .as_object()
@@ -228,9 +229,20 @@ fn suite(dir: &Path, cases: &[(&str, &str)]) -> Suite {
 }
 
 fn provider(dir: &Path, base_url: &str, window: u32) -> ProviderConfig {
+    provider_asking(dir, "openai-compatible", base_url, window, "json_schema")
+}
+
+/// A mock provider counted with cl100k_base; `structured` is how JSON is requested.
+fn provider_asking(
+    dir: &Path,
+    kind: &str,
+    base_url: &str,
+    window: u32,
+    structured: &str,
+) -> ProviderConfig {
     let file = dir.join("mock.toml");
     let source = format!(
-        "kind = \"openai-compatible\"\nmodel = \"m\"\nbase_url = \"{base_url}\"\nmax_output_tokens = 50\n\n[limits]\nmax_retries = 0\n\n[tokenizer]\nkind = \"tiktoken\"\nencoding = \"cl100k_base\"\ncontext_window = {window}\n"
+        "kind = \"{kind}\"\nmodel = \"m\"\nbase_url = \"{base_url}\"\nmax_output_tokens = 50\nstructured_output = \"{structured}\"\n\n[limits]\nmax_retries = 0\n\n[tokenizer]\nkind = \"tiktoken\"\nencoding = \"cl100k_base\"\ncontext_window = {window}\n"
     );
     std::fs::write(&file, &source).unwrap();
     ProviderConfig::parse(&file, &source).unwrap()
@@ -397,4 +409,50 @@ async fn prompt_tokens_are_compared_with_usage_and_control_tokens_flagged() {
     let special = &outcome["findings"][0];
     assert_eq!(special["path"], "vars.body");
     assert!(special["message"].as_str().unwrap().contains("<|im_end|>"));
+}
+
+/// OpenAI bills a structured-output schema on top of the messages, by an unpublished
+/// rule: on its API with `json_schema`, more reported tokens than counted is expected,
+/// fewer is not.
+#[tokio::test]
+async fn with_a_billed_schema_the_count_is_a_lower_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cl100k = Tiktoken::shared("cl100k_base").unwrap();
+    let counted = cl100k
+        .count_messages(&[
+            Message {
+                role: "system",
+                content: "Answer with JSON.",
+                name: None,
+            },
+            Message {
+                role: "user",
+                content: "Summarise: hello",
+                name: None,
+            },
+        ])
+        .unwrap();
+    for (reported, passes) in [(counted + 120, true), (counted - 3, false)] {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(answer(reported))
+            .mount(&server)
+            .await;
+        let dir = tmp.path().join(format!("{reported}"));
+        let suite = suite(&dir.join("s"), &[("c", "hello")]);
+        let config = provider_asking(&dir, "openai", &server.uri(), 8000, "json_schema");
+        let records = run(suite, config, &dir.join("r")).await;
+        let outcome = records[0]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == "tokens")
+            .unwrap()
+            .clone();
+        assert_eq!(outcome["status"] == "pass", passes, "{reported}: {outcome}");
+        if !passes {
+            let message = outcome["findings"][0]["message"].as_str().unwrap();
+            assert!(message.contains("3 tokens fewer"), "{message}");
+        }
+    }
 }

@@ -26,6 +26,23 @@ pub struct PromptTokens {
     pub counted: Result<u64, String>,
     /// Control tokens found in the case's variables.
     pub control: Vec<ControlToken>,
+    /// Whether the count should equal the provider's exactly. OpenAI bills the schema
+    /// of structured output (or of a forced tool) on top of the messages, by a rule it
+    /// does not publish: there the provider must report at least the local count, and
+    /// fewer means it saw less than was rendered.
+    pub exact: bool,
+}
+
+/// Whether a local count covers everything the provider bills for the prompt: not on
+/// OpenAI's own API with a schema to follow (servers that constrain decoding with a
+/// grammar, such as llama.cpp, add nothing to the prompt).
+pub fn count_is_exact(config: &ProviderConfig) -> bool {
+    use crate::config::{Kind, StructuredOutput};
+    !(config.kind == Kind::Openai
+        && matches!(
+            config.structured_output,
+            StructuredOutput::JsonSchema | StructuredOutput::Tool
+        ))
 }
 
 /// `context_overflow` when the prompt and the output budget do not fit the window.
@@ -100,7 +117,10 @@ impl Check for TokensCheck {
                     "prompt_tokens_unreported",
                     "the provider reported no usage.prompt_tokens: the prompt it saw cannot be verified",
                 )),
-                Some(reported) if reported.abs_diff(counted) > tolerance => {
+                Some(reported)
+                    if reported.abs_diff(counted) > tolerance
+                        && (tokens.exact || reported < counted) =>
+                {
                     let (by, more) = (reported.abs_diff(counted), reported > counted);
                     findings.push(Finding::new(
                         "token_count_mismatch",

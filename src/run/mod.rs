@@ -311,6 +311,7 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i6
         tokenizer: target.counter.describe().to_string(),
         counted: r.map_err(|e| e.to_string()),
         control: tokenize::control_tokens_in(&case.vars, target.counter.control_tokens()),
+        exact: tokens::count_is_exact(config),
     });
     let request_digest = Some(target.endpoint.request_digest(&call));
     let mut record = CallRecord::new(&suite.name, &case.id, &config.name, item.repeat);
