@@ -33,15 +33,10 @@ pub fn render(result: &RunResult) -> String {
             v.reasons.join(", ")
         );
     }
-    let failing: Vec<_> = result
-        .verdicts
-        .iter()
-        .filter(|v| v.verdict != Verdict::Conformant)
-        .collect();
-    if !failing.is_empty() {
+    if result.not_conformant().next().is_some() {
         out.push_str("\n### First failures\n\n");
     }
-    for v in failing {
+    for v in result.not_conformant() {
         for e in &v.tally.examples {
             let at = e
                 .path

@@ -4,7 +4,6 @@
 use std::fmt::Write;
 
 use crate::run::RunResult;
-use crate::verdict::Verdict;
 
 /// Renders the summary table and the first failures.
 pub fn summary(result: &RunResult) -> String {
@@ -78,15 +77,10 @@ pub fn summary(result: &RunResult) -> String {
         }
         out.push('\n');
     }
-    let failing: Vec<_> = result
-        .verdicts
-        .iter()
-        .filter(|v| v.verdict != Verdict::Conformant)
-        .collect();
-    if !failing.is_empty() {
+    if result.not_conformant().next().is_some() {
         out.push_str("\nWhy:\n");
     }
-    for v in failing {
+    for v in result.not_conformant() {
         let t = &v.tally;
         let _ = writeln!(out, "  {} × {}:", t.suite, t.provider);
         if let Some((code, message)) = &t.halted {

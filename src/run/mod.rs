@@ -147,6 +147,15 @@ pub struct RunResult {
     pub verdicts: Vec<PairVerdict>,
 }
 
+impl RunResult {
+    /// The verdicts that need explaining: every one that is not conformant.
+    pub fn not_conformant(&self) -> impl Iterator<Item = &PairVerdict> {
+        self.verdicts
+            .iter()
+            .filter(|v| v.verdict != Verdict::Conformant)
+    }
+}
+
 /// Why a run could not be carried out at all.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {

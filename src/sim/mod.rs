@@ -20,7 +20,7 @@ use wiremock::matchers::{method, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::config::{Diagnostic, Diagnostics, Kind, ProviderConfig, Suite};
-use crate::tokenize::{Counter, Message, Tokenizer};
+use crate::tokenize::{Counter, Tokenizer};
 
 /// How a simulated provider answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -201,17 +201,7 @@ impl SimResponder {
     /// The prompt tokens of the request: counted by the configured tokenizer over the
     /// Chat Completions messages, else estimated at four bytes a token.
     fn prompt_tokens(&self, body: &Value, prompt_chars: usize) -> u64 {
-        let messages = body.get("messages").and_then(Value::as_array);
-        let parsed: Vec<Message<'_>> = messages
-            .map(|m| m.as_slice())
-            .unwrap_or_default()
-            .iter()
-            .map(|m| Message {
-                role: m["role"].as_str().unwrap_or_default(),
-                content: m["content"].as_str().unwrap_or_default(),
-                name: m["name"].as_str(),
-            })
-            .collect();
+        let parsed = crate::tokenize::chat_messages(body);
         if !parsed.is_empty()
             && let Some(count) = self
                 .tokenizer

@@ -30,6 +30,21 @@ pub struct Message<'a> {
     pub name: Option<&'a str>,
 }
 
+/// The `messages` of a Chat Completions request body, as the tokenizers read them.
+pub fn chat_messages(body: &serde_json::Value) -> Vec<Message<'_>> {
+    body.get("messages")
+        .and_then(serde_json::Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|m| Message {
+            role: m["role"].as_str().unwrap_or_default(),
+            content: m["content"].as_str().unwrap_or_default(),
+            name: m["name"].as_str(),
+        })
+        .collect()
+}
+
 /// The messages a prompt is sent as: the system prompt, if any, then the user prompt.
 pub fn messages(prompt: &Prompt) -> Vec<Message<'_>> {
     let mut out = Vec::with_capacity(2);

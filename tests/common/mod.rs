@@ -365,18 +365,8 @@ pub async fn refused_address() -> String {
 
 /// The request's prompt tokens as OpenAI counts them for an o200k_base model.
 pub fn prompt_tokens_o200k(body: &Value) -> u64 {
-    use conform::tokenize::{Message, Tokenizer, tiktoken::Tiktoken};
-    let messages: Vec<Message<'_>> = body["messages"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .map(|m| Message {
-            role: m["role"].as_str().unwrap_or_default(),
-            content: m["content"].as_str().unwrap_or_default(),
-            name: m["name"].as_str(),
-        })
-        .collect();
+    use conform::tokenize::{Tokenizer, chat_messages, tiktoken::Tiktoken};
+    let messages = chat_messages(body);
     Tiktoken::shared("o200k_base")
         .unwrap()
         .count_messages(&messages)
