@@ -58,7 +58,7 @@ fn load(name: &str) -> Loaded {
         .iter()
         .map(|c| {
             let case = c.load().expect("case");
-            let prompt = suite.render(&case, &c.path).expect("renders");
+            let prompt = suite.render(&case, &c.path()).expect("renders");
             let answer = case.expected.clone().expect("expected").to_string();
             (case, prompt, answer)
         })

@@ -32,7 +32,7 @@ fn first_case() -> (conform::config::Suite, conform::config::Prompt, Value) {
     let suite = workspace.suites.into_iter().next().unwrap();
     let case_ref = &suite.cases[0];
     let case = case_ref.load().unwrap();
-    let prompt = suite.render(&case, &case_ref.path).unwrap();
+    let prompt = suite.render(&case, &case_ref.path()).unwrap();
     let expected = case.expected.clone().unwrap();
     (suite, prompt, expected)
 }

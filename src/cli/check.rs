@@ -85,7 +85,7 @@ fn budget_problems(workspace: &Workspace) -> Diagnostics {
         for case_ref in &suite.cases {
             // A case that does not load or render is reported by the suite's preparation.
             let Ok(case) = case_ref.load() else { continue };
-            let Ok(prompt) = suite.render(&case, &case_ref.path) else {
+            let Ok(prompt) = suite.render(&case, &case_ref.path()) else {
                 continue;
             };
             for (provider, counter) in &counters {
@@ -115,7 +115,7 @@ fn budget_problem(
         ),
         Ok(_) => return None,
     };
-    Some(Diagnostic::new(&case.path, message).field("vars"))
+    Some(Diagnostic::new(&case.path(), message).field("vars"))
 }
 
 fn plural(n: usize) -> &'static str {

@@ -93,7 +93,9 @@ pub struct Suite {
 pub struct CaseRef {
     /// The file stem: `cases/007-net-30.json` is `007-net-30`.
     pub id: String,
-    pub path: PathBuf,
+    /// The suite's `cases/` folder, shared by all its cases: a suite of 100,000 cases
+    /// holds 100,000 names, not 100,000 paths.
+    dir: Arc<Path>,
 }
 
 /// One real input: the template variables and, optionally, the expected answer.
@@ -118,11 +120,17 @@ pub struct Prompt {
 }
 
 impl CaseRef {
+    /// `cases/<id>.json`.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(format!("{}.json", self.id))
+    }
+
     pub fn load(&self) -> Result<Case, Diagnostic> {
-        let text = std::fs::read_to_string(&self.path)
-            .map_err(|e| Diagnostic::new(&self.path, format!("cannot read: {e}")))?;
+        let path = self.path();
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Diagnostic::new(&path, format!("cannot read: {e}")))?;
         let mut case: Case =
-            serde_json::from_str(&text).map_err(|e| diagnostic::from_json(&self.path, &e))?;
+            serde_json::from_str(&text).map_err(|e| diagnostic::from_json(&path, &e))?;
         case.id = self.id.clone();
         Ok(case)
     }
@@ -247,7 +255,7 @@ impl Suite {
         digest.add("suite.toml", source.as_bytes());
         digest.add("schema", schema.to_string().as_bytes());
         for case in &cases {
-            let bytes = std::fs::read(&case.path).unwrap_or_default();
+            let bytes = std::fs::read(case.path()).unwrap_or_default();
             digest.add(&case.id, &bytes);
         }
         let has_system = spec.system.is_some();
@@ -335,13 +343,17 @@ fn list_cases(dir: &Path, problems: &mut Diagnostics) -> Vec<CaseRef> {
             return Vec::new();
         }
     };
+    let shared: Arc<Path> = Arc::from(dir);
     let mut cases: Vec<CaseRef> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .filter_map(|path| {
             let id = path.file_stem()?.to_str()?.to_string();
-            Some(CaseRef { id, path })
+            Some(CaseRef {
+                id,
+                dir: Arc::clone(&shared),
+            })
         })
         .collect();
     cases.sort_by(|a, b| a.id.cmp(&b.id));

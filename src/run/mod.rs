@@ -51,7 +51,7 @@ pub fn prepare(suites: Vec<Suite>) -> Result<Vec<Arc<PreparedSuite>>, Diagnostic
         for case_ref in &suite.cases {
             match case_ref.load() {
                 Ok(case) => {
-                    if let Err(d) = suite.render(&case, &case_ref.path) {
+                    if let Err(d) = suite.render(&case, &case_ref.path()) {
                         problems.extend(d);
                     }
                 }
@@ -307,7 +307,7 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i6
         Ok(case) => case,
         Err(d) => return not_run(d.to_string()),
     };
-    let prompt = match suite.render(&case, &case_ref.path) {
+    let prompt = match suite.render(&case, &case_ref.path()) {
         Ok(prompt) => prompt,
         Err(d) => return not_run(d.to_string()),
     };

@@ -65,7 +65,7 @@ impl AnswerBook {
                         continue;
                     }
                 };
-                let prompt = match suite.render(&case, &case_ref.path) {
+                let prompt = match suite.render(&case, &case_ref.path()) {
                     Ok(p) => p,
                     Err(d) => {
                         problems.extend(d);
@@ -78,7 +78,7 @@ impl AnswerBook {
                     }
                     None => problems.push(
                         Diagnostic::new(
-                            &case_ref.path,
+                            &case_ref.path(),
                             "a simulated provider needs the case's expected answer",
                         )
                         .field("expected"),
