@@ -7,7 +7,7 @@ use common::*;
 use conform::provider::{ErrorKind, FinishKind};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+use wiremock::{Mock, MockServer, ResponseTemplate};
 
 fn toml(uri: &str, extra: &str) -> String {
     toml_for("claude-sonnet-4-5", uri, extra)
@@ -20,25 +20,7 @@ fn toml_for(model: &str, uri: &str, extra: &str) -> String {
 }
 
 async fn server_answering(template: ResponseTemplate) -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/messages"))
-        .respond_with(template)
-        .mount(&server)
-        .await;
-    server
-}
-
-fn ok(file: &str) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_json(wire(file))
-}
-
-async fn requests(server: &MockServer) -> Vec<Request> {
-    server.received_requests().await.expect("recording on")
-}
-
-fn body(request: &Request) -> Value {
-    serde_json::from_slice(&request.body).expect("our request is JSON")
+    answering(r"^/v1/messages$", template).await
 }
 
 /// The prompt and schema of a recorded request.

@@ -7,7 +7,7 @@ use common::*;
 use conform::provider::{CallError, ErrorKind, FinishKind, Reply};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path, path_regex};
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const ROUTE: &str = r"^/v1(beta)?/models/[^/]+:generateContent$";
 
@@ -18,25 +18,7 @@ fn toml(uri: &str, extra: &str) -> String {
 }
 
 async fn server_answering(template: ResponseTemplate) -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path_regex(ROUTE))
-        .respond_with(template)
-        .mount(&server)
-        .await;
-    server
-}
-
-fn ok(file: &str) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_json(body_of(&wire(file)))
-}
-
-async fn requests(server: &MockServer) -> Vec<Request> {
-    server.received_requests().await.expect("recording on")
-}
-
-fn body(request: &Request) -> Value {
-    serde_json::from_slice(&request.body).expect("our request is JSON")
+    answering(ROUTE, template).await
 }
 
 async fn reply_to(file: &str) -> Reply {

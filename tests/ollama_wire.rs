@@ -6,8 +6,7 @@ mod common;
 use common::*;
 use conform::provider::{CallError, ErrorKind, FinishKind, Reply};
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+use wiremock::{MockServer, ResponseTemplate};
 
 fn toml(model: &str, uri: &str, extra: &str) -> String {
     format!(
@@ -16,25 +15,7 @@ fn toml(model: &str, uri: &str, extra: &str) -> String {
 }
 
 async fn server_answering(template: ResponseTemplate) -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/api/chat"))
-        .respond_with(template)
-        .mount(&server)
-        .await;
-    server
-}
-
-fn ok(file: &str) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_json(wire(file))
-}
-
-async fn requests(server: &MockServer) -> Vec<Request> {
-    server.received_requests().await.expect("recording on")
-}
-
-fn body(request: &Request) -> Value {
-    serde_json::from_slice(&request.body).expect("our request is JSON")
+    answering(r"^/api/chat$", template).await
 }
 
 async fn reply_with(response: Value) -> Reply {

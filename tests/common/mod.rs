@@ -372,3 +372,30 @@ pub fn prompt_tokens_o200k(body: &Value) -> u64 {
         .count_messages(&messages)
         .unwrap()
 }
+
+/// A mock that answers every POST whose path matches `route` (a regular expression)
+/// with `template`, recording the requests.
+pub async fn answering(route: &str, template: ResponseTemplate) -> wiremock::MockServer {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path_regex(route))
+        .respond_with(template)
+        .mount(&server)
+        .await;
+    server
+}
+
+/// A 200 carrying the body of `tests/wire/NAME`.
+pub fn ok(file: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(body_of(&wire(file)))
+}
+
+/// What the mock received.
+pub async fn requests(server: &wiremock::MockServer) -> Vec<Request> {
+    server.received_requests().await.expect("recording on")
+}
+
+/// A request's JSON body.
+pub fn body(request: &Request) -> Value {
+    serde_json::from_slice(&request.body).expect("our request is JSON")
+}
