@@ -353,16 +353,7 @@ async fn classify_recorded(file: &str) -> (conform::provider::CallError, usize) 
         }
     }
     let server = server_answering(template).await;
-    let err = call(
-        &endpoint(config("anthropic", &toml(&server.uri(), ""))),
-        None,
-        "x",
-        &small_schema(),
-        "x",
-    )
-    .await
-    .unwrap_err();
-    (err, requests(&server).await.len())
+    failed_call(&server, config("anthropic", &toml(&server.uri(), ""))).await
 }
 
 #[tokio::test]
@@ -462,16 +453,7 @@ async fn serve_stream(file: &str) -> (conform::provider::CallError, usize) {
             .set_body_string(wire_text(file)),
     )
     .await;
-    let err = call(
-        &endpoint(config("anthropic", &toml(&server.uri(), ""))),
-        None,
-        "x",
-        &small_schema(),
-        "x",
-    )
-    .await
-    .unwrap_err();
-    (err, requests(&server).await.len())
+    failed_call(&server, config("anthropic", &toml(&server.uri(), ""))).await
 }
 
 #[tokio::test]

@@ -239,17 +239,9 @@ async fn classify_recorded(file: &str) -> (CallError, usize) {
         .or_else(|| body["error"]["code"].as_u64())
         .unwrap() as u16;
     let server = server_answering(ResponseTemplate::new(status).set_body_json(body)).await;
-    let err = call(
-        &endpoint(config("gemini", &toml(&server.uri(), ""))),
-        None,
-        "x",
-        &small_schema(),
-        "x",
-    )
-    .await
-    .unwrap_err();
+    let (err, sent) = failed_call(&server, config("gemini", &toml(&server.uri(), ""))).await;
     assert_eq!(err.status, Some(status), "{file}");
-    (err, requests(&server).await.len())
+    (err, sent)
 }
 
 #[tokio::test]
@@ -373,17 +365,9 @@ async fn stream_transcripts_are_not_mistaken_for_answers() {
                 .set_body_string(wire_text(file)),
         )
         .await;
-        let err = call(
-            &endpoint(config("gemini", &toml(&server.uri(), ""))),
-            None,
-            "x",
-            &small_schema(),
-            "x",
-        )
-        .await
-        .unwrap_err();
+        let (err, sent) = failed_call(&server, config("gemini", &toml(&server.uri(), ""))).await;
         assert_eq!(err.kind, kind, "{file}: {err}");
-        assert_eq!(requests(&server).await.len(), 3, "{file}");
+        assert_eq!(sent, 3, "{file}");
         if kind == ErrorKind::ServerError {
             assert_eq!(err.status, Some(499));
             assert!(err.message.contains("cancelled"), "{err}");

@@ -158,16 +158,11 @@ async fn classify_recorded(file: &str) -> (CallError, usize) {
         ResponseTemplate::new(status_of(&recorded)).set_body_json(body_of(&recorded)),
     )
     .await;
-    let err = call(
-        &endpoint(config("ollama", &toml("llama3.2", &server.uri(), ""))),
-        None,
-        "x",
-        &small_schema(),
-        "x",
+    failed_call(
+        &server,
+        config("ollama", &toml("llama3.2", &server.uri(), "")),
     )
     .await
-    .unwrap_err();
-    (err, requests(&server).await.len())
 }
 
 #[tokio::test]
@@ -200,17 +195,13 @@ async fn streamed_bodies_are_not_mistaken_for_answers() {
                 .set_body_string(wire_text(file)),
         )
         .await;
-        let err = call(
-            &endpoint(config("ollama", &toml("llama3.2", &server.uri(), ""))),
-            None,
-            "x",
-            &small_schema(),
-            "x",
+        let (err, sent) = failed_call(
+            &server,
+            config("ollama", &toml("llama3.2", &server.uri(), "")),
         )
-        .await
-        .unwrap_err();
+        .await;
         assert_eq!(err.kind, kind, "{file}: {err}");
-        assert_eq!(requests(&server).await.len(), 3, "{file}");
+        assert_eq!(sent, 3, "{file}");
         if kind == ErrorKind::ServerError {
             assert!(
                 err.message

@@ -399,3 +399,15 @@ pub async fn requests(server: &wiremock::MockServer) -> Vec<Request> {
 pub fn body(request: &Request) -> Value {
     serde_json::from_slice(&request.body).expect("our request is JSON")
 }
+
+/// One call through `config` that must fail, and how many requests the mock received
+/// for it (retries included).
+pub async fn failed_call(
+    server: &wiremock::MockServer,
+    config: Arc<ProviderConfig>,
+) -> (CallError, usize) {
+    let err = call(&endpoint(config), None, "x", &small_schema(), "x")
+        .await
+        .expect_err("the call must fail");
+    (err, requests(server).await.len())
+}
