@@ -1,18 +1,23 @@
-//! Job creations per second through the ledger, with 64 concurrent clients, next to a
-//! raw `INSERT … ON CONFLICT DO NOTHING` of the job row on the same database: through
-//! sqlx with the same pool, and (PostgreSQL) through pgbench.
+//! Job creations per second through the ledger, with 64 concurrent clients, next to the
+//! raw rate of the same writes on the same database.
+//!
+//! A creation writes the job *and* its first attempt, so the baseline writes the same two
+//! rows: on PostgreSQL, pgbench running the ledger's own `INSERT … ON CONFLICT` statement
+//! ([`conform::ledger::CREATE_JOB_POSTGRES`]) with its parameters spliced in; on SQLite,
+//! the same two `INSERT … ON CONFLICT`s in a transaction per creation. For scale, each
+//! backend also prints the raw insert of the job row alone.
 //!
 //! `cargo bench --bench ledger_create` (release). PostgreSQL comes from
 //! `CONFORM_TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`); each
 //! run works in a fresh schema and drops it. `LEDGER_BENCH_SECS` sets each measurement's
-//! length (default 5).
+//! length (default 5); `LEDGER_BENCH_ONLY=postgres` or `=sqlite` measures one backend.
 
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use conform::ledger::{Created, Ledger, LedgerOptions, NewJob};
+use conform::ledger::{CREATE_JOB_POSTGRES, Created, Ledger, LedgerOptions, NewJob};
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -20,8 +25,9 @@ use sqlx::{AssertSqlSafe, PgPool, SqlitePool};
 
 const CLIENTS: u64 = 64;
 
+/// The job row alone, with the ledger's parameters `$1`–`$9`.
 const RAW_INSERT: &str = "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, task, \
-     provider, input, version, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8) \
+     provider, input, version, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
      ON CONFLICT (owner_id, idempotency_key) DO NOTHING";
 
 fn main() {
@@ -36,10 +42,15 @@ fn main() {
         .unwrap_or(5);
     let span = Duration::from_secs(secs);
     println!("ledger_create: {CLIENTS} concurrent clients, {secs} s per measurement\n");
+    let only = std::env::var("LEDGER_BENCH_ONLY").unwrap_or_default();
     runtime.block_on(async {
-        postgres(span).await;
-        println!();
-        sqlite(span).await;
+        if only != "sqlite" {
+            postgres(span).await;
+            println!();
+        }
+        if only != "postgres" {
+            sqlite(span).await;
+        }
     });
 }
 
@@ -131,101 +142,154 @@ async fn postgres(span: Duration) {
         .test_before_acquire(false)
         .connect_lazy(&url)
         .expect("a raw pool");
-    let raw_rate = raw_pg(raw.clone(), span).await;
+    let raw_statement = raw_pg(raw.clone(), span, CREATE_JOB_POSTGRES).await;
+    let raw_job = raw_pg(raw.clone(), span, RAW_INSERT).await;
     raw.close().await;
     let ledger_rate = ledger_rate(ledger.clone(), span, "ledger").await;
     ledger.close().await;
-    let pgbench_raw = pgbench(&base, &raw_insert_script(&schema), span);
-    let pgbench_statement = pgbench(&base, &ledger_statement_script(&schema), span);
-    let rate = |label: &str, rate: Option<f64>| match rate {
-        Some(rate) => println!("  {label:<52} {rate:>7.0} jobs/s"),
-        None => println!("  {label:<52}       - (no pgbench)"),
+    let pgbench_statement = pgbench(&base, &pgbench_script(&schema, CREATE_JOB_POSTGRES), span);
+    let pgbench_job = pgbench(&base, &pgbench_script(&schema, RAW_INSERT), span);
+    let line = |label: &str, rate: Option<f64>| match rate {
+        Some(rate) => println!(
+            "  {label:<58} {rate:>7.0} jobs/s   ledger: {:>4.0} %",
+            100.0 * ledger_rate / rate
+        ),
+        None => println!("  {label:<58}       - (no pgbench)"),
     };
-    rate(
-        "raw INSERT … ON CONFLICT of the job row, sqlx",
-        Some(raw_rate),
-    );
-    rate(
-        "raw INSERT … ON CONFLICT of the job row, pgbench",
-        pgbench_raw,
-    );
-    rate(
-        "the ledger's statement (job + attempt), pgbench",
+    println!("  {:<58} {ledger_rate:>7.0} jobs/s", "ledger create_job");
+    line(
+        "job + first attempt, the ledger's statement, pgbench",
         pgbench_statement,
     );
-    rate("ledger create_job (job + attempt), sqlx", Some(ledger_rate));
-    let ratio = |baseline: Option<f64>| {
-        baseline.map_or("-".to_string(), |b| {
-            format!("{:.0} %", 100.0 * ledger_rate / b)
-        })
-    };
-    println!(
-        "  ledger / raw: {} (sqlx), {} (pgbench); ledger / its own statement in pgbench: {}",
-        ratio(Some(raw_rate)),
-        ratio(pgbench_raw),
-        ratio(pgbench_statement)
+    line(
+        "job + first attempt, the ledger's statement, sqlx",
+        Some(raw_statement),
     );
-    let jobs: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+    line("job row alone, INSERT … ON CONFLICT, pgbench", pgbench_job);
+    line("job row alone, INSERT … ON CONFLICT, sqlx", Some(raw_job));
+    // Every measurement wrote the rows it claims: a job per creation, and an attempt
+    // per job where the baseline writes both.
+    let count = |sql: String| {
+        let admin = admin.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql))
+                .fetch_one(&admin)
+                .await
+                .expect("a count")
+        }
+    };
+    let per_owner = |owner: &str| {
+        format!(
+            "SELECT COUNT(*) FROM {schema}.jobs j JOIN {schema}.attempts a ON a.job_id = j.id \
+             WHERE j.owner_id = '{owner}'"
+        )
+    };
+    let jobs = count(format!(
         "SELECT COUNT(*) FROM {schema}.jobs WHERE owner_id = 'bench-ledger'"
-    )))
-    .fetch_one(&admin)
-    .await
-    .expect("a count");
-    println!("  (the ledger wrote {jobs} jobs, one per key)");
+    ))
+    .await;
+    let ledger_attempts = count(per_owner("bench-ledger")).await;
+    let pgbench_attempts = count(per_owner("bench-pgbench")).await;
+    println!(
+        "  (the ledger wrote {jobs} jobs and {ledger_attempts} attempts; pgbench's \
+         statement, {pgbench_attempts} attempts)"
+    );
     sqlx::raw_sql(AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
         .execute(&admin)
         .await
         .expect("drop the schema");
 }
 
-async fn raw_pg(pool: PgPool, span: Duration) -> f64 {
+/// Keys never repeat across measurements on one schema: each baseline has its own prefix.
+fn key_prefix(statement: &str) -> &'static str {
+    if statement == CREATE_JOB_POSTGRES {
+        "both"
+    } else {
+        "job"
+    }
+}
+
+/// The ids the ledger makes: Unix milliseconds first, then something unique.
+fn raw_id(prefix: &str, c: u64, n: u64) -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    format!(
+        "{prefix}_{ms:012x}{:020x}",
+        (u128::from(c) << 64) | u128::from(n)
+    )
+}
+
+/// `statement` ([`CREATE_JOB_POSTGRES`] or [`RAW_INSERT`]) from 64 clients, through sqlx
+/// with the ledger's parameters, without the ledger.
+async fn raw_pg(pool: PgPool, span: Duration, statement: &'static str) -> f64 {
     measure(span, move |c, n| {
         let pool = pool.clone();
         async move {
-            let key = format!("raw-{c}-{n}");
-            sqlx::query(RAW_INSERT)
-                .bind(format!("job_raw_{c}_{n}"))
+            let mut query = sqlx::query(statement)
+                .bind(raw_id("job", c, n))
                 .bind("bench-raw")
-                .bind(&key)
+                .bind(format!("{}-{c}-{n}", key_prefix(statement)))
                 .bind("sha256:bench")
                 .bind("bench")
                 .bind("primary")
                 .bind(r#"{"messages":[{"role":"user","content":"bench"}]}"#)
-                .bind(0i64)
-                .execute(&pool)
-                .await
-                .expect("a raw insert");
+                .bind(1i64)
+                .bind(0i64);
+            if statement == CREATE_JOB_POSTGRES {
+                query = query
+                    .bind(raw_id("att", c, n))
+                    .bind(1i64)
+                    .bind("primary")
+                    .bind(1i64)
+                    .bind(0i64)
+                    .bind(60_000i64);
+            }
+            query.execute(&pool).await.expect("a raw insert");
         }
     })
     .await
 }
 
-/// The job row, as a raw `INSERT … ON CONFLICT` for pgbench. pgbench reads `:name` as a
-/// variable, so the colons of literals are spliced in with `chr(58)`.
-fn raw_insert_script(schema: &str) -> String {
-    format!(
-        "\\set n random(1, 9000000000000000)\n\
-         INSERT INTO {schema}.jobs (id, owner_id, idempotency_key, fingerprint, task, provider, \
-         input, version, created_ms) VALUES \
-         ('job_pgb_' || CAST(:client_id AS text) || '_' || CAST(:n AS text), 'bench-pgbench', \
-         CAST(:client_id AS text) || '-' || CAST(:n AS text), 'sha256' || chr(58) || 'bench', \
-         'bench', 'primary', {INPUT}, 1, 0) ON CONFLICT (owner_id, idempotency_key) DO NOTHING;\n"
-    )
-}
-
-/// The ledger's own creation statement (job and first attempt, see `src/ledger/store.rs`).
-fn ledger_statement_script(schema: &str) -> String {
-    format!(
-        "\\set n random(1, 9000000000000000)\n\
-         WITH job AS (INSERT INTO {schema}.jobs (id, owner_id, idempotency_key, fingerprint, task, \
-         provider, input, version, created_ms) VALUES \
-         ('job_pgs_' || CAST(:client_id AS text) || '_' || CAST(:n AS text), 'bench-statement', \
-         CAST(:client_id AS text) || '-' || CAST(:n AS text), 'sha256' || chr(58) || 'bench', \
-         'bench', 'primary', {INPUT}, 1, 0) RETURNING id) \
-         INSERT INTO {schema}.attempts (id, job_id, seq, provider, state, base_version, started_ms, \
-         deadline_ms) SELECT 'att_pgs_' || CAST(:client_id AS text) || '_' || CAST(:n AS text), \
-         job.id, 1, 'primary', 'starting', 1, 0, 60000 FROM job;\n"
-    )
+/// `statement` as a pgbench script: each `$n` replaced by what the ledger would bind,
+/// time-ordered ids included. pgbench reads `:name` as a variable, so the colons of
+/// literals are spliced in with `chr(58)`.
+fn pgbench_script(schema: &str, statement: &str) -> String {
+    let unique = "CAST(:client_id AS text) || '-' || CAST(:n AS text)";
+    let id = |prefix: &str| {
+        format!(
+            "'{prefix}_' || lpad(to_hex(CAST(extract(epoch FROM clock_timestamp()) * 1000 AS \
+             bigint)), 12, '0') || substr(md5({unique}), 1, 20)"
+        )
+    };
+    let values = [
+        id("job"),
+        "'bench-pgbench'".to_string(),
+        format!("'{}-' || {unique}", key_prefix(statement)),
+        "'sha256' || chr(58) || 'bench'".to_string(),
+        "'bench'".to_string(),
+        "'primary'".to_string(),
+        INPUT.to_string(),
+        "1".to_string(),
+        "0".to_string(),
+        id("att"),
+        "1".to_string(),
+        "'primary'".to_string(),
+        "1".to_string(),
+        "0".to_string(),
+        "60000".to_string(),
+    ];
+    let mut sql = statement
+        .replace("INSERT INTO jobs", &format!("INSERT INTO {schema}.jobs"))
+        .replace(
+            "INSERT INTO attempts",
+            &format!("INSERT INTO {schema}.attempts"),
+        );
+    // From `$15` down, so that `$1` does not eat the start of `$10`.
+    for (i, value) in values.iter().enumerate().rev() {
+        sql = sql.replace(&format!("${}", i + 1), value);
+    }
+    format!("\\set n random(1, 9000000000000000)\n{sql};\n")
 }
 
 const INPUT: &str = r#"replace('{"messages"=[{"role"="user","content"="bench"}]}', '=', chr(58))"#;
@@ -285,38 +349,59 @@ async fn sqlite(span: Duration) {
         )
         .await
         .expect("a raw pool");
-    let raw_rate = raw_sqlite(raw.clone(), span).await;
+    let raw_both = raw_sqlite(raw.clone(), span, true).await;
+    let raw_job = raw_sqlite(raw.clone(), span, false).await;
     let ledger_rate = ledger_rate(ledger.clone(), span, "ledger").await;
+    let line = |label: &str, rate: f64| {
+        println!(
+            "  {label:<58} {rate:>7.0} jobs/s   ledger: {:>4.0} %",
+            100.0 * ledger_rate / rate
+        )
+    };
     println!(
-        "  {:<52} {raw_rate:>7.0} jobs/s",
-        "raw INSERT … ON CONFLICT of the job row, sqlx"
+        "  {:<58} {ledger_rate:>7.0} jobs/s",
+        "ledger create_job (group commit)"
     );
-    println!(
-        "  {:<52} {ledger_rate:>7.0} jobs/s",
-        "ledger create_job (job + attempt, group commit)"
-    );
-    println!("  ledger / raw: {:.0} %", 100.0 * ledger_rate / raw_rate);
+    line("job + first attempt, a transaction each, sqlx", raw_both);
+    line("job row alone, INSERT … ON CONFLICT, sqlx", raw_job);
     ledger.close().await;
     raw.close().await;
 }
 
-async fn raw_sqlite(pool: SqlitePool, span: Duration) -> f64 {
+const RAW_ATTEMPT: &str = "INSERT INTO attempts (id, job_id, seq, provider, state, \
+     base_version, started_ms, deadline_ms) VALUES ($1, $2, 1, 'primary', 'starting', 1, 0, \
+     60000) ON CONFLICT DO NOTHING";
+
+/// The job row (and with `attempt`, its first attempt) in a transaction per creation, on
+/// the one connection SQLite lets write at a time.
+async fn raw_sqlite(pool: SqlitePool, span: Duration, attempt: bool) -> f64 {
     measure(span, move |c, n| {
         let pool = pool.clone();
         async move {
-            let key = format!("raw-{c}-{n}");
+            let job = raw_id("job", c, n);
+            let mut tx = pool.begin().await.expect("a transaction");
             sqlx::query(RAW_INSERT)
-                .bind(format!("job_raw_{c}_{n}"))
+                .bind(&job)
                 .bind("bench-raw")
-                .bind(&key)
+                .bind(format!("{attempt}-{c}-{n}"))
                 .bind("sha256:bench")
                 .bind("bench")
                 .bind("primary")
                 .bind(r#"{"messages":[{"role":"user","content":"bench"}]}"#)
+                .bind(1i64)
                 .bind(0i64)
-                .execute(&pool)
+                .execute(&mut *tx)
                 .await
                 .expect("a raw insert");
+            if attempt {
+                sqlx::query(RAW_ATTEMPT)
+                    .bind(raw_id("att", c, n))
+                    .bind(&job)
+                    .execute(&mut *tx)
+                    .await
+                    .expect("a raw insert");
+            }
+            tx.commit().await.expect("a commit");
         }
     })
     .await

@@ -203,7 +203,7 @@ async fn assert_fault(v: &Vendor, template: ResponseTemplate, kind: ErrorKind, r
     let err = result.expect_err(v.kind);
     assert_eq!(err.kind, kind, "{}: {err}", v.kind);
     assert_eq!(sent, requests, "{}: requests for {}", v.kind, kind.code());
-    assert_eq!(err.kind.retryable(), requests > 1, "{}", v.kind);
+    assert_eq!(err.retryable(), requests > 1, "{}", v.kind);
     // Nothing a provider echoes can carry our key into a report.
     assert!(!err.message.contains(TEST_KEY), "{}", v.kind);
 }
@@ -323,6 +323,23 @@ async fn server_error_is_retried() {
             3,
         )
         .await;
+    }
+}
+
+/// `x-should-retry` is the provider's own word and comes before the status table, as in
+/// the OpenAI and Anthropic SDKs: `false` stops a fault the table would retry, `true`
+/// retries one it would not.
+#[tokio::test]
+async fn x_should_retry_overrides_the_status() {
+    for v in vendors() {
+        let refused = json_template(500, &v.server_error).insert_header("x-should-retry", "false");
+        assert_fault(&v, refused, ErrorKind::ServerError, 1).await;
+        let (status, body) = &v.bad_request;
+        let invited = json_template(*status, body).insert_header("x-should-retry", "true");
+        assert_fault(&v, invited, ErrorKind::BadRequest, 3).await;
+        // Anything but true or false is no answer: the table decides.
+        let garbled = json_template(500, &v.server_error).insert_header("x-should-retry", "maybe");
+        assert_fault(&v, garbled, ErrorKind::ServerError, 3).await;
     }
 }
 

@@ -74,6 +74,78 @@ async fn one_key_256_creations_make_one_job(db: TestDb) {
     db.cleanup().await;
 }
 
+/// Creations of many keys in flight together (SQLite commits them as one batch), some
+/// keys taken before and some raced for now, with two payloads per key: every caller
+/// gets its own answer, naming the one job that holds its key.
+async fn creations_in_flight_together_each_get_their_own_answer(db: TestDb) {
+    let ledger = db.ledger().await;
+    let owner = format!("owner-{}", unique());
+    let input = json!({"messages": []});
+    let mut earlier = std::collections::HashMap::new();
+    for k in 0..8 {
+        let key = format!("key-{k}");
+        earlier.insert(key.clone(), create(&ledger, &owner, &key).await.id);
+    }
+    // key-0 … key-15, each asked for three times with "sha256:a" and once with "sha256:b".
+    let tasks: Vec<_> = (0..16)
+        .flat_map(|k| ["sha256:a", "sha256:a", "sha256:b", "sha256:a"].map(move |f| (k, f)))
+        .map(|(k, fingerprint)| {
+            let (ledger, owner, input) = (ledger.clone(), owner.clone(), input.clone());
+            tokio::spawn(async move {
+                let key = format!("key-{k}");
+                let created = ledger
+                    .create_job(&new_job(&owner, &key, fingerprint, &input))
+                    .await
+                    .unwrap();
+                (key, fingerprint, created)
+            })
+        })
+        .collect();
+    let mut holders: std::collections::HashMap<String, Vec<(String, &str, &str)>> =
+        std::collections::HashMap::new();
+    for task in tasks {
+        let (key, asked, created) = task.await.unwrap();
+        let (id, answer, held) = match created {
+            Created::New(job) => (job.id, "new", job.fingerprint),
+            Created::Replayed(job) => (job.id, "replayed", job.fingerprint),
+            Created::KeyReused { job_id } => (job_id, "reused", String::new()),
+        };
+        if answer == "replayed" {
+            assert_eq!(held, asked, "{key}: replayed a job of another payload");
+        }
+        let entry = holders.entry(key).or_default();
+        entry.push((id, answer, asked));
+    }
+    for (key, answers) in &holders {
+        let id = &answers[0].0;
+        assert!(
+            answers.iter().all(|(other, ..)| other == id),
+            "{key}: {answers:?}"
+        );
+        let new = answers.iter().filter(|(_, a, _)| *a == "new").count();
+        match earlier.get(key) {
+            Some(first) => {
+                assert_eq!(id, first, "{key}");
+                assert_eq!(new, 0, "{key}: created twice");
+                for (_, answer, asked) in answers {
+                    let expected = if *asked == "sha256:a" {
+                        "replayed"
+                    } else {
+                        "reused"
+                    };
+                    assert_eq!(answer, &expected, "{key}: {answers:?}");
+                }
+            }
+            None => assert_eq!(new, 1, "{key}: {answers:?}"),
+        }
+        assert_eq!(db.attempts_of(id).await, 1, "{key}");
+    }
+    assert_eq!(holders.len(), 16);
+    assert_eq!(db.jobs_of(&owner).await, 16);
+    ledger.close().await;
+    db.cleanup().await;
+}
+
 /// Same key, another fingerprint: reused, nothing changes; another owner may use the key.
 async fn a_key_is_bound_to_its_fingerprint_and_owner(db: TestDb) {
     let ledger = db.ledger().await;
@@ -449,6 +521,7 @@ async fn concurrent_opens_migrate_once(db: TestDb) {
 
 on_both_backends!(
     one_key_256_creations_make_one_job,
+    creations_in_flight_together_each_get_their_own_answer,
     a_key_is_bound_to_its_fingerprint_and_owner,
     sixteen_starts_on_an_idle_job_start_one,
     sixteen_finishers_one_winner,

@@ -2,17 +2,18 @@
 //!
 //! SQLite has one writer at a time and, with `synchronous=FULL`, one fsync per commit:
 //! a transaction per creation caps creations at the disk's fsync rate. Creations that
-//! arrive while the writer is busy are therefore committed together. Each one still
-//! inserts first, in its own savepoint, so a taken key rolls back only its own insert
-//! (and the caller then reads the row that holds the key in a separate statement); every
-//! caller is answered only after the commit that made its job durable.
+//! arrive while the writer is busy are therefore committed together, in two statements
+//! for the whole batch (see `insert_sqlite_batch`). Each one still inserts first: a taken
+//! key inserts nothing (`ON CONFLICT DO NOTHING`), and the caller then reads the row that
+//! holds the key in a separate statement. Every caller is answered only after the commit
+//! that made its job durable; if the batch fails, nothing of it was written.
 
 use sqlx::{Pool, Sqlite};
 use tokio::sync::{mpsc, oneshot};
 
 use super::LedgerError;
 use super::model::Job;
-use super::store::insert_sqlite;
+use super::store::insert_sqlite_batch;
 
 /// The most creations one transaction carries.
 const MAX_BATCH: usize = 256;
@@ -79,19 +80,9 @@ async fn run(pool: Pool<Sqlite>, mut pending: mpsc::Receiver<Pending>) {
 }
 
 async fn write(pool: &Pool<Sqlite>, batch: &[Pending]) -> Result<Vec<bool>, LedgerError> {
+    let jobs: Vec<&Job> = batch.iter().map(|p| &p.job).collect();
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    let mut inserted = Vec::with_capacity(batch.len());
-    for p in batch {
-        sqlx::query("SAVEPOINT creation").execute(&mut *tx).await?;
-        let fresh = insert_sqlite(&mut tx, &p.job).await?;
-        if !fresh {
-            sqlx::query("ROLLBACK TO creation")
-                .execute(&mut *tx)
-                .await?;
-        }
-        sqlx::query("RELEASE creation").execute(&mut *tx).await?;
-        inserted.push(fresh);
-    }
+    let inserted = insert_sqlite_batch(&mut tx, &jobs).await?;
     tx.commit().await?;
     Ok(inserted)
 }

@@ -10,6 +10,8 @@
 //!
 //! Locks are always taken job first, attempt second, so two writers cannot deadlock.
 
+use std::collections::HashSet;
+
 use sqlx::{Database, Pool, Postgres, Row, Sqlite, Transaction};
 
 use super::LedgerError;
@@ -71,9 +73,6 @@ macro_rules! select_job {
         )
     };
 }
-
-const INSERT_JOB: &str = "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, task, \
-     provider, input, version, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 const INSERT_ATTEMPT: &str = "INSERT INTO attempts (id, job_id, seq, provider, state, \
      base_version, started_ms, deadline_ms) VALUES ($1, $2, $3, $4, 'starting', $5, $6, $7)";
@@ -234,8 +233,8 @@ macro_rules! impl_store {
                 Self::decode_job(&rows)
             }
 
-            /// Inserts first; on the unique violation, reads the row that holds the key in
-            /// a separate statement. Never check-then-insert.
+            /// Inserts first; when the key is taken (the insert wrote nothing), reads the row
+            /// that holds it in a separate statement. Never check-then-insert.
             pub(crate) async fn create(&self, job: Job) -> Result<Created, LedgerError> {
                 // BROKEN VARIANT (tests only): read first, insert afterwards.
                 if broken::is(Broken::CheckThenInsert) {
@@ -261,7 +260,7 @@ macro_rules! impl_store {
                         job_id: existing.id,
                     }),
                     None => Err(corrupt(
-                        "a unique violation on job creation, but no job holds the key",
+                        "job creation found its key taken, but no job holds it",
                     )),
                 }
             }
@@ -824,78 +823,135 @@ impl Store<Sqlite> {
     }
 }
 
-/// Inserts a job and its first attempt inside the caller's transaction; `false` when the
-/// key is taken (the caller rolls that insert back).
-pub(super) async fn insert_sqlite(
-    tx: &mut Transaction<'static, Sqlite>,
-    job: &Job,
-) -> Result<bool, LedgerError> {
-    let attempt = first_attempt(job)?;
-    let inserted = sqlx::query(INSERT_JOB)
-        .bind(&job.id)
-        .bind(&job.owner)
-        .bind(&job.idempotency_key)
-        .bind(&job.fingerprint)
-        .bind(&job.task)
-        .bind(&job.provider)
-        .bind(input_text(job))
-        .bind(job.version)
-        .bind(job.created_ms)
-        .execute(&mut **tx)
-        .await;
-    match inserted {
-        Ok(_) => {}
-        Err(e) if is_unique_violation(&e) => return Ok(false),
-        Err(e) => return Err(e.into()),
-    }
-    sqlx::query(INSERT_ATTEMPT)
-        .bind(&attempt.id)
-        .bind(&job.id)
-        .bind(attempt.seq)
-        .bind(&attempt.provider)
-        .bind(attempt.base_version)
-        .bind(attempt.started_ms)
-        .bind(attempt.deadline_ms)
-        .execute(&mut **tx)
-        .await?;
-    Ok(true)
+/// One creation as the SQLite batch statements read it (see [`INSERT_JOBS_BATCH`]).
+#[derive(serde::Serialize)]
+struct CreationRow<'a> {
+    id: &'a str,
+    owner: &'a str,
+    key: &'a str,
+    fingerprint: &'a str,
+    task: &'a str,
+    provider: &'a str,
+    input: String,
+    version: i64,
+    created_ms: i64,
+    attempt: &'a str,
+    seq: i64,
+    attempt_provider: &'a str,
+    base_version: i64,
+    started_ms: i64,
+    deadline_ms: i64,
 }
 
+/// A whole batch of jobs in one statement, whatever its size: the rows travel as one
+/// JSON array, so the statement is prepared once. A taken key (also one taken earlier
+/// in the same batch: `json_each` keeps the array's order) inserts nothing and returns
+/// nothing. `WHERE true` is SQLite's way to let `ON CONFLICT` follow a `SELECT`.
+const INSERT_JOBS_BATCH: &str = "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, \
+     task, provider, input, version, created_ms) \
+     SELECT json_extract(c.value, '$.id'), json_extract(c.value, '$.owner'), \
+     json_extract(c.value, '$.key'), json_extract(c.value, '$.fingerprint'), \
+     json_extract(c.value, '$.task'), json_extract(c.value, '$.provider'), \
+     json_extract(c.value, '$.input'), json_extract(c.value, '$.version'), \
+     json_extract(c.value, '$.created_ms') FROM json_each($1) AS c WHERE true \
+     ON CONFLICT (owner_id, idempotency_key) DO NOTHING RETURNING id";
+
+/// The first attempts of the jobs the batch inserted: a job id is fresh randomness, so
+/// a job that holds it is one this batch wrote.
+const INSERT_ATTEMPTS_BATCH: &str = "INSERT INTO attempts (id, job_id, seq, provider, state, \
+     base_version, started_ms, deadline_ms) \
+     SELECT json_extract(c.value, '$.attempt'), j.id, json_extract(c.value, '$.seq'), \
+     json_extract(c.value, '$.attempt_provider'), 'starting', \
+     json_extract(c.value, '$.base_version'), json_extract(c.value, '$.started_ms'), \
+     json_extract(c.value, '$.deadline_ms') \
+     FROM json_each($1) AS c JOIN jobs j ON j.id = json_extract(c.value, '$.id')";
+
+/// Inserts every job of `jobs` whose key is free, with its first attempt, inside the
+/// caller's transaction: two statements for the whole batch. Answers, for each job in
+/// order, whether it was inserted (`false`: its key is taken).
+pub(super) async fn insert_sqlite_batch(
+    tx: &mut Transaction<'static, Sqlite>,
+    jobs: &[&Job],
+) -> Result<Vec<bool>, LedgerError> {
+    let rows = jobs
+        .iter()
+        .map(|job| {
+            let attempt = first_attempt(job)?;
+            Ok(CreationRow {
+                id: &job.id,
+                owner: &job.owner,
+                key: &job.idempotency_key,
+                fingerprint: &job.fingerprint,
+                task: &job.task,
+                provider: &job.provider,
+                input: input_text(job),
+                version: job.version,
+                created_ms: job.created_ms,
+                attempt: &attempt.id,
+                seq: attempt.seq,
+                attempt_provider: &attempt.provider,
+                base_version: attempt.base_version,
+                started_ms: attempt.started_ms,
+                deadline_ms: attempt.deadline_ms,
+            })
+        })
+        .collect::<Result<Vec<_>, LedgerError>>()?;
+    let rows = serde_json::to_string(&rows)
+        .map_err(|e| corrupt(format!("a batch of new jobs is not JSON: {e}")))?;
+    let inserted: Vec<String> = sqlx::query_scalar(INSERT_JOBS_BATCH)
+        .bind(&rows)
+        .fetch_all(&mut **tx)
+        .await?;
+    if !inserted.is_empty() {
+        sqlx::query(INSERT_ATTEMPTS_BATCH)
+            .bind(&rows)
+            .execute(&mut **tx)
+            .await?;
+    }
+    let inserted: HashSet<&str> = inserted.iter().map(String::as_str).collect();
+    Ok(jobs
+        .iter()
+        .map(|job| inserted.contains(job.id.as_str()))
+        .collect())
+}
+
+/// How a PostgreSQL ledger creates a job: the job and its first attempt in one
+/// statement, `$1`–`$9` the job's columns and `$10`–`$15` the attempt's. A taken key
+/// inserts nothing and answers zero rows without an error: replays are routine here, and
+/// a unique violation would leave a dead row and an `ERROR` line in the server's log for
+/// every double click.
+pub const CREATE_JOB_POSTGRES: &str = "WITH job AS (INSERT INTO jobs (id, owner_id, \
+     idempotency_key, fingerprint, task, provider, input, version, created_ms) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+     ON CONFLICT (owner_id, idempotency_key) DO NOTHING RETURNING id) \
+     INSERT INTO attempts (id, job_id, seq, provider, state, base_version, started_ms, \
+     deadline_ms) SELECT $10, job.id, $11, $12, 'starting', $13, $14, $15 FROM job";
+
 impl Store<Postgres> {
-    /// The job and its first attempt in one statement, so one round trip and its own
-    /// READ COMMITTED transaction (the session default we set). The statement only
-    /// inserts; the row that holds a taken key is read afterwards, in another statement,
-    /// because this statement's snapshot cannot see a concurrent winner.
+    /// [`CREATE_JOB_POSTGRES`], one round trip in its own READ COMMITTED transaction (the
+    /// session default we set). It only inserts; the row that holds a taken key is read
+    /// afterwards, in another statement, because this statement's snapshot cannot see a
+    /// concurrent winner.
     async fn insert_new(&self, job: &Job) -> Result<bool, LedgerError> {
         let attempt = first_attempt(job)?;
-        let inserted = sqlx::query(
-            "WITH job AS (INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, task, \
-             provider, input, version, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-             RETURNING id) \
-             INSERT INTO attempts (id, job_id, seq, provider, state, base_version, started_ms, \
-             deadline_ms) SELECT $10, job.id, $11, $12, 'starting', $13, $14, $15 FROM job",
-        )
-        .bind(&job.id)
-        .bind(&job.owner)
-        .bind(&job.idempotency_key)
-        .bind(&job.fingerprint)
-        .bind(&job.task)
-        .bind(&job.provider)
-        .bind(input_text(job))
-        .bind(job.version)
-        .bind(job.created_ms)
-        .bind(&attempt.id)
-        .bind(attempt.seq)
-        .bind(&attempt.provider)
-        .bind(attempt.base_version)
-        .bind(attempt.started_ms)
-        .bind(attempt.deadline_ms)
-        .execute(&self.write)
-        .await;
-        match inserted {
-            Ok(_) => Ok(true),
-            Err(e) if is_unique_violation(&e) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
+        let inserted = sqlx::query(CREATE_JOB_POSTGRES)
+            .bind(&job.id)
+            .bind(&job.owner)
+            .bind(&job.idempotency_key)
+            .bind(&job.fingerprint)
+            .bind(&job.task)
+            .bind(&job.provider)
+            .bind(input_text(job))
+            .bind(job.version)
+            .bind(job.created_ms)
+            .bind(&attempt.id)
+            .bind(attempt.seq)
+            .bind(&attempt.provider)
+            .bind(attempt.base_version)
+            .bind(attempt.started_ms)
+            .bind(attempt.deadline_ms)
+            .execute(&self.write)
+            .await?;
+        Ok(inserted.rows_affected() == 1)
     }
 }

@@ -121,7 +121,7 @@ impl WireFormat for AnthropicMessages {
         if classified.message.is_empty() {
             classified.message = error::excerpt(body);
         }
-        classified.retry_after(super::retry_after(headers))
+        classified.server_hints(headers)
     }
 }
 

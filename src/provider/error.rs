@@ -122,6 +122,9 @@ pub struct CallError {
     /// How long the provider asked us to wait (`retry-after-ms`, `retry-after`).
     #[serde(skip)]
     pub retry_after: Option<Duration>,
+    /// The provider's own word on retrying (`x-should-retry`), which overrides the kind.
+    #[serde(skip)]
+    pub should_retry: Option<bool>,
 }
 
 impl CallError {
@@ -131,6 +134,7 @@ impl CallError {
             status: None,
             message: message.into(),
             retry_after: None,
+            should_retry: None,
         }
     }
 
@@ -142,6 +146,22 @@ impl CallError {
     pub fn retry_after(mut self, wait: Option<Duration>) -> Self {
         self.retry_after = wait;
         self
+    }
+
+    /// What the response's headers say about retrying: `retry-after-ms` or
+    /// `retry-after`, and `x-should-retry`.
+    pub fn server_hints(self, headers: &reqwest::header::HeaderMap) -> Self {
+        CallError {
+            should_retry: super::should_retry(headers),
+            ..self.retry_after(super::retry_after(headers))
+        }
+    }
+
+    /// Whether sending the same request again can help: the provider's `x-should-retry`
+    /// when it sent one (OpenAI and Anthropic do, and their SDKs obey it before anything
+    /// else), otherwise what the kind says.
+    pub fn retryable(&self) -> bool {
+        self.should_retry.unwrap_or_else(|| self.kind.retryable())
     }
 
     pub fn code(&self) -> &'static str {

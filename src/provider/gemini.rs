@@ -148,7 +148,7 @@ impl WireFormat for GeminiGenerateContent {
             classified.message = error::excerpt(body);
         }
         let wait = super::retry_after(headers).or_else(|| parsed.as_ref().and_then(retry_delay));
-        classified.retry_after(wait)
+        classified.server_hints(headers).retry_after(wait)
     }
 }
 

@@ -84,6 +84,18 @@ pub fn wire_format(kind: Kind) -> Arc<dyn WireFormat> {
     }
 }
 
+/// Reads `x-should-retry: true|false`; anything else is no answer.
+pub fn should_retry(headers: &HeaderMap) -> Option<bool> {
+    let value = headers.get("x-should-retry")?.to_str().ok()?.trim();
+    if value.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if value.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 /// Reads `retry-after-ms`, then `retry-after` (seconds or an HTTP date).
 pub fn retry_after(headers: &HeaderMap) -> Option<std::time::Duration> {
     use std::time::Duration;

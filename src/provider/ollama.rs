@@ -100,7 +100,7 @@ impl WireFormat for OllamaChat {
         if classified.message.is_empty() {
             classified.message = error::excerpt(body);
         }
-        classified.retry_after(super::retry_after(headers))
+        classified.server_hints(headers)
     }
 }
 

@@ -54,7 +54,7 @@ impl WireFormat for OpenAiChat {
         if classified.message.is_empty() {
             classified.message = error::excerpt(body);
         }
-        classified.retry_after(super::retry_after(headers))
+        classified.server_hints(headers)
     }
 }
 

@@ -77,6 +77,6 @@ impl WireFormat for OpenAiCompatible {
         if classified.message.is_empty() {
             classified.message = error::excerpt(body);
         }
-        classified.retry_after(super::retry_after(headers))
+        classified.server_hints(headers)
     }
 }

@@ -86,7 +86,7 @@ impl Endpoint {
         let result = (|| self.once(call, tokens))
             .retry(policy)
             .sleep(tokio::time::sleep)
-            .when(|e: &CallError| e.kind.retryable() && e.retry_after.is_none_or(|w| w <= max_wait))
+            .when(|e: &CallError| e.retryable() && e.retry_after.is_none_or(|w| w <= max_wait))
             .adjust(|e, backoff| backoff.map(|d| e.retry_after.unwrap_or(d)))
             .notify(|_, _| {
                 retries.fetch_add(1, Ordering::Relaxed);
