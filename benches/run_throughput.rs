@@ -1,6 +1,7 @@
 //! Harness overhead: N calls to a mock provider with a fixed 50 ms latency at
-//! concurrency 64. Prints wall time ÷ floor (floor = N × latency ÷ concurrency) and the
-//! runner's peak RSS.
+//! concurrency 64. Prints wall time ÷ floor and the runner's peak RSS. The floor is
+//! what a harness with no cost at all would take: ⌈N ÷ concurrency⌉ waves of one
+//! latency each.
 //!
 //! `cargo bench --bench run_throughput -- 1000 10000 100000`
 //!
@@ -143,7 +144,7 @@ fn one(calls: u64, uri: &str) {
         passed, calls,
         "every call must pass for the measurement to count"
     );
-    let floor = LATENCY.as_secs_f64() * calls as f64 / CONCURRENCY as f64;
+    let floor = LATENCY.as_secs_f64() * calls.div_ceil(CONCURRENCY as u64) as f64;
     println!(
         "{calls:>8}  {:>8.2}s  {:>8.2}s  {:>6.3}  {:>9.0}  {:>5} MiB",
         wall.as_secs_f64(),
