@@ -152,6 +152,26 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
         summary.contains("| invoice-extraction | sim-steady | ✅ conformant | 25/25 |"),
         "{summary}"
     );
+
+    // The page for people: a section per verdict, every failed call listed up to the cap,
+    // and nothing fetched from anywhere.
+    let page = std::fs::read_to_string(run.join("report.html")).unwrap();
+    let verdicts = report["verdicts"].as_array().unwrap();
+    assert_eq!(
+        page.matches("<section class=\"pair ").count(),
+        verdicts.len()
+    );
+    let listed: u64 = verdicts
+        .iter()
+        .map(|v| v["failed"].as_u64().unwrap().min(50))
+        .sum();
+    assert_eq!(page.matches("<tr class=\"call\">").count() as u64, listed);
+    assert!(
+        page.contains("structured_output_ignored"),
+        "no finding code in the page"
+    );
+    assert!(!page.contains("<script") && !page.contains(" src="));
+    assert!(stdout.contains("report.html"), "{stdout}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -224,8 +224,14 @@ async fn execute(
         .with_context(|| format!("cannot write junit.xml in {}", result.dir.display()))?;
     report::markdown::write(&result.dir, &result)
         .with_context(|| format!("cannot write summary.md in {}", result.dir.display()))?;
+    let page = report::html::write(&result, &targets)
+        .with_context(|| format!("cannot write report.html in {}", result.dir.display()))?;
     print!("{}", report::terminal::summary(&result));
-    println!("\nreport: {}", report_path.display());
+    println!(
+        "\nreport: {} (for people: {})",
+        report_path.display(),
+        page.display()
+    );
     println!("results: {}", result.dir.join("results.jsonl").display());
 
     let allowlist_path = global.allowlist_path();

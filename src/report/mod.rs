@@ -1,8 +1,9 @@
 //! Reports out: `results.jsonl` (streamed during the run), `report.json` (written at
 //! the end by streaming the results back, so memory stays flat), `junit.xml` for CI
-//! test reporters, `summary.md` for a CI job summary, and the terminal summary with a
-//! progress display.
+//! test reporters, `summary.md` for a CI job summary, `report.html` for people, and the
+//! terminal summary with a progress display.
 
+pub mod html;
 pub mod json;
 pub mod jsonl;
 pub mod junit;
