@@ -408,3 +408,113 @@ async fn ctrl_c_marks_the_report_incomplete_and_leaves_the_allowlist_alone() {
         before
     );
 }
+
+/// The `report.json` a run printed the path of (two runs can start in the same second,
+/// so the newest folder is not necessarily this run's).
+fn report_of(out: &std::process::Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("report: "))
+        .unwrap_or_else(|| panic!("no report path in {stdout}"));
+    let path = line.split(" (for people").next().unwrap();
+    read_json(std::path::Path::new(path))
+}
+
+/// A run recorded against the mock replays with the mock gone and no key: the same
+/// verdicts, a re-check under a changed rule, and never a change to the allowlist.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_recorded_run_replays_without_the_network_or_the_key() {
+    let project = Project::new(&["openai"]);
+    let server = openai_mock(&project, Mode::Faithful).await;
+    let uri = server.uri();
+    let run = |extra: &[&str], key: bool| {
+        let mut cmd = project.cmd();
+        if key {
+            cmd.env("OPENAI_API_KEY", KEY);
+        }
+        cmd.args([
+            "run",
+            "openai",
+            "--suite",
+            "ticket-triage",
+            "--no-progress",
+            "--base-url",
+            &uri,
+        ])
+        .args(extra)
+        .output()
+        .unwrap()
+    };
+    let recorded = run(&["--record", "tapes"], true);
+    assert_eq!(recorded.status.code(), Some(0), "{recorded:?}");
+    let tape = std::fs::read_to_string(project.path("tapes/openai.jsonl")).unwrap();
+    let requests = server.received_requests().await.unwrap().len();
+    assert_eq!(tape.lines().count(), requests);
+    assert!(!tape.contains(KEY), "the key reached the tape");
+    let first = report_of(&recorded);
+    drop(server);
+    let allowlist = std::fs::read(project.path("allowlist.json")).unwrap();
+
+    let replayed = run(&["--replay", "tapes"], false);
+    let stdout = String::from_utf8_lossy(&replayed.stdout);
+    assert_eq!(replayed.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("untouched"), "{stdout}");
+    let again = report_of(&replayed);
+    for field in ["verdict", "passed", "failed", "codes"] {
+        assert_eq!(
+            again["verdicts"][0][field], first["verdicts"][0][field],
+            "{field}"
+        );
+    }
+
+    // A stricter rule, checked against the recorded answers.
+    let suite = project.path("fixtures/ticket-triage/suite.toml");
+    let text = std::fs::read_to_string(&suite).unwrap();
+    std::fs::write(
+        &suite,
+        format!("{text}\n[[rules]]\nname = \"one_tag\"\nexpr = '.tags | length <= 1'\nmessage = \"one tag at most\"\n"),
+    )
+    .unwrap();
+    let stricter = run(&["--replay", "tapes"], false);
+    assert_eq!(stricter.status.code(), Some(1), "{stricter:?}");
+    let report = report_of(&stricter);
+    assert!(
+        report["verdicts"][0]["codes"]["rule_failed"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{report}"
+    );
+    assert_eq!(
+        std::fs::read(project.path("allowlist.json")).unwrap(),
+        allowlist
+    );
+
+    // A request the tape does not hold: a configuration error, not a verdict.
+    let elsewhere = project
+        .cmd()
+        .args([
+            "run",
+            "openai",
+            "--suite",
+            "invoice-extraction",
+            "--no-progress",
+        ])
+        .args(["--base-url", &uri, "--replay", "tapes"])
+        .output()
+        .unwrap();
+    assert_eq!(elsewhere.status.code(), Some(2), "{elsewhere:?}");
+    let report = report_of(&elsewhere);
+    assert!(
+        report["verdicts"][0]["codes"]["not_recorded"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{report}"
+    );
+    assert_eq!(
+        std::fs::read(project.path("allowlist.json")).unwrap(),
+        allowlist
+    );
+}

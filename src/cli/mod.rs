@@ -82,7 +82,9 @@ pub enum Command {
     #[command(after_help = "Examples:\n  \
 conform run openai                      one provider, every suite\n  \
 conform run vllm --suite ticket-triage  one provider, one suite\n  \
-conform run openai --base-url http://127.0.0.1:8080   another address for one provider\n\n\
+conform run openai --base-url http://127.0.0.1:8080   another address for one provider\n  \
+conform run openai --record tapes       also keep the answers, sanitized\n  \
+conform run openai --replay tapes       re-check them: no network, no key, no allowlist change\n\n\
 Exit codes: 0 every provider conformant, 1 a provider is not conformant, 2 usage or \
 configuration error, 3 inconclusive (unreachable, auth failed, too many transport errors, \
 interrupted): an inconclusive run changes nothing in the allowlist.")]

@@ -1,5 +1,6 @@
 //! `conform run` and `conform demo`.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,7 +9,8 @@ use clap::Args;
 
 use conform::allowlist;
 use conform::config::{Diagnostics, Kind, Selection, Workspace};
-use conform::provider::transport::{Endpoint, Transport};
+use conform::provider::tape::{Recorder, Replayer};
+use conform::provider::transport::{Endpoint, Tape, Transport};
 use conform::provider::wire_format;
 use conform::report;
 use conform::run::{self, RunOptions, RunResult, Target};
@@ -28,6 +30,22 @@ pub struct RunArgs {
     /// (one provider only).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
+    /// Also write every response to DIR/<provider>.jsonl, sanitized (no key, no
+    /// credential header), for `--replay`.
+    #[arg(long, value_name = "DIR", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+    /// Answer every call from the tapes in DIR instead of the network (no key needed).
+    /// A replay re-checks recorded answers, e.g. after a rule changed; it proves nothing
+    /// about the provider today, so it never touches the allowlist.
+    #[arg(long, value_name = "DIR")]
+    pub replay: Option<PathBuf>,
+}
+
+/// Where a run's answers go besides the reports, or come from instead of the network.
+#[derive(Debug, Clone)]
+enum TapeMode {
+    Record(PathBuf),
+    Replay(PathBuf),
 }
 
 #[derive(Debug, Args)]
@@ -77,7 +95,12 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
             p.base_url = url.trim_end_matches('/').to_string();
         }
     }
-    let result = execute(global, workspace, &args.common).await?;
+    let tape = match (args.record, args.replay) {
+        (Some(dir), _) => Some(TapeMode::Record(dir)),
+        (None, Some(dir)) => Some(TapeMode::Replay(dir)),
+        (None, None) => None,
+    };
+    let result = execute(global, workspace, &args.common, tape).await?;
     Ok(result.map_or(EXIT_CONFIG, |(result, config_error)| {
         exit_code(&result, config_error)
     }))
@@ -95,7 +118,7 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<u8> {
         );
         return Ok(EXIT_CONFIG);
     }
-    let Some((result, _)) = execute(global, workspace.clone(), &args.common).await? else {
+    let Some((result, _)) = execute(global, workspace.clone(), &args.common, None).await? else {
         return Ok(EXIT_CONFIG);
     };
     if !result.complete {
@@ -150,6 +173,7 @@ async fn execute(
     global: &Global,
     workspace: Workspace,
     common: &Common,
+    tape: Option<TapeMode>,
 ) -> anyhow::Result<Option<(RunResult, bool)>> {
     let suites = match run::prepare(workspace.suites) {
         Ok(suites) => suites,
@@ -180,10 +204,13 @@ async fn execute(
 
     let transport = Transport::new()?;
     let mut targets = Vec::new();
+    let mut recorders = Vec::new();
     for config in providers {
-        let key = match config.api_key() {
-            Ok(key) => key,
-            Err(e) => {
+        let key = match (config.api_key(), &tape) {
+            (Ok(key), _) => key,
+            // Nothing is sent when replaying, so no key is needed.
+            (Err(_), Some(TapeMode::Replay(_))) => None,
+            (Err(e), _) => {
                 eprintln!("error: {e}");
                 return Ok(None);
             }
@@ -196,15 +223,27 @@ async fn execute(
             }
         };
         let wire = wire_format(config.wire_kind());
-        targets.push(Arc::new(
-            Target::new(Endpoint::new(
-                Arc::new(config),
-                wire,
-                key,
-                transport.clone(),
-            ))
-            .with_counter(counter),
-        ));
+        let name = config.name.clone();
+        let mut endpoint = Endpoint::new(Arc::new(config), wire, key.clone(), transport.clone());
+        match &tape {
+            Some(TapeMode::Record(dir)) => {
+                let recorder = Arc::new(Recorder::create(dir, &name, key)?);
+                recorders.push(Arc::clone(&recorder));
+                endpoint = endpoint.with_tape(Tape::Record(recorder));
+            }
+            Some(TapeMode::Replay(dir)) => {
+                let replayer = match Replayer::open(dir, &name) {
+                    Ok(replayer) => replayer,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return Ok(None);
+                    }
+                };
+                endpoint = endpoint.with_tape(Tape::Replay(Arc::new(replayer)));
+            }
+            None => {}
+        }
+        targets.push(Arc::new(Target::new(endpoint).with_counter(counter)));
     }
 
     let run_id = run::new_run_id();
@@ -234,8 +273,19 @@ async fn execute(
     );
     println!("results: {}", result.dir.join("results.jsonl").display());
 
+    for recorder in &recorders {
+        println!("tape: {}", recorder.finish()?.display());
+    }
+
     let allowlist_path = global.allowlist_path();
-    if result.complete {
+    if let Some(TapeMode::Replay(dir)) = &tape {
+        println!(
+            "allowlist: {} untouched: the answers were replayed from {}, which proves nothing \
+             about the providers today",
+            allowlist_path.display(),
+            dir.display()
+        );
+    } else if result.complete {
         let changes =
             allowlist::changes_from_run(&result, &suites, &targets, &report_path, common.valid_for);
         let updated = allowlist::update(&allowlist_path, &changes)?;

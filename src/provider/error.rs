@@ -44,6 +44,8 @@ pub enum ErrorKind {
     InvalidResponse,
     /// Any other status.
     UnexpectedStatus,
+    /// Replaying: the tape holds no answer to this request.
+    NotRecorded,
 }
 
 /// What a final (not retried, or out of retries) error means for the run.
@@ -79,6 +81,7 @@ impl ErrorKind {
             ErrorKind::HtmlErrorPage => "html_error_page",
             ErrorKind::InvalidResponse => "invalid_response",
             ErrorKind::UnexpectedStatus => "unexpected_status",
+            ErrorKind::NotRecorded => "not_recorded",
         }
     }
 
@@ -104,7 +107,9 @@ impl ErrorKind {
             ErrorKind::Auth | ErrorKind::QuotaExhausted | ErrorKind::ConnectionRefused => {
                 Effect::HaltProvider
             }
-            ErrorKind::BadRequest | ErrorKind::NotFound => Effect::ConfigError,
+            ErrorKind::BadRequest | ErrorKind::NotFound | ErrorKind::NotRecorded => {
+                Effect::ConfigError
+            }
             ErrorKind::ContextLength | ErrorKind::RequestTooLarge => Effect::ConformanceFailure,
             _ => Effect::Transport,
         }

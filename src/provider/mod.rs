@@ -18,6 +18,7 @@ pub mod openai_responses;
 pub(crate) mod openai_stream;
 pub mod sse;
 mod streamed;
+pub mod tape;
 pub mod transport;
 
 use std::sync::Arc;

@@ -9,6 +9,7 @@ use backon::{ExponentialBuilder, Retryable};
 
 use super::error::{CallError, ErrorKind};
 use super::limits::Limiter;
+use super::tape::{Recorder, Replayer};
 use super::{CallSpec, Completion, Reply, WireFormat};
 use crate::config::ProviderConfig;
 use crate::secret::Secret;
@@ -38,6 +39,15 @@ impl Transport {
     }
 }
 
+/// Where an endpoint's answers come from besides the network: see [`super::tape`].
+#[derive(Debug, Clone)]
+pub enum Tape {
+    /// Every response is also written to the tape.
+    Record(Arc<Recorder>),
+    /// Every answer comes from the tape; nothing is sent.
+    Replay(Arc<Replayer>),
+}
+
 /// One provider, ready to call: its configuration, wire format, key and rate limits.
 pub struct Endpoint {
     pub config: Arc<ProviderConfig>,
@@ -45,6 +55,7 @@ pub struct Endpoint {
     key: Option<Secret>,
     limiter: Limiter,
     transport: Transport,
+    tape: Option<Tape>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -69,6 +80,15 @@ impl Endpoint {
             key,
             limiter,
             transport,
+            tape: None,
+        }
+    }
+
+    /// Records every response to `tape`, or answers from it without the network.
+    pub fn with_tape(self, tape: Tape) -> Self {
+        Endpoint {
+            tape: Some(tape),
+            ..self
         }
     }
 
@@ -102,10 +122,23 @@ impl Endpoint {
             .map_err(|e| e.scrub(self.key.as_ref()))
     }
 
-    /// Exactly one HTTP request.
+    /// Exactly one HTTP request, or, replaying, the next recorded answer to it.
     async fn once(&self, call: &CallSpec<'_>, tokens: u32) -> Result<(Reply, Duration), CallError> {
-        self.limiter.acquire(tokens).await;
         let request = self.wire.encode(call, &self.config, self.key.as_ref());
+        if let Some(Tape::Replay(tape)) = &self.tape {
+            let digest = crate::digest::canonical(&request.body);
+            let Some((status, headers, body)) = tape.next(&digest) else {
+                return Err(CallError::new(
+                    ErrorKind::NotRecorded,
+                    format!(
+                        "{} holds no (further) answer to this request: record the tape again",
+                        tape.path().display()
+                    ),
+                ));
+            };
+            return self.answer(status, &headers, &body, Duration::ZERO);
+        }
+        self.limiter.acquire(tokens).await;
         let started = Instant::now();
         let response = self
             .transport
@@ -121,10 +154,24 @@ impl Endpoint {
         let headers = response.headers().clone();
         let body = response.bytes().await.map_err(|e| from_reqwest(&e, true))?;
         let latency = started.elapsed();
+        if let Some(Tape::Record(tape)) = &self.tape {
+            let digest = crate::digest::canonical(&request.body);
+            tape.record(&digest, &request.body, status, &headers, &body);
+        }
+        self.answer(status, &headers, &body, latency)
+    }
+
+    fn answer(
+        &self,
+        status: u16,
+        headers: &reqwest::header::HeaderMap,
+        body: &[u8],
+        latency: Duration,
+    ) -> Result<(Reply, Duration), CallError> {
         if (200..300).contains(&status) {
-            self.wire.decode(&body).map(|reply| (reply, latency))
+            self.wire.decode(body).map(|reply| (reply, latency))
         } else {
-            Err(self.wire.classify(status, &headers, &body))
+            Err(self.wire.classify(status, headers, body))
         }
     }
 }
