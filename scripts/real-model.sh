@@ -49,8 +49,16 @@ fetch_model() {
   rm -rf "$t"
 }
 
+# Not -march=native: a VM can advertise AMX that the sandbox's kernel does not let a
+# process use, and ggml's AMX kernels then die on SIGILL at the first matrix product.
+# x86-64-v3 (AVX2, FMA, F16C) runs on any CPU this project's machines have, and fast.
+GGML_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+  -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+
 build_server() {
-  if [ -x "$SERVER" ]; then return; fi
+  # The flags are part of the cache key: a server built with other flags is rebuilt.
+  if [ -x "$SERVER" ] && [ "$(cat "$BUILD/flags" 2>/dev/null)" = "${GGML_FLAGS[*]}" ]; then return; fi
+  rm -rf "$BUILD/build"
   log "building llama-server into $BUILD (5-11 minutes on two cores)"
   mkdir -p "$BUILD"
   if ! command -v cmake >/dev/null || ! command -v ninja >/dev/null; then
@@ -67,9 +75,10 @@ build_server() {
   nice cmake -S "$src/vendor/llama.cpp" -B "$BUILD/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
     -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
-    -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON >"$BUILD/cmake-configure.log"
+    -DLLAMA_OPENSSL=OFF "${GGML_FLAGS[@]}" >"$BUILD/cmake-configure.log"
   nice cmake --build "$BUILD/build" --target llama-server -j "${BUILD_JOBS:-2}" >&2
   [ -x "$SERVER" ] || { log "build finished but $SERVER is missing"; exit 1; }
+  echo "${GGML_FLAGS[*]}" >"$BUILD/flags"
 }
 
 healthy() { curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; }
