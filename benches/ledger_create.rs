@@ -142,13 +142,17 @@ async fn postgres(span: Duration) {
         .test_before_acquire(false)
         .connect_lazy(&url)
         .expect("a raw pool");
-    let raw_statement = raw_pg(raw.clone(), span, CREATE_JOB_POSTGRES).await;
-    let raw_job = raw_pg(raw.clone(), span, RAW_INSERT).await;
+    let raw_statement = raw_pg(raw.clone(), span, Baseline::JobAndAttempt).await;
+    let raw_job = raw_pg(raw.clone(), span, Baseline::JobAlone).await;
     raw.close().await;
     let ledger_rate = ledger_rate(ledger.clone(), span, "ledger").await;
     ledger.close().await;
-    let pgbench_statement = pgbench(&base, &pgbench_script(&schema, CREATE_JOB_POSTGRES), span);
-    let pgbench_job = pgbench(&base, &pgbench_script(&schema, RAW_INSERT), span);
+    let pgbench_statement = pgbench(
+        &base,
+        &pgbench_script(&schema, Baseline::JobAndAttempt),
+        span,
+    );
+    let pgbench_job = pgbench(&base, &pgbench_script(&schema, Baseline::JobAlone), span);
     let line = |label: &str, rate: Option<f64>| match rate {
         Some(rate) => println!(
             "  {label:<58} {rate:>7.0} jobs/s   ledger: {:>4.0} %",
@@ -200,12 +204,29 @@ async fn postgres(span: Duration) {
         .expect("drop the schema");
 }
 
-/// Keys never repeat across measurements on one schema: each baseline has its own prefix.
-fn key_prefix(statement: &str) -> &'static str {
-    if statement == CREATE_JOB_POSTGRES {
-        "both"
-    } else {
-        "job"
+/// What a raw PostgreSQL baseline writes.
+#[derive(Clone, Copy)]
+enum Baseline {
+    /// The job and its first attempt: the ledger's own statement.
+    JobAndAttempt,
+    /// The job row alone, for scale.
+    JobAlone,
+}
+
+impl Baseline {
+    fn statement(self) -> &'static str {
+        match self {
+            Baseline::JobAndAttempt => CREATE_JOB_POSTGRES,
+            Baseline::JobAlone => RAW_INSERT,
+        }
+    }
+
+    /// Keys never repeat across measurements on one schema: each has its own prefix.
+    fn key_prefix(self) -> &'static str {
+        match self {
+            Baseline::JobAndAttempt => "both",
+            Baseline::JobAlone => "job",
+        }
     }
 }
 
@@ -220,23 +241,23 @@ fn raw_id(prefix: &str, c: u64, n: u64) -> String {
     )
 }
 
-/// `statement` ([`CREATE_JOB_POSTGRES`] or [`RAW_INSERT`]) from 64 clients, through sqlx
-/// with the ledger's parameters, without the ledger.
-async fn raw_pg(pool: PgPool, span: Duration, statement: &'static str) -> f64 {
+/// The baseline's statement from 64 clients, through sqlx with the ledger's parameters,
+/// without the ledger.
+async fn raw_pg(pool: PgPool, span: Duration, baseline: Baseline) -> f64 {
     measure(span, move |c, n| {
         let pool = pool.clone();
         async move {
-            let mut query = sqlx::query(statement)
+            let mut query = sqlx::query(baseline.statement())
                 .bind(raw_id("job", c, n))
                 .bind("bench-raw")
-                .bind(format!("{}-{c}-{n}", key_prefix(statement)))
+                .bind(format!("{}-{c}-{n}", baseline.key_prefix()))
                 .bind("sha256:bench")
                 .bind("bench")
                 .bind("primary")
                 .bind(r#"{"messages":[{"role":"user","content":"bench"}]}"#)
                 .bind(1i64)
                 .bind(0i64);
-            if statement == CREATE_JOB_POSTGRES {
+            if let Baseline::JobAndAttempt = baseline {
                 query = query
                     .bind(raw_id("att", c, n))
                     .bind(1i64)
@@ -251,10 +272,10 @@ async fn raw_pg(pool: PgPool, span: Duration, statement: &'static str) -> f64 {
     .await
 }
 
-/// `statement` as a pgbench script: each `$n` replaced by what the ledger would bind,
-/// time-ordered ids included. pgbench reads `:name` as a variable, so the colons of
-/// literals are spliced in with `chr(58)`.
-fn pgbench_script(schema: &str, statement: &str) -> String {
+/// The baseline's statement as a pgbench script: each `$n` replaced by what the ledger
+/// would bind, time-ordered ids included. pgbench reads `:name` as a variable, so the
+/// colons of literals are spliced in with `chr(58)`.
+fn pgbench_script(schema: &str, baseline: Baseline) -> String {
     let unique = "CAST(:client_id AS text) || '-' || CAST(:n AS text)";
     let id = |prefix: &str| {
         format!(
@@ -265,7 +286,7 @@ fn pgbench_script(schema: &str, statement: &str) -> String {
     let values = [
         id("job"),
         "'bench-pgbench'".to_string(),
-        format!("'{}-' || {unique}", key_prefix(statement)),
+        format!("'{}-' || {unique}", baseline.key_prefix()),
         "'sha256' || chr(58) || 'bench'".to_string(),
         "'bench'".to_string(),
         "'primary'".to_string(),
@@ -279,7 +300,8 @@ fn pgbench_script(schema: &str, statement: &str) -> String {
         "0".to_string(),
         "60000".to_string(),
     ];
-    let mut sql = statement
+    let mut sql = baseline
+        .statement()
         .replace("INSERT INTO jobs", &format!("INSERT INTO {schema}.jobs"))
         .replace(
             "INSERT INTO attempts",

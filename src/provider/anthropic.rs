@@ -11,7 +11,7 @@
 //! the total unknown, never smaller. Errors are `{"type": "error", "error": {"type",
 //! "message"}}`; context overflow has no code, only the message "prompt is too long".
 
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
@@ -70,18 +70,13 @@ impl WireFormat for AnthropicMessages {
             StructuredOutput::JsonObject | StructuredOutput::Prompt => {}
         }
 
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let mut headers = super::json_headers(
+            key.map(|k| (HeaderName::from_static("x-api-key"), k.expose().to_string())),
+        );
         headers.insert(
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(API_VERSION),
         );
-        if let Some(key) = key
-            && let Ok(mut value) = HeaderValue::from_str(key.expose())
-        {
-            value.set_sensitive(true);
-            headers.insert(HeaderName::from_static("x-api-key"), value);
-        }
         WireRequest {
             url: format!("{}/v1/messages", config.base_url),
             headers,

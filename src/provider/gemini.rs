@@ -19,7 +19,7 @@
 
 use std::time::Duration;
 
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
@@ -93,14 +93,12 @@ impl WireFormat for GeminiGenerateContent {
         }
         body.insert("generationConfig".into(), Value::Object(generation));
 
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        if let Some(key) = key
-            && let Ok(mut value) = HeaderValue::from_str(key.expose())
-        {
-            value.set_sensitive(true);
-            headers.insert(HeaderName::from_static("x-goog-api-key"), value);
-        }
+        let headers = super::json_headers(key.map(|k| {
+            (
+                HeaderName::from_static("x-goog-api-key"),
+                k.expose().to_string(),
+            )
+        }));
         let model = config
             .model
             .strip_prefix("models/")
@@ -147,8 +145,12 @@ impl WireFormat for GeminiGenerateContent {
         if classified.message.is_empty() {
             classified.message = error::excerpt(body);
         }
-        let wait = super::retry_after(headers).or_else(|| parsed.as_ref().and_then(retry_delay));
-        classified.server_hints(headers).retry_after(wait)
+        // The headers first; Google's own `RetryInfo` when they say nothing.
+        let hinted = classified.server_hints(headers);
+        match hinted.retry_after {
+            Some(_) => hinted,
+            None => hinted.retry_after(parsed.as_ref().and_then(retry_delay)),
+        }
     }
 }
 

@@ -23,7 +23,7 @@ pub mod transport;
 
 use std::sync::Arc;
 
-use reqwest::header::HeaderMap;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 pub use completion::{Completion, Finish, FinishKind, Reply, Usage};
@@ -83,6 +83,30 @@ pub fn wire_format(kind: Kind) -> Arc<dyn WireFormat> {
         Kind::Gemini => Arc::new(gemini::GeminiGenerateContent),
         Kind::Ollama => Arc::new(ollama::OllamaChat),
     }
+}
+
+/// The headers of a JSON request, with the credential (`(header, value)`, the value in
+/// that header's form) marked sensitive so that no debug print or log shows it.
+pub(crate) fn json_headers(credential: Option<(HeaderName, String)>) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Some((name, value)) = credential
+        && let Ok(mut value) = HeaderValue::from_str(&value)
+    {
+        value.set_sensitive(true);
+        headers.insert(name, value);
+    }
+    headers
+}
+
+/// The chat messages a prompt is sent as: the system prompt, if any, then the user's.
+pub(crate) fn chat_messages(prompt: &Prompt) -> Value {
+    let mut messages = Vec::with_capacity(2);
+    if let Some(system) = &prompt.system {
+        messages.push(serde_json::json!({"role": "system", "content": system}));
+    }
+    messages.push(serde_json::json!({"role": "user", "content": prompt.user}));
+    Value::Array(messages)
 }
 
 /// Reads `x-should-retry: true|false`; anything else is no answer.

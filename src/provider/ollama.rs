@@ -10,7 +10,7 @@
 //! disappears on prompt-cache hits) is unknown, never 0. `model` echoes the tag that was
 //! asked for. Errors are `{"error": "…"}` with the HTTP status.
 
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
@@ -29,15 +29,9 @@ impl WireFormat for OllamaChat {
         config: &ProviderConfig,
         key: Option<&Secret>,
     ) -> WireRequest {
-        let mut messages = Vec::with_capacity(2);
-        if let Some(system) = &call.prompt.system {
-            messages.push(json!({"role": "system", "content": system}));
-        }
-        messages.push(json!({"role": "user", "content": call.prompt.user}));
-
         let mut body = Map::new();
         body.insert("model".into(), json!(config.model));
-        body.insert("messages".into(), Value::Array(messages));
+        body.insert("messages".into(), super::chat_messages(call.prompt));
         body.insert("stream".into(), json!(false));
         match config.structured_output {
             StructuredOutput::JsonSchema => {
@@ -60,18 +54,10 @@ impl WireFormat for OllamaChat {
         }
         body.insert("options".into(), Value::Object(options));
 
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        // Local Ollama needs no key; Ollama's cloud takes a bearer token.
-        if let Some(key) = key
-            && let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
-        {
-            value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
-        }
         WireRequest {
             url: format!("{}/api/chat", config.base_url),
-            headers,
+            // Local Ollama needs no key; Ollama's cloud takes a bearer token.
+            headers: super::openai::headers(key),
             body: Value::Object(body),
         }
     }

@@ -6,7 +6,7 @@
 //! `finish_reason: "stop"`; it is normalized to [`FinishKind::Refusal`]. With `stream = true`
 //! the answer is an event stream of chunks, folded by [`super::openai_stream`].
 
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status};
@@ -138,15 +138,9 @@ pub(crate) fn encode_chat(
     key: Option<&Secret>,
     max_tokens_field: &str,
 ) -> WireRequest {
-    let mut messages = Vec::with_capacity(2);
-    if let Some(system) = &call.prompt.system {
-        messages.push(json!({"role": "system", "content": system}));
-    }
-    messages.push(json!({"role": "user", "content": call.prompt.user}));
-
     let mut body = Map::new();
     body.insert("model".into(), json!(config.model));
-    body.insert("messages".into(), Value::Array(messages));
+    body.insert("messages".into(), super::chat_messages(call.prompt));
     body.insert("temperature".into(), json!(config.temperature));
     body.insert(max_tokens_field.into(), json!(config.max_output_tokens));
     if let Some(seed) = config.seed {
@@ -193,15 +187,7 @@ pub(crate) fn encode_chat(
 
 /// A JSON body, and the key as a bearer token marked sensitive.
 pub(crate) fn headers(key: Option<&Secret>) -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    if let Some(key) = key
-        && let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
-    {
-        value.set_sensitive(true);
-        headers.insert(AUTHORIZATION, value);
-    }
-    headers
+    super::json_headers(key.map(|k| (AUTHORIZATION, format!("Bearer {}", k.expose()))))
 }
 
 /// The schema as providers accept it: without the `$schema` dialect marker, which

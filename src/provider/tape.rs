@@ -223,7 +223,7 @@ mod tests {
         let recorder = Recorder::create(dir.path(), "p", Some(Secret::new(key.into()))).unwrap();
         let mut headers = HeaderMap::new();
         headers.insert("set-cookie", HeaderValue::from_static("session=abc"));
-        headers.insert("x-api-key-echo", HeaderValue::from_static("sk-canary-123"));
+        headers.insert("x-api-key-echo", HeaderValue::from_str(key).unwrap());
         headers.insert("retry-after", HeaderValue::from_static("1"));
         let request = json!({"messages": [{"content": format!("echo {key}")}]});
         recorder.record("d1", &request, 429, &headers, b"slow down");

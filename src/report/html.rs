@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::json::{VerdictView, verdict_views};
+use super::json::{VerdictView, rfc3339, verdict_views};
 use crate::run::{RunResult, Target};
 
 /// The failed calls a pair's section lists; the rest are counted.
@@ -101,10 +101,6 @@ pub fn render(result: &RunResult, views: Vec<VerdictView<'_>>) -> io::Result<Str
             }
         }
     }
-    let rfc3339 = |t: time::OffsetDateTime| {
-        t.format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default()
-    };
     let page = Page {
         run: RunView {
             id: &result.run_id,

@@ -55,10 +55,6 @@ pub fn write(
 ) -> io::Result<PathBuf> {
     let path = result.dir.join("report.json");
     let mut out = BufWriter::new(File::create(&path)?);
-    let rfc3339 = |t: time::OffsetDateTime| {
-        t.format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default()
-    };
     let head = json!({
         "format": FORMAT,
         "run": {
@@ -93,6 +89,12 @@ pub fn write(
     out.flush()?;
     out.get_ref().sync_all()?;
     Ok(path)
+}
+
+/// A run's time as the reports show it.
+pub(crate) fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
 fn copy_lines(results: &Path, out: &mut impl Write) -> io::Result<()> {
