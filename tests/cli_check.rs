@@ -61,7 +61,7 @@ fn every_problem_is_listed_with_file_line_and_field() {
 
 #[test]
 fn a_malformed_case_names_its_line_and_column() {
-    let project = Project::new(&[]);
+    let project = Project::new(&["sim-steady"]);
     project.write(
         "fixtures/ticket-triage/cases/998-broken.json",
         "{\n  \"vars\": {\"subject\": \"x\",}\n}\n",

@@ -79,10 +79,22 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
     }
     assert!(expected.iter().any(|(_, p)| p == "sim-steady"));
     assert!(expected.iter().any(|(_, p)| p == "sim-rate-limited"));
-    assert_eq!(entries(&project.allowlist()), expected);
+    // The demo's evidence stays beside its report, marked simulated; the allowlist
+    // production reads is never written.
+    let run = project.last_run();
+    let demo_list = read_json(&run.join("allowlist.json"));
+    assert_eq!(entries(&demo_list), expected);
+    assert!(
+        demo_list["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["simulated"] == true),
+        "{demo_list}"
+    );
+    assert!(!project.path("allowlist.json").exists());
 
     // Every other provider is explained by its verdict codes.
-    let run = project.last_run();
     let report = read_json(&run.join("report.json"));
     assert_eq!(report["run"]["complete"], true);
     for v in report["verdicts"].as_array().unwrap() {

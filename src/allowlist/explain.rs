@@ -1,43 +1,14 @@
-//! Where a (suite, provider) stands in the allowlist, and why: for `conform allowlist
-//! show` and `explain`, and for anyone who must tell a person why failover is off.
+//! Where a (suite, provider) stands, in words: for `conform allowlist show | explain`,
+//! and for anyone who must tell a person why failover is off. The decision itself is
+//! [`super::decide`]'s; this only names it.
 
-use serde::Serialize;
-use time::OffsetDateTime;
+use super::decision::{Denial, Permit};
 
-use super::format::{Allowlist, Entry, Revocation};
-use super::reader::{Observed, Reason};
-
-/// The standing of one (suite, provider) at one instant.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum Standing {
-    /// A valid entry permits failover.
-    Permitted { entry: Box<Entry> },
-    /// The entry's `valid_until` has passed (or does not parse).
-    Expired { entry: Box<Entry> },
-    /// The last conclusive run found the provider nonconformant.
-    Revoked { revocation: Revocation },
-    /// No entry and no revocation: no conclusive run has been recorded.
-    NeverRun,
-}
-
-impl Standing {
-    /// The stable code: `permitted`, `expired`, `revoked` or `never_run`.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Standing::Permitted { .. } => "permitted",
-            Standing::Expired { .. } => "expired",
-            Standing::Revoked { .. } => "revoked",
-            Standing::NeverRun => "never_run",
-        }
-    }
-}
-
-/// The standing of (`suite`, `provider`) in `list` at `at`, decided by the same rules as
-/// [`Allowlist::permits`] with nothing observed.
+/// The stable status of a decision: `permitted`, or the denial's reason code
+/// (`no_entry`, `revoked`, `expired`, `suite_changed` …).
 ///
 /// ```
-/// use conform::allowlist::{Allowlist, Revocation, Standing, standing};
+/// use conform::allowlist::{Allowlist, Observed, Revocation, status};
 /// let mut list = Allowlist::default();
 /// list.revocations.push(Revocation {
 ///     suite: "invoice-extraction".into(),
@@ -48,25 +19,14 @@ impl Standing {
 ///     report: "reports/r7/report.json".into(),
 /// });
 /// let now = time::OffsetDateTime::now_utc();
-/// assert_eq!(standing(&list, "invoice-extraction", "mistral", now).code(), "revoked");
-/// assert_eq!(standing(&list, "ticket-triage", "mistral", now), Standing::NeverRun);
+/// let decision = list.decide("invoice-extraction", "mistral", now, &Observed::default());
+/// assert_eq!(status(&decision), "revoked");
+/// let decision = list.decide("ticket-triage", "mistral", now, &Observed::default());
+/// assert_eq!(status(&decision), "no_entry");
 /// ```
-pub fn standing(list: &Allowlist, suite: &str, provider: &str, at: OffsetDateTime) -> Standing {
-    match list.permits(suite, provider, at, &Observed::default()) {
-        Ok(permit) => Standing::Permitted {
-            entry: Box::new(permit.entry),
-        },
-        Err(denial) if denial.reason == Reason::Expired => match list.entry(suite, provider) {
-            Some(entry) => Standing::Expired {
-                entry: Box::new(entry.clone()),
-            },
-            None => Standing::NeverRun,
-        },
-        Err(_) => match list.revocation(suite, provider) {
-            Some(revocation) => Standing::Revoked {
-                revocation: revocation.clone(),
-            },
-            None => Standing::NeverRun,
-        },
+pub fn status(decision: &Result<Permit, Denial>) -> &'static str {
+    match decision {
+        Ok(_) => "permitted",
+        Err(denial) => denial.reason.code(),
     }
 }

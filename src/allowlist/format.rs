@@ -76,10 +76,19 @@ pub struct Entry {
     pub generated_at: String,
     /// RFC 3339, UTC. After this instant the entry permits nothing.
     pub valid_until: String,
+    /// The evidence came from a simulated provider (`conform demo`): it demonstrates the
+    /// pipeline and never permits a real failover. Written only when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub simulated: bool,
+    /// The file held only the members the orchestrator contract requires (`suite`,
+    /// `provider`, `valid_until`): no digests and no evidence to hold against what a
+    /// caller observes. Never written: the next update drops such entries.
+    #[serde(skip)]
+    pub contract_only: bool,
 }
 
 /// What the entry rests on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
     pub run_id: String,
     /// The run's `report.json`.

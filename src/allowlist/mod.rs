@@ -2,10 +2,13 @@
 //! fail over automatically to a provider for a task.
 //!
 //! - [`format`](mod@format): `conform.allowlist/v1`, entries and revocations;
-//! - [`reader`]: [`permits`], for Rust orchestrators; it fails closed;
+//! - [`decision`]: [`decide`], the one place that says whether failover to a provider is
+//!   permitted for a suite; every caller asks it, and it fails closed;
+//! - [`local`]: what the project's files say now (the digests the evidence must match);
+//! - [`reader`]: loading a file without trusting it, and [`permits`] for Rust orchestrators;
 //! - [`writer`]: locked read-modify-write and an atomic rename, so a reader sees the
 //!   old file or the new one, never half of one;
-//! - [`explain`]: where a (suite, provider) stands and why, for people.
+//! - [`explain`]: a decision's status in words, for people.
 //!
 //! The format's JSON Schema is [`SCHEMA`] (`schemas/allowlist.v1.schema.json`).
 //!
@@ -18,12 +21,16 @@
 //! assert_eq!(denial.reason, Reason::Missing);
 //! ```
 
+pub mod decision;
 pub mod explain;
 pub mod format;
+pub mod local;
 pub mod reader;
 pub mod writer;
 
-pub use explain::{Standing, standing};
+pub use decision::{Denial, Observed, Permit, Query, Reason, decide};
+pub use explain::status;
 pub use format::{Allowlist, Entry, Evidence, FORMAT, Revocation, SCHEMA};
-pub use reader::{Denial, Observed, Permit, Reason, permits};
-pub use writer::{Change, UpdateError, Updated, changes_from_run, update};
+pub use local::Local;
+pub use reader::permits;
+pub use writer::{Change, Destination, UpdateError, Updated, changes_from_run, update};

@@ -2,112 +2,16 @@
 
 use std::path::Path;
 
-use serde::Serialize;
+use serde::Deserialize;
 use serde_json::Value;
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
+use super::decision::{Denial, Observed, Permit, Reason};
 use super::format::{Allowlist, Entry, FORMAT};
 
-/// Why failover is not permitted. The codes are stable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Reason {
-    /// There is no allowlist file.
-    Missing,
-    /// The file is not JSON, or has no `entries` list.
-    Unreadable,
-    /// Not an object, or another `format`.
-    UnknownFormat,
-    /// No entry for this (suite, provider).
-    NoEntry,
-    /// The entry's `valid_until` has passed or does not parse.
-    Expired,
-    /// The caller's suite digest differs from the one the evidence was made with.
-    SuiteChanged,
-    /// The caller saw a served model or fingerprint that the evidence never saw.
-    ModelDrift,
-}
-
-impl Reason {
-    /// The stable, machine-readable code: `missing`, `unreadable`, `unknown_format`,
-    /// `no_entry`, `expired`, `suite_changed` or `model_drift`.
-    pub fn code(self) -> &'static str {
-        match self {
-            Reason::Missing => "missing",
-            Reason::Unreadable => "unreadable",
-            Reason::UnknownFormat => "unknown_format",
-            Reason::NoEntry => "no_entry",
-            Reason::Expired => "expired",
-            Reason::SuiteChanged => "suite_changed",
-            Reason::ModelDrift => "model_drift",
-        }
-    }
-}
-
-/// Failover is not permitted, and why: a stable [`Reason`] and a sentence for people.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
-#[error("failover not allowed ({}): {detail}", reason.code())]
-pub struct Denial {
-    pub reason: Reason,
-    pub detail: String,
-}
-
-impl Denial {
-    fn new(reason: Reason, detail: impl Into<String>) -> Self {
-        Denial {
-            reason,
-            detail: detail.into(),
-        }
-    }
-}
-
-/// Failover is permitted, on this entry's evidence.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Permit {
-    pub entry: Entry,
-}
-
-/// What the caller has observed of the provider, to be held against the evidence.
-/// Every field is optional: a field left out is not checked.
-///
-/// Pass what you know: the digest of the suite your application runs (so that a changed
-/// prompt or schema invalidates old evidence), and the `model` and `system_fingerprint`
-/// the provider's last response reported (so that a silently swapped model does).
-///
-/// ```
-/// use conform::allowlist::{Allowlist, Observed, Reason};
-/// use time::macros::datetime;
-/// # let json = r#"{"format": "conform.allowlist/v1", "entries": [{
-/// #   "suite": "invoice-extraction", "provider": "mistral", "model": "mistral-small-latest",
-/// #   "served_models": ["mistral-small-2503"], "system_fingerprints": [],
-/// #   "suite_digest": "sha256:5e1f", "provider_digest": "sha256:9c0d", "tokenizer": "none",
-/// #   "evidence": {"run_id": "r1", "report": "reports/r1/report.json", "conform_version": "0.1.0",
-/// #     "cases": 25, "repeats": 3, "calls": 75, "passed": 75, "pass_rate": 1.0,
-/// #     "first_attempt_pass_rate": 0.96, "checks": {}},
-/// #   "generated_at": "2026-01-01T00:00:00Z", "valid_until": "2026-01-08T00:00:00Z"}]}"#;
-/// let list = Allowlist::parse(json.as_bytes()).unwrap();
-/// let at = datetime!(2026-01-02 12:00 UTC);
-///
-/// let same = Observed { served_model: Some("mistral-small-2503"), ..Observed::default() };
-/// assert!(list.permits("invoice-extraction", "mistral", at, &same).is_ok());
-///
-/// let swapped = Observed { served_model: Some("mistral-small-2509"), ..Observed::default() };
-/// let denial = list.permits("invoice-extraction", "mistral", at, &swapped).unwrap_err();
-/// assert_eq!(denial.reason, Reason::ModelDrift);
-///
-/// let edited = Observed { suite_digest: Some("sha256:77aa"), ..Observed::default() };
-/// let denial = list.permits("invoice-extraction", "mistral", at, &edited).unwrap_err();
-/// assert_eq!(denial.reason, Reason::SuiteChanged);
-/// ```
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Observed<'a> {
-    pub suite_digest: Option<&'a str>,
-    pub served_model: Option<&'a str>,
-    pub system_fingerprint: Option<&'a str>,
-}
-
-/// Whether the allowlist at `path` permits failover to `provider` for `suite` at `at`.
+/// Whether the allowlist at `path` permits failover to `provider` for `suite` at `at`,
+/// holding the evidence to what the caller `observed`; [`super::decide`] with a project
+/// reads the observations from the project's files.
 ///
 /// It fails closed: a missing or unreadable file, another format, no entry, an expired
 /// entry, another suite digest, or a served model or fingerprint the evidence never saw
@@ -150,7 +54,7 @@ pub fn permits(
     at: OffsetDateTime,
     observed: &Observed<'_>,
 ) -> Result<Permit, Denial> {
-    Allowlist::load(path)?.permits(suite, provider, at, observed)
+    Allowlist::load(path)?.decide(suite, provider, at, observed)
 }
 
 impl Allowlist {
@@ -173,12 +77,18 @@ impl Allowlist {
                 ));
             }
         };
-        Allowlist::parse(&bytes)
+        Allowlist::parse(&bytes).map_err(|mut denial| {
+            denial.detail = format!("{}: {}", path.display(), denial.detail);
+            denial
+        })
     }
 
-    /// Parses an allowlist, failing closed. Entries that do not have the v1 shape are
-    /// dropped (they can permit nothing; [`Allowlist::malformed`] counts them); the rest
-    /// of the file still counts. It never panics, whatever the bytes.
+    /// Parses an allowlist, failing closed. An entry with only the members the
+    /// orchestrator contract requires (`suite`, `provider`, `valid_until`) is kept as
+    /// [`Entry::contract_only`]: it permits failover only to a caller that observes
+    /// nothing it could contradict. Entries without even those are dropped
+    /// ([`Allowlist::malformed`] counts them); the rest of the file still counts. It
+    /// never panics, whatever the bytes.
     ///
     /// ```
     /// use conform::allowlist::{Allowlist, Observed, Reason};
@@ -228,10 +138,7 @@ impl Allowlist {
         let Some(Value::Array(raw_entries)) = map.get("entries") else {
             return Err(Denial::new(Reason::Unreadable, "no `entries` list"));
         };
-        let entries: Vec<Entry> = raw_entries
-            .iter()
-            .filter_map(|e| serde_json::from_value::<Entry>(e.clone()).ok())
-            .collect();
+        let entries: Vec<Entry> = raw_entries.iter().filter_map(entry).collect();
         let malformed = raw_entries.len() - entries.len();
         let revocations = map
             .get("revocations")
@@ -244,90 +151,40 @@ impl Allowlist {
             malformed,
         })
     }
-
-    /// The decision for one (suite, provider) at one instant, as [`permits`] makes it
-    /// for a file.
-    pub fn permits(
-        &self,
-        suite: &str,
-        provider: &str,
-        at: OffsetDateTime,
-        observed: &Observed<'_>,
-    ) -> Result<Permit, Denial> {
-        let mut candidates = self
-            .entries
-            .iter()
-            .filter(|e| e.suite == suite && e.provider == provider)
-            .peekable();
-        if candidates.peek().is_none() {
-            return Err(Denial::new(
-                Reason::NoEntry,
-                format!("no entry for provider `{provider}` and suite `{suite}`"),
-            ));
-        }
-        let mut last = None;
-        for entry in candidates {
-            match check_entry(entry, at, observed) {
-                Ok(()) => {
-                    return Ok(Permit {
-                        entry: entry.clone(),
-                    });
-                }
-                Err(denial) => last = Some(denial),
-            }
-        }
-        Err(last.unwrap_or_else(|| Denial::new(Reason::NoEntry, "no usable entry")))
-    }
 }
 
-fn check_entry(entry: &Entry, at: OffsetDateTime, observed: &Observed<'_>) -> Result<(), Denial> {
-    match OffsetDateTime::parse(&entry.valid_until, &Rfc3339) {
-        Ok(until) if at < until => {}
-        Ok(_) => {
-            return Err(Denial::new(
-                Reason::Expired,
-                format!("the entry expired at {}", entry.valid_until),
-            ));
-        }
-        Err(_) => {
-            return Err(Denial::new(
-                Reason::Expired,
-                format!(
-                    "valid_until `{}` is not an RFC 3339 time",
-                    entry.valid_until
-                ),
-            ));
-        }
+/// The members the orchestrator contract requires of an entry; the rest are for tools
+/// that can check them.
+#[derive(Deserialize)]
+struct ContractEntry {
+    suite: String,
+    provider: String,
+    /// Anything but a string is kept as an empty time, which never parses: `expired`,
+    /// as the contract says of a `valid_until` that does not parse.
+    #[serde(default)]
+    valid_until: Value,
+    #[serde(default)]
+    simulated: bool,
+}
+
+fn entry(raw: &Value) -> Option<Entry> {
+    if let Ok(entry) = Entry::deserialize(raw) {
+        return Some(entry);
     }
-    if let Some(digest) = observed.suite_digest
-        && digest != entry.suite_digest
-    {
-        return Err(Denial::new(
-            Reason::SuiteChanged,
-            format!(
-                "the suite is now {digest}; the evidence was made with {}",
-                entry.suite_digest
-            ),
-        ));
-    }
-    if let Some(model) = observed.served_model
-        && !entry.served_models.iter().any(|m| m == model)
-    {
-        return Err(Denial::new(
-            Reason::ModelDrift,
-            format!(
-                "served model `{model}` was never seen in the evidence (seen: {})",
-                entry.served_models.join(", ")
-            ),
-        ));
-    }
-    if let Some(fp) = observed.system_fingerprint
-        && !entry.system_fingerprints.iter().any(|f| f == fp)
-    {
-        return Err(Denial::new(
-            Reason::ModelDrift,
-            format!("system fingerprint `{fp}` was never seen in the evidence"),
-        ));
-    }
-    Ok(())
+    let minimal = ContractEntry::deserialize(raw).ok()?;
+    Some(Entry {
+        suite: minimal.suite,
+        provider: minimal.provider,
+        model: String::new(),
+        served_models: Vec::new(),
+        system_fingerprints: Vec::new(),
+        suite_digest: String::new(),
+        provider_digest: String::new(),
+        tokenizer: String::new(),
+        evidence: Default::default(),
+        generated_at: String::new(),
+        valid_until: minimal.valid_until.as_str().unwrap_or_default().to_string(),
+        simulated: minimal.simulated,
+        contract_only: true,
+    })
 }

@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::format::{Allowlist, Entry, Evidence, Revocation};
-use crate::config::TokenizerKind;
+use crate::config::{Kind, TokenizerKind};
 use crate::run::{PreparedSuite, RunResult, Target};
 use crate::verdict::Verdict;
 
@@ -32,6 +32,20 @@ pub struct Updated {
     pub revoked: Vec<(String, String)>,
     /// Set when the previous file could not be read and was replaced.
     pub replaced_unreadable: Option<String>,
+    /// Entries of the previous file that had no v1 evidence (contract-only or malformed):
+    /// they are not carried into the new file.
+    pub dropped: usize,
+}
+
+/// Which allowlist a run writes, and so what it may put there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination {
+    /// The allowlist production reads: simulated providers never enter it, neither as
+    /// grants nor as revocations.
+    Real,
+    /// `conform demo`'s own allowlist, beside its report: simulated providers are
+    /// written, marked `simulated`, and permit nothing.
+    Demo,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,13 +59,14 @@ pub enum UpdateError {
 
 /// The changes a finished run implies: grants for conformant pairs, revocations for
 /// nonconformant ones, nothing for inconclusive ones, and nothing at all when the run
-/// was interrupted.
+/// was interrupted. Simulated providers change only a [`Destination::Demo`] allowlist.
 pub fn changes_from_run(
     result: &RunResult,
     suites: &[Arc<PreparedSuite>],
     targets: &[Arc<Target>],
     report: &Path,
     validity: Duration,
+    destination: Destination,
 ) -> Vec<Change> {
     if !result.complete {
         return Vec::new();
@@ -66,6 +81,10 @@ pub fn changes_from_run(
             let suite = &suites[v.suite_index].suite;
             let config = &targets[v.provider_index].endpoint.config;
             let t = &v.tally;
+            let simulated = config.kind == Kind::Sim;
+            if simulated && destination == Destination::Real {
+                return None;
+            }
             match v.verdict {
                 Verdict::Inconclusive => None,
                 Verdict::Nonconformant => Some(Change::Revoke(Revocation {
@@ -103,6 +122,8 @@ pub fn changes_from_run(
                     },
                     generated_at: stamp(now),
                     valid_until: stamp(now + validity),
+                    simulated,
+                    contract_only: false,
                 }))),
             }
         })
@@ -173,7 +194,12 @@ pub fn update(path: &Path, changes: &[Change]) -> Result<Updated, UpdateError> {
     let mut updated = Updated::default();
     let mut list = match std::fs::read(path) {
         Ok(bytes) => match Allowlist::parse(&bytes) {
-            Ok(list) => list,
+            Ok(mut list) => {
+                let before = list.entries.len();
+                list.entries.retain(|e| !e.contract_only);
+                updated.dropped = list.malformed + before - list.entries.len();
+                list
+            }
             Err(denial) => {
                 updated.replaced_unreadable = Some(denial.to_string());
                 Allowlist::default()

@@ -1,6 +1,7 @@
 //! `conform allowlist schema | show | explain`: the allowlist for people and reviewers.
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -8,11 +9,12 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use conform::allowlist::{self, Allowlist, Change, Entry, Standing, standing};
-use conform::config::{Paths, ProviderConfig, Suite};
+use conform::allowlist::{
+    self, Allowlist, Change, Denial, Entry, Permit, Query, Reason, decide, status,
+};
 
 use super::gate::Format;
-use super::{EXIT_NONCONFORMANT, EXIT_OK, Global};
+use super::{EXIT_CONFIG, EXIT_NONCONFORMANT, EXIT_OK, Global};
 
 #[derive(Debug, Args)]
 pub struct AllowlistArgs {
@@ -30,9 +32,13 @@ pub enum AllowlistCommand {
 unreadable (nothing is permitted)."
     )]
     Show(ShowArgs),
-    /// Why PROVIDER may or may not take failover, suite by suite: permitted (on what
-    /// evidence), never run, revoked by which run and why, or expired when.
-    #[command(after_help = "Exit codes: 0 every suite permits PROVIDER, 1 at least one does not.")]
+    /// Why PROVIDER may or may not take failover, suite by suite, decided as `conform
+    /// gate` decides: permitted (on what evidence), never run, revoked by which run and
+    /// why, expired when, or made with another suite or provider configuration.
+    #[command(
+        after_help = "Exit codes: 0 every suite permits PROVIDER, 1 at least one does not, \
+2 the provider or a suite is not in this project."
+    )]
     Explain(ExplainArgs),
     /// Rewrite the allowlist in a loop with the library writer (crash tests).
     #[command(hide = true)]
@@ -87,6 +93,7 @@ fn stamp(t: OffsetDateTime) -> String {
 
 fn show(global: &Global, args: &ShowArgs) -> anyhow::Result<u8> {
     let path = global.allowlist_path();
+    let paths = global.paths();
     let now = OffsetDateTime::now_utc();
     let list = match Allowlist::load(&path) {
         Ok(list) => list,
@@ -106,22 +113,26 @@ fn show(global: &Global, args: &ShowArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_NONCONFORMANT);
         }
     };
-    let entries: Vec<(&Entry, &'static str)> = list
+    // Each entry as `conform gate` would decide it now, against this project's files.
+    let entries: Vec<(&Entry, Result<Permit, Denial>)> = list
         .entries
         .iter()
         .map(|e| {
-            let status = standing(&list, &e.suite, &e.provider, now).code();
-            (e, status)
+            let query = Query::new(&e.suite, &e.provider, now).project(&paths);
+            (e, list.decide_query(&query))
         })
         .collect();
     match args.format {
         Format::Json => {
             let entries: Vec<Value> = entries
                 .iter()
-                .map(|(e, status)| {
+                .map(|(e, decision)| {
                     let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
                     if let Some(map) = v.as_object_mut() {
-                        map.insert("status".into(), Value::from(*status));
+                        map.insert("status".into(), Value::from(status(decision)));
+                        if let Err(denial) = decision {
+                            map.insert("detail".into(), Value::from(denial.detail.clone()));
+                        }
                     }
                     v
                 })
@@ -138,12 +149,7 @@ fn show(global: &Global, args: &ShowArgs) -> anyhow::Result<u8> {
             println!("allowlist: {} ({})", path.display(), list.format);
             let permitted: Vec<&Entry> = entries
                 .iter()
-                .filter(|(_, s)| *s == "permitted")
-                .map(|(e, _)| *e)
-                .collect();
-            let expired: Vec<&Entry> = entries
-                .iter()
-                .filter(|(_, s)| *s != "permitted")
+                .filter(|(_, d)| d.is_ok())
                 .map(|(e, _)| *e)
                 .collect();
             println!("\npermitted now ({}):", permitted.len());
@@ -160,13 +166,26 @@ fn show(global: &Global, args: &ShowArgs) -> anyhow::Result<u8> {
                 );
                 print_evidence(e);
             }
-            if !expired.is_empty() {
-                println!("\nexpired ({}):", expired.len());
-                for e in expired {
-                    println!(
-                        "  {} × {}  expired at {}: rerun `conform run {} --suite {}`",
-                        e.suite, e.provider, e.valid_until, e.provider, e.suite
-                    );
+            // The entries that permit nothing, one section per reason.
+            let mut denied: BTreeMap<&str, Vec<(&Entry, &Denial)>> = BTreeMap::new();
+            for (e, decision) in &entries {
+                if let Err(denial) = decision {
+                    denied
+                        .entry(denial.reason.code())
+                        .or_default()
+                        .push((*e, denial));
+                }
+            }
+            for (code, items) in denied {
+                println!("\n{code} ({}):", items.len());
+                for (e, denial) in items {
+                    println!("  {} × {}  {}", e.suite, e.provider, denial.detail);
+                    if rerun_fixes(denial.reason) {
+                        println!(
+                            "    to renew: `conform run {} --suite {}`",
+                            e.provider, e.suite
+                        );
+                    }
                     print_evidence(e);
                 }
             }
@@ -195,6 +214,19 @@ fn show(global: &Global, args: &ShowArgs) -> anyhow::Result<u8> {
         }
     }
     Ok(EXIT_OK)
+}
+
+/// Whether a new run of the provider on the suite is what lifts this denial.
+fn rerun_fixes(reason: Reason) -> bool {
+    matches!(
+        reason,
+        Reason::NoEntry
+            | Reason::Revoked
+            | Reason::Expired
+            | Reason::SuiteChanged
+            | Reason::ProviderChanged
+            | Reason::ModelDrift
+    )
 }
 
 fn print_evidence(e: &Entry) {
@@ -260,21 +292,6 @@ fn left(until: &str, now: OffsetDateTime) -> String {
     }
 }
 
-/// What the workspace says now about a suite and a provider, where it can be read.
-struct Local {
-    suite_digest: Option<String>,
-    provider: Option<ProviderConfig>,
-}
-
-fn local(paths: &Paths, suite: &str, provider: &str) -> Local {
-    Local {
-        suite_digest: Suite::load(&paths.fixtures.join(suite))
-            .ok()
-            .map(|s| s.digest),
-        provider: ProviderConfig::load(&paths.providers.join(format!("{provider}.toml"))).ok(),
-    }
-}
-
 fn explain(global: &Global, args: &ExplainArgs) -> anyhow::Result<u8> {
     let path = global.allowlist_path();
     let paths = global.paths();
@@ -283,7 +300,7 @@ fn explain(global: &Global, args: &ExplainArgs) -> anyhow::Result<u8> {
     let provider = &args.provider;
 
     let suites: Vec<String> = if args.suites.is_empty() {
-        let mut names: Vec<String> = fixture_suites(&paths.fixtures);
+        let mut names = allowlist::local::suite_names(&paths.fixtures);
         if let Ok(list) = &list {
             names.extend(list.entries.iter().map(|e| e.suite.clone()));
             names.extend(list.revocations.iter().map(|r| r.suite.clone()));
@@ -294,64 +311,52 @@ fn explain(global: &Global, args: &ExplainArgs) -> anyhow::Result<u8> {
     } else {
         args.suites.clone()
     };
-    let provider_known = paths.providers.join(format!("{provider}.toml")).is_file();
-
-    let mut all_permitted = !suites.is_empty();
-    let mut rows = Vec::new();
-    for suite in &suites {
-        let local = local(&paths, suite, provider);
-        let (status, detail, record, mut notes) = match &list {
-            Err(denial) => {
-                all_permitted = false;
-                (
-                    denial.reason.code(),
-                    format!("nothing is permitted: {}", denial.detail),
-                    Value::Null,
-                    Vec::new(),
-                )
-            }
-            Ok(list) => {
-                let s = standing(list, suite, provider, now);
-                let (detail, record) = describe(&s, suite, provider, now);
-                if !matches!(s, Standing::Permitted { .. }) {
-                    all_permitted = false;
-                }
-                (s.code(), detail, record, Vec::new())
-            }
-        };
-        if let Ok(list) = &list
-            && let Some(entry) = list.entry(suite, provider)
-        {
-            if let Some(digest) = &local.suite_digest
-                && *digest != entry.suite_digest
-            {
-                notes.push(format!(
-                    "fixtures/{suite} has changed since the evidence ({} now, {} then): a gate \
-given the current digest denies it (suite_changed); rerun `conform run {provider} --suite {suite}`",
-                    digest, entry.suite_digest
-                ));
-            }
-            if let Some(config) = &local.provider
-                && config.digest() != entry.provider_digest
-            {
-                notes.push(format!(
-                    "providers/{provider}.toml has changed since the evidence: rerun `conform run \
-{provider} --suite {suite}`"
-                ));
-            }
-        }
-        rows.push((suite.clone(), status, detail, record, notes));
+    if suites.is_empty() {
+        eprintln!(
+            "error: no suite in {} or in the allowlist: name one with --suite",
+            paths.fixtures.display()
+        );
+        return Ok(EXIT_CONFIG);
     }
+
+    // Every suite as `conform gate` would decide it now.
+    let rows: Vec<(String, Result<Permit, Denial>)> = suites
+        .iter()
+        .map(|suite| {
+            let query = Query::new(suite, provider, now).project(&paths);
+            let decision = match &list {
+                Ok(list) => list.decide_query(&query),
+                // Unreadable: the same denial, or an unknown suite or provider first.
+                Err(_) => decide(&path, &query),
+            };
+            (suite.clone(), decision)
+        })
+        .collect();
 
     match args.format {
         Format::Json => {
             let suites: Vec<Value> = rows
                 .iter()
-                .map(|(suite, status, detail, record, notes)| {
-                    let mut v =
-                        json!({"suite": suite, "status": status, "detail": detail, "notes": notes});
-                    if let (Some(map), Some(extra)) = (v.as_object_mut(), record.as_object()) {
-                        map.extend(extra.clone());
+                .map(|(suite, decision)| {
+                    let mut v = json!({
+                        "suite": suite,
+                        "status": status(decision),
+                        "detail": describe(decision, suite, provider, now),
+                    });
+                    if let Some(map) = v.as_object_mut() {
+                        match decision {
+                            Ok(permit) => {
+                                map.insert("entry".into(), json!(permit.entry));
+                            }
+                            Err(denial) => {
+                                if let Some(entry) = &denial.entry {
+                                    map.insert("entry".into(), json!(entry));
+                                }
+                                if let Some(r) = &denial.revocation {
+                                    map.insert("revocation".into(), json!(r));
+                                }
+                            }
+                        }
                     }
                     v
                 })
@@ -360,93 +365,67 @@ given the current digest denies it (suite_changed); rerun `conform run {provider
                 "{}",
                 serde_json::to_string_pretty(&json!({
                     "provider": provider, "path": path, "at": stamp(now),
-                    "provider_file": provider_known, "permitted": all_permitted, "suites": suites,
+                    "permitted": rows.iter().all(|(_, d)| d.is_ok()), "suites": suites,
                 }))?
             );
         }
         Format::Text => {
             println!("{provider} in {}:", path.display());
-            if !provider_known {
+            for (suite, decision) in &rows {
                 println!(
-                    "  (there is no providers/{provider}.toml in {})",
-                    paths.providers.display()
+                    "  {suite}: {}: {}",
+                    status(decision),
+                    describe(decision, suite, provider, now)
                 );
-            }
-            if rows.is_empty() {
-                println!("  no suite found: name one with --suite");
-            }
-            for (suite, status, detail, _, notes) in &rows {
-                println!("  {suite}: {status}: {detail}");
-                for note in notes {
-                    println!("    note: {note}");
-                }
             }
         }
     }
-    Ok(if all_permitted {
+    let usage_error = rows
+        .iter()
+        .any(|(_, d)| matches!(d, Err(denial) if denial.reason.is_usage_error()));
+    Ok(if usage_error {
+        EXIT_CONFIG
+    } else if rows.iter().all(|(_, d)| d.is_ok()) {
         EXIT_OK
     } else {
         EXIT_NONCONFORMANT
     })
 }
 
-/// A sentence for people, and the record it rests on (for JSON).
-fn describe(s: &Standing, suite: &str, provider: &str, now: OffsetDateTime) -> (String, Value) {
-    match s {
-        Standing::Permitted { entry } => {
+/// The decision in a sentence for people, with what to do about it.
+fn describe(
+    decision: &Result<Permit, Denial>,
+    suite: &str,
+    provider: &str,
+    now: OffsetDateTime,
+) -> String {
+    match decision {
+        Ok(permit) => {
+            let entry = &permit.entry;
             let ev = &entry.evidence;
-            (
-                format!(
-                    "failover is permitted until {} ({} left), on run {}: {}/{} calls passed \
+            format!(
+                "failover is permitted until {} ({} left), on run {}: {}/{} calls passed \
 ({:.0}% after retries, {:.0}% first attempt), served {}; report {}",
-                    entry.valid_until,
-                    left(&entry.valid_until, now),
-                    ev.run_id,
-                    ev.passed,
-                    ev.calls,
-                    ev.pass_rate * 100.0,
-                    ev.first_attempt_pass_rate * 100.0,
-                    list_or_none(&entry.served_models),
-                    ev.report
-                ),
-                json!({ "entry": entry }),
+                entry.valid_until,
+                left(&entry.valid_until, now),
+                ev.run_id,
+                ev.passed,
+                ev.calls,
+                ev.pass_rate * 100.0,
+                ev.first_attempt_pass_rate * 100.0,
+                list_or_none(&entry.served_models),
+                ev.report
             )
         }
-        Standing::Expired { entry } => (
-            format!(
-                "expired at {} (evidence from run {}, made {}): rerun `conform run {provider} --suite {suite}`",
-                entry.valid_until, entry.evidence.run_id, entry.generated_at
-            ),
-            json!({ "entry": entry }),
+        Err(denial) if denial.reason == Reason::NoEntry => format!(
+            "never run: no conclusive run of {provider} on {suite} is recorded; run `conform run {provider} --suite {suite}`"
         ),
-        Standing::Revoked { revocation: r } => (
-            format!(
-                "revoked by run {} at {} because of: {}; report {}",
-                r.run_id,
-                r.at,
-                reasons(&r.reasons),
-                r.report
-            ),
-            json!({ "revocation": r }),
+        Err(denial) if rerun_fixes(denial.reason) => format!(
+            "{}; rerun `conform run {provider} --suite {suite}`",
+            denial.detail
         ),
-        Standing::NeverRun => (
-            format!(
-                "never run: no conclusive run of {provider} on {suite} is recorded; run `conform run {provider} --suite {suite}`"
-            ),
-            Value::Null,
-        ),
+        Err(denial) => denial.detail.clone(),
     }
-}
-
-fn fixture_suites(dir: &Path) -> Vec<String> {
-    let Ok(listing) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    listing
-        .flatten()
-        .filter(|e| e.path().join("suite.toml").is_file())
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .collect()
 }
 
 fn rewrite_loop(global: &Global, args: &RewriteLoopArgs) -> anyhow::Result<u8> {

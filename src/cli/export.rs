@@ -6,7 +6,8 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use conform::allowlist::Allowlist;
-use conform::config::{ProviderConfig, Suite};
+use conform::allowlist::local::{provider_names, suite_names};
+use conform::config::ProviderConfig;
 use conform::export::{self, Chain, Names, Plan, SuiteRef, litellm, portkey};
 
 use super::{EXIT_CONFIG, EXIT_NONCONFORMANT, EXIT_OK, Global};
@@ -141,16 +142,9 @@ fn prepare(global: &Global, common: &Common) -> Option<Prepared> {
         }
     };
     let paths = global.paths();
+    let known_suites = suite_names(&paths.fixtures);
     let names: Vec<String> = if common.suites.is_empty() {
-        let mut found: Vec<String> = std::fs::read_dir(&paths.fixtures)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.path().join("suite.toml").is_file())
-            .filter_map(|e| e.file_name().to_str().map(str::to_string))
-            .collect();
-        found.sort();
-        found
+        known_suites.clone()
     } else {
         common.suites.clone()
     };
@@ -161,28 +155,48 @@ fn prepare(global: &Global, common: &Common) -> Option<Prepared> {
         );
         return None;
     }
+    // A name the project does not have is a typo, not a quiet "nothing to export".
+    let known_providers = provider_names(&paths.providers);
+    let mut unknown = Vec::new();
+    for name in &names {
+        if !known_suites.contains(name) {
+            unknown.push(format!(
+                "no suite named `{name}` in {}; known: {}",
+                paths.fixtures.display(),
+                or_none(&known_suites)
+            ));
+        }
+    }
+    for name in common.primaries.iter().chain(&common.fallbacks) {
+        if !known_providers.contains(name) {
+            unknown.push(format!(
+                "no provider named `{name}` in {}; known: {}",
+                paths.providers.display(),
+                or_none(&known_providers)
+            ));
+        }
+    }
+    if !unknown.is_empty() {
+        for problem in unknown {
+            eprintln!("error: {problem}");
+        }
+        return None;
+    }
     let suites: Vec<SuiteRef> = names
         .iter()
         .map(|name| SuiteRef {
             name: name.clone(),
-            // The evidence must be for the suite as it is now, where the suite is at hand.
-            digest: Suite::load(&paths.fixtures.join(name))
-                .ok()
-                .map(|s| s.digest),
+            digest: None,
         })
         .collect();
-    for s in suites.iter().filter(|s| s.digest.is_none()) {
-        eprintln!(
-            "note: fixtures/{} cannot be loaded here; its entries are taken without checking the suite digest",
-            s.name
-        );
-    }
     let at = OffsetDateTime::now_utc();
     let plan = Plan {
         primaries: common.primaries.clone(),
         fallbacks: common.fallbacks.clone(),
         suites,
         at,
+        // Every candidate is decided against this project's files, as `conform gate` does.
+        project: Some(paths.clone()),
     };
     let chains = export::chains(&list, &plan);
     let names_map = Names(common.names.iter().cloned().collect());
@@ -204,6 +218,14 @@ fn prepare(global: &Global, common: &Common) -> Option<Prepared> {
         ));
     }
     Some((chains, names_map, header))
+}
+
+fn or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
 }
 
 /// On stderr, so that stdout stays a config.

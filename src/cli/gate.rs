@@ -2,16 +2,16 @@
 
 use clap::{Args, ValueEnum};
 
-use conform::allowlist::{Observed, permits};
+use conform::allowlist::{Query, decide};
 
-use super::{EXIT_NONCONFORMANT, EXIT_OK, Global};
+use super::{EXIT_CONFIG, EXIT_NONCONFORMANT, EXIT_OK, Global};
 
 #[derive(Debug, Args)]
 pub struct GateArgs {
-    /// The suite (the task) the failover is for.
+    /// The suite (the task) the failover is for: a folder in ROOT/fixtures/.
     #[arg(long)]
     pub suite: String,
-    /// The provider to fail over to.
+    /// The provider to fail over to: a file stem in ROOT/providers/.
     #[arg(long)]
     pub provider: String,
     /// The model the provider reported serving; denied if the evidence never saw it.
@@ -20,7 +20,8 @@ pub struct GateArgs {
     /// The system fingerprint the provider reported; denied if never seen.
     #[arg(long, value_name = "FP")]
     pub system_fingerprint: Option<String>,
-    /// The caller's suite digest; denied if the evidence was made with another suite.
+    /// Hold the evidence to this suite digest instead of the one computed from
+    /// ROOT/fixtures/SUITE.
     #[arg(long, value_name = "DIGEST")]
     pub suite_digest: Option<String>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -34,19 +35,15 @@ pub enum Format {
 }
 
 pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<u8> {
-    let observed = Observed {
-        suite_digest: args.suite_digest.as_deref(),
-        served_model: args.served_model.as_deref(),
-        system_fingerprint: args.system_fingerprint.as_deref(),
-    };
-    let path = global.allowlist_path();
-    let decision = permits(
-        &path,
-        &args.suite,
-        &args.provider,
-        time::OffsetDateTime::now_utc(),
-        &observed,
-    );
+    let paths = global.paths();
+    let mut query = Query::new(&args.suite, &args.provider, time::OffsetDateTime::now_utc())
+        .project(&paths)
+        .reported(
+            args.served_model.as_deref(),
+            args.system_fingerprint.as_deref(),
+        );
+    query.reported.suite_digest = args.suite_digest.as_deref();
+    let decision = decide(&global.allowlist_path(), &query);
     match (&decision, args.format) {
         (Ok(permit), Format::Json) => println!(
             "{}",
@@ -56,7 +53,8 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<u8> {
         (Err(denial), Format::Json) => println!(
             "{}",
             serde_json::json!({"permitted": false, "suite": args.suite, "provider": args.provider,
-                               "reason": denial.reason.code(), "detail": denial.detail})
+                               "reason": denial.reason.code(), "detail": denial.detail,
+                               "findings": denial.revocation.as_ref().map(|r| &r.reasons)})
         ),
         (Ok(permit), Format::Text) => println!(
             "permitted: failover to {} for {} until {} (run {}, {}/{} calls passed)",
@@ -67,13 +65,16 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<u8> {
             permit.entry.evidence.passed,
             permit.entry.evidence.calls
         ),
+        (Err(denial), Format::Text) if denial.reason.is_usage_error() => {
+            eprintln!("error: {}", denial.detail)
+        }
         (Err(denial), Format::Text) => {
             println!("denied ({}): {}", denial.reason.code(), denial.detail)
         }
     }
-    Ok(if decision.is_ok() {
-        EXIT_OK
-    } else {
-        EXIT_NONCONFORMANT
+    Ok(match decision {
+        Ok(_) => EXIT_OK,
+        Err(denial) if denial.reason.is_usage_error() => EXIT_CONFIG,
+        Err(_) => EXIT_NONCONFORMANT,
     })
 }

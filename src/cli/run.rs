@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use conform::allowlist;
+use conform::allowlist::{self, Destination};
 use conform::config::{Diagnostics, Kind, Selection, Workspace};
 use conform::provider::tape::{Recorder, Replayer};
 use conform::provider::transport::{Endpoint, Tape, Transport};
@@ -86,7 +86,10 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
     if args.providers.is_empty() {
         workspace.providers.retain(|p| p.kind != Kind::Sim);
         if workspace.providers.is_empty() {
-            eprintln!("error: no providers to run: add providers/NAME.toml, or try `conform demo`");
+            eprintln!(
+                "error: no providers to run in {}: every one there is simulated; add providers/NAME.toml, or try `conform demo`",
+                global.paths().providers.display()
+            );
             return Ok(EXIT_CONFIG);
         }
     }
@@ -100,7 +103,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
         (None, Some(dir)) => Some(TapeMode::Replay(dir)),
         (None, None) => None,
     };
-    let result = execute(global, workspace, &args.common, tape).await?;
+    let result = execute(global, workspace, &args.common, tape, Destination::Real).await?;
     Ok(result.map_or(EXIT_CONFIG, |(result, config_error)| {
         exit_code(&result, config_error)
     }))
@@ -118,7 +121,15 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<u8> {
         );
         return Ok(EXIT_CONFIG);
     }
-    let Some((result, _)) = execute(global, workspace.clone(), &args.common, None).await? else {
+    let Some((result, _)) = execute(
+        global,
+        workspace.clone(),
+        &args.common,
+        None,
+        Destination::Demo,
+    )
+    .await?
+    else {
         return Ok(EXIT_CONFIG);
     };
     if !result.complete {
@@ -174,6 +185,7 @@ async fn execute(
     workspace: Workspace,
     common: &Common,
     tape: Option<TapeMode>,
+    destination: Destination,
 ) -> anyhow::Result<Option<(RunResult, bool)>> {
     let suites = match run::prepare(workspace.suites) {
         Ok(suites) => suites,
@@ -277,7 +289,12 @@ async fn execute(
         println!("tape: {}", recorder.finish()?.display());
     }
 
-    let allowlist_path = global.allowlist_path();
+    // The demo's evidence is about simulations: it goes beside its report, never into
+    // the allowlist production reads.
+    let allowlist_path = match destination {
+        Destination::Real => global.allowlist_path(),
+        Destination::Demo => result.dir.join("allowlist.json"),
+    };
     if let Some(TapeMode::Replay(dir)) = &tape {
         println!(
             "allowlist: {} untouched: the answers were replayed from {}, which proves nothing \
@@ -286,11 +303,37 @@ async fn execute(
             dir.display()
         );
     } else if result.complete {
-        let changes =
-            allowlist::changes_from_run(&result, &suites, &targets, &report_path, common.valid_for);
+        let changes = allowlist::changes_from_run(
+            &result,
+            &suites,
+            &targets,
+            &report_path,
+            common.valid_for,
+            destination,
+        );
         let updated = allowlist::update(&allowlist_path, &changes)?;
         if let Some(why) = &updated.replaced_unreadable {
             eprintln!("warning: the previous allowlist was unreadable ({why}) and was replaced");
+        }
+        if updated.dropped > 0 {
+            eprintln!(
+                "warning: {} entr{} without conform's evidence (not the v1 shape) were dropped from {}",
+                updated.dropped,
+                if updated.dropped == 1 { "y" } else { "ies" },
+                allowlist_path.display()
+            );
+        }
+        let simulated: Vec<&str> = targets
+            .iter()
+            .map(|t| t.endpoint.config.as_ref())
+            .filter(|c| c.kind == Kind::Sim)
+            .map(|c| c.name.as_str())
+            .collect();
+        if destination == Destination::Real && !simulated.is_empty() {
+            println!(
+                "note: simulated providers never enter the allowlist a real run writes: {} left out (`conform demo` keeps its own)",
+                simulated.join(", ")
+            );
         }
         println!(
             "allowlist: {} (granted: {}; revoked: {}; inconclusive, unchanged: {})",

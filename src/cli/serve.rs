@@ -40,6 +40,12 @@ pub struct ServeArgs {
     /// Database connections per process.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     pub database_connections: u32,
+    /// Also hold every allowlist entry to ROOT/fixtures/TASK and ROOT/providers/PROVIDER.toml
+    /// as they are now, exactly as `conform gate` does (a changed suite or provider
+    /// configuration denies failover). Without it the allowlist is read as the
+    /// orchestrator contract reads it: suite, provider and valid_until.
+    #[arg(long, env = "CONFORM_VERIFY_EVIDENCE")]
+    pub verify_evidence: bool,
 }
 
 pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<u8> {
@@ -62,6 +68,7 @@ pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<u8> {
         listen: args.listen,
         providers,
         allowlist: global.allowlist_path(),
+        project: args.verify_evidence.then(|| global.paths()),
         attempt_timeout: Duration::from_millis(args.attempt_timeout_ms),
         late_window: Duration::from_millis(args.late_window_ms),
         database_url,

@@ -90,6 +90,20 @@ impl Workspace {
                 Err(d) => problems.extend(d),
             }
         }
+        // Nothing to test is not a pass: an empty selection is a problem, named by the
+        // folder that was looked in.
+        if provider_files.is_empty() && paths.providers.is_dir() {
+            problems.push(Diagnostic::new(
+                &paths.providers,
+                "no providers: add one as providers/NAME.toml (see README.md, \"Providers\")",
+            ));
+        }
+        if suite_dirs.is_empty() && paths.fixtures.is_dir() {
+            problems.push(Diagnostic::new(
+                &paths.fixtures,
+                "no suites: add one as fixtures/SUITE/ with suite.toml, schema.json and cases/",
+            ));
+        }
         (Workspace { providers, suites }, problems)
     }
 }

@@ -16,10 +16,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::allowlist::{Allowlist, Entry, Observed, Reason};
+use crate::allowlist::{Allowlist, Entry, Query};
+use crate::config::Paths;
 
-/// One suite the fallbacks must be proven for, with the digest it has now when known
-/// (an entry made with another digest then does not count).
+/// One suite the fallbacks must be proven for, and optionally the digest to hold its
+/// evidence to instead of the one the project's files give (an entry made with another
+/// digest then does not count).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SuiteRef {
     pub name: String,
@@ -39,6 +41,9 @@ pub struct Plan {
     pub suites: Vec<SuiteRef>,
     /// The instant the entries must be valid at.
     pub at: OffsetDateTime,
+    /// The project whose suites and providers the evidence must still match, as `conform
+    /// gate` requires; `None` holds it only to the suites' given digests.
+    pub project: Option<Paths>,
 }
 
 /// A provider's name in the gateway's config, by conform provider name; a provider not
@@ -62,9 +67,9 @@ pub struct Fallback {
     pub entries: Vec<Entry>,
 }
 
-/// A candidate left out, and why: the reader's denial for the first suite that denied
-/// (or `revoked` when a run revoked it, `model_differs` when the suites' evidence names
-/// different models).
+/// A candidate left out, and why: the decision's denial for the first suite that denied
+/// (`revoked`, `expired`, `suite_changed`, `simulated` …), or `model_differs` when the
+/// suites' evidence names different models.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Excluded {
     pub provider: String,
@@ -100,8 +105,8 @@ impl Chain {
 }
 
 /// For each primary of `plan`, the fallbacks that `list` permits for every suite at
-/// `plan.at`. A candidate is checked with the allowlist reader itself, so an export
-/// never names a fallback that `conform gate` would deny.
+/// `plan.at`. A candidate is checked with [`crate::allowlist::decide`]'s own rules, so an
+/// export never names a fallback that `conform gate` would deny.
 pub fn chains(list: &Allowlist, plan: &Plan) -> Vec<Chain> {
     let candidates: Vec<String> = if plan.fallbacks.is_empty() {
         let named: BTreeSet<&str> = list
@@ -149,27 +154,12 @@ fn fallback(list: &Allowlist, plan: &Plan, provider: &str) -> Result<Fallback, E
     }
     let mut entries = Vec::new();
     for suite in &plan.suites {
-        let observed = Observed {
-            suite_digest: suite.digest.as_deref(),
-            ..Observed::default()
-        };
-        match list.permits(&suite.name, provider, plan.at, &observed) {
+        let mut query = Query::new(&suite.name, provider, plan.at);
+        query.project = plan.project.as_ref();
+        query.reported.suite_digest = suite.digest.as_deref();
+        match list.decide_query(&query) {
             Ok(permit) => entries.push(permit.entry),
             Err(denial) => {
-                if denial.reason == Reason::NoEntry
-                    && let Some(r) = list.revocation(&suite.name, provider)
-                {
-                    return Err(excluded(
-                        Some(&suite.name),
-                        "revoked",
-                        format!(
-                            "revoked for suite `{}` by run {} because of: {}",
-                            suite.name,
-                            r.run_id,
-                            r.reasons.join(", ")
-                        ),
-                    ));
-                }
                 return Err(excluded(
                     Some(&suite.name),
                     denial.reason.code(),

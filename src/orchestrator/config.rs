@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::config::Paths;
+
 /// Everything `conform serve` needs.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -12,6 +14,9 @@ pub struct Config {
     pub providers: Providers,
     /// `CONFORM_ALLOWLIST`: read at every failover decision.
     pub allowlist: PathBuf,
+    /// The project whose suites and providers the allowlist's evidence must still match
+    /// (`--verify-evidence`); `None` reads the file as the contract does.
+    pub project: Option<Paths>,
     /// `CONFORM_ATTEMPT_TIMEOUT_MS`: after this an attempt is `unknown`.
     pub attempt_timeout: Duration,
     /// `CONFORM_LATE_WINDOW_MS`: how long a late answer is still awaited after the deadline.

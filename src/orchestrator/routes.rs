@@ -224,6 +224,7 @@ async fn start_attempt(
             &job.task,
             &provider,
             time::OffsetDateTime::now_utc(),
+            app.config.project.as_ref(),
         ) {
             return Err(Problem::new(
                 StatusCode::FORBIDDEN,

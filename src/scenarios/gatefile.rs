@@ -43,6 +43,8 @@ pub fn allowlist(task: &str, entries: &[(&str, &str)]) -> Vec<u8> {
                 },
                 generated_at: now.clone(),
                 valid_until: valid_until.to_string(),
+                simulated: false,
+                contract_only: false,
             })
             .collect(),
         ..Allowlist::default()

@@ -2,35 +2,73 @@
 //! providers, started together on one allowlist, end with both providers' entries; and
 //! many writers at once in one process keep every entry.
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-use conform::allowlist::{Allowlist, Change, update};
+use conform::allowlist::{Allowlist, Change, Query, update};
 use time::macros::datetime;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use super::support::{entry, validate};
+use super::common::{Mode, OpenAiMock, answer_book};
+use super::support::{entry, project, validate};
+
+/// Answers as the fixtures expect, a little slowly, so that the two runs overlap.
+struct Slow(OpenAiMock);
+
+impl Respond for Slow {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        self.0
+            .respond(request)
+            .set_delay(std::time::Duration::from_millis(15))
+    }
+}
 
 #[test]
 fn two_conform_runs_on_one_allowlist_keep_both_entries() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime.block_on(async {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(Slow(OpenAiMock {
+                book: answer_book(Path::new(env!("CARGO_MANIFEST_DIR"))),
+                mode: Mode::Faithful,
+            }))
+            .mount(&server)
+            .await;
+        server
+    });
+    let suites = ["invoice-extraction", "ticket-triage"];
     for round in 0..3 {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = project();
+        for provider in ["alpha", "beta"] {
+            std::fs::write(
+                dir.path().join("providers").join(format!("{provider}.toml")),
+                format!(
+                    "kind = \"openai-compatible\"\nmodel = \"{provider}-model\"\nbase_url = \"{}\"\n\n[limits]\nconcurrency = 4\n",
+                    server.uri()
+                ),
+            )
+            .unwrap();
+        }
         let allowlist = dir.path().join("allowlist.json");
         let spawn = |provider: &str| {
             Command::new(assert_cmd::cargo::cargo_bin("conform"))
                 .env_remove("CONFORM_ALLOWLIST")
-                .env("CONFORM_ROOT", env!("CARGO_MANIFEST_DIR"))
+                .env("CONFORM_ROOT", dir.path())
                 .args(["run", provider, "--no-progress", "--repeats", "1"])
+                .args(suites.iter().flat_map(|s| ["--suite", s]))
                 .arg("--allowlist")
                 .arg(&allowlist)
-                .arg("--reports")
-                .arg(dir.path().join("reports"))
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
                 .unwrap()
         };
-        let steady = spawn("sim-steady");
-        let limited = spawn("sim-rate-limited");
-        for (name, child) in [("sim-steady", steady), ("sim-rate-limited", limited)] {
+        let alpha = spawn("alpha");
+        let beta = spawn("beta");
+        for (name, child) in [("alpha", alpha), ("beta", beta)] {
             let out = child.wait_with_output().unwrap();
             assert!(
                 out.status.success(),
@@ -47,29 +85,19 @@ fn two_conform_runs_on_one_allowlist_keep_both_entries() {
             .map(|e| (e.suite.clone(), e.provider.clone()))
             .collect();
         pairs.sort();
-        let mut suites: Vec<String> =
-            std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures"))
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .filter(|p| p.join("suite.toml").is_file())
-                .map(|p| p.file_name().unwrap().to_str().unwrap().to_string())
-                .collect();
-        suites.sort();
         let mut expected: Vec<(String, String)> = suites
             .iter()
-            .flat_map(|s| ["sim-rate-limited", "sim-steady"].map(|p| (s.clone(), p.to_string())))
+            .flat_map(|s| ["alpha", "beta"].map(|p| (s.to_string(), p.to_string())))
             .collect();
         expected.sort();
-        assert!(expected.len() >= 4);
         assert_eq!(pairs, expected, "round {round}");
         // A real allowlist, written by real runs, validates against the published schema.
         validate(&allowlist).unwrap();
         let now = time::OffsetDateTime::now_utc();
+        let paths = conform::config::Paths::under(dir.path());
         for e in &list.entries {
-            assert!(
-                list.permits(&e.suite, &e.provider, now, &Default::default())
-                    .is_ok()
-            );
+            let query = Query::new(&e.suite, &e.provider, now).project(&paths);
+            assert!(list.decide_query(&query).is_ok(), "{e:?}");
             assert!(!e.served_models.is_empty());
             assert!(e.evidence.checks.contains_key("schema"));
         }

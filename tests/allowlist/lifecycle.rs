@@ -1,7 +1,7 @@
 //! The writer: grants refresh, revocations remove and explain, unrelated entries stay,
 //! entries stay sorted, no change writes nothing.
 
-use conform::allowlist::{Allowlist, Change, Standing, standing, update};
+use conform::allowlist::{Allowlist, Change, Observed, Reason, update};
 use time::macros::datetime;
 
 use super::support::{entry, revocation};
@@ -48,10 +48,14 @@ fn grants_and_revocations_touch_only_their_pair_and_keep_the_file_sorted() {
     assert!(list.entry("invoices", "vllm").is_none());
     assert!(list.entry("tickets", "vllm").is_some());
     let now = datetime!(2029-01-01 0:00 UTC);
-    match standing(&list, "invoices", "vllm", now) {
-        Standing::Revoked { revocation } => assert_eq!(revocation.run_id, "run-2"),
-        other => panic!("expected revoked, got {other:?}"),
-    }
+    let denial = list
+        .decide("invoices", "vllm", now, &Observed::default())
+        .unwrap_err();
+    assert_eq!(denial.reason, Reason::Revoked);
+    assert_eq!(
+        denial.revocation.map(|r| r.run_id).as_deref(),
+        Some("run-2")
+    );
 
     // A later conformant run grants it again and clears the revocation.
     let mut fresh = entry("invoices", "vllm", until);

@@ -1,6 +1,9 @@
 //! The allowlist as a contract: the reader's denials, its behaviour on any bytes, the
 //! published schema, the writer under crashes and concurrency, and the CLI around it.
 
+#[path = "../common/mod.rs"]
+mod common;
+
 mod cli;
 mod concurrent;
 mod crash;

@@ -7,7 +7,7 @@ use conform::allowlist::{Change, Denial};
 use time::OffsetDateTime;
 use time::macros::datetime;
 
-use super::support::{SUITE_DIGEST, entry};
+use super::support::{PROVIDER_DIGEST, SUITE_DIGEST, entry};
 
 const NOW: OffsetDateTime = datetime!(2026-03-01 12:00 UTC);
 
@@ -173,6 +173,8 @@ fn a_valid_entry_permits_with_everything_observed() {
     let f = written(NOW + time::Duration::days(1));
     let observed = Observed {
         suite_digest: Some(SUITE_DIGEST),
+        provider_digest: Some(PROVIDER_DIGEST),
+        simulated: false,
         served_model: Some("mistral-model-2026-01-01"),
         system_fingerprint: Some("fp_1"),
     };
@@ -194,7 +196,7 @@ fn a_malformed_entry_permits_nothing_and_is_counted() {
         serde_json::to_value(entry("invoices", "mistral", NOW + time::Duration::days(1))).unwrap();
     let mut bad =
         serde_json::to_value(entry("tickets", "mistral", NOW + time::Duration::days(1))).unwrap();
-    bad.as_object_mut().unwrap().remove("served_models");
+    bad.as_object_mut().unwrap().remove("provider");
     let text = serde_json::json!({"format": "conform.allowlist/v1", "entries": [good, bad]});
     let list = Allowlist::parse(text.to_string().as_bytes()).unwrap();
     assert_eq!(list.malformed, 1);
@@ -206,6 +208,49 @@ fn a_malformed_entry_permits_nothing_and_is_counted() {
         .permits("tickets", "mistral", NOW, &Observed::default())
         .unwrap_err();
     assert_eq!(denial.reason, Reason::NoEntry);
+}
+
+/// An entry with only the members the orchestrator contract requires permits failover
+/// to a caller that holds it to nothing else (the contract's reading), and to no caller
+/// that observed something it cannot answer for.
+#[test]
+fn a_contract_only_entry_permits_only_what_it_can_answer_for() {
+    let mut partial =
+        serde_json::to_value(entry("tickets", "mistral", NOW + time::Duration::days(1))).unwrap();
+    partial.as_object_mut().unwrap().remove("served_models");
+    let text = serde_json::json!({"format": "conform.allowlist/v1", "entries": [partial]});
+    let list = Allowlist::parse(text.to_string().as_bytes()).unwrap();
+    assert_eq!(list.malformed, 0);
+    assert!(list.entries[0].contract_only);
+    assert!(
+        list.permits("tickets", "mistral", NOW, &Observed::default())
+            .is_ok()
+    );
+    for observed in [
+        Observed {
+            suite_digest: Some(SUITE_DIGEST),
+            ..Observed::default()
+        },
+        Observed {
+            provider_digest: Some(PROVIDER_DIGEST),
+            ..Observed::default()
+        },
+        Observed {
+            served_model: Some("mistral-model-2026-01-01"),
+            ..Observed::default()
+        },
+    ] {
+        let denial = list
+            .permits("tickets", "mistral", NOW, &observed)
+            .unwrap_err();
+        assert!(
+            matches!(
+                denial.reason,
+                Reason::SuiteChanged | Reason::ProviderChanged | Reason::ModelDrift
+            ),
+            "{denial:?}"
+        );
+    }
 }
 
 #[test]

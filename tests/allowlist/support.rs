@@ -52,6 +52,8 @@ pub fn entry(suite: &str, provider: &str, until: OffsetDateTime) -> Entry {
         },
         generated_at: stamp(until - time::Duration::days(7)),
         valid_until: stamp(until),
+        simulated: false,
+        contract_only: false,
     }
 }
 
@@ -71,6 +73,61 @@ pub fn conform() -> assert_cmd::Command {
     let mut cmd = assert_cmd::Command::cargo_bin("conform").unwrap();
     cmd.env_remove("CONFORM_ALLOWLIST")
         .env("CONFORM_ROOT", env!("CARGO_MANIFEST_DIR"));
+    cmd
+}
+
+/// A project of its own: the shipped invoice and ticket suites, and provider files for
+/// `mistral`, `fenced` and `openai` (the names the CLI tests ask about).
+pub fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for suite in ["invoice-extraction", "ticket-triage"] {
+        copy_dir(
+            &repo.join("fixtures").join(suite),
+            &dir.path().join("fixtures").join(suite),
+        );
+    }
+    std::fs::create_dir_all(dir.path().join("providers")).unwrap();
+    for provider in ["mistral", "fenced", "openai"] {
+        std::fs::write(
+            dir.path().join("providers").join(format!("{provider}.toml")),
+            format!("kind = \"openai-compatible\"\nmodel = \"{provider}-model\"\nbase_url = \"http://127.0.0.1:9\"\n"),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for item in std::fs::read_dir(from).unwrap() {
+        let item = item.unwrap();
+        let target = to.join(item.file_name());
+        if item.path().is_dir() {
+            copy_dir(&item.path(), &target);
+        } else {
+            std::fs::copy(item.path(), target).unwrap();
+        }
+    }
+}
+
+/// [`entry`] with the digests the project at `root` has now, as a run there would write it.
+pub fn current_entry(root: &Path, suite: &str, provider: &str, until: OffsetDateTime) -> Entry {
+    let local =
+        conform::allowlist::Local::observe(&conform::config::Paths::under(root), suite, provider)
+            .unwrap();
+    Entry {
+        suite_digest: local.suite_digest,
+        provider_digest: local.provider_digest,
+        ..entry(suite, provider, until)
+    }
+}
+
+/// The `conform` binary, with `root` as its project.
+pub fn conform_at(root: &Path) -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("conform").unwrap();
+    cmd.env_remove("CONFORM_ALLOWLIST")
+        .env("CONFORM_ROOT", root);
     cmd
 }
 

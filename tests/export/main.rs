@@ -5,12 +5,18 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+#[path = "../common/mod.rs"]
+mod common;
+
+use common::{Mode, OpenAiMock, answer_book, copy_dir};
 use conform::allowlist::{Allowlist, Entry, Evidence, Revocation};
 use conform::export::{self, Names, Plan, SuiteRef, litellm, portkey};
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use time::macros::datetime;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer};
 
 const NOW: OffsetDateTime = datetime!(2026-03-01 12:00 UTC);
 const DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
@@ -50,6 +56,8 @@ fn entry(suite: &str, provider: &str, model: &str, until: OffsetDateTime, digest
         },
         generated_at: (until - time::Duration::days(7)).format(&Rfc3339).unwrap(),
         valid_until: until.format(&Rfc3339).unwrap(),
+        simulated: false,
+        contract_only: false,
     }
 }
 
@@ -103,6 +111,7 @@ fn plan(primaries: &[&str], fallbacks: &[&str]) -> Plan {
             })
             .collect(),
         at: NOW,
+        project: None,
     }
 }
 
@@ -356,32 +365,84 @@ fn portkey_target_without_a_known_model_has_the_documented_shape() {
     assert_eq!(config["targets"].as_array().unwrap().len(), 3);
 }
 
-/// End to end on real runs: a conformant simulated provider is exported, a drifting one
-/// is not.
+/// A provider file for an OpenAI-compatible server at `uri`.
+fn compatible(model: &str, uri: &str) -> String {
+    format!("kind = \"openai-compatible\"\nmodel = \"{model}\"\nbase_url = \"{uri}\"\n")
+}
+
+/// End to end on real runs against providers speaking OpenAI's wire format: a
+/// conformant provider is exported, a drifting one is not, a simulated one never is.
 #[test]
 fn export_commands_on_a_real_allowlist() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mock = |mode: Mode| {
+        runtime.block_on(async {
+            let server = MockServer::start().await;
+            Mock::given(method("POST"))
+                .and(path("/v1/chat/completions"))
+                .respond_with(OpenAiMock {
+                    book: answer_book(repo),
+                    mode,
+                })
+                .mount(&server)
+                .await;
+            server
+        })
+    };
+    let (faithful, fenced) = (mock(Mode::Faithful), mock(Mode::Fenced));
     let dir = tempfile::tempdir().unwrap();
+    for suite in ["invoice-extraction", "ticket-triage"] {
+        copy_dir(
+            &repo.join("fixtures").join(suite),
+            &dir.path().join("fixtures").join(suite),
+        );
+    }
+    let providers = dir.path().join("providers");
+    std::fs::create_dir_all(&providers).unwrap();
+    for name in ["openai", "vllm", "sim-steady"] {
+        std::fs::copy(
+            repo.join("providers").join(format!("{name}.toml")),
+            providers.join(format!("{name}.toml")),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        providers.join("steady.toml"),
+        compatible("steady", &faithful.uri()),
+    )
+    .unwrap();
+    std::fs::write(
+        providers.join("fenced.toml"),
+        compatible("fenced", &fenced.uri()),
+    )
+    .unwrap();
     let allowlist = dir.path().join("allowlist.json");
     let conform = || {
         let mut cmd = assert_cmd::Command::cargo_bin("conform").unwrap();
         cmd.env_remove("CONFORM_ALLOWLIST")
-            .env("CONFORM_ROOT", env!("CARGO_MANIFEST_DIR"))
+            .env("CONFORM_ROOT", dir.path())
             .arg("--allowlist")
-            .arg(&allowlist)
-            .arg("--reports")
-            .arg(dir.path().join("reports"));
+            .arg(&allowlist);
         cmd
     };
     let steady = conform()
-        .args(["run", "sim-steady", "--no-progress", "--repeats", "1"])
+        .args(["run", "steady", "--no-progress", "--repeats", "1"])
         .output()
         .unwrap();
-    assert_eq!(steady.status.code(), Some(0));
+    assert_eq!(steady.status.code(), Some(0), "{steady:?}");
     let fenced = conform()
-        .args(["run", "sim-fenced", "--no-progress", "--repeats", "1"])
+        .args(["run", "fenced", "--no-progress", "--repeats", "1"])
         .output()
         .unwrap();
-    assert_eq!(fenced.status.code(), Some(1));
+    assert_eq!(fenced.status.code(), Some(1), "{fenced:?}");
+    // A simulated provider's entry, as an older demo wrote it into this very file, is
+    // never exported.
+    let mut list = Allowlist::load(&allowlist).unwrap();
+    let mut sim = list.entries[0].clone();
+    sim.provider = "sim-steady".into();
+    list.entries.push(sim);
+    std::fs::write(&allowlist, serde_json::to_vec_pretty(&list).unwrap()).unwrap();
 
     let out = conform()
         .args([
@@ -398,9 +459,10 @@ fn export_commands_on_a_real_allowlist() {
     let yaml = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
         litellm_pairs(&litellm_fallbacks(&yaml, "router_settings")),
-        [("gpt-4o".to_string(), vec!["sim-steady".to_string()])]
+        [("gpt-4o".to_string(), vec!["steady".to_string()])]
     );
-    assert!(yaml.contains("-/-> sim-fenced: revoked"), "{yaml}");
+    assert!(yaml.contains("-/-> fenced: revoked"), "{yaml}");
+    assert!(yaml.contains("-/-> sim-steady: simulated"), "{yaml}");
 
     let out = conform()
         .args(["export", "portkey", "--primary", "openai"])
@@ -414,7 +476,7 @@ fn export_commands_on_a_real_allowlist() {
         config["targets"],
         serde_json::json!([
             {"provider": "@openai", "override_params": {"model": "gpt-4o-mini"}},
-            {"provider": "@sim-steady", "override_params": {"model": "sim-steady"}},
+            {"provider": "@steady", "override_params": {"model": "steady"}},
         ])
     );
 
@@ -426,7 +488,7 @@ fn export_commands_on_a_real_allowlist() {
             "--primary",
             "openai",
             "--fallback",
-            "sim-fenced",
+            "fenced",
         ])
         .output()
         .unwrap();
@@ -451,7 +513,7 @@ fn export_commands_on_a_real_allowlist() {
     // No allowlist: nothing is exported.
     let out = assert_cmd::Command::cargo_bin("conform")
         .unwrap()
-        .env("CONFORM_ROOT", env!("CARGO_MANIFEST_DIR"))
+        .env("CONFORM_ROOT", dir.path())
         .arg("--allowlist")
         .arg(dir.path().join("absent.json"))
         .args(["export", "litellm", "--primary", "openai"])

@@ -174,6 +174,7 @@ impl Orchestrator {
             listen: "127.0.0.1:0".into(),
             providers: Providers::parse(&settings.providers).unwrap(),
             allowlist: settings.allowlist,
+            project: None,
             attempt_timeout: settings.attempt_timeout,
             late_window: settings.late_window,
             database_url: db.url.clone(),

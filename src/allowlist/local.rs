@@ -1,0 +1,147 @@
+//! What the project's files say now about a suite and a provider: the digests an entry's
+//! evidence must still match, and whether the provider is a simulation.
+
+use std::path::Path;
+
+use super::decision::{Denial, Observed, Reason};
+use crate::config::{Kind, Paths, ProviderConfig, Suite};
+
+/// The suite and provider as the project holds them now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Local {
+    pub suite_digest: String,
+    pub provider_digest: String,
+    pub simulated: bool,
+}
+
+impl Local {
+    /// Reads `fixtures/SUITE` and `providers/PROVIDER.toml` under `paths`. A name the
+    /// project does not have is [`Reason::UnknownSuite`] or [`Reason::UnknownProvider`],
+    /// naming the folder and the names it holds; files that do not load are
+    /// [`Reason::InvalidConfig`] with every problem.
+    pub fn observe(paths: &Paths, suite: &str, provider: &str) -> Result<Local, Denial> {
+        let suite_digest = suite_digest(paths, suite)?;
+        let provider = ProviderFacts::read(paths, provider)?;
+        Ok(Local {
+            suite_digest,
+            provider_digest: provider.digest,
+            simulated: provider.simulated,
+        })
+    }
+
+    /// What to hold the evidence to: these files, and what the provider `reported`. A
+    /// suite digest in `reported` overrides the one read here (`conform gate
+    /// --suite-digest`).
+    pub fn observed<'a>(&'a self, reported: Observed<'a>) -> Observed<'a> {
+        Observed {
+            suite_digest: reported.suite_digest.or(Some(&self.suite_digest)),
+            provider_digest: Some(&self.provider_digest),
+            simulated: self.simulated,
+            ..reported
+        }
+    }
+}
+
+/// What `providers/PROVIDER.toml` says now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderFacts {
+    /// The digest of the configuration that shapes answers.
+    pub digest: String,
+    /// `kind = "sim"`.
+    pub simulated: bool,
+}
+
+impl ProviderFacts {
+    /// Reads `providers/PROVIDER.toml` under `paths`: [`Reason::UnknownProvider`] when
+    /// there is no such file, [`Reason::InvalidConfig`] when it does not load.
+    pub fn read(paths: &Paths, provider: &str) -> Result<ProviderFacts, Denial> {
+        let file = paths.providers.join(format!("{provider}.toml"));
+        if !is_name(provider) || !file.is_file() {
+            return Err(Denial::new(
+                Reason::UnknownProvider,
+                format!(
+                    "no provider named `{provider}` in {}; known: {}",
+                    paths.providers.display(),
+                    known(&provider_names(&paths.providers))
+                ),
+            ));
+        }
+        let config = ProviderConfig::load(&file).map_err(|problems| {
+            Denial::new(
+                Reason::InvalidConfig,
+                format!("the provider `{provider}` does not load:\n{problems}"),
+            )
+        })?;
+        Ok(ProviderFacts {
+            digest: config.digest(),
+            simulated: config.kind == Kind::Sim,
+        })
+    }
+}
+
+/// The digest of `fixtures/SUITE` as it is now.
+pub fn suite_digest(paths: &Paths, suite: &str) -> Result<String, Denial> {
+    let dir = paths.fixtures.join(suite);
+    if !is_name(suite) || !dir.join("suite.toml").is_file() {
+        return Err(Denial::new(
+            Reason::UnknownSuite,
+            format!(
+                "no suite named `{suite}` in {}; known: {}",
+                paths.fixtures.display(),
+                known(&suite_names(&paths.fixtures))
+            ),
+        ));
+    }
+    Suite::load(&dir).map(|s| s.digest).map_err(|problems| {
+        Denial::new(
+            Reason::InvalidConfig,
+            format!("the suite `{suite}` does not load:\n{problems}"),
+        )
+    })
+}
+
+/// The suite folders of `fixtures/` (those with a `suite.toml`), sorted.
+pub fn suite_names(fixtures: &Path) -> Vec<String> {
+    names(fixtures, |p| p.join("suite.toml").is_file())
+}
+
+/// The provider files of `providers/` (`*.toml`), by stem, sorted.
+pub fn provider_names(providers: &Path) -> Vec<String> {
+    names(providers, |p| {
+        p.extension().is_some_and(|x| x == "toml") && p.is_file()
+    })
+}
+
+/// A plain file or folder name: never a path that leaves its folder.
+fn is_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\'])
+}
+
+fn known(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+fn names(dir: &Path, keep: impl Fn(&Path) -> bool) -> Vec<String> {
+    let Ok(listing) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<String> = listing
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| keep(p))
+        .filter_map(|p| {
+            let stem = if p.is_dir() {
+                p.file_name()?
+            } else {
+                p.file_stem()?
+            };
+            stem.to_str().map(str::to_string)
+        })
+        .collect();
+    found.sort();
+    found
+}

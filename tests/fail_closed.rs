@@ -1,0 +1,696 @@
+//! Fail closed everywhere: one failover decision, asked by every caller alike; the
+//! demo's evidence kept out of the allowlist production reads; nothing to test is never
+//! a pass.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::{Mode, OpenAiMock, Project, answer_book};
+use conform::allowlist::{
+    Allowlist, Change, Entry, Evidence, Local, Observed, Query, Revocation, decide, permits, update,
+};
+use conform::config::Paths;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer};
+
+const SUITE: &str = "ticket-triage";
+
+fn stamp(t: OffsetDateTime) -> String {
+    t.format(&Rfc3339).unwrap()
+}
+
+/// A provider file that speaks OpenAI's Chat Completions at an address nothing listens on:
+/// the decision never calls a provider.
+fn compatible(model: &str) -> String {
+    format!(
+        "kind = \"openai-compatible\"\nmodel = \"{model}\"\nbase_url = \"http://127.0.0.1:9\"\n\n[tokenizer]\nkind = \"none\"\n"
+    )
+}
+
+/// A project with the shipped suites, two real providers and a simulated one.
+fn project() -> Project {
+    let project = Project::new(&["sim-steady"]);
+    project.write("providers/primary.toml", &compatible("primary-model"));
+    project.write("providers/fallback.toml", &compatible("fallback-model"));
+    project
+}
+
+/// An entry as a conformant run of `provider` on the project's suite would write it now.
+fn entry(project: &Project, provider: &str) -> Entry {
+    let local = Local::observe(&Paths::under(project.root()), SUITE, provider).unwrap();
+    let now = OffsetDateTime::now_utc();
+    Entry {
+        suite: SUITE.into(),
+        provider: provider.into(),
+        model: format!("{provider}-model"),
+        served_models: vec![format!("{provider}-model-1")],
+        system_fingerprints: Vec::new(),
+        suite_digest: local.suite_digest,
+        provider_digest: local.provider_digest,
+        tokenizer: "none".into(),
+        evidence: Evidence {
+            run_id: "run-1".into(),
+            report: "reports/run-1/report.json".into(),
+            conform_version: "0.1.0".into(),
+            cases: 26,
+            repeats: 1,
+            calls: 26,
+            passed: 26,
+            pass_rate: 1.0,
+            first_attempt_pass_rate: 1.0,
+            checks: BTreeMap::new(),
+        },
+        generated_at: stamp(now - time::Duration::hours(1)),
+        valid_until: stamp(now + time::Duration::days(3)),
+        simulated: false,
+        contract_only: false,
+    }
+}
+
+fn revocation(provider: &str, at: OffsetDateTime) -> Revocation {
+    Revocation {
+        suite: SUITE.into(),
+        provider: provider.into(),
+        run_id: "run-bad".into(),
+        at: stamp(at),
+        reasons: vec!["schema_violation".into(), "not_pure_json".into()],
+        report: "reports/run-bad/report.json".into(),
+    }
+}
+
+fn write_list(path: &Path, list: &Allowlist) {
+    std::fs::write(path, serde_json::to_vec_pretty(list).unwrap()).unwrap();
+}
+
+fn with_entries(path: &Path, entries: Vec<Entry>, revocations: Vec<Revocation>) {
+    write_list(
+        path,
+        &Allowlist {
+            entries,
+            revocations,
+            ..Allowlist::default()
+        },
+    );
+}
+
+/// One row of the table: how to set the project and the file up, which provider to ask
+/// about, and the answer every caller must give.
+struct Case {
+    name: &'static str,
+    provider: &'static str,
+    setup: fn(&Project, &Path),
+    expected: &'static str,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "no file",
+        provider: "fallback",
+        setup: |_, _| {},
+        expected: "missing",
+    },
+    Case {
+        name: "not JSON",
+        provider: "fallback",
+        setup: |_, path| {
+            std::fs::write(path, "{\"format\": \"conform.allowlist/v1\", \"entr").unwrap()
+        },
+        expected: "unreadable",
+    },
+    Case {
+        name: "another format",
+        provider: "fallback",
+        setup: |_, path| {
+            std::fs::write(path, r#"{"format": "conform.allowlist/v2", "entries": []}"#).unwrap()
+        },
+        expected: "unknown_format",
+    },
+    Case {
+        name: "valid and fresh",
+        provider: "fallback",
+        setup: |p, path| with_entries(path, vec![entry(p, "fallback")], vec![]),
+        expected: "permitted",
+    },
+    Case {
+        name: "never run",
+        provider: "fallback",
+        setup: |p, path| with_entries(path, vec![entry(p, "primary")], vec![]),
+        expected: "no_entry",
+    },
+    Case {
+        name: "revoked by the last run",
+        provider: "fallback",
+        setup: |_, path| {
+            with_entries(
+                path,
+                vec![],
+                vec![revocation("fallback", OffsetDateTime::now_utc())],
+            )
+        },
+        expected: "revoked",
+    },
+    Case {
+        name: "an entry with a later revocation beside it",
+        provider: "fallback",
+        setup: |p, path| {
+            with_entries(
+                path,
+                vec![entry(p, "fallback")],
+                vec![revocation("fallback", OffsetDateTime::now_utc())],
+            )
+        },
+        expected: "revoked",
+    },
+    Case {
+        name: "expired",
+        provider: "fallback",
+        setup: |p, path| {
+            let mut e = entry(p, "fallback");
+            e.valid_until = stamp(OffsetDateTime::now_utc() - time::Duration::seconds(5));
+            with_entries(path, vec![e], vec![])
+        },
+        expected: "expired",
+    },
+    Case {
+        name: "a case's expected answer edited after the run",
+        provider: "fallback",
+        setup: |p, path| {
+            with_entries(path, vec![entry(p, "fallback")], vec![]);
+            edit_a_case(p);
+        },
+        expected: "suite_changed",
+    },
+    Case {
+        name: "a rule edited after the run",
+        provider: "fallback",
+        setup: |p, path| {
+            with_entries(path, vec![entry(p, "fallback")], vec![]);
+            let toml = p.path(&format!("fixtures/{SUITE}/suite.toml"));
+            let text = std::fs::read_to_string(&toml).unwrap();
+            std::fs::write(&toml, format!("{text}\n# tightened after the run\n")).unwrap();
+        },
+        expected: "suite_changed",
+    },
+    Case {
+        name: "the provider's model changed after the run",
+        provider: "fallback",
+        setup: |p, path| {
+            with_entries(path, vec![entry(p, "fallback")], vec![]);
+            p.write("providers/fallback.toml", &compatible("another-model"));
+        },
+        expected: "provider_changed",
+    },
+    Case {
+        name: "evidence marked simulated",
+        provider: "fallback",
+        setup: |p, path| {
+            let mut e = entry(p, "fallback");
+            e.simulated = true;
+            with_entries(path, vec![e], vec![])
+        },
+        expected: "simulated",
+    },
+    Case {
+        name: "an old demo's unmarked entry for a simulated provider",
+        provider: "sim-steady",
+        setup: |p, path| with_entries(path, vec![entry(p, "sim-steady")], vec![]),
+        expected: "simulated",
+    },
+    Case {
+        name: "an entry with only the contract's members",
+        provider: "fallback",
+        setup: |_, path| {
+            let until = stamp(OffsetDateTime::now_utc() + time::Duration::days(1));
+            let file = json!({"format": "conform.allowlist/v1", "entries": [
+                {"suite": SUITE, "provider": "fallback", "valid_until": until}]});
+            std::fs::write(path, file.to_string()).unwrap();
+        },
+        expected: "suite_changed",
+    },
+];
+
+fn edit_a_case(project: &Project) {
+    let cases = project.path(&format!("fixtures/{SUITE}/cases"));
+    let first = std::fs::read_dir(&cases)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .min()
+        .unwrap();
+    let mut case: Value = serde_json::from_slice(&std::fs::read(&first).unwrap()).unwrap();
+    case["expected"]["priority"] = json!("p0-edited");
+    std::fs::write(&first, serde_json::to_vec_pretty(&case).unwrap()).unwrap();
+}
+
+/// What each caller answers, as a status code (`permitted` or the denial's reason).
+fn answers(project: &Project, path: &Path, provider: &str) -> BTreeMap<&'static str, String> {
+    let mut out = BTreeMap::new();
+    let paths = Paths::under(project.root());
+    let now = OffsetDateTime::now_utc();
+    let code = |d: Result<(), conform::allowlist::Denial>| match d {
+        Ok(()) => "permitted".to_string(),
+        Err(d) => d.reason.code().to_string(),
+    };
+
+    // The library's one function, and the Rust reader with what the project says.
+    let query = Query::new(SUITE, provider, now).project(&paths);
+    out.insert("decide", code(decide(path, &query).map(|_| ())));
+    let local = Local::observe(&paths, SUITE, provider).unwrap();
+    out.insert(
+        "permits",
+        code(
+            permits(
+                path,
+                SUITE,
+                provider,
+                now,
+                &local.observed(Observed::default()),
+            )
+            .map(|_| ()),
+        ),
+    );
+    // `conform serve`'s gate, holding the evidence to the same project.
+    out.insert(
+        "serve",
+        code(conform::orchestrator::gate::permits(
+            path,
+            SUITE,
+            provider,
+            now,
+            Some(&paths),
+        )),
+    );
+
+    let run = |args: &[&str]| {
+        let output = project
+            .cmd()
+            .arg("--allowlist")
+            .arg(path)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).to_string(),
+            String::from_utf8_lossy(&output.stderr).to_string(),
+        )
+    };
+
+    let (exit, stdout, _) = run(&[
+        "gate",
+        "--suite",
+        SUITE,
+        "--provider",
+        provider,
+        "--format",
+        "json",
+    ]);
+    let gate: Value = serde_json::from_str(&stdout).unwrap();
+    let gate_code = if gate["permitted"] == true {
+        assert_eq!(exit, Some(0), "{gate}");
+        "permitted".to_string()
+    } else {
+        assert_eq!(exit, Some(1), "{gate}");
+        gate["reason"].as_str().unwrap().to_string()
+    };
+    out.insert("gate", gate_code);
+
+    let (_, stdout, _) = run(&[
+        "allowlist",
+        "explain",
+        provider,
+        "--suite",
+        SUITE,
+        "--format",
+        "json",
+    ]);
+    let explain: Value = serde_json::from_str(&stdout).unwrap();
+    out.insert(
+        "explain",
+        explain["suites"][0]["status"].as_str().unwrap().to_string(),
+    );
+
+    let (exit, stdout, stderr) = run(&[
+        "export",
+        "litellm",
+        "--primary",
+        "primary",
+        "--fallback",
+        provider,
+        "--suite",
+        SUITE,
+    ]);
+    let export = if exit == Some(0) {
+        assert!(
+            stdout.contains(&format!("primary -> {provider}")),
+            "{stdout}"
+        );
+        "permitted".to_string()
+    } else if let Some(rest) = stdout
+        .lines()
+        .find_map(|l| l.split_once(&format!("primary -/-> {provider}: ")))
+    {
+        rest.1.split_whitespace().next().unwrap().to_string()
+    } else {
+        // No file to export from: the command refuses with the reader's reason.
+        let (_, rest) = stderr
+            .split_once("no fallback can be exported (")
+            .unwrap_or_else(|| panic!("{stdout}\n{stderr}"));
+        rest.split(')').next().unwrap().to_string()
+    };
+    out.insert("export", export);
+
+    let (_, stdout, _) = run(&["allowlist", "show", "--format", "json"]);
+    if let Ok(show) = serde_json::from_str::<Value>(&stdout)
+        && let Some(entry) = show["entries"]
+            .as_array()
+            .and_then(|l| l.iter().find(|e| e["provider"] == provider))
+    {
+        out.insert("show", entry["status"].as_str().unwrap().to_string());
+    }
+    out
+}
+
+#[test]
+fn every_caller_gives_the_same_answer_for_the_same_file_suite_and_time() {
+    for case in CASES {
+        let project = project();
+        let path = project.path("allowlist.json");
+        (case.setup)(&project, &path);
+        let answers = answers(&project, &path, case.provider);
+        for (caller, answer) in &answers {
+            assert_eq!(
+                answer, case.expected,
+                "{}: {caller} answered {answer}, expected {}; all: {answers:?}",
+                case.name, case.expected
+            );
+        }
+        assert!(answers.len() >= 6, "{}: {answers:?}", case.name);
+    }
+}
+
+#[test]
+fn a_revoked_provider_is_reported_with_its_finding_codes() {
+    let project = project();
+    let path = project.path("allowlist.json");
+    update(
+        &path,
+        &[Change::Revoke(revocation(
+            "fallback",
+            OffsetDateTime::now_utc(),
+        ))],
+    )
+    .unwrap();
+    let out = project
+        .cmd()
+        .args(["gate", "--suite", SUITE, "--provider", "fallback"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("denied (revoked): revoked by run run-bad"),
+        "{text}"
+    );
+    assert!(text.contains("schema_violation, not_pure_json"), "{text}");
+
+    let out = project
+        .cmd()
+        .args([
+            "gate",
+            "--suite",
+            SUITE,
+            "--provider",
+            "fallback",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["reason"], "revoked");
+    assert_eq!(
+        json["findings"],
+        json!(["schema_violation", "not_pure_json"])
+    );
+}
+
+#[test]
+fn the_suite_digest_flag_overrides_the_project_only_when_given() {
+    let project = project();
+    let path = project.path("allowlist.json");
+    with_entries(&path, vec![entry(&project, "fallback")], vec![]);
+    let gate = |extra: &[&str]| {
+        project
+            .cmd()
+            .args(["gate", "--suite", SUITE, "--provider", "fallback"])
+            .args(extra)
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    assert_eq!(gate(&[]), Some(0));
+    assert_eq!(gate(&["--suite-digest", "sha256:00"]), Some(1));
+    edit_a_case(&project);
+    assert_eq!(gate(&[]), Some(1));
+}
+
+/// The end-to-end version of the defect: a real run against a provider speaking OpenAI's
+/// wire format, then an edited case. Before, `gate` kept saying `permitted`.
+#[tokio::test(flavor = "multi_thread")]
+async fn gate_sees_a_suite_edited_after_a_real_run() {
+    let project = Project::new(&[]);
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(OpenAiMock {
+            book: answer_book(project.root()),
+            mode: Mode::Faithful,
+        })
+        .mount(&server)
+        .await;
+    project.write(
+        "providers/local.toml",
+        &format!(
+            "kind = \"openai-compatible\"\nmodel = \"local-model\"\nbase_url = \"{}\"\n\n[tokenizer]\nkind = \"none\"\n",
+            server.uri()
+        ),
+    );
+    let root = project.root().to_path_buf();
+    let ran = tokio::task::spawn_blocking(move || {
+        let mut cmd = assert_cmd::Command::cargo_bin("conform").unwrap();
+        cmd.current_dir(&root)
+            .arg("--root")
+            .arg(&root)
+            .env_remove("CONFORM_ALLOWLIST")
+            .args(["run", "local", "--suite", SUITE, "--no-progress"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        ran.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&ran.stdout),
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let gate = |project: &Project| {
+        let out = project
+            .cmd()
+            .args(["gate", "--suite", SUITE, "--provider", "local"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+        )
+    };
+    let (code, text) = gate(&project);
+    assert_eq!(code, Some(0), "{text}");
+    edit_a_case(&project);
+    let (code, text) = gate(&project);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.starts_with("denied (suite_changed)"), "{text}");
+}
+
+fn output(cmd: &mut assert_cmd::Command) -> (Option<i32>, String) {
+    let out = cmd.output().unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn gate_and_export_refuse_a_suite_or_provider_the_project_does_not_have() {
+    let project = project();
+    with_entries(
+        &project.path("allowlist.json"),
+        vec![entry(&project, "fallback")],
+        vec![],
+    );
+    let (code, text) =
+        output(
+            project
+                .cmd()
+                .args(["gate", "--suite", "ticket-triag", "--provider", "fallback"]),
+        );
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("no suite named `ticket-triag`"), "{text}");
+    assert!(
+        text.contains("known: invoice-extraction, smollm2-smoke, ticket-triage"),
+        "{text}"
+    );
+
+    let (code, text) =
+        output(
+            project
+                .cmd()
+                .args(["gate", "--suite", SUITE, "--provider", "fallbak"]),
+        );
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("no provider named `fallbak`")
+            && text.contains("known: fallback, primary, sim-steady"),
+        "{text}"
+    );
+
+    for args in [
+        &[
+            "export",
+            "litellm",
+            "--primary",
+            "primary",
+            "--suite",
+            "ticket-triag",
+        ][..],
+        &["export", "litellm", "--primary", "primry"][..],
+        &[
+            "export",
+            "portkey",
+            "--primary",
+            "primary",
+            "--fallback",
+            "fallbak",
+        ][..],
+    ] {
+        let (code, text) = output(project.cmd().args(args));
+        assert_eq!(code, Some(2), "{args:?}: {text}");
+        assert!(text.contains("known: "), "{args:?}: {text}");
+    }
+}
+
+#[test]
+fn nothing_to_test_is_a_usage_error_naming_the_folder() {
+    // No suites.
+    let project = project();
+    std::fs::remove_dir_all(project.path("fixtures")).unwrap();
+    std::fs::create_dir_all(project.path("fixtures")).unwrap();
+    for args in [&["check"][..], &["run", "fallback", "--no-progress"][..]] {
+        let (code, text) = output(project.cmd().args(args));
+        assert_eq!(code, Some(2), "{args:?}: {text}");
+        assert!(text.contains("no suites"), "{args:?}: {text}");
+        assert!(
+            text.contains(&project.path("fixtures").display().to_string()),
+            "{args:?}: {text}"
+        );
+    }
+
+    // No providers.
+    let project = Project::new(&[]);
+    for args in [
+        &["check"][..],
+        &["run", "--no-progress"][..],
+        &["demo", "--no-progress"][..],
+    ] {
+        let (code, text) = output(project.cmd().args(args));
+        assert_eq!(code, Some(2), "{args:?}: {text}");
+        assert!(
+            text.contains(&project.path("providers").display().to_string()),
+            "{args:?}: {text}"
+        );
+    }
+
+    // A suite without cases.
+    let project = project_with_empty_suite();
+    for args in [&["check"][..], &["run", "fallback", "--no-progress"][..]] {
+        let (code, text) = output(project.cmd().args(args));
+        assert_eq!(code, Some(2), "{args:?}: {text}");
+        assert!(text.contains("no cases"), "{args:?}: {text}");
+        assert!(text.contains("cases"), "{args:?}: {text}");
+    }
+    assert!(!project.path("allowlist.json").exists());
+}
+
+fn project_with_empty_suite() -> Project {
+    let project = project();
+    let cases = project.path(&format!("fixtures/{SUITE}/cases"));
+    std::fs::remove_dir_all(&cases).unwrap();
+    std::fs::create_dir_all(&cases).unwrap();
+    project
+}
+
+/// A real run that names a simulated provider writes nothing for it into the allowlist
+/// production reads; the demo keeps its own allowlist beside its report.
+#[test]
+fn simulated_evidence_never_reaches_the_real_allowlist() {
+    let project = Project::new(&["sim-steady", "sim-rate-limited"]);
+    let (code, text) =
+        output(
+            project
+                .cmd()
+                .args(["run", "sim-steady", "--suite", SUITE, "--no-progress"]),
+        );
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("simulated providers never enter"), "{text}");
+    assert!(!project.path("allowlist.json").exists(), "{text}");
+
+    let (code, text) = output(
+        project
+            .cmd()
+            .args(["demo", "--suite", SUITE, "--no-progress"]),
+    );
+    assert_eq!(code, Some(0), "{text}");
+    assert!(!project.path("allowlist.json").exists(), "{text}");
+    let demo_list: PathBuf = project.last_run().join("allowlist.json");
+    let list: Value = serde_json::from_slice(&std::fs::read(&demo_list).unwrap()).unwrap();
+    let entries = list["entries"].as_array().unwrap();
+    assert!(!entries.is_empty(), "{list}");
+    assert!(entries.iter().all(|e| e["simulated"] == true), "{list}");
+    assert!(text.contains(&demo_list.display().to_string()), "{text}");
+
+    // Even pointed at the demo's allowlist, nothing is exported or permitted.
+    let (code, text) = output(project.cmd().arg("--allowlist").arg(&demo_list).args([
+        "export",
+        "litellm",
+        "--primary",
+        "sim-steady",
+        "--suite",
+        SUITE,
+    ]));
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("sim-steady -/-> sim-rate-limited: simulated"),
+        "{text}"
+    );
+    let (code, text) = output(project.cmd().arg("--allowlist").arg(&demo_list).args([
+        "gate",
+        "--suite",
+        SUITE,
+        "--provider",
+        "sim-steady",
+    ]));
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("denied (simulated)"), "{text}");
+}
