@@ -1,5 +1,20 @@
 //! Command-line definitions and dispatch.
 
+// Output whose reader has gone away (`conform allowlist show | head`) is dropped, not a
+// panic: these shadow std's macros in every command below.
+macro_rules! println {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+macro_rules! print {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 mod allowlist;
 mod check;
 mod export;
