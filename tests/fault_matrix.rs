@@ -450,6 +450,8 @@ async fn connection_reset_after_the_request_is_retried() {
         let err = call_vendor(&v, &address, "5s").await.expect_err(v.kind);
         assert_eq!(err.kind, ErrorKind::ConnectionReset, "{}: {err}", v.kind);
         assert_eq!(count.load(Ordering::SeqCst), 3, "{}", v.kind);
+        assert_eq!(err.retries, 2, "{}", v.kind);
+        assert!(err.message.contains(&address), "{}: {err}", v.kind);
     }
 }
 
@@ -652,8 +654,27 @@ async fn account_limits_are_not_retried_and_stop_the_provider() {
                 assert_fault(&v, json_template(429, &tpm), ErrorKind::RequestTooLarge, 1).await;
             assert_eq!(err.effect(), Effect::HaltProvider, "{}", v.kind);
         }
+        // The same words in each vendor's own 429 shape.
+        let mut said = v.rate_limited.clone();
+        let message = json!(
+            "Request too large for this model in organization org-x on tokens per min (TPM): Limit 30000, Requested 30601."
+        );
+        if said["error"].is_string() {
+            said["error"] = message;
+        } else {
+            said["error"]["message"] = message;
+        }
+        let err = assert_fault(
+            &v,
+            json_template(429, &said).insert_header("retry-after", "0"),
+            ErrorKind::RequestTooLarge,
+            1,
+        )
+        .await;
+        assert_eq!(err.effect(), Effect::HaltProvider, "{}", v.kind);
     }
 }
+
 #[tokio::test]
 async fn html_gateway_error_is_a_retried_server_error() {
     for v in vendors() {

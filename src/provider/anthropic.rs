@@ -145,6 +145,7 @@ fn error_object(value: &Value) -> Option<(ErrorKind, String)> {
         "billing_error" => ErrorKind::QuotaExhausted,
         "not_found_error" => ErrorKind::NotFound,
         "request_too_large" => ErrorKind::RequestTooLarge,
+        "rate_limit_error" if error::exceeds_account_limit(&message) => ErrorKind::RequestTooLarge,
         "rate_limit_error" => ErrorKind::RateLimited,
         "api_error" => ErrorKind::ServerError,
         "timeout_error" => ErrorKind::Timeout,

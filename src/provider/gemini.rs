@@ -196,6 +196,9 @@ fn error_object(value: &Value) -> Option<(Option<ErrorKind>, String, Option<u16>
             Some(ErrorKind::ContextLength)
         }
         "INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "OUT_OF_RANGE" => Some(ErrorKind::BadRequest),
+        "RESOURCE_EXHAUSTED" if error::exceeds_account_limit(&message) => {
+            Some(ErrorKind::RequestTooLarge)
+        }
         "RESOURCE_EXHAUSTED" if needs_a_person(err, &message) => Some(ErrorKind::QuotaExhausted),
         "RESOURCE_EXHAUSTED" => Some(ErrorKind::RateLimited),
         "UNAVAILABLE" => Some(ErrorKind::Overloaded),
