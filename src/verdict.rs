@@ -1,9 +1,10 @@
 //! Verdicts per (suite, provider), tallied from the streamed call records.
 //!
 //! Invariants: a call that failed after its retries counts as a failure, never as a
-//! skipped case; a provider that could not be reached, authenticated or configured, an
-//! interrupted run, or too many transport errors make the verdict inconclusive, and an
-//! inconclusive verdict never touches the allowlist.
+//! skipped case; a provider that could not be reached, authenticated or configured, or
+//! that hit an account limit (a quota, a request over the organisation's tokens per
+//! minute), an interrupted run, or too many transport errors make the verdict
+//! inconclusive, and an inconclusive verdict never touches the allowlist.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -131,10 +132,10 @@ impl Tally {
             self.system_fingerprints.insert(fp.clone());
         }
         if let Some(error) = &record.error {
-            match error.kind.effect() {
+            match error.effect() {
                 Effect::Transport => self.transport_errors += 1,
                 Effect::HaltProvider | Effect::ConfigError => {
-                    self.config_error |= error.kind.effect() == Effect::ConfigError;
+                    self.config_error |= error.effect() == Effect::ConfigError;
                     self.halted
                         .get_or_insert_with(|| (error.code().to_string(), error.message.clone()));
                 }

@@ -2,7 +2,8 @@
 //! saying it, the same classification and the exact number of upstream requests.
 //!
 //! Every provider runs with two retries 5 ms apart, so a retryable fault costs exactly
-//! three requests and a final one exactly one.
+//! three requests and a final one exactly one. Once a 2xx status has arrived, nothing is
+//! retried: the provider processed (and billed) the request, whatever its body was.
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::*;
-use conform::provider::{CallError, Completion, ErrorKind};
+use conform::provider::{CallError, Completion, Effect, ErrorKind, Stage, wire_format};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -198,14 +199,35 @@ async fn serve(v: &Vendor, template: ResponseTemplate) -> (Result<Completion, Ca
     (result, sent)
 }
 
-async fn assert_fault(v: &Vendor, template: ResponseTemplate, kind: ErrorKind, requests: usize) {
+async fn assert_fault(
+    v: &Vendor,
+    template: ResponseTemplate,
+    kind: ErrorKind,
+    requests: usize,
+) -> CallError {
     let (result, sent) = serve(v, template).await;
     let err = result.expect_err(v.kind);
     assert_eq!(err.kind, kind, "{}: {err}", v.kind);
     assert_eq!(sent, requests, "{}: requests for {}", v.kind, kind.code());
     assert_eq!(err.retryable(), requests > 1, "{}", v.kind);
+    // The final error says how many retries it took, so the record can.
+    assert_eq!(err.retries as usize, requests - 1, "{}: retries", v.kind);
     // Nothing a provider echoes can carry our key into a report.
     assert!(!err.message.contains(TEST_KEY), "{}", v.kind);
+    err
+}
+
+/// A fault that arrived with (or after) a 2xx status: one request, never retried, a
+/// failed call of the transport class whatever its kind.
+async fn assert_processed_fault(
+    v: &Vendor,
+    template: ResponseTemplate,
+    kind: ErrorKind,
+) -> CallError {
+    let err = assert_fault(v, template, kind, 1).await;
+    assert_eq!(err.stage, Stage::AfterSuccess, "{}: {err}", v.kind);
+    assert_eq!(err.effect(), Effect::Transport, "{}: {err}", v.kind);
+    err
 }
 
 fn json_template(status: u16, body: &Value) -> ResponseTemplate {
@@ -372,13 +394,52 @@ async fn timeout_is_retried() {
 }
 
 #[tokio::test]
-async fn connection_refused_is_classified() {
-    // Nothing listens, so nothing counts requests: the classification is what is checked.
+async fn connection_refused_names_the_url_and_counts_its_retries() {
+    // Nothing listens, so nothing counts requests: the error says how often it tried.
     for v in vendors() {
         let address = refused_address().await;
         let err = call_vendor(&v, &address, "5s").await.expect_err(v.kind);
         assert_eq!(err.kind, ErrorKind::ConnectionRefused, "{}: {err}", v.kind);
-        assert!(!err.message.contains("127.0.0.1"), "no address in {err}");
+        assert_eq!(err.effect(), Effect::HaltProvider, "{}", v.kind);
+        assert_eq!(err.retries, 2, "{}: {err}", v.kind);
+        // scheme://host:port/path, the path the vendor's wire format posts to.
+        let path = match v.kind {
+            "openai" | "openai-compatible" => "/v1/chat/completions".to_string(),
+            "anthropic" => "/v1/messages".to_string(),
+            "gemini" => format!("/v1beta/models/{}:generateContent", v.model),
+            "ollama" => "/api/chat".to_string(),
+            other => panic!("no path for {other}"),
+        };
+        assert!(
+            err.message.contains(&format!("{address}{path}")),
+            "{}: no {address}{path} in {err}",
+            v.kind
+        );
+        assert!(err.message.contains("refused"), "{}: {err}", v.kind);
+    }
+}
+
+/// A URL never shows a query string or user info, where a key could be.
+#[tokio::test]
+async fn a_connection_error_never_shows_a_query_or_credentials() {
+    let address = refused_address().await;
+    let port = address.rsplit(':').next().unwrap();
+    let base = format!("http://user:{TEST_KEY}@127.0.0.1:{port}/gateway?key={TEST_KEY}");
+    for v in vendors() {
+        let err = call_vendor(&v, &base, "5s").await.expect_err(v.kind);
+        assert_eq!(err.kind, ErrorKind::ConnectionRefused, "{}: {err}", v.kind);
+        let text = err.to_string();
+        assert!(!text.contains(TEST_KEY), "{}: {text}", v.kind);
+        assert!(
+            !text.contains("?key") && !text.contains("user:"),
+            "{}: {text}",
+            v.kind
+        );
+        assert!(
+            text.contains(&format!("http://127.0.0.1:{port}/gateway")),
+            "{}: {text}",
+            v.kind
+        );
     }
 }
 
@@ -389,50 +450,228 @@ async fn connection_reset_after_the_request_is_retried() {
         let err = call_vendor(&v, &address, "5s").await.expect_err(v.kind);
         assert_eq!(err.kind, ErrorKind::ConnectionReset, "{}: {err}", v.kind);
         assert_eq!(count.load(Ordering::SeqCst), 3, "{}", v.kind);
+        assert_eq!(err.retries, 2, "{}", v.kind);
+        assert!(err.message.contains(&address), "{}: {err}", v.kind);
     }
 }
 
 #[tokio::test]
-async fn body_shorter_than_its_content_length_is_retried() {
+async fn a_2xx_body_that_breaks_off_mid_read_is_not_retried() {
     for v in vendors() {
         let (address, count) = short_body_server("{\"id\": \"cut", 4096).await;
         let err = call_vendor(&v, &address, "5s").await.expect_err(v.kind);
         assert_eq!(err.kind, ErrorKind::TruncatedBody, "{}: {err}", v.kind);
-        assert_eq!(count.load(Ordering::SeqCst), 3, "{}", v.kind);
+        assert_eq!(err.status, Some(200), "{}", v.kind);
+        assert!(!err.retryable(), "{}", v.kind);
+        assert_eq!(err.effect(), Effect::Transport, "{}", v.kind);
+        assert_eq!(err.retries, 0, "{}", v.kind);
+        assert_eq!(count.load(Ordering::SeqCst), 1, "{}", v.kind);
     }
 }
 
 #[tokio::test]
-async fn json_cut_mid_document_is_retried() {
+async fn an_error_body_that_breaks_off_is_classified_by_its_status() {
+    for v in vendors() {
+        // A 401 whose body never arrives whole is still a 401: not retried, stops the
+        // provider.
+        let (address, count) = raw_answer_server(
+            "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: 4096\r\n\r\n{\"error\": ",
+        )
+        .await;
+        let err = call_vendor(&v, &address, "5s").await.expect_err(v.kind);
+        assert_eq!(err.kind, ErrorKind::Auth, "{}: {err}", v.kind);
+        assert_eq!(err.status, Some(401), "{}", v.kind);
+        assert_eq!(count.load(Ordering::SeqCst), 1, "{}", v.kind);
+    }
+}
+
+#[tokio::test]
+async fn json_cut_mid_document_is_not_retried() {
     for v in vendors() {
         let text = v.ok.to_string();
         let cut = &text[..text.len() / 2];
         let template = ResponseTemplate::new(200)
             .insert_header("content-type", "application/json")
             .set_body_string(cut);
-        assert_fault(&v, template, ErrorKind::TruncatedBody, 3).await;
+        assert_processed_fault(&v, template, ErrorKind::TruncatedBody).await;
     }
 }
 
 #[tokio::test]
-async fn non_json_body_is_retried() {
+async fn non_json_body_with_a_success_status_is_not_retried() {
     for v in vendors() {
         let template = ResponseTemplate::new(200)
             .insert_header("content-type", "text/plain")
             .set_body_string("upstream connect error or disconnect/reset before headers");
-        assert_fault(&v, template, ErrorKind::NonJsonBody, 3).await;
+        assert_processed_fault(&v, template, ErrorKind::NonJsonBody).await;
     }
 }
 
 const HTML: &str = "<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>\n<body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>\n";
 
 #[tokio::test]
-async fn html_page_with_a_success_status_is_retried() {
+async fn html_page_with_a_success_status_is_not_retried() {
     for v in vendors() {
         let template = ResponseTemplate::new(200)
             .insert_header("content-type", "text/html")
             .set_body_string(HTML);
-        assert_fault(&v, template, ErrorKind::HtmlErrorPage, 3).await;
+        assert_processed_fault(&v, template, ErrorKind::HtmlErrorPage).await;
+    }
+}
+
+#[tokio::test]
+async fn an_empty_2xx_body_is_not_retried() {
+    for v in vendors() {
+        let template = ResponseTemplate::new(200).insert_header("content-type", "application/json");
+        assert_processed_fault(&v, template, ErrorKind::TruncatedBody).await;
+    }
+}
+
+/// The vendor's own success body with the answer taken out: no choices, no content, no
+/// candidates, no message.
+fn wrong_shape(v: &Vendor) -> Value {
+    let mut body = v.ok.clone();
+    let map = body.as_object_mut().unwrap();
+    match v.kind {
+        "openai" | "openai-compatible" => {
+            map.insert("choices".into(), json!([]));
+        }
+        "anthropic" => {
+            map.remove("content");
+        }
+        "gemini" => {
+            map.remove("candidates");
+        }
+        "ollama" => {
+            map.remove("message");
+        }
+        other => panic!("no wrong shape for {other}"),
+    }
+    body
+}
+
+/// A 2xx of the wrong shape is the provider's failed call, sent once, and keeps what the
+/// body did say: the usage and the served model (and fingerprint) of the intact body.
+#[tokio::test]
+async fn a_wrong_shaped_2xx_is_not_retried_and_keeps_usage_and_model() {
+    for v in vendors() {
+        let configured = config(
+            v.kind.replace('-', "_").as_str(),
+            &toml(&v, "http://127.0.0.1:9", "5s"),
+        );
+        let intact = wire_format(configured.wire_kind())
+            .decode(v.ok.to_string().as_bytes())
+            .unwrap_or_else(|e| panic!("{}: {e}", v.kind));
+        assert!(intact.usage.prompt_tokens.is_some(), "{}", v.kind);
+        assert!(intact.served_model.is_some(), "{}", v.kind);
+        let err = assert_processed_fault(
+            &v,
+            json_template(200, &wrong_shape(&v)),
+            ErrorKind::InvalidResponse,
+        )
+        .await;
+        assert_eq!(err.status, Some(200), "{}", v.kind);
+        assert_eq!(err.usage(), intact.usage, "{}: usage", v.kind);
+        assert_eq!(
+            err.served_model(),
+            intact.served_model.as_deref(),
+            "{}: model",
+            v.kind
+        );
+        assert_eq!(
+            err.system_fingerprint(),
+            intact.system_fingerprint.as_deref(),
+            "{}: fingerprint",
+            v.kind
+        );
+    }
+}
+
+/// An error object inside a 200 (a proxy's, or the vendor's own) is whatever it says, but
+/// the request was processed: once, and `x-should-retry: true` cannot change that.
+#[tokio::test]
+async fn an_error_object_in_a_2xx_is_not_retried_whatever_it_says() {
+    for v in vendors() {
+        assert_processed_fault(
+            &v,
+            json_template(200, &v.server_error),
+            ErrorKind::ServerError,
+        )
+        .await;
+        let invited = json_template(200, &v.server_error).insert_header("x-should-retry", "true");
+        assert_processed_fault(&v, invited, ErrorKind::ServerError).await;
+        // A rate-limit body in a 200 (Ollama's says so only in prose, which without a 429
+        // reads as a server error): sent once all the same.
+        let (result, sent) = serve(
+            &v,
+            json_template(200, &v.rate_limited).insert_header("retry-after", "0"),
+        )
+        .await;
+        let err = result.expect_err(v.kind);
+        assert_eq!(sent, 1, "{}: {err}", v.kind);
+        assert_eq!(err.status, Some(200), "{}", v.kind);
+        assert_eq!(err.effect(), Effect::Transport, "{}", v.kind);
+    }
+}
+
+/// A 2xx that never finishes within the timeout was still processed.
+#[tokio::test]
+async fn a_2xx_body_that_stalls_past_the_timeout_is_not_retried() {
+    let checks = vendors().into_iter().map(|v| async move {
+        let (address, count) = stalling_server(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 4096\r\n\r\n{\"id\": ",
+        )
+        .await;
+        let err = call_vendor(&v, &address, "300ms").await.expect_err(v.kind);
+        assert_eq!(err.kind, ErrorKind::Timeout, "{}: {err}", v.kind);
+        assert_eq!(err.stage, Stage::AfterSuccess, "{}", v.kind);
+        assert_eq!(count.load(Ordering::SeqCst), 1, "{}", v.kind);
+    });
+    futures::future::join_all(checks).await;
+}
+
+/// An account limit is not the model's behaviour: a 413, or a 429 that says this
+/// request alone is over the organisation's tokens per minute, is sent once and stops the
+/// provider (the pair is inconclusive, as with an exhausted quota).
+#[tokio::test]
+async fn account_limits_are_not_retried_and_stop_the_provider() {
+    let tpm = body_of(&wire("openai_error_429_request_too_large_tpm.json"));
+    for v in vendors() {
+        let err = assert_fault(
+            &v,
+            ResponseTemplate::new(413)
+                .insert_header("content-type", "text/html")
+                .set_body_string(
+                    "<html><head><title>413 Request Entity Too Large</title></head></html>",
+                ),
+            ErrorKind::RequestTooLarge,
+            1,
+        )
+        .await;
+        assert_eq!(err.effect(), Effect::HaltProvider, "{}", v.kind);
+        if matches!(v.kind, "openai" | "openai-compatible") {
+            let err =
+                assert_fault(&v, json_template(429, &tpm), ErrorKind::RequestTooLarge, 1).await;
+            assert_eq!(err.effect(), Effect::HaltProvider, "{}", v.kind);
+        }
+        // The same words in each vendor's own 429 shape.
+        let mut said = v.rate_limited.clone();
+        let message = json!(
+            "Request too large for this model in organization org-x on tokens per min (TPM): Limit 30000, Requested 30601."
+        );
+        if said["error"].is_string() {
+            said["error"] = message;
+        } else {
+            said["error"]["message"] = message;
+        }
+        let err = assert_fault(
+            &v,
+            json_template(429, &said).insert_header("retry-after", "0"),
+            ErrorKind::RequestTooLarge,
+            1,
+        )
+        .await;
+        assert_eq!(err.effect(), Effect::HaltProvider, "{}", v.kind);
     }
 }
 

@@ -85,13 +85,19 @@ impl WireFormat for AnthropicMessages {
     }
 
     fn decode(&self, body: &[u8]) -> Result<Reply, CallError> {
-        let value = parse_body(body).map_err(|e| {
-            streamed::reject(body, |event| {
-                error_object(event).map(|(kind, message)| CallError::new(kind, message))
+        parse_body(body)
+            .map_err(|e| {
+                streamed::reject(body, |event| {
+                    error_object(event).map(|(kind, message)| CallError::new(kind, message))
+                })
+                .unwrap_or(e)
             })
-            .unwrap_or(e)
-        })?;
-        decode_message(&value)
+            .and_then(|value| {
+                // A processed message of the wrong shape still says its cost and model.
+                decode_message(&value)
+                    .map_err(|e| e.keep_served(usage_of(&value), model_of(&value), None))
+            })
+            .map_err(CallError::after_success)
     }
 
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
@@ -139,6 +145,7 @@ fn error_object(value: &Value) -> Option<(ErrorKind, String)> {
         "billing_error" => ErrorKind::QuotaExhausted,
         "not_found_error" => ErrorKind::NotFound,
         "request_too_large" => ErrorKind::RequestTooLarge,
+        "rate_limit_error" if error::exceeds_account_limit(&message) => ErrorKind::RequestTooLarge,
         "rate_limit_error" => ErrorKind::RateLimited,
         "api_error" => ErrorKind::ServerError,
         "timeout_error" => ErrorKind::Timeout,
@@ -188,6 +195,18 @@ fn decode_message(value: &Value) -> Result<Reply, CallError> {
         text = serde_json::to_string(input)
             .map_err(|e| invalid(&format!("the tool input cannot be serialized: {e}")))?;
     }
+    Ok(Reply {
+        text,
+        finish: Finish::new(kind, raw_stop),
+        refusal,
+        usage: usage_of(value),
+        served_model: model_of(value),
+        system_fingerprint: None,
+    })
+}
+
+/// The prompt is `input_tokens` plus both cache counts; a missing part makes it unknown.
+fn usage_of(value: &Value) -> Usage {
     let usage = value.get("usage");
     let count = |name: &str| usage.and_then(|u| u.get(name)).and_then(Value::as_u64);
     let prompt_tokens = match (
@@ -198,18 +217,15 @@ fn decode_message(value: &Value) -> Result<Reply, CallError> {
         (Some(input), Some(created), Some(read)) => Some(input + created + read),
         _ => None,
     };
-    Ok(Reply {
-        text,
-        finish: Finish::new(kind, raw_stop),
-        refusal,
-        usage: Usage {
-            prompt_tokens,
-            output_tokens: count("output_tokens"),
-        },
-        served_model: value
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        system_fingerprint: None,
-    })
+    Usage {
+        prompt_tokens,
+        output_tokens: count("output_tokens"),
+    }
+}
+
+fn model_of(value: &Value) -> Option<String> {
+    value
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }

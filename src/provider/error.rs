@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::completion::Usage;
+use super::policy::{self, Stage};
+
 /// The classification of a failed call. Each kind has a stable [`ErrorKind::code`]
 /// that reports and CI can match on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -22,7 +25,9 @@ pub enum ErrorKind {
     RateLimited,
     /// 429 that needs a person (billing, a daily quota): never retried; stops the provider.
     QuotaExhausted,
-    /// This request alone exceeds a size or token-per-minute limit: never retried.
+    /// An account limit rather than the model's behaviour: this request alone exceeds the
+    /// organisation's tokens-per-minute limit, or its size is refused (413). Never
+    /// retried; stops the provider, like an exhausted quota.
     RequestTooLarge,
     /// 5xx.
     ServerError,
@@ -62,6 +67,28 @@ pub enum Effect {
 }
 
 impl ErrorKind {
+    /// Every kind, in declaration order.
+    pub const ALL: &'static [ErrorKind] = &[
+        ErrorKind::Auth,
+        ErrorKind::BadRequest,
+        ErrorKind::NotFound,
+        ErrorKind::ContextLength,
+        ErrorKind::RateLimited,
+        ErrorKind::QuotaExhausted,
+        ErrorKind::RequestTooLarge,
+        ErrorKind::ServerError,
+        ErrorKind::Overloaded,
+        ErrorKind::Timeout,
+        ErrorKind::ConnectionRefused,
+        ErrorKind::ConnectionReset,
+        ErrorKind::TruncatedBody,
+        ErrorKind::NonJsonBody,
+        ErrorKind::HtmlErrorPage,
+        ErrorKind::InvalidResponse,
+        ErrorKind::UnexpectedStatus,
+        ErrorKind::NotRecorded,
+    ];
+
     pub fn code(self) -> &'static str {
         match self {
             ErrorKind::Auth => "auth_failed",
@@ -85,45 +112,40 @@ impl ErrorKind {
         }
     }
 
-    /// Whether waiting and sending the same request again can help. Replaying a
-    /// conformance case has no side effects, so broken connections are retried too.
+    /// Whether a failure of this kind is sent again when no 2xx status arrived (see
+    /// [`policy::TABLE`]); a [`CallError`] knows its stage: use [`CallError::retryable`].
     pub fn retryable(self) -> bool {
-        matches!(
-            self,
-            ErrorKind::RateLimited
-                | ErrorKind::ServerError
-                | ErrorKind::Overloaded
-                | ErrorKind::Timeout
-                | ErrorKind::ConnectionRefused
-                | ErrorKind::ConnectionReset
-                | ErrorKind::TruncatedBody
-                | ErrorKind::NonJsonBody
-                | ErrorKind::HtmlErrorPage
-        )
+        policy::rule(self, Stage::BeforeSuccess).retried
     }
 
+    /// What a final failure of this kind means when no 2xx status arrived; a
+    /// [`CallError`] knows its stage: use [`CallError::effect`].
     pub fn effect(self) -> Effect {
-        match self {
-            ErrorKind::Auth | ErrorKind::QuotaExhausted | ErrorKind::ConnectionRefused => {
-                Effect::HaltProvider
-            }
-            ErrorKind::BadRequest | ErrorKind::NotFound | ErrorKind::NotRecorded => {
-                Effect::ConfigError
-            }
-            ErrorKind::ContextLength | ErrorKind::RequestTooLarge => Effect::ConformanceFailure,
-            _ => Effect::Transport,
-        }
+        policy::rule(self, Stage::BeforeSuccess).effect
     }
 }
 
 /// A failed call: its kind, the HTTP status if one came back, and the provider's own
 /// message (never a secret: it comes from the response body, and keys are not echoed
 /// there by any provider we know; [`CallError::scrub`] removes one all the same).
+///
+/// A failure after a 2xx also keeps what the body did say (usage, the served model), and
+/// a failure after retries says how many were made: the run's record carries both.
 #[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error)]
 pub struct CallError {
     pub kind: ErrorKind,
     pub status: Option<u16>,
     pub message: String,
+    /// Whether a 2xx status had arrived: after one, nothing is retried.
+    #[serde(skip)]
+    pub stage: Stage,
+    /// Requests sent after the first one, when this is the call's final error.
+    #[serde(skip)]
+    pub retries: u32,
+    /// What a processed (2xx) but unusable body said about itself, when it said anything
+    /// (boxed: most errors carry none, and every `Result` carries the error's size).
+    #[serde(skip)]
+    pub served: Option<Box<Served>>,
     /// How long the provider asked us to wait (`retry-after-ms`, `retry-after`).
     #[serde(skip)]
     pub retry_after: Option<Duration>,
@@ -138,9 +160,58 @@ impl CallError {
             kind,
             status: None,
             message: message.into(),
+            stage: Stage::BeforeSuccess,
+            retries: 0,
+            served: None,
             retry_after: None,
             should_retry: None,
         }
+    }
+
+    /// Marks the error as one that happened after a 2xx status arrived.
+    pub fn after_success(mut self) -> Self {
+        self.stage = Stage::AfterSuccess;
+        self
+    }
+
+    /// Keeps what a processed body said about itself, where the error has not already
+    /// learnt it (a count or a name the error knows wins).
+    pub fn keep_served(
+        mut self,
+        usage: Usage,
+        model: Option<String>,
+        fingerprint: Option<String>,
+    ) -> Self {
+        let known = self.served.take().map(|s| *s).unwrap_or_default();
+        let merged = Served {
+            usage: Usage {
+                prompt_tokens: known.usage.prompt_tokens.or(usage.prompt_tokens),
+                output_tokens: known.usage.output_tokens.or(usage.output_tokens),
+            },
+            model: known.model.or(model),
+            system_fingerprint: known.system_fingerprint.or(fingerprint),
+        };
+        if merged != Served::default() {
+            self.served = Some(Box::new(merged));
+        }
+        self
+    }
+
+    /// The token usage a processed body reported; unknown counts are `None`.
+    pub fn usage(&self) -> Usage {
+        self.served.as_ref().map(|s| s.usage).unwrap_or_default()
+    }
+
+    /// The model a processed body named.
+    pub fn served_model(&self) -> Option<&str> {
+        self.served.as_ref().and_then(|s| s.model.as_deref())
+    }
+
+    /// The system fingerprint a processed body carried.
+    pub fn system_fingerprint(&self) -> Option<&str> {
+        self.served
+            .as_ref()
+            .and_then(|s| s.system_fingerprint.as_deref())
     }
 
     pub fn status(mut self, status: u16) -> Self {
@@ -162,11 +233,20 @@ impl CallError {
         }
     }
 
-    /// Whether sending the same request again can help: the provider's `x-should-retry`
-    /// when it sent one (OpenAI and Anthropic do, and their SDKs obey it before anything
-    /// else), otherwise what the kind says.
+    /// Whether to send the same request again: never once a 2xx arrived (the provider
+    /// processed it); before that, the provider's `x-should-retry` when it sent one
+    /// (OpenAI and Anthropic do, and their SDKs obey it before anything else), otherwise
+    /// the [`policy::TABLE`].
     pub fn retryable(&self) -> bool {
-        self.should_retry.unwrap_or_else(|| self.kind.retryable())
+        match self.stage {
+            Stage::AfterSuccess => false,
+            Stage::BeforeSuccess => self.should_retry.unwrap_or_else(|| self.kind.retryable()),
+        }
+    }
+
+    /// What this failure means for the run, from the [`policy::TABLE`] at its stage.
+    pub fn effect(&self) -> Effect {
+        policy::rule(self.kind, self.stage).effect
     }
 
     pub fn code(&self) -> &'static str {
@@ -197,10 +277,21 @@ impl fmt::Display for CallError {
     }
 }
 
+/// What a processed (2xx) body said about itself although it could not be used: what the
+/// call cost and who served it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Served {
+    pub usage: Usage,
+    pub model: Option<String>,
+    pub system_fingerprint: Option<String>,
+}
+
 /// The classification every vendor shares, from the status and body alone; each
 /// [`crate::provider::WireFormat`] refines it with what its error bodies say.
 pub fn classify_status(status: u16, body: &[u8], message: String) -> CallError {
-    let kind = if looks_like_html(body) && !(status == 429 || status >= 500) {
+    // An HTML page is a proxy's or gateway's answer; a 413, 429 or 5xx still means what
+    // its status says, whatever page it came with.
+    let kind = if looks_like_html(body) && !(status == 413 || status == 429 || status >= 500) {
         ErrorKind::HtmlErrorPage
     } else {
         match status {
@@ -210,6 +301,7 @@ pub fn classify_status(status: u16, body: &[u8], message: String) -> CallError {
             409 => ErrorKind::ServerError,
             413 => ErrorKind::RequestTooLarge,
             400 | 422 => ErrorKind::BadRequest,
+            429 if exceeds_account_limit(&message) => ErrorKind::RequestTooLarge,
             429 => ErrorKind::RateLimited,
             503 | 529 => ErrorKind::Overloaded,
             500..=599 => ErrorKind::ServerError,
@@ -248,6 +340,36 @@ pub fn mentions_context_length(message: &str) -> bool {
         || m.contains("context window")
 }
 
+/// Whether a limit message says this request alone is over an account's limit, so that
+/// no wait can cure it: OpenAI's "Request too large for gpt-4o in organization … on tokens
+/// per min (TPM): Limit 30000, Requested 30601" (and the hosts that copy it), or any
+/// message whose `Requested` count is above its `Limit`. A plain "Rate limit reached …
+/// Limit 30000, Used 29000, Requested 1500" is a wait, not this.
+pub fn exceeds_account_limit(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    if m.contains("request too large") || m.contains("request is too large") {
+        return true;
+    }
+    match (number_after(&m, "limit"), number_after(&m, "requested")) {
+        (Some(limit), Some(requested)) => requested > limit,
+        _ => false,
+    }
+}
+
+/// The first number that follows `word` (and a colon or spaces) somewhere in `text`;
+/// thousands separators are allowed.
+fn number_after(text: &str, word: &str) -> Option<u64> {
+    text.match_indices(word).find_map(|(at, _)| {
+        let rest = text[at + word.len()..].trim_start_matches([' ', ':']);
+        let digits: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == ',')
+            .filter(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    })
+}
+
 /// A short, printable excerpt of a body for an error message.
 pub fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
@@ -257,4 +379,38 @@ pub fn excerpt(body: &[u8]) -> String {
         out.push('…');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_over_the_limit_by_itself_is_an_account_limit() {
+        assert!(exceeds_account_limit(
+            "Request too large for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Requested 30601."
+        ));
+        // Another host's wording, told by the numbers alone.
+        assert!(exceeds_account_limit(
+            "Rate limit exceeded on tokens per minute (TPM): Limit 6,000, Requested 7,042"
+        ));
+        // Busy, not too large: a wait cures it.
+        assert!(!exceeds_account_limit(
+            "Rate limit reached for gpt-4o-mini in organization org-x on tokens per min (TPM): Limit 30000, Used 29000, Requested 1500. Please try again in 1s."
+        ));
+        assert!(!exceeds_account_limit("too many requests"));
+    }
+
+    #[test]
+    fn after_a_2xx_nothing_is_retried_whatever_the_headers_say() {
+        for kind in ErrorKind::ALL {
+            let mut e = CallError::new(*kind, "x").after_success();
+            e.should_retry = Some(true);
+            assert!(!e.retryable(), "{kind:?}");
+            assert_eq!(e.effect(), Effect::Transport, "{kind:?}");
+        }
+        let mut before = CallError::new(ErrorKind::BadRequest, "x");
+        before.should_retry = Some(true);
+        assert!(before.retryable());
+    }
 }

@@ -115,16 +115,22 @@ impl WireFormat for GeminiGenerateContent {
     }
 
     fn decode(&self, body: &[u8]) -> Result<Reply, CallError> {
-        let value = parse_body(body).map_err(|e| {
-            streamed::reject(body, |doc| {
-                let (kind, message, code) = error_object(doc)?;
-                let mut e = CallError::new(kind.unwrap_or(ErrorKind::ServerError), message);
-                e.status = code;
-                Some(e)
+        parse_body(body)
+            .map_err(|e| {
+                streamed::reject(body, |doc| {
+                    let (kind, message, code) = error_object(doc)?;
+                    let mut e = CallError::new(kind.unwrap_or(ErrorKind::ServerError), message);
+                    e.status = code;
+                    Some(e)
+                })
+                .unwrap_or(e)
             })
-            .unwrap_or(e)
-        })?;
-        decode_response(&value)
+            .and_then(|value| {
+                // A processed response of the wrong shape still says its cost and model.
+                decode_response(&value)
+                    .map_err(|e| e.keep_served(usage_of(&value), model_of(&value), None))
+            })
+            .map_err(CallError::after_success)
     }
 
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
@@ -190,6 +196,9 @@ fn error_object(value: &Value) -> Option<(Option<ErrorKind>, String, Option<u16>
             Some(ErrorKind::ContextLength)
         }
         "INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "OUT_OF_RANGE" => Some(ErrorKind::BadRequest),
+        "RESOURCE_EXHAUSTED" if error::exceeds_account_limit(&message) => {
+            Some(ErrorKind::RequestTooLarge)
+        }
         "RESOURCE_EXHAUSTED" if needs_a_person(err, &message) => Some(ErrorKind::QuotaExhausted),
         "RESOURCE_EXHAUSTED" => Some(ErrorKind::RateLimited),
         "UNAVAILABLE" => Some(ErrorKind::Overloaded),
@@ -244,19 +253,8 @@ fn decode_response(value: &Value) -> Result<Reply, CallError> {
             message,
         ));
     }
-    let meta = value.get("usageMetadata");
-    let count = |name: &str| meta.and_then(|u| u.get(name)).and_then(Value::as_u64);
-    // Thinking tokens are billed as output but left out of candidatesTokenCount.
-    let output_tokens =
-        count("candidatesTokenCount").map(|c| c + count("thoughtsTokenCount").unwrap_or(0));
-    let usage = Usage {
-        prompt_tokens: count("promptTokenCount"),
-        output_tokens,
-    };
-    let served_model = value
-        .get("modelVersion")
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    let usage = usage_of(value);
+    let served_model = model_of(value);
     let candidate = value
         .get("candidates")
         .and_then(Value::as_array)
@@ -327,6 +325,25 @@ fn decode_response(value: &Value) -> Result<Reply, CallError> {
         served_model,
         system_fingerprint: None,
     })
+}
+
+fn usage_of(value: &Value) -> Usage {
+    let meta = value.get("usageMetadata");
+    let count = |name: &str| meta.and_then(|u| u.get(name)).and_then(Value::as_u64);
+    // Thinking tokens are billed as output but left out of candidatesTokenCount.
+    let output_tokens =
+        count("candidatesTokenCount").map(|c| c + count("thoughtsTokenCount").unwrap_or(0));
+    Usage {
+        prompt_tokens: count("promptTokenCount"),
+        output_tokens,
+    }
+}
+
+fn model_of(value: &Value) -> Option<String> {
+    value
+        .get("modelVersion")
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 /// JSON Schema to Gemini's OpenAPI `Schema`, translating only what translates

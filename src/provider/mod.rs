@@ -16,6 +16,7 @@ pub mod openai;
 pub mod openai_compatible;
 pub mod openai_responses;
 pub(crate) mod openai_stream;
+pub mod policy;
 pub mod sse;
 mod streamed;
 pub mod tape;
@@ -27,7 +28,8 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 pub use completion::{Completion, Finish, FinishKind, Reply, Usage};
-pub use error::{CallError, Effect, ErrorKind};
+pub use error::{CallError, Effect, ErrorKind, Served};
+pub use policy::Stage;
 pub use transport::Transport;
 
 use crate::config::{Kind, Prompt, ProviderConfig};

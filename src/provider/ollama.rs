@@ -63,14 +63,20 @@ impl WireFormat for OllamaChat {
     }
 
     fn decode(&self, body: &[u8]) -> Result<Reply, CallError> {
-        let value = parse_body(body).map_err(|e| {
-            streamed::reject(body, |doc| {
-                let message = error_message(doc)?;
-                Some(CallError::new(kind_of_message(None, &message), message))
+        parse_body(body)
+            .map_err(|e| {
+                streamed::reject(body, |doc| {
+                    let message = error_message(doc)?;
+                    Some(CallError::new(kind_of_message(None, &message), message))
+                })
+                .unwrap_or(e)
             })
-            .unwrap_or(e)
-        })?;
-        decode_chat(&value)
+            .and_then(|value| {
+                // A processed answer of the wrong shape still says its cost and model.
+                decode_chat(&value)
+                    .map_err(|e| e.keep_served(usage_of(&value), model_of(&value), None))
+            })
+            .map_err(CallError::after_success)
     }
 
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
@@ -131,19 +137,27 @@ fn decode_chat(value: &Value) -> Result<Reply, CallError> {
         (None, Some(true)) => FinishKind::Stop,
         _ => FinishKind::Other,
     };
-    let count = |name: &str| value.get(name).and_then(Value::as_u64);
     Ok(Reply {
         text: text.to_string(),
         finish: Finish::new(kind, raw),
         refusal: None,
-        usage: Usage {
-            prompt_tokens: count("prompt_eval_count"),
-            output_tokens: count("eval_count"),
-        },
-        served_model: value
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        usage: usage_of(value),
+        served_model: model_of(value),
         system_fingerprint: None,
     })
+}
+
+fn usage_of(value: &Value) -> Usage {
+    let count = |name: &str| value.get(name).and_then(Value::as_u64);
+    Usage {
+        prompt_tokens: count("prompt_eval_count"),
+        output_tokens: count("eval_count"),
+    }
+}
+
+fn model_of(value: &Value) -> Option<String> {
+    value
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }

@@ -41,7 +41,7 @@ impl WireFormat for OpenAiChat {
     }
 
     fn decode(&self, body: &[u8]) -> Result<Reply, CallError> {
-        decode_chat(body)
+        decode_chat(body).map_err(CallError::after_success)
     }
 
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
@@ -90,8 +90,12 @@ impl ErrorFields {
             ("context_length_exceeded", _) => ErrorKind::ContextLength,
             ("insufficient_quota", _) | (_, "insufficient_quota") => ErrorKind::QuotaExhausted,
             ("invalid_api_key", _) => ErrorKind::Auth,
-            // This request alone exceeds the tokens-per-minute limit: waiting cannot help.
-            _ if rate_limited && message.starts_with("Request too large") => {
+            // Too large to accept at all (hosts that copy this API send their TPM limit as a
+            // 413 with `rate_limit_exceeded`): an account limit, never a wait.
+            _ if status == Some(413) => ErrorKind::RequestTooLarge,
+            // This request alone exceeds the organisation's tokens-per-minute limit: an
+            // account limit that no wait cures, not something the model did.
+            _ if rate_limited && error::exceeds_account_limit(message) => {
                 ErrorKind::RequestTooLarge
             }
             _ if rate_limited && is_daily_quota(message) => ErrorKind::QuotaExhausted,
@@ -228,6 +232,19 @@ pub(crate) fn decode_chat(body: &[u8]) -> Result<Reply, CallError> {
         return super::openai_stream::fold(body);
     }
     let value = parse_body(body)?;
+    // A body of the wrong shape was still processed: keep what it said it cost and who
+    // served it.
+    let text = |name: &str| value.get(name).and_then(Value::as_str).map(str::to_string);
+    decode_chat_value(&value).map_err(|e| {
+        e.keep_served(
+            usage(value.get("usage")),
+            text("model"),
+            text("system_fingerprint"),
+        )
+    })
+}
+
+fn decode_chat_value(value: &Value) -> Result<Reply, CallError> {
     let invalid = |what: &str| CallError::new(ErrorKind::InvalidResponse, what.to_string());
     if let Some(err) = value.get("error").filter(|e| !e.is_null()) {
         return Err(error_in_body(err));
@@ -253,8 +270,8 @@ pub(crate) fn decode_chat(body: &[u8]) -> Result<Reply, CallError> {
             .map(str::to_string),
         finish_reason: text(choice, "finish_reason"),
         usage: usage(value.get("usage")),
-        served_model: text(&value, "model"),
-        system_fingerprint: text(&value, "system_fingerprint"),
+        served_model: text(value, "model"),
+        system_fingerprint: text(value, "system_fingerprint"),
     }
     .into_reply()
 }

@@ -70,10 +70,14 @@ impl WireFormat for OpenAiResponses {
     }
 
     fn decode(&self, body: &[u8]) -> Result<Reply, CallError> {
-        if sse::is_event_stream(body) {
-            return fold(body);
-        }
-        reply(&parse_body(body)?, Streamed::default())
+        let decoded = if sse::is_event_stream(body) {
+            fold(body)
+        } else {
+            parse_body(body).and_then(|response| {
+                reply(&response, Streamed::default()).map_err(|e| keep_served(e, &response))
+            })
+        };
+        decoded.map_err(CallError::after_success)
     }
 
     /// Error bodies are Chat Completions' `{"error": {message, type, param, code}}`.
@@ -128,8 +132,38 @@ struct Streamed {
     arguments: Option<String>,
 }
 
-/// Folds a complete event-stream body into one reply.
+/// The usage and model a response object reports.
+fn served_of(response: &Value) -> (Usage, Option<String>) {
+    let usage = response.get("usage");
+    let count = |name: &str| usage.and_then(|u| u.get(name)).and_then(Value::as_u64);
+    let usage = Usage {
+        prompt_tokens: count("input_tokens"),
+        output_tokens: count("output_tokens"),
+    };
+    let model = response
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    (usage, model)
+}
+
+/// A processed response that could not be used still says what it cost and who served it.
+fn keep_served(error: CallError, response: &Value) -> CallError {
+    let (usage, model) = served_of(response);
+    error.keep_served(usage, model, None)
+}
+
+/// Folds a complete event-stream body into one reply. A stream that fails part-way keeps,
+/// on its error, what the last response object it carried (`response.created` …) said.
 fn fold(body: &[u8]) -> Result<Reply, CallError> {
+    let mut last = None;
+    fold_events(body, &mut last).map_err(|e| match &last {
+        Some(response) => keep_served(e, response),
+        None => e,
+    })
+}
+
+fn fold_events(body: &[u8], last: &mut Option<Value>) -> Result<Reply, CallError> {
     let events = sse::events(body)?;
     let mut streamed = Streamed::default();
     for event in &events {
@@ -142,6 +176,9 @@ fn fold(body: &[u8]) -> Result<Reply, CallError> {
             .get("type")
             .and_then(Value::as_str)
             .unwrap_or(&event.name);
+        if let Some(response) = data.get("response").filter(|r| r.is_object()) {
+            *last = Some(response.clone());
+        }
         let text = |name: &str| data.get(name).and_then(Value::as_str).unwrap_or_default();
         match kind {
             "response.output_text.delta" => {
@@ -260,20 +297,13 @@ fn reply(response: &Value, streamed: Streamed) -> Result<Reply, CallError> {
         }
         (None, None) => String::new(),
     };
-    let usage = response.get("usage");
-    let count = |name: &str| usage.and_then(|u| u.get(name)).and_then(Value::as_u64);
+    let (usage, served_model) = served_of(response);
     Ok(Reply {
         text,
         finish: Finish::new(kind, reason.or(status)),
         refusal,
-        usage: Usage {
-            prompt_tokens: count("input_tokens"),
-            output_tokens: count("output_tokens"),
-        },
-        served_model: response
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        usage,
+        served_model,
         system_fingerprint: None,
     })
 }

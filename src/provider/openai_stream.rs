@@ -12,10 +12,23 @@ use super::error::{CallError, ErrorKind};
 use super::openai::{ChatParts, error_in_body, usage};
 use super::{Reply, sse};
 
-/// Folds a complete event-stream body into one reply.
+/// Folds a complete event-stream body into one reply. A stream that fails part-way
+/// keeps, on its error, the usage, model and fingerprint its chunks had said.
 pub(crate) fn fold(body: &[u8]) -> Result<Reply, CallError> {
-    let events = sse::events(body)?;
     let mut parts = ChatParts::default();
+    let folded = collect(body, &mut parts);
+    let (usage, model, fingerprint) = (
+        parts.usage,
+        parts.served_model.clone(),
+        parts.system_fingerprint.clone(),
+    );
+    folded
+        .and_then(|()| parts.into_reply())
+        .map_err(|e| e.keep_served(usage, model, fingerprint))
+}
+
+fn collect(body: &[u8], parts: &mut ChatParts) -> Result<(), CallError> {
+    let events = sse::events(body)?;
     let (mut saw_choice, mut done) = (false, false);
     for event in &events {
         if event.data.trim() == "[DONE]" {
@@ -27,8 +40,8 @@ pub(crate) fn fold(body: &[u8]) -> Result<Reply, CallError> {
             return Err(error_in_body(err));
         }
         let text = |name: &str| chunk.get(name).and_then(Value::as_str).map(str::to_string);
-        parts.served_model = text("model").or(parts.served_model);
-        parts.system_fingerprint = text("system_fingerprint").or(parts.system_fingerprint);
+        parts.served_model = text("model").or(parts.served_model.take());
+        parts.system_fingerprint = text("system_fingerprint").or(parts.system_fingerprint.take());
         if let Some(counts) = chunk.get("usage").filter(|u| u.is_object()) {
             parts.usage = usage(Some(counts));
         }
@@ -65,7 +78,7 @@ pub(crate) fn fold(body: &[u8]) -> Result<Reply, CallError> {
     if parts.refusal.as_deref() == Some("") {
         parts.refusal = None;
     }
-    parts.into_reply()
+    Ok(())
 }
 
 /// The entry with `index` 0 (the first choice, the first tool call).

@@ -92,8 +92,9 @@ impl Endpoint {
         }
     }
 
-    /// Calls the provider, retrying retryable failures within the configured bounds.
-    /// `tokens` estimates the request's size for the tokens-per-minute limit.
+    /// Calls the provider, retrying what [`super::policy::TABLE`] retries, within the
+    /// configured bounds. `tokens` estimates the request's size for the tokens-per-minute
+    /// limit. A final error carries the number of retries made before it.
     pub async fn call(&self, call: &CallSpec<'_>, tokens: u32) -> Result<Completion, CallError> {
         let limits = &self.config.limits;
         let retries = AtomicU32::new(0);
@@ -108,18 +109,29 @@ impl Endpoint {
             .sleep(tokio::time::sleep)
             .when(|e: &CallError| e.retryable() && e.retry_after.is_none_or(|w| w <= max_wait))
             .adjust(|e, backoff| backoff.map(|d| e.retry_after.unwrap_or(d)))
-            .notify(|_, _| {
-                retries.fetch_add(1, Ordering::Relaxed);
+            .notify(|e, wait| {
+                let retry = retries.fetch_add(1, Ordering::Relaxed) + 1;
+                tracing::debug!(
+                    provider = %self.config.name,
+                    retry,
+                    wait_ms = wait.as_millis() as u64,
+                    error = %e.clone().scrub(self.key.as_ref()),
+                    "retrying"
+                );
             })
             .await;
         let retries = retries.load(Ordering::Relaxed);
-        result
-            .map(|(reply, latency)| Completion {
+        match result {
+            Ok((reply, latency)) => Ok(Completion {
                 reply,
                 latency,
                 retries,
-            })
-            .map_err(|e| e.scrub(self.key.as_ref()))
+            }),
+            Err(e) => Err(CallError {
+                retries,
+                ..e.scrub(self.key.as_ref())
+            }),
+        }
     }
 
     /// Exactly one HTTP request, or, replaying, the next recorded answer to it.
@@ -140,6 +152,7 @@ impl Endpoint {
         }
         self.limiter.acquire(tokens).await;
         let started = Instant::now();
+        let url = printable_url(&request.url);
         let response = self
             .transport
             .client
@@ -149,10 +162,28 @@ impl Endpoint {
             .timeout(self.config.timeout)
             .send()
             .await
-            .map_err(|e| from_reqwest(&e, false))?;
+            .map_err(|e| from_reqwest(&e, &url, None))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let body = response.bytes().await.map_err(|e| from_reqwest(&e, true))?;
+        let body = match response.bytes().await {
+            Ok(body) => body,
+            // Once a 2xx arrived the request was processed: the broken body is the call's
+            // failure, never a reason to send it again.
+            Err(e) if is_success(status) => {
+                return Err(from_reqwest(&e, &url, Some(status)).after_success());
+            }
+            // The status is the provider's answer even when its error body broke off.
+            Err(e) => {
+                let mut classified = self.wire.classify(status, &headers, &[]);
+                let broke = from_reqwest(&e, &url, Some(status)).message;
+                classified.message = if classified.message.is_empty() {
+                    broke
+                } else {
+                    format!("{} ({broke})", classified.message)
+                };
+                return Err(classified);
+            }
+        };
         let latency = started.elapsed();
         if let Some(Tape::Record(tape)) = &self.tape {
             let digest = crate::digest::canonical(&request.body);
@@ -168,36 +199,99 @@ impl Endpoint {
         body: &[u8],
         latency: Duration,
     ) -> Result<(Reply, Duration), CallError> {
-        if (200..300).contains(&status) {
-            self.wire.decode(body).map(|reply| (reply, latency))
+        if is_success(status) {
+            self.wire
+                .decode(body)
+                .map(|reply| (reply, latency))
+                .map_err(|e| {
+                    // An error object's own code (Gemini's 499 inside a 200) says more
+                    // than the 2xx it came in.
+                    let status = e.status.unwrap_or(status);
+                    e.status(status).after_success()
+                })
         } else {
             Err(self.wire.classify(status, headers, body))
         }
     }
 }
 
-/// Classifies a client error. The message is built from the error kind only: reqwest's
-/// own text can carry the URL, and a URL can carry a key.
-fn from_reqwest(e: &reqwest::Error, reading_body: bool) -> CallError {
+fn is_success(status: u16) -> bool {
+    (200..300).contains(&status)
+}
+
+/// The URL as an error may show it: `scheme://host:port/path`. No query, fragment or
+/// user info: any of those could hold a key.
+fn printable_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) => {
+            let host = u.host().map(|h| h.to_string()).unwrap_or_default();
+            let port = u
+                .port_or_known_default()
+                .map(|p| format!(":{p}"))
+                .unwrap_or_default();
+            format!("{}://{host}{port}{}", u.scheme(), u.path())
+        }
+        Err(_) => "the configured base_url".to_string(),
+    }
+}
+
+/// Classifies a client error, naming the URL it tried (`printable_url`). The message is
+/// built from the error's kind, never from reqwest's own text, which can carry the whole
+/// URL, query and all.
+fn from_reqwest(e: &reqwest::Error, url: &str, status: Option<u16>) -> CallError {
     let (kind, message) = if e.is_timeout() {
-        (ErrorKind::Timeout, "no complete answer before the timeout")
+        let when = if status.is_some() {
+            "while reading the body"
+        } else {
+            "before a status arrived"
+        };
+        (
+            ErrorKind::Timeout,
+            format!("no complete answer from {url} before the timeout ({when})"),
+        )
     } else if e.is_connect() {
         (
             ErrorKind::ConnectionRefused,
-            "could not connect (refused, name or TLS failure)",
+            format!("could not connect to {url}: {}", connect_failure(e)),
         )
-    } else if reading_body {
+    } else if status.is_some() {
         (
             ErrorKind::TruncatedBody,
-            "the connection closed before the body was complete",
+            format!("the connection to {url} closed before the body was complete"),
         )
     } else {
         (
             ErrorKind::ConnectionReset,
-            "the connection broke after the request was sent",
+            format!("the connection to {url} broke after the request was sent, before a status"),
         )
     };
-    CallError::new(kind, message)
+    let error = CallError::new(kind, message);
+    match status {
+        Some(status) => error.status(status),
+        None => error,
+    }
+}
+
+/// Why a connection could not be made, in words, from the errors underneath (only
+/// matched against, never printed: their text is not ours to vouch for).
+fn connect_failure(e: &reqwest::Error) -> &'static str {
+    let mut source = std::error::Error::source(e);
+    while let Some(inner) = source {
+        if inner.to_string().starts_with("dns error") {
+            return "the host name did not resolve";
+        }
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind as Io;
+            return match io.kind() {
+                Io::ConnectionRefused => "the connection was refused (is the server running?)",
+                Io::TimedOut => "the connection attempt timed out",
+                Io::NetworkUnreachable | Io::HostUnreachable => "the host is unreachable",
+                _ => "the connection failed (name, network or TLS)",
+            };
+        }
+        source = inner.source();
+    }
+    "the connection failed (name, network or TLS)"
 }
 
 impl Endpoint {

@@ -84,7 +84,11 @@ pub fn summary(result: &RunResult) -> String {
         let t = &v.tally;
         let _ = writeln!(out, "  {} × {}:", t.suite, t.provider);
         if let Some((code, message)) = &t.halted {
-            let _ = writeln!(out, "    the provider was stopped ({code}): {message}");
+            let _ = writeln!(
+                out,
+                "    conform stopped calling {} after a call failed with {code}: {message} ({} later calls not sent)",
+                t.provider, t.not_run
+            );
         }
         if !result.complete {
             let _ = writeln!(out, "    the run was interrupted: nothing is concluded");

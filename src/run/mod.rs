@@ -21,7 +21,7 @@ use crate::check::tokens::{self, PromptTokens};
 use crate::check::{self, CallFacts, Checks, Outcome};
 use crate::config::{Diagnostics, Suite};
 use crate::provider::transport::Endpoint;
-use crate::provider::{CallSpec, Effect};
+use crate::provider::{CallError, CallSpec, Effect};
 use crate::report::jsonl::ResultsWriter;
 use crate::report::progress::Progress;
 use crate::tokenize::{self, Counter};
@@ -96,20 +96,32 @@ impl Target {
         self
     }
 
-    fn halt(&self, why: String) {
+    /// Stops calling this provider because a call failed with `error`; the first stop's
+    /// reason is the one every later record gives.
+    fn halt(&self, error: &CallError) {
         if !self.halted.swap(true, Ordering::SeqCst)
             && let Ok(mut reason) = self.halt_reason.lock()
         {
-            *reason = Some(why);
+            *reason = Some(format!(
+                "not sent: {} was stopped after an earlier call failed with {error}",
+                self.endpoint.config.name
+            ));
         }
     }
 
+    /// Why a call is not sent: the conform run stopped this provider (not the user, and
+    /// not the provider itself), naming the failure that made it.
     fn halted(&self) -> Option<String> {
         if !self.halted.load(Ordering::SeqCst) {
             return None;
         }
         let reason = self.halt_reason.lock().ok().and_then(|r| r.clone());
-        Some(reason.unwrap_or_else(|| "the provider was stopped".into()))
+        Some(reason.unwrap_or_else(|| {
+            format!(
+                "not sent: {} was stopped after an earlier call failed",
+                self.endpoint.config.name
+            )
+        }))
     }
 }
 
@@ -348,12 +360,9 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i6
         .saturating_add(config.max_output_tokens);
     let result = target.endpoint.call(&call, tokens).await;
     if let Err(error) = &result
-        && matches!(
-            error.kind.effect(),
-            Effect::HaltProvider | Effect::ConfigError
-        )
+        && matches!(error.effect(), Effect::HaltProvider | Effect::ConfigError)
     {
-        target.halt(format!("stopped after {error}"));
+        target.halt(error);
     }
     let facts = CallFacts {
         now,
@@ -379,7 +388,17 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i6
             record.output_digest = Some(record::output_digest(&reply.text));
             record.output = Some(truncate(&reply.text, MAX_OUTPUT));
         }
-        Err(error) => record.error = Some(error),
+        Err(mut error) => {
+            // A failed call still made its retries, and a processed (2xx) body of the
+            // wrong shape still said what it cost and which model served it.
+            record.retries = error.retries;
+            if let Some(served) = error.served.take() {
+                record.usage = served.usage;
+                record.served_model = served.model;
+                record.system_fingerprint = served.system_fingerprint;
+            }
+            record.error = Some(error);
+        }
     }
     record
 }

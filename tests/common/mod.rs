@@ -322,8 +322,28 @@ pub async fn short_body_server(
     .await
 }
 
+/// A server that answers every request with these raw bytes (a status line, headers and
+/// whatever part of a body), then closes. Returns its address and the number of
+/// requests it took.
+pub async fn raw_answer_server(raw: &'static str) -> (String, Arc<AtomicUsize>) {
+    raw_server_holding(move |_| Some(raw.to_string()), false).await
+}
+
+/// Like [`raw_answer_server`], but it then holds the connection open without a word more
+/// until the client gives up.
+pub async fn stalling_server(raw: &'static str) -> (String, Arc<AtomicUsize>) {
+    raw_server_holding(move |_| Some(raw.to_string()), true).await
+}
+
 async fn raw_server(
     answer: impl Fn(usize) -> Option<String> + Send + Sync + 'static,
+) -> (String, Arc<AtomicUsize>) {
+    raw_server_holding(answer, false).await
+}
+
+async fn raw_server_holding(
+    answer: impl Fn(usize) -> Option<String> + Send + Sync + 'static,
+    hold: bool,
 ) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = format!("http://{}", listener.local_addr().expect("addr"));
@@ -348,6 +368,15 @@ async fn raw_server(
                 if let Some(reply) = answer(n) {
                     let _ = stream.write_all(reply.as_bytes()).await;
                     let _ = stream.flush().await;
+                }
+                if hold {
+                    // Until the client closes: a read of 0 bytes, or an error.
+                    let mut sink = [0u8; 1024];
+                    while let Ok(read) = stream.read(&mut sink).await {
+                        if read == 0 {
+                            break;
+                        }
+                    }
                 }
             });
         }

@@ -93,12 +93,14 @@ const CASES: &[Case] = &[
         "quota_exhausted",
         Effect::HaltProvider,
     ),
-    // `rate_limit_exceeded`, but this request alone exceeds the per-minute budget.
+    // `rate_limit_exceeded`, but this request alone exceeds the organisation's per-minute
+    // budget: an account limit, which stops the provider like `insufficient_quota` does,
+    // and is not the model's failure.
     openai(
         "openai_error_429_request_too_large_tpm.json",
         ErrorKind::RequestTooLarge,
         "request_too_large",
-        Effect::ConformanceFailure,
+        Effect::HaltProvider,
     ),
     openai(
         "openai_error_500_server_error.json",

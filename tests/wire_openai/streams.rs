@@ -136,14 +136,15 @@ async fn chat_documented_stream_adapted_to_sse() {
         ),
     );
 
-    // Unadapted, it is neither an event stream nor one JSON document: retried, then failed.
+    // Unadapted, it is neither an event stream nor one JSON document: a failed call, sent
+    // once (the 200 was processed).
     let (err, sent) = stream("openai", doc.into_bytes(), "").await;
     assert_eq!(err.unwrap_err().kind, ErrorKind::NonJsonBody);
-    assert_eq!(sent.len(), 1 + MAX_RETRIES);
+    assert_eq!(sent.len(), 1);
 }
 
 #[tokio::test]
-async fn chat_stream_without_done_is_truncated_and_retried() {
+async fn chat_stream_without_done_is_truncated_sent_once_and_keeps_usage_and_model() {
     let events = events_of("openai_chat_json_schema_stream_transcript.sse");
     assert_eq!(events.last().unwrap(), "data: [DONE]\n\n");
     // Every chunk, the finish reason and the usage arrived; only the terminator did not.
@@ -152,17 +153,34 @@ async fn chat_stream_without_done_is_truncated_and_retried() {
     let err = err.unwrap_err();
     assert_eq!(err.kind, ErrorKind::TruncatedBody);
     assert!(err.message.contains("[DONE]"), "{err}");
-    assert_eq!(sent.len(), 1 + MAX_RETRIES);
+    assert_eq!(sent.len(), 1);
+    // What the chunks said before the cut is kept: the call was processed and billed.
+    let (whole, _) = stream(
+        "openai",
+        wire_bytes("openai_chat_json_schema_stream_transcript.sse"),
+        "",
+    )
+    .await;
+    let whole = whole.unwrap().reply;
+    assert!(whole.usage.prompt_tokens.is_some() && whole.served_model.is_some());
+    assert_eq!(err.usage(), whole.usage);
+    assert_eq!(err.served_model(), whole.served_model.as_deref());
+    assert_eq!(
+        err.system_fingerprint(),
+        whole.system_fingerprint.as_deref()
+    );
+    assert_eq!(err.retries, 0);
 
     // Cut in the middle of a chunk.
     let cut = &no_done.as_bytes()[..no_done.len() / 2];
     let (err, sent) = stream("openai", cut.to_vec(), "").await;
     assert_eq!(err.unwrap_err().kind, ErrorKind::TruncatedBody);
-    assert_eq!(sent.len(), 1 + MAX_RETRIES);
+    assert_eq!(sent.len(), 1);
 }
 
 /// `data: {"error": …}` inside a 200 stream, built from the first recorded chunks and a
-/// recorded error object: classified by the object, retried only when that can help.
+/// recorded error object: classified by the object, and never sent again (the 200 was
+/// processed).
 #[tokio::test]
 async fn chat_error_in_the_middle_of_a_stream() {
     let events = events_of("openai_chat_json_schema_stream_transcript.sse");
@@ -179,9 +197,10 @@ async fn chat_error_in_the_middle_of_a_stream() {
     let (err, sent) = stream("openai", body, "").await;
     let err = err.unwrap_err();
     assert_eq!(err.kind, ErrorKind::ServerError);
-    assert_eq!(err.status, None);
+    assert_eq!(err.status, Some(200));
+    assert_eq!(err.effect(), conform::provider::Effect::Transport);
     assert_eq!(json!(err.message), message);
-    assert_eq!(sent.len(), 1 + MAX_RETRIES);
+    assert_eq!(sent.len(), 1);
 
     let (body, _) = with_error("openai_error_400_context_length_exceeded.json");
     let (err, sent) = stream("openai", body, "").await;
@@ -278,7 +297,7 @@ async fn responses_incomplete_event_is_a_length_finish_with_the_streamed_text() 
 }
 
 #[tokio::test]
-async fn responses_failed_and_error_events_are_server_errors_and_retried() {
+async fn responses_failed_and_error_events_are_server_errors_sent_once() {
     for (file, message) in [
         (
             "openai_responses_stream_event_failed.json",
@@ -294,7 +313,7 @@ async fn responses_failed_and_error_events_are_server_errors_and_retried() {
         let err = err.unwrap_err();
         assert_eq!(err.kind, ErrorKind::ServerError, "{file}");
         assert_eq!(err.message, message, "{file}");
-        assert_eq!(sent.len(), 1 + MAX_RETRIES, "{file}");
+        assert_eq!(sent.len(), 1, "{file}");
     }
 }
 
@@ -326,5 +345,5 @@ async fn responses_refusal_done_event_is_a_refusal() {
     // The refusal alone, with no terminal event: the stream was cut.
     let (err, sent) = stream("openai-responses", responses_stream(&[refusal]), "").await;
     assert_eq!(err.unwrap_err().kind, ErrorKind::TruncatedBody);
-    assert_eq!(sent.len(), 1 + MAX_RETRIES);
+    assert_eq!(sent.len(), 1);
 }
