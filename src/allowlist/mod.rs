@@ -5,7 +5,8 @@
 //! - [`reader`]: [`permits`], for Rust orchestrators; it fails closed;
 //! - [`writer`]: locked read-modify-write and an atomic rename, so a reader sees the
 //!   old file or the new one, never half of one;
-//! - [`explain`]: where a (suite, provider) stands and why, for people.
+//! - [`explain`]: where a (suite, provider) stands and why, for people;
+//! - [`decision`]: what a run did to the file, pair by pair, for its reports.
 //!
 //! The format's JSON Schema is [`SCHEMA`] (`schemas/allowlist.v1.schema.json`).
 //!
@@ -18,11 +19,13 @@
 //! assert_eq!(denial.reason, Reason::Missing);
 //! ```
 
+pub mod decision;
 pub mod explain;
 pub mod format;
 pub mod reader;
 pub mod writer;
 
+pub use decision::{Decision, PairDecision, PairEffect, Unchanged, Untouched};
 pub use explain::{Standing, standing};
 pub use format::{Allowlist, Entry, Evidence, FORMAT, Revocation, SCHEMA};
 pub use reader::{Denial, Observed, Permit, Reason, permits};
