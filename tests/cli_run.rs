@@ -172,6 +172,22 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
     );
     assert!(!page.contains("<script") && !page.contains(" src="));
     assert!(stdout.contains("report.html"), "{stdout}");
+    let conformant = verdicts
+        .iter()
+        .filter(|v| v["verdict"] == "conformant")
+        .count();
+    let counts = format!(
+        "granted {conformant}, revoked {}, unchanged 0",
+        verdicts.len() - conformant
+    );
+
+    // The terminal gives the allowlist as one short line; the pairs are in the report.
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("allowlist: "))
+        .unwrap();
+    assert!(line.ends_with(&format!(": {counts}")), "{line}");
+    assert!(!stdout.contains("  granted  "), "{stdout}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -269,6 +285,11 @@ async fn an_auth_failure_is_inconclusive_leaves_the_allowlist_alone_and_leaks_no
     );
     assert_eq!(out.status.code(), Some(3), "{stdout}\n{stderr}");
     assert!(stdout.contains("auth_failed"), "{stdout}");
+    // -v lists the pairs under the allowlist line, each with why it is as it was.
+    assert!(
+        stdout.contains(": granted 0, revoked 0, unchanged 1\n  unchanged  invoice-extraction × openai: inconclusive: auth_failed\n"),
+        "{stdout}"
+    );
     // The provider is stopped after the first refusal: no hammering with a bad key.
     let sent = server.received_requests().await.unwrap().len();
     let concurrency = 8;
@@ -310,8 +331,14 @@ async fn a_drifting_provider_is_revoked_and_exits_1() {
             .output()
             .unwrap()
     };
-    assert_eq!(run(good.uri()).status.code(), Some(0));
+    let first = run(good.uri());
+    assert_eq!(first.status.code(), Some(0));
     assert_eq!(entries(&project.allowlist()).len(), 1);
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        stdout.contains("allowlist: ") && stdout.contains(": granted 1, revoked 0, unchanged 0\n"),
+        "{stdout}"
+    );
 
     let fenced = openai_mock(&project, Mode::Fenced).await;
     let out = run(fenced.uri());
@@ -325,6 +352,11 @@ async fn a_drifting_provider_is_revoked_and_exits_1() {
     assert!(entries(&allowlist).is_empty());
     assert_eq!(allowlist["revocations"][0]["provider"], "openai");
     assert_eq!(allowlist["revocations"][0]["reasons"][0], "not_pure_json");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(": granted 0, revoked 1, unchanged 0\n"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -407,6 +439,14 @@ async fn ctrl_c_marks_the_report_incomplete_and_leaves_the_allowlist_alone() {
         std::fs::read_to_string(project.path("allowlist.json")).unwrap(),
         before
     );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pairs = report["verdicts"].as_array().unwrap().len();
+    assert!(
+        stdout.contains(&format!(
+            "granted 0, revoked 0, unchanged {pairs} (untouched: the run was interrupted"
+        )),
+        "{stdout}"
+    );
 }
 
 /// The `report.json` a run printed the path of (two runs can start in the same second,
@@ -459,7 +499,12 @@ async fn a_recorded_run_replays_without_the_network_or_the_key() {
     let replayed = run(&["--replay", "tapes"], false);
     let stdout = String::from_utf8_lossy(&replayed.stdout);
     assert_eq!(replayed.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("untouched"), "{stdout}");
+    assert!(
+        stdout.contains(
+            ": granted 0, revoked 0, unchanged 1 (untouched: the answers were replayed from tapes"
+        ),
+        "{stdout}"
+    );
     let again = report_of(&replayed);
     for field in ["verdict", "passed", "failed", "codes"] {
         assert_eq!(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use conform::allowlist;
+use conform::allowlist::{self, Decision, Untouched};
 use conform::config::{Diagnostics, Kind, Selection, Workspace};
 use conform::provider::tape::{Recorder, Replayer};
 use conform::provider::transport::{Endpoint, Tape, Transport};
@@ -256,14 +256,54 @@ async fn execute(
     };
     let result = run::execute(&suites, &targets, &options, interrupted()).await?;
     drop(sims);
+    // report.json first: it is the evidence the allowlist entries point to.
     let report_path = report::json::write(&result, &suites, &targets)
         .with_context(|| format!("cannot write the report in {}", result.dir.display()))?;
-
     report::junit::write(&result.dir, &result.run_id)
         .with_context(|| format!("cannot write junit.xml in {}", result.dir.display()))?;
-    report::markdown::write(&result.dir, &result)
+
+    // Then the allowlist, so the pages for people can say what it now grants.
+    let allowlist_path = global.allowlist_path();
+    let mut update_error = None;
+    let decision = if let Some(TapeMode::Replay(dir)) = &tape {
+        Decision::untouched(
+            &allowlist_path,
+            &result,
+            Untouched::Replayed { tapes: dir.clone() },
+        )
+    } else if result.complete {
+        let changes =
+            allowlist::changes_from_run(&result, &suites, &targets, &report_path, common.valid_for);
+        match allowlist::update(&allowlist_path, &changes) {
+            Ok(updated) => {
+                if let Some(why) = &updated.replaced_unreadable {
+                    eprintln!(
+                        "warning: the previous allowlist was unreadable ({why}) and was replaced"
+                    );
+                }
+                Decision::applied(&allowlist_path, &result, &targets, &changes, &updated)
+            }
+            // The file is replaced by rename or not at all: a failed update left it as
+            // it was. The reports still say so before the error ends the command.
+            Err(e) => {
+                let decision = Decision::untouched(
+                    &allowlist_path,
+                    &result,
+                    Untouched::Failed {
+                        error: e.to_string(),
+                    },
+                );
+                update_error = Some(e);
+                decision
+            }
+        }
+    } else {
+        Decision::untouched(&allowlist_path, &result, Untouched::Interrupted)
+    };
+
+    report::markdown::write(&result.dir, &result, &decision)
         .with_context(|| format!("cannot write summary.md in {}", result.dir.display()))?;
-    let page = report::html::write(&result, &targets)
+    let page = report::html::write(&result, &targets, &decision)
         .with_context(|| format!("cannot write report.html in {}", result.dir.display()))?;
     print!("{}", report::terminal::summary(&result));
     println!(
@@ -276,55 +316,15 @@ async fn execute(
     for recorder in &recorders {
         println!("tape: {}", recorder.finish()?.display());
     }
-
-    let allowlist_path = global.allowlist_path();
-    if let Some(TapeMode::Replay(dir)) = &tape {
-        println!(
-            "allowlist: {} untouched: the answers were replayed from {}, which proves nothing \
-             about the providers today",
-            allowlist_path.display(),
-            dir.display()
-        );
-    } else if result.complete {
-        let changes =
-            allowlist::changes_from_run(&result, &suites, &targets, &report_path, common.valid_for);
-        let updated = allowlist::update(&allowlist_path, &changes)?;
-        if let Some(why) = &updated.replaced_unreadable {
-            eprintln!("warning: the previous allowlist was unreadable ({why}) and was replaced");
-        }
-        println!(
-            "allowlist: {} (granted: {}; revoked: {}; inconclusive, unchanged: {})",
-            allowlist_path.display(),
-            names(&updated.granted),
-            names(&updated.revoked),
-            names(
-                &result
-                    .verdicts
-                    .iter()
-                    .filter(|v| v.verdict == Verdict::Inconclusive)
-                    .map(|v| (v.tally.suite.clone(), v.tally.provider.clone()))
-                    .collect::<Vec<_>>()
-            )
-        );
-    } else {
-        println!(
-            "allowlist: {} untouched: the run was interrupted and the report is marked incomplete",
-            allowlist_path.display()
-        );
+    print!(
+        "{}",
+        report::terminal::allowlist(&decision, global.verbose > 0)
+    );
+    if let Some(e) = update_error {
+        return Err(e.into());
     }
     let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
     Ok(Some((result, config_error)))
-}
-
-fn names(pairs: &[(String, String)]) -> String {
-    if pairs.is_empty() {
-        return "none".into();
-    }
-    pairs
-        .iter()
-        .map(|(s, p)| format!("{s}/{p}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn exit_code(result: &RunResult, config_error: bool) -> u8 {

@@ -121,7 +121,11 @@ pub fn render(result: &RunResult, views: Vec<VerdictView<'_>>) -> io::Result<Str
 }
 
 /// Writes `report.html` beside `results.jsonl` and returns its path.
-pub fn write(result: &RunResult, targets: &[Arc<Target>]) -> io::Result<PathBuf> {
+pub fn write(
+    result: &RunResult,
+    targets: &[Arc<Target>],
+    _decision: &crate::allowlist::Decision,
+) -> io::Result<PathBuf> {
     let path = result.dir.join("report.html");
     std::fs::write(&path, render(result, verdict_views(result, targets))?)?;
     Ok(path)
