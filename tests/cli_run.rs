@@ -153,25 +153,19 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
         "{summary}"
     );
 
-    // The page for people: a section per verdict, every failed call listed up to the cap,
-    // and nothing fetched from anywhere.
+    // The page for people: a matrix cell and a section per verdict, failures grouped by
+    // finding code, the allowlist's changes, and nothing fetched from anywhere.
     let page = std::fs::read_to_string(run.join("report.html")).unwrap();
     let verdicts = report["verdicts"].as_array().unwrap();
+    assert_eq!(page.matches("<td class=\"cell ").count(), verdicts.len());
     assert_eq!(
         page.matches("<section class=\"pair ").count(),
         verdicts.len()
     );
-    let listed: u64 = verdicts
-        .iter()
-        .map(|v| v["failed"].as_u64().unwrap().min(50))
-        .sum();
-    assert_eq!(page.matches("<tr class=\"call\">").count() as u64, listed);
     assert!(
-        page.contains("structured_output_ignored"),
-        "no finding code in the page"
+        page.contains("<code>structured_output_ignored</code><span class=\"count\">"),
+        "no group for a finding code in the page"
     );
-    assert!(!page.contains("<script") && !page.contains(" src="));
-    assert!(stdout.contains("report.html"), "{stdout}");
     let conformant = verdicts
         .iter()
         .filter(|v| v["verdict"] == "conformant")
@@ -180,6 +174,12 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
         "granted {conformant}, revoked {}, unchanged 0",
         verdicts.len() - conformant
     );
+    assert!(
+        page.contains(&format!("<span class=\"counts\">{counts}</span>")),
+        "{counts}"
+    );
+    assert!(!page.contains("<script") && !page.contains(" src="));
+    assert!(stdout.contains("report.html"), "{stdout}");
 
     // The terminal gives the allowlist as one short line; the pairs are in the report.
     let line = stdout
@@ -357,6 +357,13 @@ async fn a_drifting_provider_is_revoked_and_exits_1() {
         stdout.contains(": granted 0, revoked 1, unchanged 0\n"),
         "{stdout}"
     );
+    // The page says the same, and names the revoked pair with its codes.
+    let page = std::fs::read_to_string(project.last_run().join("report.html")).unwrap();
+    assert!(
+        page.contains("<span class=\"counts\">granted 0, revoked 1, unchanged 0</span>"),
+        "{page}"
+    );
+    assert!(page.contains("allowlist entry revoked"), "{page}");
 }
 
 #[test]
@@ -446,6 +453,11 @@ async fn ctrl_c_marks_the_report_incomplete_and_leaves_the_allowlist_alone() {
             "granted 0, revoked 0, unchanged {pairs} (untouched: the run was interrupted"
         )),
         "{stdout}"
+    );
+    let page = std::fs::read_to_string(project.last_run().join("report.html")).unwrap();
+    assert!(
+        page.contains("untouched: the run was interrupted"),
+        "{page}"
     );
 }
 

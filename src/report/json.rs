@@ -113,6 +113,16 @@ pub(crate) fn to_second_text(text: &str) -> String {
         .map_or_else(|_| text.to_string(), to_second)
 }
 
+/// A duration as people read it, to the second: `48 s`, `3 min 05 s`, `2 h 01 min`.
+pub(crate) fn seconds_text(d: time::Duration) -> String {
+    let s = d.whole_seconds().max(0);
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min {:02} s", s / 60, s % 60),
+        _ => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
+    }
+}
+
 fn copy_lines(results: &Path, out: &mut impl Write) -> io::Result<()> {
     let reader = BufReader::new(File::open(results)?);
     let mut first = true;
