@@ -180,6 +180,12 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
     );
     assert!(!page.contains("<script") && !page.contains(" src="));
     assert!(stdout.contains("report.html"), "{stdout}");
+    // The job summary says the same, pair by pair.
+    assert!(summary.contains(&format!("`: {counts}.\n")), "{summary}");
+    assert!(
+        summary.contains("- invoice-extraction × sim-fenced: revoked: not_pure_json\n"),
+        "{summary}"
+    );
 
     // The terminal gives the allowlist as one short line; the pairs are in the report.
     let line = stdout
