@@ -45,7 +45,7 @@ pub fn render(result: &RunResult, decision: &Decision) -> String {
     if let Some(why) = &decision.untouched {
         let _ = write!(out, " (untouched: {})", why.explain());
     }
-    out.push_str(".\n");
+    out.push_str(".\n\n");
     for p in &decision.pairs {
         let what = match &p.effect {
             PairEffect::Granted { valid_until } => {
