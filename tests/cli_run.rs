@@ -165,25 +165,47 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
         "{summary}"
     );
 
-    // The page for people: a section per verdict, every failed call listed up to the cap,
-    // and nothing fetched from anywhere.
+    // The page for people: a matrix cell and a section per verdict, failures grouped by
+    // finding code, the allowlist's changes, and nothing fetched from anywhere.
     let page = std::fs::read_to_string(run.join("report.html")).unwrap();
     let verdicts = report["verdicts"].as_array().unwrap();
+    assert_eq!(page.matches("<td class=\"cell ").count(), verdicts.len());
     assert_eq!(
         page.matches("<section class=\"pair ").count(),
         verdicts.len()
     );
-    let listed: u64 = verdicts
-        .iter()
-        .map(|v| v["failed"].as_u64().unwrap().min(50))
-        .sum();
-    assert_eq!(page.matches("<tr class=\"call\">").count() as u64, listed);
     assert!(
-        page.contains("structured_output_ignored"),
-        "no finding code in the page"
+        page.contains("<code>structured_output_ignored</code><span class=\"count\">"),
+        "no group for a finding code in the page"
+    );
+    let conformant = verdicts
+        .iter()
+        .filter(|v| v["verdict"] == "conformant")
+        .count();
+    let counts = format!(
+        "granted {conformant}, revoked {}, unchanged 0",
+        verdicts.len() - conformant
+    );
+    assert!(
+        page.contains(&format!("<span class=\"counts\">{counts}</span>")),
+        "{counts}"
     );
     assert!(!page.contains("<script") && !page.contains(" src="));
     assert!(stdout.contains("report.html"), "{stdout}");
+    // The job summary says the same, pair by pair.
+    assert!(summary.contains(&format!("`: {counts}.\n")), "{summary}");
+    assert!(
+        summary.contains("- invoice-extraction × sim-fenced: revoked: not_pure_json\n"),
+        "{summary}"
+    );
+
+    // The terminal gives the allowlist as one short line; the pairs are in the report.
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("allowlist: "))
+        .unwrap();
+    assert!(line.ends_with(&format!(": {counts}")), "{line}");
+    assert!(!stdout.contains("  granted  "), "{stdout}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -281,6 +303,11 @@ async fn an_auth_failure_is_inconclusive_leaves_the_allowlist_alone_and_leaks_no
     );
     assert_eq!(out.status.code(), Some(3), "{stdout}\n{stderr}");
     assert!(stdout.contains("auth_failed"), "{stdout}");
+    // -v lists the pairs under the allowlist line, each with why it is as it was.
+    assert!(
+        stdout.contains(": granted 0, revoked 0, unchanged 1\n  unchanged  invoice-extraction × openai: inconclusive: auth_failed\n"),
+        "{stdout}"
+    );
     // The provider is stopped after the first refusal: no hammering with a bad key.
     let sent = server.received_requests().await.unwrap().len();
     let concurrency = 8;
@@ -322,8 +349,14 @@ async fn a_drifting_provider_is_revoked_and_exits_1() {
             .output()
             .unwrap()
     };
-    assert_eq!(run(good.uri()).status.code(), Some(0));
+    let first = run(good.uri());
+    assert_eq!(first.status.code(), Some(0));
     assert_eq!(entries(&project.allowlist()).len(), 1);
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        stdout.contains("allowlist: ") && stdout.contains(": granted 1, revoked 0, unchanged 0\n"),
+        "{stdout}"
+    );
 
     let fenced = openai_mock(&project, Mode::Fenced).await;
     let out = run(fenced.uri());
@@ -337,6 +370,18 @@ async fn a_drifting_provider_is_revoked_and_exits_1() {
     assert!(entries(&allowlist).is_empty());
     assert_eq!(allowlist["revocations"][0]["provider"], "openai");
     assert_eq!(allowlist["revocations"][0]["reasons"][0], "not_pure_json");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(": granted 0, revoked 1, unchanged 0\n"),
+        "{stdout}"
+    );
+    // The page says the same, and names the revoked pair with its codes.
+    let page = std::fs::read_to_string(project.last_run().join("report.html")).unwrap();
+    assert!(
+        page.contains("<span class=\"counts\">granted 0, revoked 1, unchanged 0</span>"),
+        "{page}"
+    );
+    assert!(page.contains("allowlist entry revoked"), "{page}");
 }
 
 #[test]
@@ -419,6 +464,19 @@ async fn ctrl_c_marks_the_report_incomplete_and_leaves_the_allowlist_alone() {
         std::fs::read_to_string(project.path("allowlist.json")).unwrap(),
         before
     );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pairs = report["verdicts"].as_array().unwrap().len();
+    assert!(
+        stdout.contains(&format!(
+            "granted 0, revoked 0, unchanged {pairs} (untouched: the run was interrupted"
+        )),
+        "{stdout}"
+    );
+    let page = std::fs::read_to_string(project.last_run().join("report.html")).unwrap();
+    assert!(
+        page.contains("untouched: the run was interrupted"),
+        "{page}"
+    );
 }
 
 /// The `report.json` a run printed the path of (two runs can start in the same second,
@@ -471,7 +529,12 @@ async fn a_recorded_run_replays_without_the_network_or_the_key() {
     let replayed = run(&["--replay", "tapes"], false);
     let stdout = String::from_utf8_lossy(&replayed.stdout);
     assert_eq!(replayed.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("untouched"), "{stdout}");
+    assert!(
+        stdout.contains(
+            ": granted 0, revoked 0, unchanged 1 (untouched: the answers were replayed from tapes"
+        ),
+        "{stdout}"
+    );
     let again = report_of(&replayed);
     for field in ["verdict", "passed", "failed", "codes"] {
         assert_eq!(

@@ -8,7 +8,8 @@
 //! - [`reader`]: loading a file without trusting it, and [`permits`] for Rust orchestrators;
 //! - [`writer`]: locked read-modify-write and an atomic rename, so a reader sees the
 //!   old file or the new one, never half of one;
-//! - [`explain`]: a decision's status in words, for people.
+//! - [`explain`]: a decision's status in words, for people;
+//! - [`outcome`]: what a run did to the file, pair by pair, for its reports.
 //!
 //! The format's JSON Schema is [`SCHEMA`] (`schemas/allowlist.v1.schema.json`).
 //!
@@ -25,6 +26,7 @@ pub mod decision;
 pub mod explain;
 pub mod format;
 pub mod local;
+pub mod outcome;
 pub mod reader;
 pub mod writer;
 
@@ -32,5 +34,6 @@ pub use decision::{Denial, Observed, Permit, Query, Reason, decide};
 pub use explain::status;
 pub use format::{Allowlist, Entry, Evidence, FORMAT, Revocation, SCHEMA};
 pub use local::Local;
+pub use outcome::{PairEffect, PairOutcome, RunOutcome, Unchanged, Untouched};
 pub use reader::permits;
 pub use writer::{Change, Destination, UpdateError, Updated, changes_from_run, update};

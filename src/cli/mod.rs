@@ -68,7 +68,8 @@ pub struct Global {
     /// Where run reports go [default: ROOT/reports].
     #[arg(long, global = true)]
     pub reports: Option<PathBuf>,
-    /// Log more (-v: debug, -vv: trace). Logs go to stderr; RUST_LOG also works.
+    /// Log more (-v: debug, -vv: trace). Logs go to stderr; RUST_LOG also works. With -v,
+    /// `run` and `demo` also list every pair under the allowlist line.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
 }

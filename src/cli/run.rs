@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use conform::allowlist::{self, Destination};
+use conform::allowlist::{self, Destination, RunOutcome, Untouched};
 use conform::config::{Diagnostics, Kind, Selection, Workspace};
 use conform::provider::tape::{Recorder, Replayer};
 use conform::provider::transport::{Endpoint, Tape, Transport};
@@ -268,14 +268,73 @@ async fn execute(
     };
     let result = run::execute(&suites, &targets, &options, interrupted()).await?;
     drop(sims);
+    // report.json first: it is the evidence the allowlist entries point to.
     let report_path = report::json::write(&result, &suites, &targets)
         .with_context(|| format!("cannot write the report in {}", result.dir.display()))?;
-
     report::junit::write(&result.dir, &result.run_id)
         .with_context(|| format!("cannot write junit.xml in {}", result.dir.display()))?;
-    report::markdown::write(&result.dir, &result)
+
+    // Then the allowlist, so the pages for people can say what it now grants. The demo's
+    // evidence is about simulations: it goes beside its report, never into the allowlist
+    // production reads.
+    let allowlist_path = match destination {
+        Destination::Real => global.allowlist_path(),
+        Destination::Demo => result.dir.join("allowlist.json"),
+    };
+    let mut update_error = None;
+    let decision = if let Some(TapeMode::Replay(dir)) = &tape {
+        RunOutcome::untouched(
+            &allowlist_path,
+            &result,
+            Untouched::Replayed { tapes: dir.clone() },
+        )
+    } else if result.complete {
+        let changes = allowlist::changes_from_run(
+            &result,
+            &suites,
+            &targets,
+            &report_path,
+            common.valid_for,
+            destination,
+        );
+        match allowlist::update(&allowlist_path, &changes) {
+            Ok(updated) => {
+                if let Some(why) = &updated.replaced_unreadable {
+                    eprintln!(
+                        "warning: the previous allowlist was unreadable ({why}) and was replaced"
+                    );
+                }
+                if updated.dropped > 0 {
+                    eprintln!(
+                        "warning: {} entr{} without conform's evidence (not the v1 shape) were dropped from {}",
+                        updated.dropped,
+                        if updated.dropped == 1 { "y" } else { "ies" },
+                        allowlist_path.display()
+                    );
+                }
+                RunOutcome::applied(&allowlist_path, &result, &targets, &changes, &updated)
+            }
+            // The file is replaced by rename or not at all: a failed update left it as
+            // it was. The reports still say so before the error ends the command.
+            Err(e) => {
+                let decision = RunOutcome::untouched(
+                    &allowlist_path,
+                    &result,
+                    Untouched::Failed {
+                        error: e.to_string(),
+                    },
+                );
+                update_error = Some(e);
+                decision
+            }
+        }
+    } else {
+        RunOutcome::untouched(&allowlist_path, &result, Untouched::Interrupted)
+    };
+
+    report::markdown::write(&result.dir, &result, &decision)
         .with_context(|| format!("cannot write summary.md in {}", result.dir.display()))?;
-    let page = report::html::write(&result, &targets)
+    let page = report::html::write(&result, &targets, &decision)
         .with_context(|| format!("cannot write report.html in {}", result.dir.display()))?;
     print!("{}", report::terminal::summary(&result));
     println!(
@@ -288,86 +347,32 @@ async fn execute(
     for recorder in &recorders {
         println!("tape: {}", recorder.finish()?.display());
     }
-
-    // The demo's evidence is about simulations: it goes beside its report, never into
-    // the allowlist production reads.
-    let allowlist_path = match destination {
-        Destination::Real => global.allowlist_path(),
-        Destination::Demo => result.dir.join("allowlist.json"),
-    };
-    if let Some(TapeMode::Replay(dir)) = &tape {
+    let simulated: Vec<&str> = targets
+        .iter()
+        .map(|t| t.endpoint.config.as_ref())
+        .filter(|c| c.kind == Kind::Sim)
+        .map(|c| c.name.as_str())
+        .collect();
+    if destination == Destination::Real && !simulated.is_empty() {
         println!(
-            "allowlist: {} untouched: the answers were replayed from {}, which proves nothing \
-             about the providers today",
-            allowlist_path.display(),
-            dir.display()
+            "note: simulated providers never enter the allowlist a real run writes: {} left out (`conform demo` keeps its own)",
+            simulated.join(", ")
         );
-    } else if result.complete {
-        let changes = allowlist::changes_from_run(
-            &result,
-            &suites,
-            &targets,
-            &report_path,
-            common.valid_for,
-            destination,
-        );
-        let updated = allowlist::update(&allowlist_path, &changes)?;
-        if let Some(why) = &updated.replaced_unreadable {
-            eprintln!("warning: the previous allowlist was unreadable ({why}) and was replaced");
-        }
-        if updated.dropped > 0 {
-            eprintln!(
-                "warning: {} entr{} without conform's evidence (not the v1 shape) were dropped from {}",
-                updated.dropped,
-                if updated.dropped == 1 { "y" } else { "ies" },
-                allowlist_path.display()
-            );
-        }
-        let simulated: Vec<&str> = targets
-            .iter()
-            .map(|t| t.endpoint.config.as_ref())
-            .filter(|c| c.kind == Kind::Sim)
-            .map(|c| c.name.as_str())
-            .collect();
-        if destination == Destination::Real && !simulated.is_empty() {
-            println!(
-                "note: simulated providers never enter the allowlist a real run writes: {} left out (`conform demo` keeps its own)",
-                simulated.join(", ")
-            );
-        }
+    }
+    print!(
+        "{}",
+        report::terminal::allowlist(&decision, global.verbose > 0)
+    );
+    if destination == Destination::Demo {
         println!(
-            "allowlist: {} (granted: {}; revoked: {}; inconclusive, unchanged: {})",
-            allowlist_path.display(),
-            names(&updated.granted),
-            names(&updated.revoked),
-            names(
-                &result
-                    .verdicts
-                    .iter()
-                    .filter(|v| v.verdict == Verdict::Inconclusive)
-                    .map(|v| (v.tally.suite.clone(), v.tally.provider.clone()))
-                    .collect::<Vec<_>>()
-            )
+            "(the demo's own allowlist: its entries are marked simulated and permit no real failover)"
         );
-    } else {
-        println!(
-            "allowlist: {} untouched: the run was interrupted and the report is marked incomplete",
-            allowlist_path.display()
-        );
+    }
+    if let Some(e) = update_error {
+        return Err(e.into());
     }
     let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
     Ok(Some((result, config_error)))
-}
-
-fn names(pairs: &[(String, String)]) -> String {
-    if pairs.is_empty() {
-        return "none".into();
-    }
-    pairs
-        .iter()
-        .map(|(s, p)| format!("{s}/{p}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn exit_code(result: &RunResult, config_error: bool) -> u8 {

@@ -97,6 +97,32 @@ pub(crate) fn rfc3339(t: time::OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
+/// A time as people read it: UTC, to the second, e.g. `2026-03-01 09:12:44 UTC`.
+pub(crate) fn to_second(t: time::OffsetDateTime) -> String {
+    let format =
+        time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
+    t.to_offset(time::UtcOffset::UTC)
+        .format(&format)
+        .unwrap_or_default()
+}
+
+/// An RFC 3339 time from a file, as [`to_second`] shows it; text that is not RFC 3339 is
+/// shown as it is rather than hidden.
+pub(crate) fn to_second_text(text: &str) -> String {
+    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .map_or_else(|_| text.to_string(), to_second)
+}
+
+/// A duration as people read it, to the second: `48 s`, `3 min 05 s`, `2 h 01 min`.
+pub(crate) fn seconds_text(d: time::Duration) -> String {
+    let s = d.whole_seconds().max(0);
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min {:02} s", s / 60, s % 60),
+        _ => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
+    }
+}
+
 fn copy_lines(results: &Path, out: &mut impl Write) -> io::Result<()> {
     let reader = BufReader::new(File::open(results)?);
     let mut first = true;

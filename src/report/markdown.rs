@@ -1,13 +1,16 @@
-//! `summary.md`: the verdicts as a Markdown table, fit for a CI job summary.
+//! `summary.md`: the verdicts as a Markdown table and what became of the allowlist, fit
+//! for a CI job summary.
 
 use std::fmt::Write;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::json::to_second_text;
+use crate::allowlist::{PairEffect, RunOutcome};
 use crate::run::RunResult;
 use crate::verdict::Verdict;
 
-pub fn render(result: &RunResult) -> String {
+pub fn render(result: &RunResult, decision: &RunOutcome) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## conform run `{}`\n", result.run_id);
     if !result.complete {
@@ -32,6 +35,28 @@ pub fn render(result: &RunResult) -> String {
             t.planned,
             v.reasons.join(", ")
         );
+    }
+    let _ = write!(
+        out,
+        "\n**Allowlist** `{}`: {}",
+        decision.path.display(),
+        decision.counts()
+    );
+    if let Some(why) = &decision.untouched {
+        let _ = write!(out, " (untouched: {})", why.explain());
+    }
+    out.push_str(".\n\n");
+    for p in &decision.pairs {
+        let what = match &p.effect {
+            PairEffect::Granted { valid_until } => {
+                format!("granted until {}", to_second_text(valid_until))
+            }
+            PairEffect::Revoked { reasons } => format!("revoked: {}", reasons.join(", ")),
+            // Every pair of an untouched file is unchanged: the sentence above says why.
+            PairEffect::Unchanged { .. } if decision.untouched.is_some() => continue,
+            PairEffect::Unchanged { why } => format!("unchanged: {}", why.explain()),
+        };
+        let _ = writeln!(out, "- {} × {}: {what}", p.suite, p.provider);
     }
     if result.not_conformant().next().is_some() {
         out.push_str("\n### First failures\n\n");
@@ -58,8 +83,8 @@ pub fn render(result: &RunResult) -> String {
     out
 }
 
-pub fn write(dir: &Path, result: &RunResult) -> io::Result<PathBuf> {
+pub fn write(dir: &Path, result: &RunResult, decision: &RunOutcome) -> io::Result<PathBuf> {
     let path = dir.join("summary.md");
-    std::fs::write(&path, render(result))?;
+    std::fs::write(&path, render(result, decision))?;
     Ok(path)
 }

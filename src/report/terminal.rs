@@ -1,9 +1,39 @@
 //! The summary a person reads at the end of a run: suite × provider with pass counts,
-//! then the first failures explained in plain words.
+//! then the first failures explained in plain words, and what became of the allowlist.
 
 use std::fmt::Write;
 
+use super::json::to_second_text;
+use crate::allowlist::{PairEffect, RunOutcome};
 use crate::run::RunResult;
+
+/// The allowlist in one line, `allowlist: PATH: granted N, revoked M, unchanged K`, and
+/// with `verbose` one more line per pair saying what became of it and why.
+pub fn allowlist(decision: &RunOutcome, verbose: bool) -> String {
+    let mut out = format!(
+        "allowlist: {}: {}",
+        decision.path.display(),
+        decision.counts()
+    );
+    if let Some(why) = &decision.untouched {
+        let _ = write!(out, " (untouched: {})", why.explain());
+    }
+    out.push('\n');
+    if !verbose {
+        return out;
+    }
+    for p in &decision.pairs {
+        let (what, detail) = match &p.effect {
+            PairEffect::Granted { valid_until } => {
+                ("granted", format!(" until {}", to_second_text(valid_until)))
+            }
+            PairEffect::Revoked { reasons } => ("revoked", format!(": {}", reasons.join(", "))),
+            PairEffect::Unchanged { why } => ("unchanged", format!(": {}", why.explain())),
+        };
+        let _ = writeln!(out, "  {what:9}  {} × {}{detail}", p.suite, p.provider);
+    }
+    out
+}
 
 /// Renders the summary table and the first failures.
 pub fn summary(result: &RunResult) -> String {
@@ -110,4 +140,94 @@ pub fn summary(result: &RunResult) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::allowlist;
+    use crate::allowlist::{PairEffect, PairOutcome, RunOutcome, Unchanged, Untouched};
+
+    fn decision() -> RunOutcome {
+        let pair = |suite: &str, provider: &str, effect| PairOutcome {
+            suite: suite.into(),
+            provider: provider.into(),
+            effect,
+        };
+        RunOutcome {
+            path: "allowlist.json".into(),
+            untouched: None,
+            replaced_unreadable: None,
+            pairs: vec![
+                pair(
+                    "invoices",
+                    "good",
+                    PairEffect::Granted {
+                        valid_until: "2026-03-08T09:12:44.123Z".into(),
+                    },
+                ),
+                pair(
+                    "invoices",
+                    "fenced",
+                    PairEffect::Revoked {
+                        reasons: vec!["not_pure_json".into(), "schema_violation".into()],
+                    },
+                ),
+                pair(
+                    "tickets",
+                    "fenced",
+                    PairEffect::Revoked {
+                        reasons: vec!["not_pure_json".into()],
+                    },
+                ),
+                pair(
+                    "tickets",
+                    "down",
+                    PairEffect::Unchanged {
+                        why: Unchanged::Inconclusive {
+                            reasons: vec!["auth_failed".into()],
+                        },
+                    },
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn the_allowlist_line_is_a_short_summary() {
+        assert_eq!(
+            allowlist(&decision(), false),
+            "allowlist: allowlist.json: granted 1, revoked 2, unchanged 1\n"
+        );
+    }
+
+    #[test]
+    fn verbose_lists_every_pair_with_its_end_or_its_reasons() {
+        let text = allowlist(&decision(), true);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "allowlist: allowlist.json: granted 1, revoked 2, unchanged 1",
+                "  granted    invoices × good until 2026-03-08 09:12:44 UTC",
+                "  revoked    invoices × fenced: not_pure_json, schema_violation",
+                "  revoked    tickets × fenced: not_pure_json",
+                "  unchanged  tickets × down: inconclusive: auth_failed",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_untouched_allowlist_says_why() {
+        let mut d = decision();
+        d.pairs
+            .retain(|p| matches!(p.effect, PairEffect::Unchanged { .. }));
+        d.untouched = Some(Untouched::Replayed {
+            tapes: "tapes".into(),
+        });
+        assert_eq!(
+            allowlist(&d, false),
+            "allowlist: allowlist.json: granted 0, revoked 0, unchanged 1 (untouched: the \
+             answers were replayed from tapes, which proves nothing about the providers today)\n"
+        );
+    }
 }
