@@ -369,14 +369,17 @@ async fn ctrl_c_marks_the_report_incomplete_and_leaves_the_allowlist_alone() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until the run is under way (its first requests have arrived).
-    for _ in 0..200 {
-        if !server.received_requests().await.unwrap().is_empty() {
+    // Wait until the run is under way: every slot of `concurrency = 8` holds a request
+    // the server will not answer for 30 s, so no further request can be sent.
+    let mut sent = 0;
+    for _ in 0..400 {
+        sent = server.received_requests().await.unwrap().len();
+        if sent == 8 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert!(!server.received_requests().await.unwrap().is_empty());
+    assert_eq!(sent, 8);
     let status = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -406,6 +409,22 @@ async fn ctrl_c_marks_the_report_incomplete_and_leaves_the_allowlist_alone() {
     assert_eq!(
         std::fs::read_to_string(project.path("allowlist.json")).unwrap(),
         before
+    );
+    // It says how far it got: the requests sent, and the calls completed of those planned.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let planned: u64 = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["planned"].as_u64().unwrap())
+        .sum();
+    let expected = format!(
+        "interrupted: {sent} requests were sent to the providers; 0 of {planned} planned calls completed and recorded"
+    );
+    assert!(stdout.contains(&expected), "no `{expected}` in:\n{stdout}");
+    assert!(
+        stdout.contains("the run was interrupted after 0 of "),
+        "{stdout}"
     );
 }
 
@@ -517,4 +536,34 @@ async fn a_recorded_run_replays_without_the_network_or_the_key() {
         std::fs::read(project.path("allowlist.json")).unwrap(),
         allowlist
     );
+}
+
+/// What came back is printed as it came: a person reads the fenced JSON the application
+/// would have received, quotes and line breaks included, not a Rust string literal.
+#[tokio::test(flavor = "multi_thread")]
+async fn came_back_shows_the_output_as_it_came() {
+    let project = Project::new(&["openai"]);
+    let fenced = openai_mock(&project, Mode::Fenced).await;
+    let out = project
+        .cmd()
+        .env("OPENAI_API_KEY", KEY)
+        .args(["run", "openai", "--suite", "ticket-triage", "--no-progress"])
+        .args(["--base-url", &fenced.uri()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("came back: "))
+        .unwrap_or_else(|| panic!("nothing came back in:\n{stdout}"));
+    let indent = lines[at].find("came back: ").unwrap() + "came back: ".len();
+    assert!(lines[at].ends_with("came back: ```json"), "{}", lines[at]);
+    // The JSON on the next line, aligned under the first, with its quotes as they are.
+    let json = lines[at + 1];
+    assert_eq!(json.len() - json.trim_start().len(), indent, "{stdout}");
+    assert!(json.trim_start().starts_with("{\""), "{json}");
+    assert!(!json.contains("\\\""), "escaped quotes: {json}");
+    assert!(!stdout.contains("```json\\n"), "{stdout}");
 }

@@ -266,6 +266,9 @@ async fn execute(
     let page = report::html::write(&result, &targets)
         .with_context(|| format!("cannot write report.html in {}", result.dir.display()))?;
     print!("{}", report::terminal::summary(&result));
+    if !result.complete {
+        println!("\n{}", interrupted_counts(&result, &targets));
+    }
     println!(
         "\nreport: {} (for people: {})",
         report_path.display(),
@@ -314,6 +317,23 @@ async fn execute(
     }
     let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
     Ok(Some((result, config_error)))
+}
+
+/// What an interrupted run got through: the calls it recorded, of how many, and the
+/// requests already sent (some of which the providers may still process and bill).
+fn interrupted_counts(result: &RunResult, targets: &[Arc<Target>]) -> String {
+    let planned: u64 = result.verdicts.iter().map(|v| v.tally.planned).sum();
+    let recorded: u64 = result
+        .verdicts
+        .iter()
+        .map(|v| v.tally.passed + v.tally.failed + v.tally.not_run)
+        .sum();
+    let sent: u64 = targets.iter().map(|t| t.endpoint.requests_sent()).sum();
+    format!(
+        "interrupted: {sent} request{} sent to the providers; {recorded} of {planned} planned \
+         calls completed and recorded; the report is marked incomplete",
+        if sent == 1 { " was" } else { "s were" }
+    )
 }
 
 fn names(pairs: &[(String, String)]) -> String {
