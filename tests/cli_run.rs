@@ -328,6 +328,41 @@ async fn a_drifting_provider_is_revoked_and_exits_1() {
 }
 
 #[test]
+fn every_missing_key_is_reported_at_once_with_its_file_and_variable() {
+    let project = Project::new(&["openai", "anthropic", "gemini"]);
+    let out = project
+        .cmd()
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("GEMINI_API_KEY")
+        .args(["run", "openai", "anthropic", "gemini", "--no-progress"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for (file, var) in [
+        ("openai", "OPENAI_API_KEY"),
+        ("anthropic", "ANTHROPIC_API_KEY"),
+        ("gemini", "GEMINI_API_KEY"),
+    ] {
+        let source =
+            std::fs::read_to_string(project.path(&format!("providers/{file}.toml"))).unwrap();
+        let line = source
+            .lines()
+            .position(|l| l.starts_with("api_key_env"))
+            .unwrap()
+            + 1;
+        let at = format!("providers/{file}.toml:{line}:1: api_key_env: ");
+        let problem = stderr
+            .lines()
+            .find(|l| l.contains(&at))
+            .unwrap_or_else(|| panic!("no problem at {at}:\n{stderr}"));
+        assert!(problem.contains(&format!("${var}")), "{problem}");
+    }
+    assert!(stderr.contains("3 problems found"), "{stderr}");
+    assert!(!project.path("reports").exists(), "nothing may run");
+}
+
+#[test]
 fn a_missing_key_is_a_configuration_error_naming_the_variable() {
     let project = Project::new(&["openai"]);
     let out = project
@@ -566,4 +601,31 @@ async fn came_back_shows_the_output_as_it_came() {
     assert!(json.trim_start().starts_with("{\""), "{json}");
     assert!(!json.contains("\\\""), "escaped quotes: {json}");
     assert!(!stdout.contains("```json\\n"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_replaces_an_unreadable_allowlist_names_the_file() {
+    let project = Project::new(&["openai"]);
+    project.write(
+        "allowlist.json",
+        "{\n  \"format\": \"conform.allowlist/v1\",\n",
+    );
+    let good = openai_mock(&project, Mode::Faithful).await;
+    let out = project
+        .cmd()
+        .env("OPENAI_API_KEY", KEY)
+        .args(["run", "openai", "--suite", "ticket-triage", "--no-progress"])
+        .args(["--base-url", &good.uri()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warning = stderr
+        .lines()
+        .find(|l| l.starts_with("warning: the previous allowlist"))
+        .unwrap_or_else(|| panic!("no warning in:\n{stderr}"));
+    let path = project.path("allowlist.json").display().to_string();
+    assert!(warning.contains(&path), "{warning}");
+    assert!(warning.contains("line 2, column 36"), "{warning}");
+    assert_eq!(entries(&project.allowlist()).len(), 1);
 }

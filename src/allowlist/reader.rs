@@ -8,6 +8,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::format::{Allowlist, Entry, FORMAT};
+use crate::config::diagnostic;
 
 /// Why failover is not permitted. The codes are stable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -173,7 +174,11 @@ impl Allowlist {
                 ));
             }
         };
-        Allowlist::parse(&bytes)
+        // Every reader (gate, show, explain, export) prints the detail: it names the file.
+        Allowlist::parse(&bytes).map_err(|mut denial| {
+            denial.detail = format!("{}: {}", path.display(), denial.detail);
+            denial
+        })
     }
 
     /// Parses an allowlist, failing closed. Entries that do not have the v1 shape are
@@ -205,8 +210,14 @@ impl Allowlist {
     /// assert_eq!(Allowlist::parse(v2).unwrap_err().reason, Reason::UnknownFormat);
     /// ```
     pub fn parse(bytes: &[u8]) -> Result<Allowlist, Denial> {
-        let value: Value = serde_json::from_slice(bytes)
-            .map_err(|e| Denial::new(Reason::Unreadable, format!("not JSON: {e}")))?;
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+            let (line, column) = diagnostic::json_error_at(bytes, &e);
+            let message = diagnostic::json_error_message(&e);
+            Denial::new(
+                Reason::Unreadable,
+                format!("not JSON at line {line}, column {column}: {message}"),
+            )
+        })?;
         let Value::Object(map) = value else {
             return Err(Denial::new(Reason::UnknownFormat, "not a JSON object"));
         };

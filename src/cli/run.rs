@@ -1,6 +1,6 @@
 //! `conform run` and `conform demo`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 
 use conform::allowlist;
-use conform::config::{Diagnostics, Kind, Selection, Workspace};
+use conform::config::{Diagnostic, Diagnostics, KeyError, Kind, Selection, Workspace};
 use conform::provider::tape::{Recorder, Replayer};
 use conform::provider::transport::{Endpoint, Tape, Transport};
 use conform::provider::wire_format;
@@ -202,26 +202,33 @@ async fn execute(
         }
     }
 
-    let transport = Transport::new()?;
-    let mut targets = Vec::new();
-    let mut recorders = Vec::new();
+    // Every missing key and every tokenizer problem at once: a user fixes them in one go.
+    let mut problems = Diagnostics::default();
+    let mut ready = Vec::new();
     for config in providers {
         let key = match (config.api_key(), &tape) {
             (Ok(key), _) => key,
             // Nothing is sent when replaying, so no key is needed.
             (Err(_), Some(TapeMode::Replay(_))) => None,
             (Err(e), _) => {
-                eprintln!("error: {e}");
-                return Ok(None);
+                problems.push(key_problem(&config.file, &e));
+                None
             }
         };
-        let counter = match Counter::for_provider(&config) {
-            Ok(counter) => counter,
-            Err(d) => {
-                print_problems(&d);
-                return Ok(None);
-            }
-        };
+        match Counter::for_provider(&config) {
+            Ok(counter) => ready.push((config, key, counter)),
+            Err(d) => problems.extend(d),
+        }
+    }
+    if !problems.is_empty() {
+        print_problems(&problems);
+        return Ok(None);
+    }
+
+    let transport = Transport::new()?;
+    let mut targets = Vec::new();
+    let mut recorders = Vec::new();
+    for (config, key, counter) in ready {
         let wire = wire_format(config.wire_kind());
         let name = config.name.clone();
         let mut endpoint = Endpoint::new(Arc::new(config), wire, key.clone(), transport.clone());
@@ -293,7 +300,10 @@ async fn execute(
             allowlist::changes_from_run(&result, &suites, &targets, &report_path, common.valid_for);
         let updated = allowlist::update(&allowlist_path, &changes)?;
         if let Some(why) = &updated.replaced_unreadable {
-            eprintln!("warning: the previous allowlist was unreadable ({why}) and was replaced");
+            eprintln!(
+                "warning: the previous allowlist {} was unreadable ({why}) and was replaced",
+                allowlist_path.display()
+            );
         }
         println!(
             "allowlist: {} (granted: {}; revoked: {}; inconclusive, unchanged: {})",
@@ -317,6 +327,15 @@ async fn execute(
     }
     let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
     Ok(Some((result, config_error)))
+}
+
+/// A missing key, placed at the provider file's `api_key_env` line.
+fn key_problem(file: &Path, error: &KeyError) -> Diagnostic {
+    let d = Diagnostic::new(file, error.to_string()).field("api_key_env");
+    match std::fs::read_to_string(file) {
+        Ok(source) => d.near(&source, "api_key_env"),
+        Err(_) => d,
+    }
 }
 
 /// What an interrupted run got through: the calls it recorded, of how many, and the

@@ -3,6 +3,7 @@
 
 mod cli;
 mod concurrent;
+mod corrupt;
 mod crash;
 mod fuzz;
 mod lifecycle;
