@@ -78,3 +78,62 @@ fn a_malformed_case_names_its_line_and_column() {
     assert!(stderr.contains("unknown field `varz`"), "{stderr}");
     assert!(stderr.contains("2 problems found"), "{stderr}");
 }
+
+#[test]
+fn an_invalid_schema_is_reported_keyword_by_keyword_in_the_users_file() {
+    let project = Project::new(&[]);
+    project.write(
+        "fixtures/ticket-triage/schema.json",
+        r#"{
+  "type": "object",
+  "properties": {
+    "category": {"type": "strnig"},
+    "tags": {"type": "array", "maxItems": -3}
+  },
+  "required": "category"
+}
+"#,
+    );
+    let out = project.cmd().arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let file = "fixtures/ticket-triage/schema.json";
+    for at in [
+        format!("{file}:4:18: /properties/category/type: not a valid JSON Schema"),
+        format!("{file}:5:31: /properties/tags/maxItems: not a valid JSON Schema"),
+        format!("{file}:7:3: /required: not a valid JSON Schema"),
+    ] {
+        assert!(stderr.contains(&at), "no `{at}` in:\n{stderr}");
+    }
+    // The user's schema, not the meta-schema's insides.
+    assert!(!stderr.contains("anyOf/"), "{stderr}");
+    assert!(!stderr.contains("/allOf/"), "{stderr}");
+    assert!(stderr.contains("3 problems found"), "{stderr}");
+}
+
+#[test]
+fn truncated_json_files_are_placed_where_they_stop() {
+    let project = Project::new(&[]);
+    // Cut right after a line break: serde_json itself would say column 0.
+    project.write(
+        "fixtures/ticket-triage/schema.json",
+        "{\n  \"type\": \"object\",\n",
+    );
+    project.write(
+        "fixtures/invoice-extraction/cases/996-cut.json",
+        "{\n  \"vars\": {\"subject\": \"Refund\",\n",
+    );
+    let out = project.cmd().arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("fixtures/ticket-triage/schema.json:2:20: EOF while parsing"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("996-cut.json:2:32: EOF while parsing"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("cut off"), "{stderr}");
+    assert!(!stderr.contains(":0:"), "{stderr}");
+}

@@ -385,6 +385,41 @@ async fn a_drifting_provider_is_revoked_and_exits_1() {
 }
 
 #[test]
+fn every_missing_key_is_reported_at_once_with_its_file_and_variable() {
+    let project = Project::new(&["openai", "anthropic", "gemini"]);
+    let out = project
+        .cmd()
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("GEMINI_API_KEY")
+        .args(["run", "openai", "anthropic", "gemini", "--no-progress"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for (file, var) in [
+        ("openai", "OPENAI_API_KEY"),
+        ("anthropic", "ANTHROPIC_API_KEY"),
+        ("gemini", "GEMINI_API_KEY"),
+    ] {
+        let source =
+            std::fs::read_to_string(project.path(&format!("providers/{file}.toml"))).unwrap();
+        let line = source
+            .lines()
+            .position(|l| l.starts_with("api_key_env"))
+            .unwrap()
+            + 1;
+        let at = format!("providers/{file}.toml:{line}:1: api_key_env: ");
+        let problem = stderr
+            .lines()
+            .find(|l| l.contains(&at))
+            .unwrap_or_else(|| panic!("no problem at {at}:\n{stderr}"));
+        assert!(problem.contains(&format!("${var}")), "{problem}");
+    }
+    assert!(stderr.contains("3 problems found"), "{stderr}");
+    assert!(!project.path("reports").exists(), "nothing may run");
+}
+
+#[test]
 fn a_missing_key_is_a_configuration_error_naming_the_variable() {
     let project = Project::new(&["openai"]);
     let out = project
@@ -426,14 +461,17 @@ async fn ctrl_c_marks_the_report_incomplete_and_leaves_the_allowlist_alone() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until the run is under way (its first requests have arrived).
-    for _ in 0..200 {
-        if !server.received_requests().await.unwrap().is_empty() {
+    // Wait until the run is under way: every slot of `concurrency = 8` holds a request
+    // the server will not answer for 30 s, so no further request can be sent.
+    let mut sent = 0;
+    for _ in 0..400 {
+        sent = server.received_requests().await.unwrap().len();
+        if sent == 8 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert!(!server.received_requests().await.unwrap().is_empty());
+    assert_eq!(sent, 8);
     let status = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -464,7 +502,22 @@ async fn ctrl_c_marks_the_report_incomplete_and_leaves_the_allowlist_alone() {
         std::fs::read_to_string(project.path("allowlist.json")).unwrap(),
         before
     );
+    // It says how far it got: the requests sent, and the calls completed of those planned.
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let planned: u64 = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["planned"].as_u64().unwrap())
+        .sum();
+    let expected = format!(
+        "interrupted: {sent} requests were sent to the providers; 0 of {planned} planned calls completed and recorded"
+    );
+    assert!(stdout.contains(&expected), "no `{expected}` in:\n{stdout}");
+    assert!(
+        stdout.contains("the run was interrupted after 0 of "),
+        "{stdout}"
+    );
     let pairs = report["verdicts"].as_array().unwrap().len();
     assert!(
         stdout.contains(&format!(
@@ -592,4 +645,61 @@ async fn a_recorded_run_replays_without_the_network_or_the_key() {
         std::fs::read(project.path("allowlist.json")).unwrap(),
         allowlist
     );
+}
+
+/// What came back is printed as it came: a person reads the fenced JSON the application
+/// would have received, quotes and line breaks included, not a Rust string literal.
+#[tokio::test(flavor = "multi_thread")]
+async fn came_back_shows_the_output_as_it_came() {
+    let project = Project::new(&["openai"]);
+    let fenced = openai_mock(&project, Mode::Fenced).await;
+    let out = project
+        .cmd()
+        .env("OPENAI_API_KEY", KEY)
+        .args(["run", "openai", "--suite", "ticket-triage", "--no-progress"])
+        .args(["--base-url", &fenced.uri()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("came back: "))
+        .unwrap_or_else(|| panic!("nothing came back in:\n{stdout}"));
+    let indent = lines[at].find("came back: ").unwrap() + "came back: ".len();
+    assert!(lines[at].ends_with("came back: ```json"), "{}", lines[at]);
+    // The JSON on the next line, aligned under the first, with its quotes as they are.
+    let json = lines[at + 1];
+    assert_eq!(json.len() - json.trim_start().len(), indent, "{stdout}");
+    assert!(json.trim_start().starts_with("{\""), "{json}");
+    assert!(!json.contains("\\\""), "escaped quotes: {json}");
+    assert!(!stdout.contains("```json\\n"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_replaces_an_unreadable_allowlist_names_the_file() {
+    let project = Project::new(&["openai"]);
+    project.write(
+        "allowlist.json",
+        "{\n  \"format\": \"conform.allowlist/v1\",\n",
+    );
+    let good = openai_mock(&project, Mode::Faithful).await;
+    let out = project
+        .cmd()
+        .env("OPENAI_API_KEY", KEY)
+        .args(["run", "openai", "--suite", "ticket-triage", "--no-progress"])
+        .args(["--base-url", &good.uri()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warning = stderr
+        .lines()
+        .find(|l| l.starts_with("warning: the previous allowlist"))
+        .unwrap_or_else(|| panic!("no warning in:\n{stderr}"));
+    let path = project.path("allowlist.json").display().to_string();
+    assert!(warning.contains(&path), "{warning}");
+    assert!(warning.contains("line 2, column 36"), "{warning}");
+    assert_eq!(entries(&project.allowlist()).len(), 1);
 }

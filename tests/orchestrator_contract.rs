@@ -1,4 +1,4 @@
-//! `conform serve` against `contract/ORCHESTRATOR.md`: identity, keys, bodies, every
+//! `conform serve` against `docs/contract/ORCHESTRATOR.md`: identity, keys, bodies, every
 //! endpoint's codes in the contract's order, the outcome of each kind of provider answer,
 //! the late window, cancels and the allowlist gate. Same bodies on SQLite and PostgreSQL.
 

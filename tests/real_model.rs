@@ -2,16 +2,19 @@
 //! on loopback (`scripts/real-model.sh start`), with the model's own tokenizer.
 //!
 //! Set `CONFORM_LLAMA_URL` (e.g. `http://127.0.0.1:8084`, a server started with
-//! `-t 1 -np 1`) to run these. Without it they say so loudly and pass, unless
-//! `CONFORM_REQUIRE_REAL_MODEL` is set, in which case they fail. Optionally,
-//! `CONFORM_LLAMA_URL_DEFAULT_SLOTS` points at a second server started with its default
-//! slots, for the stability measurement under concurrency.
+//! `-t 1 -np 1`) to run these. Without it they are reported as *ignored* by the test
+//! runner itself (this file has its own `main`, through `libtest-mimic`, so that a test
+//! that could not run never counts as passed), unless `CONFORM_REQUIRE_REAL_MODEL` is
+//! set, in which case they fail. Optionally, `CONFORM_LLAMA_URL_DEFAULT_SLOTS` points at
+//! a second server started with its default slots, for the stability measurement under
+//! concurrency.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use assert_cmd::Command;
+use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 
 /// One test at a time against the one-slot server: the measurements stay clean.
@@ -21,26 +24,9 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Written straight to stderr: the test harness captures `eprintln!`, not this.
+/// Written straight to stderr, between the runner's own lines.
 fn loud(text: &str) {
     let _ = std::io::stderr().write_all(format!("{text}\n").as_bytes());
-}
-
-fn real_url(test: &str) -> Option<String> {
-    match std::env::var("CONFORM_LLAMA_URL") {
-        Ok(url) if !url.is_empty() => Some(url.trim_end_matches('/').to_string()),
-        _ => {
-            loud(&format!(
-                "\n*** REAL MODEL NOT TESTED ({test}): CONFORM_LLAMA_URL is not set. ***\n\
-                 *** Run `scripts/real-model.sh start` and export CONFORM_LLAMA_URL=http://127.0.0.1:8084 ***\n"
-            ));
-            assert!(
-                std::env::var_os("CONFORM_REQUIRE_REAL_MODEL").is_none(),
-                "CONFORM_REQUIRE_REAL_MODEL is set but CONFORM_LLAMA_URL is not: the real model was required"
-            );
-            None
-        }
-    }
 }
 
 /// A project in a temporary directory: the smoke suite, and one provider file made
@@ -117,13 +103,9 @@ fn tokens_outcome(record: &Value) -> &Value {
         .unwrap_or_else(|| panic!("no tokens check in {record}"))
 }
 
-#[test]
-fn local_counts_equal_the_servers_prompt_tokens_for_every_case() {
-    let Some(url) = real_url("local_counts_equal_the_servers_prompt_tokens_for_every_case") else {
-        return;
-    };
+fn local_counts_equal_the_servers_prompt_tokens_for_every_case(url: &str) {
     let _one = SERVER.lock().unwrap_or_else(|e| e.into_inner());
-    let (_, records, report) = run(&root(), "llamacpp-smollm2", &url, 1);
+    let (_, records, report) = run(&root(), "llamacpp-smollm2", url, 1);
     let cases = std::fs::read_dir(root().join("fixtures/smollm2-smoke/cases"))
         .unwrap()
         .count();
@@ -148,18 +130,14 @@ fn local_counts_equal_the_servers_prompt_tokens_for_every_case() {
     assert_eq!(verdict["checks"]["tokens"]["failed"], 0);
 }
 
-#[test]
-fn a_wrong_tokenizer_fails_with_the_size_of_the_disagreement() {
-    let Some(url) = real_url("a_wrong_tokenizer_fails_with_the_size_of_the_disagreement") else {
-        return;
-    };
+fn a_wrong_tokenizer_fails_with_the_size_of_the_disagreement(url: &str) {
     let _one = SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let project = project(
         "smollm2-as-o200k",
         "kind = \"tiktoken\"\nencoding = \"o200k_base\"",
         1,
     );
-    let (code, records, report) = run(project.path(), "smollm2-as-o200k", &url, 1);
+    let (code, records, report) = run(project.path(), "smollm2-as-o200k", url, 1);
     assert_eq!(
         code, 1,
         "a wrong tokenizer makes the provider nonconformant"
@@ -197,14 +175,10 @@ fn a_wrong_tokenizer_fails_with_the_size_of_the_disagreement() {
     }
 }
 
-#[test]
-fn the_servers_own_count_endpoints_agree_with_its_usage() {
-    let Some(url) = real_url("the_servers_own_count_endpoints_agree_with_its_usage") else {
-        return;
-    };
+fn the_servers_own_count_endpoints_agree_with_its_usage(url: &str) {
     let _one = SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let project = project("smollm2-provider-count", "kind = \"provider\"", 1);
-    let (_, records, _) = run(project.path(), "smollm2-provider-count", &url, 1);
+    let (_, records, _) = run(project.path(), "smollm2-provider-count", url, 1);
     for r in &records {
         assert_eq!(
             r["usage"]["prompt_tokens"], r["prompt_tokens_counted"],
@@ -218,15 +192,10 @@ fn stability(report: &Value) -> &Value {
     &report["verdicts"][0]["stability"]
 }
 
-#[test]
-fn sequential_repeats_on_one_slot_agree_and_concurrency_is_measured() {
-    let Some(url) = real_url("sequential_repeats_on_one_slot_agree_and_concurrency_is_measured")
-    else {
-        return;
-    };
+fn sequential_repeats_on_one_slot_agree_and_concurrency_is_measured(url: &str) {
     let _one = SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let repeats = 4;
-    let (_, records, report) = run(&root(), "llamacpp-smollm2", &url, repeats);
+    let (_, records, report) = run(&root(), "llamacpp-smollm2", url, repeats);
     let s = stability(&report);
     loud(&format!("  -np 1, sequential, {repeats} repeats: {s}"));
     assert_eq!(records.len() as u32, 5 * repeats);
@@ -257,4 +226,124 @@ fn sequential_repeats_on_one_slot_agree_and_concurrency_is_measured() {
             stability(&report)
         ));
     }
+}
+
+/// A test that needs the server at the URL it is given.
+type RealTest = fn(&str);
+
+/// The tests that need the server, by name.
+const REAL: &[(&str, RealTest)] = &[
+    (
+        "local_counts_equal_the_servers_prompt_tokens_for_every_case",
+        local_counts_equal_the_servers_prompt_tokens_for_every_case,
+    ),
+    (
+        "a_wrong_tokenizer_fails_with_the_size_of_the_disagreement",
+        a_wrong_tokenizer_fails_with_the_size_of_the_disagreement,
+    ),
+    (
+        "the_servers_own_count_endpoints_agree_with_its_usage",
+        the_servers_own_count_endpoints_agree_with_its_usage,
+    ),
+    (
+        "sequential_repeats_on_one_slot_agree_and_concurrency_is_measured",
+        sequential_repeats_on_one_slot_agree_and_concurrency_is_measured,
+    ),
+];
+
+const NOT_SET: &str = "CONFORM_LLAMA_URL is not set: run `scripts/real-model.sh start` and \
+                       export CONFORM_LLAMA_URL=http://127.0.0.1:8084";
+
+/// Set in the runs the self-check starts, so that they do not start it again.
+const SELF_CHECK: &str = "CONFORM_REAL_MODEL_SELF_CHECK";
+
+/// A test that could not run is reported as ignored, which the runner counts and shows,
+/// never as a pass; when the real model is required, it fails instead.
+fn main() {
+    let args = Arguments::from_args();
+    let url = std::env::var("CONFORM_LLAMA_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .map(|u| u.trim_end_matches('/').to_string());
+    let required = std::env::var_os("CONFORM_REQUIRE_REAL_MODEL").is_some();
+    let mut trials: Vec<Trial> = REAL
+        .iter()
+        .map(|&(name, test)| match &url {
+            Some(url) => {
+                let url = url.clone();
+                Trial::test(name, move || {
+                    test(&url);
+                    Ok(())
+                })
+            }
+            None if required => Trial::test(name, || {
+                Err(Failed::from(format!(
+                    "CONFORM_REQUIRE_REAL_MODEL is set, so the real model is required, but {NOT_SET}"
+                )))
+            }),
+            // Run anyway (`--include-ignored`), it says why it cannot.
+            None => Trial::test(name, || Err(Failed::from(NOT_SET))).with_ignored_flag(true),
+        })
+        .collect();
+    if url.is_none() && !required && !args.list {
+        loud(&format!(
+            "\nnote: the {} real-model tests are ignored: {NOT_SET}\n",
+            REAL.len()
+        ));
+    }
+    if std::env::var_os(SELF_CHECK).is_none() {
+        trials.push(Trial::test(
+            "without_a_server_the_real_model_tests_are_ignored_or_failed_never_passed",
+            self_check,
+        ));
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
+
+/// Runs this very test binary without a server, as a user without one would, and reads
+/// the runner's own summary.
+fn self_check() -> Result<(), Failed> {
+    let exe = std::env::current_exe()?;
+    let run = |require: bool| {
+        let mut command = std::process::Command::new(&exe);
+        command
+            .env(SELF_CHECK, "1")
+            .env_remove("CONFORM_LLAMA_URL")
+            .env_remove("CONFORM_REQUIRE_REAL_MODEL")
+            .args(["--test-threads", "1"]);
+        if require {
+            command.env("CONFORM_REQUIRE_REAL_MODEL", "1");
+        }
+        command.output()
+    };
+    let n = REAL.len();
+
+    let out = run(false)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("0 passed; 0 failed; {n} ignored")),
+        "without a server, every real-model test must be counted as ignored:\n{stdout}"
+    );
+    for (name, _) in REAL {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("test {name} "))
+                    && l.trim_end().ends_with("... ignored")),
+            "{name} is not reported as ignored:\n{stdout}"
+        );
+    }
+    assert!(stderr.contains("CONFORM_LLAMA_URL is not set"), "{stderr}");
+
+    let out = run(true)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_ne!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains(&format!("0 passed; {n} failed; 0 ignored")),
+        "with CONFORM_REQUIRE_REAL_MODEL set, a missing server must fail every test:\n{stdout}"
+    );
+    assert!(stdout.contains("the real model is required"), "{stdout}");
+    Ok(())
 }

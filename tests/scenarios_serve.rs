@@ -13,7 +13,7 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use suite::{assert_all_passed, run_suite, serve_command, with_status};
+use suite::{SuiteLock, assert_all_passed, run_suite, serve_command, with_status};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scenario_passes_against_conform_serve_on_postgres() {
@@ -173,4 +173,78 @@ fn an_orchestrator_that_exits_at_start_is_inconclusive_and_its_log_is_shown() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("exited"), "{stderr}");
     assert!(stderr.contains("broken on purpose"), "{stderr}");
+}
+
+/// The working directory is made in the temporary directory. A passing run removes it,
+/// and so does a run whose orchestrator could not be reached (nothing in it to look at);
+/// when the orchestrator fails to start, it is kept, with its log, and its path printed.
+#[test]
+fn a_passing_run_leaves_nothing_in_the_temporary_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        SuiteLock::with(|| {
+            Command::new(env!("CARGO_BIN_EXE_conform"))
+                .arg("scenarios")
+                .args(args)
+                .env("TMPDIR", tmp.path())
+                .env_remove("CONFORM_BROKEN")
+                .env_remove("CONFORM_ALLOWLIST")
+                .output()
+                .unwrap()
+        })
+    };
+    let left = || -> Vec<String> {
+        std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+
+    let out = run(&[
+        "--spawn",
+        &serve_command(),
+        "--only",
+        "double-click,key-reuse",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(left(), Vec::<String>::new(), "after a passing run");
+
+    let elsewhere = tempfile::tempdir().unwrap();
+    let allowlist = elsewhere.path().join("allowlist.json");
+    let ports: Vec<String> = conform::scenarios::providers::NAMES
+        .iter()
+        .map(|n| format!("{n}={}", free_port()))
+        .collect();
+    let out = run(&[
+        "--target",
+        &format!("http://127.0.0.1:{}", free_port()),
+        "--mock-ports",
+        &ports.join(","),
+        "--allowlist",
+        allowlist.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert_eq!(
+        left(),
+        Vec::<String>::new(),
+        "after an unreachable orchestrator"
+    );
+
+    let out = run(&[
+        "--spawn",
+        "echo broken on purpose >&2; exit 7",
+        "--only",
+        "double-click",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let kept = left();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(kept[0].starts_with("conform-scenarios-"), "{kept:?}");
+    let dir = tmp.path().join(&kept[0]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("working directory kept: {}", dir.display())),
+        "{stderr}"
+    );
+    assert!(dir.join("orchestrator.log").is_file());
 }

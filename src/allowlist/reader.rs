@@ -8,6 +8,7 @@ use time::OffsetDateTime;
 
 use super::decision::{Denial, Observed, Permit, Reason};
 use super::format::{Allowlist, Entry, FORMAT};
+use crate::config::diagnostic;
 
 /// Whether the allowlist at `path` permits failover to `provider` for `suite` at `at`,
 /// holding the evidence to what the caller `observed`; [`super::decide`] with a project
@@ -77,6 +78,7 @@ impl Allowlist {
                 ));
             }
         };
+        // Every reader (gate, show, explain, export) prints the detail: it names the file.
         Allowlist::parse(&bytes).map_err(|mut denial| {
             denial.detail = format!("{}: {}", path.display(), denial.detail);
             denial
@@ -115,8 +117,14 @@ impl Allowlist {
     /// assert_eq!(Allowlist::parse(v2).unwrap_err().reason, Reason::UnknownFormat);
     /// ```
     pub fn parse(bytes: &[u8]) -> Result<Allowlist, Denial> {
-        let value: Value = serde_json::from_slice(bytes)
-            .map_err(|e| Denial::new(Reason::Unreadable, format!("not JSON: {e}")))?;
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+            let (line, column) = diagnostic::json_error_at(bytes, &e);
+            let message = diagnostic::json_error_message(&e);
+            Denial::new(
+                Reason::Unreadable,
+                format!("not JSON at line {line}, column {column}: {message}"),
+            )
+        })?;
         let Value::Object(map) = value else {
             return Err(Denial::new(Reason::UnknownFormat, "not a JSON object"));
         };

@@ -3,7 +3,7 @@
 use jsonschema::Validator;
 
 use super::{Check, Finding, Outcome, Subject};
-use crate::config::{Diagnostic, Diagnostics, Suite};
+use crate::config::{Diagnostic, Diagnostics, Suite, schema_file};
 
 pub const NAME: &str = "schema";
 
@@ -16,11 +16,19 @@ impl SchemaCheck {
     pub fn compile(suite: &Suite) -> Result<SchemaCheck, Diagnostics> {
         jsonschema::draft202012::new(&suite.schema)
             .map(|validator| SchemaCheck { validator })
-            .map_err(|e| {
-                Diagnostics(vec![
-                    Diagnostic::new(&suite.schema_file, format!("not a valid JSON Schema: {e}"))
-                        .field(e.schema_path().to_string()),
-                ])
+            .map_err(|_| {
+                // Placed in the user's file, keyword by keyword; without the text (the
+                // file changed or went away since the suite loaded) only by pointer.
+                let source = std::fs::read_to_string(&suite.schema_file).unwrap_or_default();
+                let problems = schema_file::problems(&suite.schema_file, &source, &suite.schema);
+                if problems.is_empty() {
+                    Diagnostics(vec![Diagnostic::new(
+                        &suite.schema_file,
+                        "not a valid JSON Schema (draft 2020-12)",
+                    )])
+                } else {
+                    problems
+                }
             })
     }
 }

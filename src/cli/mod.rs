@@ -133,7 +133,7 @@ Exit codes: 0 every selected scenario passed, 1 a scenario failed, 2 usage error
     Scenarios(scenarios::ScenariosArgs),
     /// The reference orchestrator: one job per intent, on SQLite or PostgreSQL.
     #[command(
-        after_help = "Implements contract/ORCHESTRATOR.md (conform.orchestrator/v1). \
+        after_help = "Implements docs/contract/ORCHESTRATOR.md (conform.orchestrator/v1). \
 Failover to another provider is gated by the allowlist (--allowlist / CONFORM_ALLOWLIST), \
 read at every decision. State changes are logged to stderr, one line each."
     )]

@@ -1,6 +1,6 @@
 //! `conform run` and `conform demo`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 
 use conform::allowlist::{self, Destination, RunOutcome, Untouched};
-use conform::config::{Diagnostics, Kind, Selection, Workspace};
+use conform::config::{Diagnostic, Diagnostics, KeyError, Kind, Selection, Workspace};
 use conform::provider::tape::{Recorder, Replayer};
 use conform::provider::transport::{Endpoint, Tape, Transport};
 use conform::provider::wire_format;
@@ -214,26 +214,33 @@ async fn execute(
         }
     }
 
-    let transport = Transport::new()?;
-    let mut targets = Vec::new();
-    let mut recorders = Vec::new();
+    // Every missing key and every tokenizer problem at once: a user fixes them in one go.
+    let mut problems = Diagnostics::default();
+    let mut ready = Vec::new();
     for config in providers {
         let key = match (config.api_key(), &tape) {
             (Ok(key), _) => key,
             // Nothing is sent when replaying, so no key is needed.
             (Err(_), Some(TapeMode::Replay(_))) => None,
             (Err(e), _) => {
-                eprintln!("error: {e}");
-                return Ok(None);
+                problems.push(key_problem(&config.file, &e));
+                None
             }
         };
-        let counter = match Counter::for_provider(&config) {
-            Ok(counter) => counter,
-            Err(d) => {
-                print_problems(&d);
-                return Ok(None);
-            }
-        };
+        match Counter::for_provider(&config) {
+            Ok(counter) => ready.push((config, key, counter)),
+            Err(d) => problems.extend(d),
+        }
+    }
+    if !problems.is_empty() {
+        print_problems(&problems);
+        return Ok(None);
+    }
+
+    let transport = Transport::new()?;
+    let mut targets = Vec::new();
+    let mut recorders = Vec::new();
+    for (config, key, counter) in ready {
         let wire = wire_format(config.wire_kind());
         let name = config.name.clone();
         let mut endpoint = Endpoint::new(Arc::new(config), wire, key.clone(), transport.clone());
@@ -337,6 +344,9 @@ async fn execute(
     let page = report::html::write(&result, &targets, &decision)
         .with_context(|| format!("cannot write report.html in {}", result.dir.display()))?;
     print!("{}", report::terminal::summary(&result));
+    if !result.complete {
+        println!("\n{}", interrupted_counts(&result, &targets));
+    }
     println!(
         "\nreport: {} (for people: {})",
         report_path.display(),
@@ -373,6 +383,32 @@ async fn execute(
     }
     let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
     Ok(Some((result, config_error)))
+}
+
+/// A missing key, placed at the provider file's `api_key_env` line.
+fn key_problem(file: &Path, error: &KeyError) -> Diagnostic {
+    let d = Diagnostic::new(file, error.to_string()).field("api_key_env");
+    match std::fs::read_to_string(file) {
+        Ok(source) => d.near(&source, "api_key_env"),
+        Err(_) => d,
+    }
+}
+
+/// What an interrupted run got through: the calls it recorded, of how many, and the
+/// requests already sent (some of which the providers may still process and bill).
+fn interrupted_counts(result: &RunResult, targets: &[Arc<Target>]) -> String {
+    let planned: u64 = result.verdicts.iter().map(|v| v.tally.planned).sum();
+    let recorded: u64 = result
+        .verdicts
+        .iter()
+        .map(|v| v.tally.passed + v.tally.failed + v.tally.not_run)
+        .sum();
+    let sent: u64 = targets.iter().map(|t| t.endpoint.requests_sent()).sum();
+    format!(
+        "interrupted: {sent} request{} sent to the providers; {recorded} of {planned} planned \
+         calls completed and recorded; the report is marked incomplete",
+        if sent == 1 { " was" } else { "s were" }
+    )
 }
 
 fn exit_code(result: &RunResult, config_error: bool) -> u8 {

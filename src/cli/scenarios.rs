@@ -109,7 +109,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
         eprintln!("error: {problem}");
         return Ok(EXIT_CONFIG);
     }
-    let work = work_dir(args.work_dir.as_deref())?;
+    let mut work = WorkDir::create(args.work_dir.as_deref(), args.keep)?;
     let ports = args.mock_ports.clone().unwrap_or_default();
     let providers = match Providers::start(&ports).await {
         Ok(p) => p,
@@ -120,7 +120,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
     };
     let allowlist = match (&args.target, &global.allowlist) {
         (Some(_), Some(path)) => path.clone(),
-        _ => work.join("allowlist.json"),
+        _ => work.path.join("allowlist.json"),
     };
     gatefile::write(&allowlist, &gatefile::standard())
         .with_context(|| format!("cannot write the allowlist {}", allowlist.display()))?;
@@ -130,7 +130,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
         let database = args
             .database_url
             .clone()
-            .unwrap_or_else(|| format!("sqlite://{}", work.join("ledger.db").display()));
+            .unwrap_or_else(|| format!("sqlite://{}", work.path.join("ledger.db").display()));
         let api = Api::new(&format!("http://{listen}")).context("cannot build the HTTP client")?;
         let launch = Launch {
             command: command.clone(),
@@ -148,14 +148,14 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
                 ("CONFORM_PROVIDERS".into(), providers.env_value()),
                 ("CONFORM_ALLOWLIST".into(), allowlist.display().to_string()),
             ],
-            log: work.join("orchestrator.log"),
+            log: work.path.join("orchestrator.log"),
             startup: args.startup_timeout,
         };
         let spawned = match Spawned::start(launch, api.clone()).await {
             Ok(s) => Arc::new(s),
             Err(e) => {
                 eprintln!("error: {e}");
-                eprintln!("(working directory kept: {})", work.display());
+                eprintln!("(working directory kept: {})", work.keep().display());
                 return Ok(EXIT_INCONCLUSIVE);
             }
         };
@@ -193,7 +193,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
             if let Some(s) = &spawned {
                 s.stop().await;
             }
-            eprintln!("interrupted; working directory kept: {}", work.display());
+            eprintln!("interrupted; working directory kept: {}", work.keep().display());
             return Ok(EXIT_INCONCLUSIVE);
         }
     };
@@ -205,13 +205,11 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
     }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Text => print_summary(&report, spawned.as_deref(), &work),
+        Format::Text => print_summary(&report, spawned.as_deref(), &work.path),
     }
     let passed = report.all_passed();
-    if passed && !args.keep {
-        let _ = std::fs::remove_dir_all(&work);
-    } else if text || !passed {
-        eprintln!("working directory kept: {}", work.display());
+    if !passed || args.keep {
+        eprintln!("working directory kept: {}", work.keep().display());
     }
     Ok(if passed { EXIT_OK } else { EXIT_NONCONFORMANT })
 }
@@ -352,19 +350,51 @@ fn write_junit(path: &Path, report: &SuiteReport) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write the JUnit report {}", path.display()))
 }
 
-/// A fresh directory for the database, the allowlist and the orchestrator's log.
-fn work_dir(parent: Option<&Path>) -> anyhow::Result<PathBuf> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
-    let dir = parent.join(format!(
-        "conform-scenarios-{}-{nanos:09}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    Ok(dir)
+/// A fresh directory for the database, the allowlist and the orchestrator's log. It is
+/// removed when dropped unless kept, so that no way out of a run (an early error
+/// included) leaves a `conform-scenarios-*` folder behind that nobody was told about.
+struct WorkDir {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl WorkDir {
+    fn create(parent: Option<&Path>, keep: bool) -> anyhow::Result<WorkDir> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
+        let path = parent.join(format!(
+            "conform-scenarios-{}-{nanos:09}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(WorkDir { path, keep })
+    }
+
+    /// Keeps it, for a person to look into; the caller prints where.
+    fn keep(&mut self) -> &Path {
+        self.keep = true;
+        &self.path
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        if let Err(e) = std::fs::remove_dir_all(&self.path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            eprintln!(
+                "warning: cannot remove the working directory {}: {e}",
+                self.path.display()
+            );
+        }
+    }
 }
 
 fn free_port() -> std::io::Result<String> {

@@ -140,20 +140,36 @@ fn backticked_after(message: &str, prefix: &str) -> Option<String> {
     Some(rest[..rest.find('`')?].to_string())
 }
 
-/// Turns a JSON error into a diagnostic at its line and column.
-pub fn from_json(file: &Path, err: &serde_json::Error) -> Diagnostic {
-    let d = Diagnostic::new(file, strip_json_position(&err.to_string()));
-    if err.line() > 0 {
-        d.at_line(err.line(), err.column())
-    } else {
-        d
-    }
+/// Turns a JSON error in `source` (the text of `file`) into a diagnostic at its line and
+/// column.
+pub fn from_json(file: &Path, source: &str, err: &serde_json::Error) -> Diagnostic {
+    let (line, column) = json_error_at(source.as_bytes(), err);
+    Diagnostic::new(file, json_error_message(err)).at_line(line, column)
 }
 
-fn strip_json_position(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(i) => message[..i].to_string(),
-        None => message.to_string(),
+/// 1-based line and column of a JSON error. serde_json says column 0 when the text ends
+/// right after a line break; a text that ends too early (a truncated file) is placed
+/// where its last character stops, which is where it was cut.
+pub fn json_error_at(source: &[u8], err: &serde_json::Error) -> (usize, usize) {
+    if err.classify() == serde_json::error::Category::Eof || err.column() == 0 {
+        let text = String::from_utf8_lossy(source);
+        return line_column(&text, text.trim_end().len());
+    }
+    (err.line(), err.column())
+}
+
+/// serde_json's message without its ` at line L column C`, which is often wrong at the
+/// end of a file (see [`json_error_at`]); a truncated text says so.
+pub fn json_error_message(err: &serde_json::Error) -> String {
+    let message = err.to_string();
+    let message = match message.rfind(" at line ") {
+        Some(i) => &message[..i],
+        None => &message,
+    };
+    if err.classify() == serde_json::error::Category::Eof {
+        format!("{message}: the JSON ends early (is the file cut off?)")
+    } else {
+        message.to_string()
     }
 }
 
@@ -167,6 +183,28 @@ mod tests {
         assert_eq!(line_column(src, 0), (1, 1));
         assert_eq!(line_column(src, 6), (2, 1));
         assert_eq!(line_column(src, 9), (2, 4));
+    }
+
+    fn json_error(source: &str) -> Diagnostic {
+        let err = serde_json::from_str::<serde_json::Value>(source).unwrap_err();
+        from_json(Path::new("x.json"), source, &err)
+    }
+
+    #[test]
+    fn truncated_json_is_placed_where_the_text_stops_never_at_column_0() {
+        let d = json_error("{\n  \"a\": 1,\n  \"b\": [1, 2\n");
+        assert_eq!((d.line, d.column), (Some(3), Some(13)));
+        assert!(d.message.contains("EOF while parsing"), "{}", d.message);
+        assert!(d.message.contains("cut off"), "{}", d.message);
+        assert!(!d.message.contains("column"), "{}", d.message);
+        let d = json_error("{\n  \"a\": 1,\n");
+        assert_eq!((d.line, d.column), (Some(2), Some(10)));
+        let d = json_error("");
+        assert_eq!((d.line, d.column), (Some(1), Some(1)));
+        // Not truncated: serde_json's own position.
+        let d = json_error("{\n  \"a\": tru }");
+        assert_eq!((d.line, d.column), (Some(2), Some(11)));
+        assert!(!d.message.contains("cut off"), "{}", d.message);
     }
 
     #[test]

@@ -4,14 +4,16 @@
 //! returned as a [`Diagnostic`] naming the file, the line and the field.
 
 pub mod diagnostic;
+pub mod json_position;
 pub mod provider;
+pub mod schema_file;
 pub mod suite;
 
 use std::path::{Path, PathBuf};
 
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use provider::{
-    Kind, Limits, ProviderConfig, StructuredOutput, TokenizerConfig, TokenizerKind,
+    KeyError, Kind, Limits, ProviderConfig, StructuredOutput, TokenizerConfig, TokenizerKind,
 };
 pub use suite::{Case, CaseRef, Prompt, RuleSpec, StabilitySpec, Suite};
 

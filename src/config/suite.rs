@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::diagnostic::{self, Diagnostic, Diagnostics};
+use super::schema_file;
 
 /// A business rule as written in `suite.toml`; [`crate::check::rules`] compiles it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -130,7 +131,7 @@ impl CaseRef {
         let text = std::fs::read_to_string(&path)
             .map_err(|e| Diagnostic::new(&path, format!("cannot read: {e}")))?;
         let mut case: Case =
-            serde_json::from_str(&text).map_err(|e| diagnostic::from_json(&path, &e))?;
+            serde_json::from_str(&text).map_err(|e| diagnostic::from_json(&path, &text, &e))?;
         case.id = self.id.clone();
         Ok(case)
     }
@@ -225,16 +226,11 @@ impl Suite {
             }
             Ok(text) => match serde_json::from_str::<Value>(&text) {
                 Err(e) => {
-                    problems.push(diagnostic::from_json(&schema_file, &e));
+                    problems.push(diagnostic::from_json(&schema_file, &text, &e));
                     Value::Null
                 }
                 Ok(v) => {
-                    if let Err(e) = jsonschema::draft202012::new(&v) {
-                        problems.push(
-                            Diagnostic::new(&schema_file, format!("not a valid JSON Schema: {e}"))
-                                .field(e.schema_path().to_string()),
-                        );
-                    }
+                    problems.extend(schema_file::problems(&schema_file, &text, &v));
                     v
                 }
             },

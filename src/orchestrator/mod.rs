@@ -1,5 +1,5 @@
 //! The reference orchestrator (`conform serve`): the HTTP contract
-//! `conform.orchestrator/v1` (`contract/ORCHESTRATOR.md`) on top of the [`ledger`].
+//! `conform.orchestrator/v1` (`docs/contract/ORCHESTRATOR.md`) on top of the [`ledger`].
 //!
 //! - [`config`]: the `CONFORM_*` settings and the provider list;
 //! - [`gate`]: the allowlist, read at every failover decision, failing closed;

@@ -21,6 +21,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::config::diagnostic;
 use crate::secret::Secret;
 
 /// One recorded response and the request it answered.
@@ -40,11 +41,12 @@ pub enum TapeError {
     Write { path: PathBuf, source: io::Error },
     #[error("cannot read the tape {path}: {source} (record one with `conform run --record DIR`)")]
     Read { path: PathBuf, source: io::Error },
-    #[error("{path}:{line}: not a recorded exchange: {error}")]
+    #[error("{path}:{line}:{column}: not a recorded exchange: {message}")]
     Line {
         path: PathBuf,
         line: usize,
-        error: serde_json::Error,
+        column: usize,
+        message: String,
     },
 }
 
@@ -160,7 +162,9 @@ impl Replayer {
                 serde_json::from_str(&line).map_err(|error| TapeError::Line {
                     path: path.clone(),
                     line: n + 1,
-                    error,
+                    // One line of the tape, so serde's column is within it.
+                    column: diagnostic::json_error_at(line.as_bytes(), &error).1,
+                    message: diagnostic::json_error_message(&error),
                 })?;
             exchanges
                 .entry(exchange.request_digest.clone())
@@ -260,7 +264,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("p.jsonl"), "\n{\"request_digest\": 1}\n").unwrap();
         let err = Replayer::open(dir.path(), "p").unwrap_err().to_string();
-        assert!(err.contains("p.jsonl:2: not a recorded exchange"), "{err}");
+        assert!(
+            err.contains("p.jsonl:2:20: not a recorded exchange"),
+            "{err}"
+        );
+        // A tape cut off in the middle of a line: where it stops.
+        let cut =
+            r#"{"request_digest": "d1", "request": {}, "status": 200, "headers": {}, "body": "o"#;
+        std::fs::write(dir.path().join("p.jsonl"), format!("{cut}\n")).unwrap();
+        let err = Replayer::open(dir.path(), "p").unwrap_err().to_string();
+        let at = format!("p.jsonl:1:{}: not a recorded exchange: EOF", cut.len() + 1);
+        assert!(err.contains(&at), "{err}");
+        assert!(!err.contains("column"), "{err}");
         let err = Replayer::open(dir.path(), "missing")
             .unwrap_err()
             .to_string();

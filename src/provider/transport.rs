@@ -2,7 +2,7 @@
 //! honour `Retry-After`, and the classification of whatever comes back.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
@@ -56,6 +56,8 @@ pub struct Endpoint {
     limiter: Limiter,
     transport: Transport,
     tape: Option<Tape>,
+    /// HTTP requests sent so far, retries included: what an interrupted run reports.
+    sent: AtomicU64,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -81,6 +83,7 @@ impl Endpoint {
             limiter,
             transport,
             tape: None,
+            sent: AtomicU64::new(0),
         }
     }
 
@@ -151,6 +154,7 @@ impl Endpoint {
             return self.answer(status, &headers, &body, Duration::ZERO);
         }
         self.limiter.acquire(tokens).await;
+        self.sent.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let url = printable_url(&request.url);
         let response = self
@@ -295,6 +299,11 @@ fn connect_failure(e: &reqwest::Error) -> &'static str {
 }
 
 impl Endpoint {
+    /// How many HTTP requests this endpoint has sent (replayed answers are not sent).
+    pub fn requests_sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+
     /// The digest of the request body this call sends (the key travels in a header and
     /// is not part of it).
     pub fn request_digest(&self, call: &CallSpec<'_>) -> String {

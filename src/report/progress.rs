@@ -1,12 +1,16 @@
 //! Progress while a run goes: a bar on a terminal, plain periodic lines otherwise (CI).
+//!
+//! Both show the same status text, made by [`status`]: a person who watched the bar and
+//! then reads a CI log sees the same numbers in the same form.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 const PLAIN_EVERY: Duration = Duration::from_secs(5);
 
+/// Counts calls as they complete and shows them.
 pub struct Progress {
     total: u64,
     done: u64,
@@ -18,7 +22,10 @@ pub struct Progress {
 enum Mode {
     Off,
     Bar(ProgressBar),
-    Plain { last: Instant },
+    Plain {
+        last: Instant,
+        out: Box<dyn Write + Send>,
+    },
 }
 
 impl Progress {
@@ -27,71 +34,211 @@ impl Progress {
         let mode = if !enabled {
             Mode::Off
         } else if std::io::stderr().is_terminal() {
-            let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{bar:30} {pos}/{len} calls  {msg}  {per_sec}  eta {eta}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
-            Mode::Bar(bar)
+            Mode::bar(total, ProgressDrawTarget::stderr())
         } else {
             Mode::Plain {
                 last: Instant::now(),
+                out: Box::new(std::io::stderr()),
             }
         };
-        Progress {
+        Progress::with_mode(total, mode)
+    }
+
+    fn with_mode(total: u64, mode: Mode) -> Self {
+        let progress = Progress {
             total,
             done: 0,
             failed: 0,
             started: Instant::now(),
             mode,
+        };
+        if let Mode::Bar(bar) = &progress.mode {
+            bar.set_message(progress.status());
         }
+        progress
     }
 
+    /// One call completed.
     pub fn record(&mut self, passed: bool) {
         self.done += 1;
         self.failed += u64::from(!passed);
+        let status = self.status();
         match &mut self.mode {
             Mode::Off => {}
             Mode::Bar(bar) => {
+                bar.set_message(status);
                 bar.set_position(self.done);
-                bar.set_message(format!("{} failed", self.failed));
             }
-            Mode::Plain { last } => {
+            Mode::Plain { last, out } => {
                 if last.elapsed() >= PLAIN_EVERY {
                     *last = Instant::now();
-                    eprintln!("{}", self.line());
+                    let _ = writeln!(out, "conform: {status}");
                 }
             }
         }
     }
 
-    fn line(&self) -> String {
-        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
-        let rate = self.done as f64 / secs;
-        let eta = if rate > 0.0 {
-            format!(
-                "{:.0}s",
-                (self.total.saturating_sub(self.done)) as f64 / rate
-            )
-        } else {
-            "?".into()
-        };
-        format!(
-            "conform: {}/{} calls, {} failed, {rate:.1}/s, eta {eta}",
-            self.done, self.total, self.failed
-        )
+    fn status(&self) -> String {
+        status(self.done, self.total, self.failed, self.started.elapsed())
     }
 
+    /// The run ended, complete or interrupted.
     pub fn finish(self, complete: bool) {
+        let status = self.status();
         match self.mode {
             Mode::Off => {}
             Mode::Bar(bar) => bar.finish_and_clear(),
-            Mode::Plain { .. } => {
-                let status = if complete { "done" } else { "interrupted" };
-                eprintln!("{} ({status})", self.line());
+            Mode::Plain { mut out, .. } => {
+                let how = if complete { "done" } else { "interrupted" };
+                let _ = writeln!(out, "conform: {status} ({how})");
             }
         }
+    }
+}
+
+impl Mode {
+    fn bar(total: u64, target: ProgressDrawTarget) -> Mode {
+        let bar = ProgressBar::with_draw_target(Some(total), target);
+        bar.set_style(
+            ProgressStyle::with_template("{bar:30} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Mode::Bar(bar)
+    }
+}
+
+/// `12/50 calls, 1 failed, 2.4/s, eta 16s`: the one form of the status, on a terminal
+/// and in a log.
+fn status(done: u64, total: u64, failed: u64, elapsed: Duration) -> String {
+    let rate = done as f64 / elapsed.as_secs_f64().max(1e-9);
+    let eta = if rate > 0.0 {
+        format!("{:.0}s", total.saturating_sub(done) as f64 / rate)
+    } else {
+        "?".into()
+    };
+    format!("{done}/{total} calls, {failed} failed, {rate:.1}/s, eta {eta}")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::sync::{Arc, Mutex};
+
+    use indicatif::TermLike;
+
+    use super::*;
+
+    /// A terminal that keeps what was drawn on it.
+    #[derive(Debug, Clone, Default)]
+    struct Screen(Arc<Mutex<Vec<String>>>);
+
+    impl TermLike for Screen {
+        fn width(&self) -> u16 {
+            120
+        }
+        fn move_cursor_up(&self, _: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> io::Result<()> {
+            self.write_str(s)
+        }
+        fn write_str(&self, s: &str) -> io::Result<()> {
+            if !s.trim().is_empty() {
+                self.0.lock().unwrap().push(s.to_string());
+            }
+            Ok(())
+        }
+        fn clear_line(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A pipe that keeps what was written to it.
+    #[derive(Clone, Default)]
+    struct Pipe(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Pipe {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The status with every number replaced by `#`: the form, not the values, which
+    /// depend on the clock.
+    fn form(text: &str) -> String {
+        let mut out = String::new();
+        for c in text.chars() {
+            if c.is_ascii_digit() {
+                if !out.ends_with('#') {
+                    out.push('#');
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_status_has_one_decimal_rate_and_whole_seconds() {
+        let s = status(12, 50, 1, Duration::from_secs(5));
+        assert_eq!(s, "12/50 calls, 1 failed, 2.4/s, eta 16s");
+        assert_eq!(
+            status(0, 50, 0, Duration::ZERO),
+            "0/50 calls, 0 failed, 0.0/s, eta ?"
+        );
+    }
+
+    #[test]
+    fn the_rate_reads_the_same_on_a_terminal_and_in_a_pipe() {
+        let screen = Screen::default();
+        let target = ProgressDrawTarget::term_like(Box::new(screen.clone()));
+        let mut on_terminal = Progress::with_mode(10, Mode::bar(10, target));
+        let pipe = Pipe::default();
+        let mut in_pipe = Progress::with_mode(
+            10,
+            Mode::Plain {
+                last: Instant::now(),
+                out: Box::new(pipe.clone()),
+            },
+        );
+        for passed in [true, false, true] {
+            std::thread::sleep(Duration::from_millis(30));
+            on_terminal.record(passed);
+            in_pipe.record(passed);
+        }
+        if let Mode::Bar(bar) = &on_terminal.mode {
+            bar.force_draw();
+        }
+        on_terminal.finish(true);
+        in_pipe.finish(true);
+
+        let drawn = screen.0.lock().unwrap().last().cloned().unwrap_or_default();
+        let logged = String::from_utf8(pipe.0.lock().unwrap().clone()).unwrap();
+        let logged = logged.trim_end();
+        let on_bar = &drawn[drawn.find("3/10").expect(&drawn)..];
+        let in_log = logged
+            .strip_prefix("conform: ")
+            .and_then(|l| l.strip_suffix(" (done)"))
+            .expect(logged);
+        assert!(on_bar.starts_with("3/10 calls, 1 failed, "), "{drawn}");
+        assert_eq!(form(on_bar.trim_end()), form(in_log), "{drawn}\n{logged}");
+        assert_eq!(form(in_log), "#/# calls, # failed, #.#/s, eta #s");
     }
 }

@@ -121,7 +121,12 @@ pub fn summary(result: &RunResult) -> String {
             );
         }
         if !result.complete {
-            let _ = writeln!(out, "    the run was interrupted: nothing is concluded");
+            let _ = writeln!(
+                out,
+                "    the run was interrupted after {} of {} calls: nothing is concluded",
+                t.passed + t.failed + t.not_run,
+                t.planned
+            );
         }
         for e in &t.examples {
             let at = e
@@ -135,7 +140,37 @@ pub fn summary(result: &RunResult) -> String {
                 e.case, e.repeat, e.check, e.code, e.message
             );
             if let Some(output) = &e.output {
-                let _ = writeln!(out, "      came back: {}", output.escape_debug());
+                let _ = writeln!(
+                    out,
+                    "      came back: {}",
+                    as_it_came(output, CAME_BACK_INDENT)
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Where the text after `      came back: ` starts, so that later lines align under it.
+const CAME_BACK_INDENT: usize = "      came back: ".len();
+
+/// Model output as it came, quotes and line breaks included, so a person reads the JSON
+/// the application would have parsed. Only what could act on the terminal instead of
+/// being shown (escape sequences, carriage returns, bidirectional overrides) is written
+/// as an escape; later lines are indented by `indent`.
+fn as_it_came(text: &str, indent: usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+            out.extend(std::iter::repeat_n(' ', indent));
+        }
+        for c in line.strip_suffix('\r').unwrap_or(line).chars() {
+            let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+            if (c.is_control() && c != '\t') || bidi {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
             }
         }
     }
@@ -144,7 +179,7 @@ pub fn summary(result: &RunResult) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::allowlist;
+    use super::{allowlist, as_it_came};
     use crate::allowlist::{PairEffect, PairOutcome, RunOutcome, Unchanged, Untouched};
 
     fn decision() -> RunOutcome {
@@ -228,6 +263,22 @@ mod tests {
             allowlist(&d, false),
             "allowlist: allowlist.json: granted 0, revoked 0, unchanged 1 (untouched: the \
              answers were replayed from tapes, which proves nothing about the providers today)\n"
+        );
+    }
+
+    #[test]
+    fn output_is_shown_as_it_came_with_only_terminal_controls_escaped() {
+        assert_eq!(
+            as_it_came("{\"total\": \"12,50 €\"}", 4),
+            "{\"total\": \"12,50 €\"}"
+        );
+        assert_eq!(
+            as_it_came("```json\r\n{\"a\":\t1}\n```", 2),
+            "```json\n  {\"a\":\t1}\n  ```"
+        );
+        assert_eq!(
+            as_it_came("ok\u{1b}[2Jgone\rx\u{202e}", 0),
+            "ok\\u{1b}[2Jgone\\rx\\u{202e}"
         );
     }
 }

@@ -1,5 +1,5 @@
 //! `conform scenarios`: race and timeout scenarios that test any orchestrator speaking
-//! the contract in `contract/ORCHESTRATOR.md` keeps one job per intent and gates
+//! the contract in `docs/contract/ORCHESTRATOR.md` keeps one job per intent and gates
 //! failover on the allowlist.
 //!
 //! - [`Scenario`]: the tiny trait every scenario implements (through [`Def`]);

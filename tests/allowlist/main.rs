@@ -6,6 +6,7 @@ mod common;
 
 mod cli;
 mod concurrent;
+mod corrupt;
 mod crash;
 mod fuzz;
 mod lifecycle;
