@@ -188,6 +188,11 @@ impl Tally {
         if !policy.complete {
             return (Verdict::Inconclusive, vec!["interrupted".into()]);
         }
+        // A planned call that was never sent (its provider was stopped by an error in
+        // another suite) is missing evidence: neither a pass nor the model's failure.
+        if self.not_run > 0 {
+            return (Verdict::Inconclusive, vec!["calls_not_sent".into()]);
+        }
         let ran = self.passed + self.failed;
         if ran > 0 && ratio(self.transport_errors, ran) > policy.max_transport_error_share {
             return (

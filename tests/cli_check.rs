@@ -81,7 +81,7 @@ fn a_malformed_case_names_its_line_and_column() {
 
 #[test]
 fn an_invalid_schema_is_reported_keyword_by_keyword_in_the_users_file() {
-    let project = Project::new(&[]);
+    let project = Project::new(&["sim-steady"]);
     project.write(
         "fixtures/ticket-triage/schema.json",
         r#"{

@@ -694,3 +694,41 @@ fn simulated_evidence_never_reaches_the_real_allowlist() {
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("denied (simulated)"), "{text}");
 }
+
+/// A provider stopped by an error in its first suite never sends the calls of the others:
+/// those suites are inconclusive too (never nonconformant with no reason, never revoked),
+/// and the allowlist keeps what it held.
+#[test]
+fn a_provider_stopped_in_one_suite_is_inconclusive_in_every_suite() {
+    let project = project();
+    project.write(
+        "providers/down.toml",
+        "kind = \"openai-compatible\"\nmodel = \"down-model\"\nbase_url = \"http://127.0.0.1:9\"\n\n[limits]\nmax_retries = 0\n\n[tokenizer]\nkind = \"none\"\n",
+    );
+    let path = project.path("allowlist.json");
+    let mut earlier = entry(&project, "down");
+    earlier.suite = "invoice-extraction".into();
+    with_entries(&path, vec![earlier], vec![]);
+    let before = std::fs::read(&path).unwrap();
+
+    let (code, text) = output(project.cmd().args([
+        "run",
+        "down",
+        "--suite",
+        "ticket-triage",
+        "--suite",
+        "invoice-extraction",
+        "--no-progress",
+    ]));
+    assert_eq!(code, Some(3), "{text}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(project.last_run().join("report.json")).unwrap())
+            .unwrap();
+    let verdicts = report["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 2, "{report}");
+    for v in verdicts {
+        assert_eq!(v["verdict"], "inconclusive", "{v}");
+        assert!(!v["reasons"].as_array().unwrap().is_empty(), "{v}");
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before, "{text}");
+}

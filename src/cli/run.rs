@@ -308,7 +308,8 @@ async fn execute(
             Ok(updated) => {
                 if let Some(why) = &updated.replaced_unreadable {
                     eprintln!(
-                        "warning: the previous allowlist was unreadable ({why}) and was replaced"
+                        "warning: the previous allowlist {} was unreadable ({why}) and was replaced",
+                        allowlist_path.display()
                     );
                 }
                 if updated.dropped > 0 {

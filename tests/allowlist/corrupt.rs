@@ -4,12 +4,12 @@
 use conform::allowlist::{Change, update};
 use time::OffsetDateTime;
 
-use super::support::{conform, entry};
+use super::support::{conform_at, entry, project};
 
 /// A valid allowlist cut right after a line break, the way a full disk or a killed copy
 /// leaves it; returns the directory, the path and the line:column where the text stops.
 fn truncated() -> (tempfile::TempDir, std::path::PathBuf, String) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = project();
     let path = dir.path().join("allow list.json");
     let until = OffsetDateTime::now_utc() + time::Duration::days(3);
     update(
@@ -31,7 +31,7 @@ fn truncated() -> (tempfile::TempDir, std::path::PathBuf, String) {
 }
 
 fn output_of(args: &[&str], path: &std::path::Path) -> (Option<i32>, String) {
-    let out = conform()
+    let out = conform_at(path.parent().unwrap())
         .arg("--allowlist")
         .arg(path)
         .args(args)
