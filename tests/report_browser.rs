@@ -168,9 +168,15 @@ fn renders(chromium: &Path) -> Result<(), Failed> {
             .any(|l| l.starts_with("allowlist: ") && l.ends_with(&format!(": {counts}"))),
         || format!("no terminal line ending `{counts}` in {stdout}"),
     )?;
-    check(dom.contains("the grants permit failover until "), || {
+    // The demo's grants are simulated: the page says so, with their end, and never
+    // calls them a permitted failover.
+    check(dom.contains("simulated grant until "), || {
         format!("no end date for the grants in {dom}")
     })?;
+    check(
+        dom.contains("permit no real failover") && !dom.contains("the grants permit failover"),
+        || format!("the demo's grants are not marked simulated in {dom}"),
+    )?;
 
     // Nothing runs and nothing is fetched.
     for forbidden in ["<script", " src=", "href=\"http", "url("] {

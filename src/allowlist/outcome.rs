@@ -21,6 +21,9 @@ pub struct RunOutcome {
     /// Set when the previous file could not be read and was replaced.
     pub replaced_unreadable: Option<String>,
     pub pairs: Vec<PairOutcome>,
+    /// The file is `conform demo`'s own: its grants are simulated evidence and permit no
+    /// real failover.
+    pub simulated: bool,
 }
 
 /// What became of one (suite, provider).
@@ -127,6 +130,7 @@ impl RunOutcome {
                     effect: PairEffect::Unchanged { why: each.clone() },
                 })
                 .collect(),
+            simulated: false,
         }
     }
 
@@ -183,6 +187,7 @@ impl RunOutcome {
             untouched: None,
             replaced_unreadable: updated.replaced_unreadable.clone(),
             pairs,
+            simulated: false,
         }
     }
 

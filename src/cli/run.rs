@@ -340,6 +340,10 @@ async fn execute(
         RunOutcome::untouched(&allowlist_path, &result, Untouched::Interrupted)
     };
 
+    let decision = RunOutcome {
+        simulated: destination == Destination::Demo,
+        ..decision
+    };
     report::markdown::write(&result.dir, &result, &decision)
         .with_context(|| format!("cannot write summary.md in {}", result.dir.display()))?;
     let page = report::html::write(&result, &targets, &decision)

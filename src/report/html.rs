@@ -278,6 +278,8 @@ struct AllowlistView {
     /// Every grant's end, when all of the run's grants end at once (they do, unless the
     /// value was built elsewhere).
     until: Option<String>,
+    /// The demo's own allowlist: its grants permit no real failover.
+    simulated: bool,
     /// Granted, revoked, unchanged: each with its pairs, by provider.
     cards: Vec<Card>,
 }
@@ -316,8 +318,15 @@ struct PairView<'a> {
     ungrouped: u64,
 }
 
-fn fate(effect: &PairEffect) -> Fate {
+fn fate(effect: &PairEffect, simulated: bool) -> Fate {
     match effect {
+        PairEffect::Granted { valid_until } if simulated => Fate {
+            effect: "granted",
+            text: format!(
+                "simulated grant until {}: no real failover",
+                to_second_text(valid_until)
+            ),
+        },
         PairEffect::Granted { valid_until } => Fate {
             effect: "granted",
             text: format!("allowlisted until {}", to_second_text(valid_until)),
@@ -356,8 +365,13 @@ fn allowlist_view(
     let until = ends
         .next()
         .and_then(|first| ends.all(|e| e == first).then(|| to_second_text(first)));
+    let granted = if decision.simulated {
+        "Granted, simulated: no real failover"
+    } else {
+        "Granted: failover permitted"
+    };
     let mut cards = [
-        ("granted", "Granted: failover permitted"),
+        ("granted", granted),
         ("revoked", "Revoked: no failover"),
         ("unchanged", "Unchanged"),
     ]
@@ -418,6 +432,7 @@ fn allowlist_view(
         untouched: decision.untouched.as_ref().map(|u| u.explain()),
         replaced_unreadable: decision.replaced_unreadable.clone(),
         until,
+        simulated: decision.simulated,
         cards: cards.into(),
     }
 }
@@ -471,7 +486,7 @@ pub fn render(
         }
         let fate = decision
             .pair(view.suite, view.provider)
-            .map(|p| fate(&p.effect));
+            .map(|p| fate(&p.effect, decision.simulated));
         let anchor = anchor(i);
         cells.insert(
             (view.suite.to_string(), view.provider.to_string()),
@@ -618,6 +633,7 @@ mod tests {
             untouched: None,
             replaced_unreadable: None,
             pairs,
+            simulated: false,
         }
     }
 

@@ -192,6 +192,7 @@ mod tests {
             path: "allowlist.json".into(),
             untouched: None,
             replaced_unreadable: None,
+            simulated: false,
             pairs: vec![
                 pair(
                     "invoices",
