@@ -19,6 +19,7 @@ mod allowlist;
 mod check;
 mod export;
 mod gate;
+mod history;
 mod run;
 mod scenarios;
 mod serve;
@@ -120,6 +121,22 @@ providers must be caught, the faithful ones allowlisted."
     Allowlist(allowlist::AllowlistArgs),
     /// Write the allowlist as the fallback config of a gateway (LiteLLM, Portkey).
     Export(export::ExportArgs),
+    /// Pass rates over time with the served models, flagging a provider that slips.
+    #[command(
+        after_help = "Every conclusive `conform run` appends one line per (suite, provider) \
+to REPORTS/history.jsonl. A run is flagged when its failure rate (or that of it and the run \
+before) is significantly above every earlier run's of the same suite and provider configuration \
+(one-sided exact test, p < 0.005), and when the served model changes.\n\n\
+Exit codes: 0 nothing flagged, 1 a slip or a served-model change is flagged, 2 no history."
+    )]
+    History(history::HistoryArgs),
+    /// What changed between two runs: flipped cases, new finding codes, allowlist entries.
+    #[command(after_help = "Examples:\n  \
+conform diff 20261129T163000Z-1a2b 20261130T163000Z-9f01\n  \
+conform diff reports/20261129T163000Z-1a2b reports/20261130T163000Z-9f01 --format json\n\n\
+Exit codes: 0 nothing got worse, 1 a case now fails, a finding code is new or an entry would be \
+revoked, 2 a run cannot be read.")]
+    Diff(history::DiffArgs),
     /// Test an orchestrator against the contract: double clicks, key reuse, timeouts,
     /// races, cancels, the failover gate, crashes.
     #[command(after_help = "Examples:\n  \
@@ -148,6 +165,8 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Gate(args) => gate::gate(&cli.global, args),
         Command::Allowlist(args) => allowlist::allowlist(&cli.global, args),
         Command::Export(args) => export::export(&cli.global, args),
+        Command::History(args) => history::history(&cli.global, args),
+        Command::Diff(args) => history::diff(&cli.global, args),
         Command::Scenarios(args) => scenarios::scenarios(&cli.global, args).await,
         Command::Serve(args) => serve::serve(&cli.global, args).await,
     }

@@ -383,6 +383,14 @@ async fn execute(
             "(the demo's own allowlist: its entries are marked simulated and permit no real failover)"
         );
     }
+    // A conclusive run of real answers goes into the history; a replay or an interrupted
+    // run says nothing new about the providers.
+    if result.complete && !matches!(tape, Some(TapeMode::Replay(_))) {
+        let lines = conform::history::lines_from_run(&result, &suites, &targets, &report_path);
+        if let Err(e) = conform::history::append(&super::history::history_path(global), &lines) {
+            eprintln!("warning: {e}");
+        }
+    }
     if let Some(e) = update_error {
         return Err(e.into());
     }

@@ -1,0 +1,270 @@
+//! `conform history` and `conform diff`: a provider over time, and two runs side by side.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde_json::json;
+
+use conform::history::diff::{self, EntryChange, Flip, RunDiff};
+use conform::history::drift::{self, Flag, Policy, Span};
+use conform::history::{self, Line};
+
+use super::gate::Format;
+use super::{EXIT_CONFIG, EXIT_NONCONFORMANT, EXIT_OK, Global};
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Only this suite.
+    #[arg(long, value_name = "SUITE")]
+    pub suite: Option<String>,
+    /// Only this provider.
+    #[arg(long, value_name = "PROVIDER")]
+    pub provider: Option<String>,
+    /// How many of each pair's latest runs to list (the flags look at all of them).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub last: usize,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The earlier run: its id (a folder in the reports directory) or its folder.
+    pub run_a: String,
+    /// The later run.
+    pub run_b: String,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// The history file every conclusive run appends to.
+pub fn history_path(global: &Global) -> PathBuf {
+    global.reports_dir().join("history.jsonl")
+}
+
+pub fn history(global: &Global, args: HistoryArgs) -> anyhow::Result<u8> {
+    let path = history_path(global);
+    let (lines, skipped) = history::read(&path, |l| {
+        args.suite.as_deref().is_none_or(|s| s == l.suite)
+            && args.provider.as_deref().is_none_or(|p| p == l.provider)
+    })?;
+    for s in &skipped {
+        eprintln!("warning: {}:{}: skipped: {}", path.display(), s.line, s.why);
+    }
+    if lines.is_empty() {
+        eprintln!(
+            "error: no runs in {}{}: every conclusive `conform run` appends to it",
+            path.display(),
+            match (&args.suite, &args.provider) {
+                (None, None) => String::new(),
+                (s, p) => format!(
+                    " for{}{}",
+                    s.as_ref()
+                        .map(|s| format!(" suite `{s}`"))
+                        .unwrap_or_default(),
+                    p.as_ref()
+                        .map(|p| format!(" provider `{p}`"))
+                        .unwrap_or_default()
+                ),
+            }
+        );
+        return Ok(EXIT_CONFIG);
+    }
+    let mut pairs: BTreeMap<(String, String), Vec<Line>> = BTreeMap::new();
+    for line in lines {
+        pairs
+            .entry((line.suite.clone(), line.provider.clone()))
+            .or_default()
+            .push(line);
+    }
+    let policy = Policy::default();
+    let judged: Vec<_> = pairs
+        .iter()
+        .map(|(key, runs)| (key, runs, drift::flags(runs, &policy)))
+        .collect();
+    let warned = judged
+        .iter()
+        .any(|(_, _, flags)| flags.iter().any(Flag::is_warning));
+    match args.format {
+        Format::Json => {
+            let out: Vec<_> = judged
+                .iter()
+                .map(|((suite, provider), runs, flags)| {
+                    json!({"suite": suite, "provider": provider, "runs": runs, "flags": flags})
+                })
+                .collect();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({"history": path, "pairs": out}))?
+            );
+        }
+        Format::Text => {
+            for ((suite, provider), runs, flags) in &judged {
+                println!("{suite} × {provider} ({} runs)", runs.len());
+                let shown = runs.len().saturating_sub(args.last);
+                if shown > 0 {
+                    println!("  … {shown} earlier runs");
+                }
+                for run in &runs[shown..] {
+                    println!(
+                        "  {}  {}  {:>13}  {:>6}  {:>9}  served {}",
+                        run.run_id,
+                        at_second(&run.at),
+                        run.verdict.as_str(),
+                        percent(run.passed, run.ran()),
+                        format!("{}/{}", run.passed, run.planned),
+                        if run.served_models.is_empty() {
+                            "?".to_string()
+                        } else {
+                            run.served_models.join(", ")
+                        }
+                    );
+                }
+                for flag in flags {
+                    println!("  {}", describe(flag));
+                }
+                println!();
+            }
+        }
+    }
+    Ok(if warned { EXIT_NONCONFORMANT } else { EXIT_OK })
+}
+
+fn describe(flag: &Flag) -> String {
+    let span = |s: &Span| {
+        let runs = if s.runs == 1 {
+            format!("run {}", s.first_run)
+        } else {
+            format!("{} runs, {} … {}", s.runs, s.first_run, s.last_run)
+        };
+        format!(
+            "{} ({} of {} calls failed; {runs})",
+            percent(s.failed, s.calls),
+            s.failed,
+            s.calls
+        )
+    };
+    match flag {
+        Flag::Slipped {
+            at_run,
+            baseline,
+            window,
+            p_value,
+        } => format!(
+            "slipped at {at_run}: failure rate {} against {} before (p = {p_value:.1e})",
+            span(window),
+            span(baseline)
+        ),
+        Flag::ServedModelChanged {
+            at_run,
+            before,
+            after,
+        } => format!(
+            "served model changed at {at_run}: {} → {}",
+            before.join(", "),
+            after.join(", ")
+        ),
+        Flag::Reset { at_run, what } => {
+            format!("note: the {what} changed at {at_run}; earlier runs are not compared")
+        }
+    }
+}
+
+fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "–".into()
+    } else {
+        format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+fn at_second(rfc3339: &str) -> String {
+    rfc3339.get(..19).unwrap_or(rfc3339).replace('T', " ")
+}
+
+/// A run named by its id (a folder in the reports directory) or by its folder.
+fn run_dir(global: &Global, run: &str) -> PathBuf {
+    let as_path = Path::new(run);
+    if as_path.join("report.json").is_file() {
+        as_path.to_path_buf()
+    } else {
+        global.reports_dir().join(run)
+    }
+}
+
+pub fn diff(global: &Global, args: DiffArgs) -> anyhow::Result<u8> {
+    let (a, b) = (run_dir(global, &args.run_a), run_dir(global, &args.run_b));
+    let diff = match diff::diff(&a, &b) {
+        Ok(diff) => diff,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_CONFIG);
+        }
+    };
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&diff)?),
+        Format::Text => print!("{}", text(&diff)),
+    }
+    Ok(if diff.regressed() {
+        EXIT_NONCONFORMANT
+    } else {
+        EXIT_OK
+    })
+}
+
+fn text(diff: &RunDiff) -> String {
+    use std::fmt::Write;
+    let mut out = format!("{} → {}\n", diff.run_a, diff.run_b);
+    if diff.pairs.is_empty() {
+        out.push_str("  nothing changed: the same verdicts, the same outcome for every call\n");
+        return out;
+    }
+    let verdict = |v: Option<conform::verdict::Verdict>| v.map_or("absent", |v| v.as_str());
+    for p in &diff.pairs {
+        let _ = writeln!(
+            out,
+            "\n{} × {}: {} → {}{}",
+            p.suite,
+            p.provider,
+            verdict(p.verdict_a),
+            verdict(p.verdict_b),
+            match p.entry {
+                EntryChange::WouldGrant => "; the allowlist entry would be granted",
+                EntryChange::WouldRevoke => "; the allowlist entry would be revoked",
+                EntryChange::Same => "",
+            }
+        );
+        if !p.new_codes.is_empty() {
+            let _ = writeln!(out, "  new finding codes: {}", p.new_codes.join(", "));
+        }
+        if !p.gone_codes.is_empty() {
+            let _ = writeln!(out, "  codes gone: {}", p.gone_codes.join(", "));
+        }
+        let list = |out: &mut String, what: &str, flips: &[Flip], total: u64| {
+            if total == 0 {
+                return;
+            }
+            let _ = writeln!(out, "  {what} ({total}):");
+            for f in flips {
+                let _ = writeln!(
+                    out,
+                    "    {} (repeat {}){}",
+                    f.case,
+                    f.repeat,
+                    if f.codes.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", f.codes.join(", "))
+                    }
+                );
+            }
+            if total > flips.len() as u64 {
+                let _ = writeln!(out, "    … and {} more", total - flips.len() as u64);
+            }
+        };
+        list(&mut out, "now failing", &p.now_failing, p.now_failing_total);
+        list(&mut out, "now passing", &p.now_passing, p.now_passing_total);
+    }
+    out
+}

@@ -1,0 +1,314 @@
+//! `conform diff RUN_A RUN_B`: what changed between two runs. The cases whose outcome
+//! flipped, the finding codes that are new (or gone), and the allowlist entries whose fate
+//! differs (a pair that B would grant or revoke where A did not).
+//!
+//! Both runs are read from their folders: the verdicts from `report.json` (its calls are
+//! skipped as they stream past, not held), every call from `results.jsonl`. Memory is
+//! one small record per call of run A.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::verdict::Verdict;
+
+/// How many flipped calls a pair lists; the rest are counted.
+pub const MAX_LISTED: usize = 20;
+
+/// Why a run could not be compared.
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a conform report: {message}")]
+    Report { path: PathBuf, message: String },
+}
+
+/// A call that passed in one run and failed in the other.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Flip {
+    pub case: String,
+    pub repeat: u32,
+    /// The finding codes of the run where it failed.
+    pub codes: Vec<String>,
+}
+
+/// What the two runs' verdicts mean for the pair's allowlist entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryChange {
+    /// B is conformant where A was not: B grants what A did not.
+    WouldGrant,
+    /// B is nonconformant where A was not: B revokes.
+    WouldRevoke,
+    /// The same fate (or B is inconclusive, which changes nothing).
+    Same,
+}
+
+/// One (suite, provider) in both runs, or in one of them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PairDiff {
+    pub suite: String,
+    pub provider: String,
+    pub verdict_a: Option<Verdict>,
+    pub verdict_b: Option<Verdict>,
+    pub entry: EntryChange,
+    /// Passed in A, failed in B (the first [`MAX_LISTED`], in case order).
+    pub now_failing: Vec<Flip>,
+    pub now_failing_total: u64,
+    /// Failed in A, passed in B.
+    pub now_passing: Vec<Flip>,
+    pub now_passing_total: u64,
+    /// Finding codes B has and A had not.
+    pub new_codes: Vec<String>,
+    /// Finding codes A had and B has not.
+    pub gone_codes: Vec<String>,
+}
+
+impl PairDiff {
+    /// Whether B is worse than A for this pair.
+    pub fn regressed(&self) -> bool {
+        self.now_failing_total > 0
+            || !self.new_codes.is_empty()
+            || self.entry == EntryChange::WouldRevoke
+    }
+
+    fn changed(&self) -> bool {
+        self.regressed()
+            || self.now_passing_total > 0
+            || !self.gone_codes.is_empty()
+            || self.entry != EntryChange::Same
+            || self.verdict_a != self.verdict_b
+    }
+}
+
+/// What changed from run A to run B.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunDiff {
+    pub run_a: String,
+    pub run_b: String,
+    /// Only the pairs where something changed.
+    pub pairs: Vec<PairDiff>,
+}
+
+impl RunDiff {
+    pub fn regressed(&self) -> bool {
+        self.pairs.iter().any(PairDiff::regressed)
+    }
+}
+
+#[derive(Deserialize)]
+struct ReportHead {
+    run: RunHead,
+    verdicts: Vec<VerdictHead>,
+}
+
+#[derive(Deserialize)]
+struct RunHead {
+    id: String,
+}
+
+#[derive(Deserialize)]
+struct VerdictHead {
+    suite: String,
+    provider: String,
+    verdict: Verdict,
+}
+
+#[derive(Deserialize)]
+struct Call {
+    suite: String,
+    provider: String,
+    case: String,
+    repeat: u32,
+    passed: bool,
+    #[serde(default)]
+    checks: Vec<CheckOut>,
+    #[serde(default)]
+    error: Option<ErrorOut>,
+    #[serde(default)]
+    not_run: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct CheckOut {
+    #[serde(default)]
+    findings: Vec<FindingOut>,
+}
+
+#[derive(Deserialize)]
+struct FindingOut {
+    code: String,
+}
+
+#[derive(Deserialize)]
+struct ErrorOut {
+    kind: String,
+}
+
+impl Call {
+    fn codes(&self) -> Vec<String> {
+        let mut codes: Vec<String> = self
+            .checks
+            .iter()
+            .flat_map(|c| c.findings.iter().map(|f| f.code.clone()))
+            .chain(self.error.iter().map(|e| e.kind.clone()))
+            .chain(self.not_run.iter().map(|_| "not_sent".to_string()))
+            .collect();
+        codes.sort();
+        codes.dedup();
+        codes
+    }
+}
+
+type PairKey = (String, String);
+
+/// Compares the runs in the folders `a` and `b`.
+pub fn diff(a: &Path, b: &Path) -> Result<RunDiff, DiffError> {
+    let head_a = head(a)?;
+    let head_b = head(b)?;
+    let mut pairs: BTreeMap<PairKey, PairDiff> = BTreeMap::new();
+    let blank = |suite: &str, provider: &str| PairDiff {
+        suite: suite.to_string(),
+        provider: provider.to_string(),
+        verdict_a: None,
+        verdict_b: None,
+        entry: EntryChange::Same,
+        now_failing: Vec::new(),
+        now_failing_total: 0,
+        now_passing: Vec::new(),
+        now_passing_total: 0,
+        new_codes: Vec::new(),
+        gone_codes: Vec::new(),
+    };
+    for v in &head_a.verdicts {
+        pairs
+            .entry((v.suite.clone(), v.provider.clone()))
+            .or_insert_with(|| blank(&v.suite, &v.provider))
+            .verdict_a = Some(v.verdict);
+    }
+    for v in &head_b.verdicts {
+        pairs
+            .entry((v.suite.clone(), v.provider.clone()))
+            .or_insert_with(|| blank(&v.suite, &v.provider))
+            .verdict_b = Some(v.verdict);
+    }
+
+    // Run A's outcome of every call, then B's streamed against it.
+    let mut outcome_a: HashMap<(PairKey, String, u32), (bool, Vec<String>)> = HashMap::new();
+    let mut codes_a: BTreeMap<PairKey, BTreeSet<String>> = BTreeMap::new();
+    each_call(&a.join("results.jsonl"), |call| {
+        let codes = call.codes();
+        let key = (call.suite.clone(), call.provider.clone());
+        codes_a
+            .entry(key.clone())
+            .or_default()
+            .extend(codes.iter().cloned());
+        outcome_a.insert((key, call.case, call.repeat), (call.passed, codes));
+    })?;
+    let mut codes_b: BTreeMap<PairKey, BTreeSet<String>> = BTreeMap::new();
+    let mut flips: BTreeMap<PairKey, (Vec<Flip>, Vec<Flip>)> = BTreeMap::new();
+    each_call(&b.join("results.jsonl"), |call| {
+        let codes = call.codes();
+        let key = (call.suite.clone(), call.provider.clone());
+        codes_b
+            .entry(key.clone())
+            .or_default()
+            .extend(codes.iter().cloned());
+        let Some((passed_a, codes_then)) =
+            outcome_a.get(&(key.clone(), call.case.clone(), call.repeat))
+        else {
+            return;
+        };
+        let (failing, passing) = flips.entry(key).or_default();
+        if *passed_a && !call.passed {
+            failing.push(Flip {
+                case: call.case,
+                repeat: call.repeat,
+                codes,
+            });
+        } else if !*passed_a && call.passed {
+            passing.push(Flip {
+                case: call.case,
+                repeat: call.repeat,
+                codes: codes_then.clone(),
+            });
+        }
+    })?;
+
+    for (key, pair) in &mut pairs {
+        let none = BTreeSet::new();
+        let (was, now) = (
+            codes_a.get(key).unwrap_or(&none),
+            codes_b.get(key).unwrap_or(&none),
+        );
+        pair.new_codes = now.difference(was).cloned().collect();
+        pair.gone_codes = was.difference(now).cloned().collect();
+        pair.entry = match (pair.verdict_a, pair.verdict_b) {
+            (a, Some(Verdict::Conformant)) if a != Some(Verdict::Conformant) => {
+                EntryChange::WouldGrant
+            }
+            (a, Some(Verdict::Nonconformant)) if a != Some(Verdict::Nonconformant) => {
+                EntryChange::WouldRevoke
+            }
+            _ => EntryChange::Same,
+        };
+        if let Some((mut failing, mut passing)) = flips.remove(key) {
+            for list in [&mut failing, &mut passing] {
+                list.sort_by(|x, y| (&x.case, x.repeat).cmp(&(&y.case, y.repeat)));
+            }
+            pair.now_failing_total = failing.len() as u64;
+            pair.now_passing_total = passing.len() as u64;
+            failing.truncate(MAX_LISTED);
+            passing.truncate(MAX_LISTED);
+            pair.now_failing = failing;
+            pair.now_passing = passing;
+        }
+    }
+    Ok(RunDiff {
+        run_a: head_a.run.id,
+        run_b: head_b.run.id,
+        pairs: pairs.into_values().filter(PairDiff::changed).collect(),
+    })
+}
+
+fn head(dir: &Path) -> Result<ReportHead, DiffError> {
+    let path = dir.join("report.json");
+    let file = File::open(&path).map_err(|source| DiffError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    // The calls are skipped as they stream past: the head is all that is kept.
+    serde_json::from_reader(std::io::BufReader::new(file)).map_err(|e| DiffError::Report {
+        path,
+        message: e.to_string(),
+    })
+}
+
+fn each_call(path: &Path, mut f: impl FnMut(Call)) -> Result<(), DiffError> {
+    let file = File::open(path).map_err(|source| DiffError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    for (i, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|source| DiffError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let call: Call = serde_json::from_str(&line).map_err(|e| DiffError::Report {
+            path: path.to_path_buf(),
+            message: format!("line {}: {e}", i + 1),
+        })?;
+        f(call);
+    }
+    Ok(())
+}
