@@ -193,6 +193,10 @@ impl Respond for SimResponder {
             prompt_tokens: self.prompt_tokens(&body, asked.prompt_chars),
             tool: asked.tool,
         };
+        if shape::wants_stream(self.wire, request.url.path(), &body) {
+            let (content_type, stream) = shape::stream(self.wire, &answer);
+            return reply(ResponseTemplate::new(200).set_body_raw(stream, content_type));
+        }
         reply(ResponseTemplate::new(200).set_body_json(shape::success(self.wire, &answer)))
     }
 }
