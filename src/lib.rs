@@ -11,6 +11,7 @@
 //! - [`report`]: `results.jsonl`, `report.json` and the terminal summary;
 //! - [`allowlist`]: the fail-closed file that gates failover, its writer and its reader;
 //! - [`export`]: the allowlist as LiteLLM and Portkey fallback configs;
+//! - [`latency`]: percentiles from a streaming histogram of bounded size;
 //! - [`sim`]: simulated providers on loopback for `conform demo` and the tests;
 //! - [`tokenize`]: counting prompts the way each provider counts them;
 //! - [`ledger`]: jobs and attempts on SQLite or PostgreSQL, one job per intent;
@@ -25,6 +26,7 @@ pub mod check;
 pub mod config;
 pub mod digest;
 pub mod export;
+pub mod latency;
 pub mod ledger;
 pub mod orchestrator;
 pub mod provider;

@@ -107,6 +107,7 @@ pub fn summary(result: &RunResult) -> String {
         }
         out.push('\n');
     }
+    out.push_str(&latency(result));
     if result.not_conformant().next().is_some() {
         out.push_str("\nWhy:\n");
     }
@@ -127,6 +128,25 @@ pub fn summary(result: &RunResult) -> String {
                 t.passed + t.failed + t.not_run,
                 t.planned
             );
+        }
+        for code in v.reasons.iter().filter(|r| r.starts_with("slo_")) {
+            let (what, h) = if code == "slo_ttft" {
+                ("time to first token", &t.latency.first_token)
+            } else {
+                ("latency", &t.latency.total)
+            };
+            if let Some(p95) = h.quantile(0.95) {
+                let _ = writeln!(
+                    out,
+                    "    {code}: the p95 {what} is {}, above the objective (max_p95_{})",
+                    crate::latency::words(p95),
+                    if code == "slo_ttft" {
+                        "ttft"
+                    } else {
+                        "latency"
+                    }
+                );
+            }
         }
         for e in &t.examples {
             let at = e
@@ -173,6 +193,34 @@ fn as_it_came(text: &str, indent: usize) -> String {
                 out.push(c);
             }
         }
+    }
+    out
+}
+
+/// p50 / p95 / p99 of every pair that timed a call.
+fn latency(result: &RunResult) -> String {
+    let timed: Vec<_> = result
+        .verdicts
+        .iter()
+        .filter_map(|v| Some((&v.tally, v.tally.latency.total.percentiles()?)))
+        .collect();
+    if timed.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\nLatency p50 / p95 / p99 (±{:.0}%):\n",
+        crate::latency::RELATIVE_ERROR * 100.0
+    );
+    let words = |p: &crate::latency::Percentiles| {
+        use crate::latency::words;
+        format!("{} / {} / {}", words(p.p50), words(p.p95), words(p.p99))
+    };
+    for (t, total) in timed {
+        let _ = write!(out, "  {} × {}: {}", t.suite, t.provider, words(&total));
+        if let Some(first) = t.latency.first_token.percentiles() {
+            let _ = write!(out, "; first token {}", words(&first));
+        }
+        let _ = writeln!(out, " ({} calls)", t.latency.total.count());
     }
     out
 }

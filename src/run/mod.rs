@@ -284,6 +284,11 @@ pub async fn execute(
                 pass_threshold: suites[suite_index].suite.pass_threshold,
                 max_transport_error_share: options.max_transport_error_share,
                 complete,
+                slo: targets[provider_index]
+                    .endpoint
+                    .config
+                    .slo
+                    .and(suites[suite_index].suite.slo),
             };
             let (verdict, reasons) = tally.verdict(&policy);
             PairVerdict {
@@ -378,7 +383,11 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i6
     record.passed = check::all_passed(&record.checks);
     match result {
         Ok(completion) => {
-            record.latency_ms = Some(completion.latency.as_secs_f64() * 1000.0);
+            // A simulation with a faster clock stands for the latency it simulates.
+            let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0 / config.time_scale();
+            record.latency_ms = Some(ms(completion.latency));
+            record.ttfb_ms = completion.first_byte.map(ms);
+            record.ttft_ms = completion.first_token.map(ms);
             record.retries = completion.retries;
             let reply = completion.reply;
             record.usage = reply.usage;

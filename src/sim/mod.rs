@@ -7,6 +7,7 @@
 //! of the vendor its `[sim] wire` names (see [`shape`]), so the runner calls it through
 //! that vendor's adapter.
 
+pub mod latency;
 mod shape;
 
 use std::collections::HashMap;
@@ -114,8 +115,12 @@ impl SimServer {
     pub async fn start(config: &ProviderConfig, book: Arc<AnswerBook>) -> SimServer {
         let sim = config.sim.clone();
         let (behaviour, latency) = sim
-            .map(|s| (s.behaviour, s.latency))
-            .unwrap_or((Behaviour::Steady, Duration::from_millis(20)));
+            .map(|s| (s.behaviour, latency::Latency::of(&s)))
+            .unwrap_or((
+                Behaviour::Steady,
+                latency::Latency::Fixed(Duration::from_millis(20)),
+            ));
+        let time_scale = config.time_scale();
         let requests = Arc::new(AtomicU64::new(0));
         // Usage is reported the way the configured tokenizer counts, as a real provider
         // reports what its own tokenizer counted.
@@ -135,6 +140,7 @@ impl SimServer {
                 behaviour,
                 wire,
                 latency,
+                time_scale,
                 model: format!("{}-sim-2026-06-01", config.model),
                 requests: Arc::clone(&requests),
                 tokenizer,
@@ -159,7 +165,9 @@ struct SimResponder {
     book: Arc<AnswerBook>,
     behaviour: Behaviour,
     wire: Kind,
-    latency: Duration,
+    latency: latency::Latency,
+    /// The simulated clock's speed: an answer of latency L takes L × this.
+    time_scale: f64,
     model: String,
     requests: Arc<AtomicU64>,
     tokenizer: Option<Arc<dyn Tokenizer>>,
@@ -168,7 +176,8 @@ struct SimResponder {
 impl Respond for SimResponder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let n = self.requests.fetch_add(1, Ordering::SeqCst);
-        let reply = |t: ResponseTemplate| t.set_delay(self.latency);
+        let delay = self.latency.nth(n).mul_f64(self.time_scale);
+        let reply = |t: ResponseTemplate| t.set_delay(delay);
         if self.behaviour == Behaviour::RateLimited && n < RATE_LIMITED_REQUESTS {
             return reply(shape::rate_limited(self.wire));
         }
