@@ -516,3 +516,137 @@ async fn time_to_first_token_is_when_the_first_piece_arrived() {
         );
     }
 }
+
+fn read_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn stream_agreement_compares_each_streamed_answer_with_the_unstreamed_one() {
+    let project = Project::new(&["sim-steady"]);
+    project.write(
+        "providers/sim-stream-drift.toml",
+        "kind = \"sim\"\nmodel = \"sim-stream-drift\"\ntimeout = \"10s\"\n[limits]\nconcurrency = 8\n[sim]\nbehaviour = \"stream-drift\"\nexpect = \"nonconformant\"\nlatency = \"1ms\"\nwire = \"anthropic\"\n",
+    );
+    let suite = project.path("fixtures/ticket-triage/suite.toml");
+    let text = std::fs::read_to_string(&suite).unwrap();
+    std::fs::write(&suite, format!("stream_agreement = true\n{text}")).unwrap();
+    // `--stream`: every provider streams, although its file does not say so.
+    let out = project
+        .cmd()
+        .args([
+            "demo",
+            "--suite",
+            "ticket-triage",
+            "--stream",
+            "--no-progress",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let run = project.last_run();
+    let records = read_lines(&run.join("results.jsonl"));
+    assert_eq!(records.len(), 52);
+    for r in &records {
+        let agreement = r["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == "stream_agreement")
+            .unwrap_or_else(|| panic!("no stream_agreement check: {r}"));
+        if r["provider"] == "sim-steady" {
+            assert_eq!(agreement["status"], "pass", "{r}");
+            assert_eq!(r["passed"], true);
+        } else {
+            assert_eq!(
+                agreement["findings"][0]["code"], "stream_disagreement",
+                "{r}"
+            );
+            assert_eq!(r["passed"], false);
+        }
+        assert!(r["ttft_ms"].as_f64().is_some(), "{r}");
+    }
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    let properties = report["providers"][0]["properties"].to_string();
+    assert!(
+        properties.contains("streamed_by_command_line"),
+        "{properties}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn through_conform_run_a_cut_or_failed_stream_never_passes() {
+    let project = Project::new(&[]);
+    let mut expected = Vec::new();
+    for s in streams() {
+        // Every call gets 40 of its 60 tokens, or 20 and the vendor's overload event.
+        let mut cut = s.preamble.clone();
+        cut.extend(s.tokens[..40].iter().cloned());
+        let (base, _) = streaming_server(
+            s.content_type,
+            cut,
+            Duration::ZERO,
+            Vec::new(),
+            StreamEnd::Drop,
+        )
+        .await;
+        let name = format!("cut-{}", s.kind);
+        project.write(
+            &format!("providers/{name}.toml"),
+            &format!(
+                "kind = \"{}\"\nmodel = \"m\"\nbase_url = \"{base}\"\nstream = true\ntimeout = \"5s\"\n",
+                s.kind
+            ),
+        );
+        expected.push((name, "stream_truncated"));
+    }
+    let anthropic = streams()
+        .into_iter()
+        .find(|s| s.kind == "anthropic")
+        .unwrap();
+    let mut failing = anthropic.preamble.clone();
+    failing.extend(anthropic.tokens[..20].iter().cloned());
+    failing.push(wire_text("anthropic_stream_error_event_overloaded.sse"));
+    let (base, _) = streaming_server(
+        SSE,
+        failing,
+        Duration::ZERO,
+        Vec::new(),
+        StreamEnd::Complete,
+    )
+    .await;
+    project.write(
+        "providers/overloaded.toml",
+        &format!(
+            "kind = \"anthropic\"\nmodel = \"m\"\nbase_url = \"{base}\"\nstream = true\ntimeout = \"5s\"\n"
+        ),
+    );
+    expected.push(("overloaded".into(), "overloaded"));
+
+    let out = project
+        .cmd()
+        .args(["run", "--suite", "ticket-triage", "--no-progress"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // Transport failures after a 2xx, on every call: too many to judge, nothing granted.
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    let records = read_lines(&project.last_run().join("results.jsonl"));
+    assert_eq!(records.len(), 26 * expected.len());
+    for r in &records {
+        assert_eq!(r["passed"], false, "{r}");
+        let (_, code) = expected
+            .iter()
+            .find(|(name, _)| r["provider"] == name.as_str())
+            .unwrap();
+        assert_eq!(r["checks"][0]["findings"][0]["code"], *code, "{r}");
+        assert_eq!(r["retries"], 0, "{r}");
+    }
+    assert!(!project.path("allowlist.json").exists());
+}

@@ -333,6 +333,10 @@ pub struct ProviderConfig {
     /// Left out of the digest when false, so existing allowlist entries stay valid.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
+    /// `stream` was turned on by the command line (`--stream`), not by the file: the
+    /// digest stays the file's, so the evidence is held to the file as written.
+    #[serde(skip)]
+    pub stream_forced: bool,
     /// Latency objectives this provider's verdicts are held to (with the suite's).
     #[serde(flatten)]
     pub slo: Slo,
@@ -575,6 +579,7 @@ impl ProviderConfig {
             tokenizer: file.tokenizer,
             sim: file.sim,
             stream: file.stream,
+            stream_forced: false,
             slo,
             anthropic: file.anthropic,
             gemini: file.gemini,
@@ -633,6 +638,12 @@ impl ProviderConfig {
     /// What the report must say about how this provider was tested.
     pub fn run_properties(&self) -> Vec<RunProperty> {
         let mut properties = Vec::new();
+        if self.stream_forced {
+            properties.push(RunProperty {
+                code: "streamed_by_command_line",
+                message: "streamed (--stream): every answer was asked for as a stream and folded, although the provider file does not set `stream = true`".into(),
+            });
+        }
         if !self.sends_temperature() {
             properties.push(RunProperty {
                 code: "temperature_not_settable",
@@ -653,6 +664,9 @@ impl ProviderConfig {
             // Where the provider lives and how hard we push it do not change what it answers.
             map.remove("limits");
             map.remove("base_url");
+            if self.stream_forced {
+                map.remove("stream");
+            }
         }
         crate::digest::canonical(&value)
     }
@@ -789,6 +803,20 @@ mod tests {
             ["sim.latency_p95"]
         );
         assert_eq!(fields("time_scale = 0\n"), ["sim.time_scale"]);
+    }
+
+    #[test]
+    fn a_stream_forced_by_the_command_line_keeps_the_files_digest() {
+        let file = parse("kind = \"openai\"\nmodel = \"m\"\n").unwrap();
+        let forced = ProviderConfig {
+            stream: true,
+            stream_forced: true,
+            ..file.clone()
+        };
+        assert_eq!(forced.digest(), file.digest());
+        assert_eq!(forced.run_properties()[0].code, "streamed_by_command_line");
+        let written = parse("kind = \"openai\"\nmodel = \"m\"\nstream = true\n").unwrap();
+        assert_ne!(written.digest(), file.digest());
     }
 
     #[test]

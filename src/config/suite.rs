@@ -53,6 +53,8 @@ struct SuiteFile {
     rules: Vec<RuleSpec>,
     #[serde(default)]
     stability: StabilitySpec,
+    #[serde(default)]
+    stream_agreement: bool,
     #[serde(default, with = "super::slo::optional_duration")]
     max_p95_latency: Option<std::time::Duration>,
     #[serde(default, with = "super::slo::optional_duration")]
@@ -86,6 +88,9 @@ pub struct Suite {
     pub agree: Vec<String>,
     pub rules: Vec<RuleSpec>,
     pub stability: StabilitySpec,
+    /// With a provider that streams, every case is also sent unstreamed, and the two
+    /// answers must be the same (canonical JSON).
+    pub stream_agreement: bool,
     /// Latency objectives every provider's verdict on this suite is held to.
     pub slo: super::Slo,
     pub cases: Vec<CaseRef>,
@@ -281,6 +286,7 @@ impl Suite {
             agree: spec.agree,
             rules: spec.rules,
             stability: spec.stability,
+            stream_agreement: spec.stream_agreement,
             slo,
             cases,
             digest: digest.finish(),

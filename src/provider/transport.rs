@@ -51,6 +51,9 @@ pub enum Tape {
 /// One provider, ready to call: its configuration, wire format, key and rate limits.
 pub struct Endpoint {
     pub config: Arc<ProviderConfig>,
+    /// The same provider asked for one document instead of a stream (`stream = false`):
+    /// what a suite's `stream_agreement` compares the streamed answer with.
+    unstreamed: Arc<ProviderConfig>,
     wire: Arc<dyn WireFormat>,
     key: Option<Secret>,
     limiter: Limiter,
@@ -76,8 +79,17 @@ impl Endpoint {
         transport: Transport,
     ) -> Self {
         let limiter = Limiter::new(&config.limits);
+        let unstreamed = if config.stream {
+            Arc::new(ProviderConfig {
+                stream: false,
+                ..config.as_ref().clone()
+            })
+        } else {
+            Arc::clone(&config)
+        };
         Endpoint {
             config,
+            unstreamed,
             wire,
             key,
             limiter,
@@ -99,7 +111,26 @@ impl Endpoint {
     /// configured bounds. `tokens` estimates the request's size for the tokens-per-minute
     /// limit. A final error carries the number of retries made before it.
     pub async fn call(&self, call: &CallSpec<'_>, tokens: u32) -> Result<Completion, CallError> {
-        let limits = &self.config.limits;
+        self.call_as(&self.config, call, tokens).await
+    }
+
+    /// [`Endpoint::call`], asking for one document even when the provider streams: the
+    /// other half of a suite's `stream_agreement`.
+    pub async fn call_unstreamed(
+        &self,
+        call: &CallSpec<'_>,
+        tokens: u32,
+    ) -> Result<Completion, CallError> {
+        self.call_as(&self.unstreamed, call, tokens).await
+    }
+
+    async fn call_as(
+        &self,
+        config: &ProviderConfig,
+        call: &CallSpec<'_>,
+        tokens: u32,
+    ) -> Result<Completion, CallError> {
+        let limits = &config.limits;
         let retries = AtomicU32::new(0);
         let policy = ExponentialBuilder::default()
             .with_min_delay(limits.retry_base_wait)
@@ -107,7 +138,7 @@ impl Endpoint {
             .with_max_times(limits.max_retries as usize)
             .with_jitter();
         let max_wait = limits.max_retry_wait;
-        let result = (|| self.once(call, tokens))
+        let result = (|| self.once(config, call, tokens))
             .retry(policy)
             .sleep(tokio::time::sleep)
             .when(|e: &CallError| e.retryable() && e.retry_after.is_none_or(|w| w <= max_wait))
@@ -140,8 +171,13 @@ impl Endpoint {
     }
 
     /// Exactly one HTTP request, or, replaying, the next recorded answer to it.
-    async fn once(&self, call: &CallSpec<'_>, tokens: u32) -> Result<(Reply, Timing), CallError> {
-        let request = self.wire.encode(call, &self.config, self.key.as_ref());
+    async fn once(
+        &self,
+        config: &ProviderConfig,
+        call: &CallSpec<'_>,
+        tokens: u32,
+    ) -> Result<(Reply, Timing), CallError> {
+        let request = self.wire.encode(call, config, self.key.as_ref());
         if let Some(Tape::Replay(tape)) = &self.tape {
             let digest = crate::digest::canonical(&request.body);
             let Some((status, headers, body)) = tape.next(&digest) else {
@@ -154,7 +190,7 @@ impl Endpoint {
                 ));
             };
             return self
-                .answer(status, &headers, &body)
+                .answer(config.stream, status, &headers, &body)
                 .map(|reply| (reply, Timing::default()));
         }
         self.limiter.acquire(tokens).await;
@@ -167,7 +203,7 @@ impl Endpoint {
             .post(&request.url)
             .headers(request.headers)
             .json(&request.body)
-            .timeout(self.config.timeout)
+            .timeout(config.timeout)
             .send()
             .await
             .map_err(|e| from_reqwest(&e, &url, None))?;
@@ -192,7 +228,7 @@ impl Endpoint {
             // failure, never a reason to send it again.
             if is_success(status) {
                 let broke = from_reqwest(&e, &url, Some(status)).after_success();
-                return match self.config.stream {
+                return match config.stream {
                     true => self.broken_stream(&body, broke, started.elapsed(), &arrivals),
                     false => Err(broke),
                 };
@@ -212,8 +248,9 @@ impl Endpoint {
             let digest = crate::digest::canonical(&request.body);
             tape.record(&digest, &request.body, status, &headers, &body);
         }
-        let reply = self.answer(status, &headers, &body)?;
-        Ok((reply, self.timing(&body, total, &arrivals)))
+        let reply = self.answer(config.stream, status, &headers, &body)?;
+        let streamed = config.stream.then_some(body.as_slice());
+        Ok((reply, self.timing(streamed, total, &arrivals)))
     }
 
     /// A streamed body whose connection broke after a 2xx: what the stream said up to
@@ -228,7 +265,7 @@ impl Endpoint {
         arrivals: &Arrivals,
     ) -> Result<(Reply, Timing), CallError> {
         match self.wire.decode_stream(body) {
-            Ok(reply) => Ok((reply, self.timing(body, total, arrivals))),
+            Ok(reply) => Ok((reply, self.timing(Some(body), total, arrivals))),
             Err(decoded) if broke.kind == ErrorKind::Timeout => {
                 let served = decoded.served.map(|s| *s).unwrap_or_default();
                 Err(broke.keep_served(served.usage, served.model, served.system_fingerprint))
@@ -247,14 +284,11 @@ impl Endpoint {
         }
     }
 
-    fn timing(&self, body: &[u8], total: Duration, arrivals: &Arrivals) -> Timing {
-        let first_token = if self.config.stream {
-            self.wire
-                .first_token_end(body)
-                .and_then(|end| arrivals.at(end))
-        } else {
-            None
-        };
+    /// What a request measured; `streamed` is the body of a call that asked for a stream.
+    fn timing(&self, streamed: Option<&[u8]>, total: Duration, arrivals: &Arrivals) -> Timing {
+        let first_token = streamed
+            .and_then(|body| self.wire.first_token_end(body))
+            .and_then(|end| arrivals.at(end));
         Timing {
             total,
             first_byte: arrivals.first().or(Some(total)),
@@ -265,12 +299,13 @@ impl Endpoint {
 
     fn answer(
         &self,
+        stream: bool,
         status: u16,
         headers: &reqwest::header::HeaderMap,
         body: &[u8],
     ) -> Result<Reply, CallError> {
         if is_success(status) {
-            let decoded = if self.config.stream {
+            let decoded = if stream {
                 self.wire.decode_stream(body)
             } else {
                 self.wire.decode(body)

@@ -17,6 +17,7 @@ use futures::stream::{self, StreamExt};
 use time::OffsetDateTime;
 
 use crate::check::stability::Stability;
+use crate::check::stream_agreement;
 use crate::check::tokens::{self, PromptTokens};
 use crate::check::{self, CallFacts, Checks, Outcome};
 use crate::config::{Diagnostics, Suite};
@@ -380,6 +381,20 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i6
         result.as_ref().map(|c| &c.reply),
         facts,
     );
+    // The same case unstreamed, when the suite asks streamed answers to agree with it
+    // (a streamed call that failed has nothing to agree).
+    if suite.stream_agreement && config.stream && result.is_ok() {
+        let plain = target.endpoint.call_unstreamed(&call, tokens).await;
+        if let Err(error) = &plain
+            && matches!(error.effect(), Effect::HaltProvider | Effect::ConfigError)
+        {
+            target.halt(error);
+        }
+        record.checks.push(stream_agreement::outcome(
+            result.as_ref().map(|c| &c.reply),
+            plain.as_ref().map(|c| &c.reply),
+        ));
+    }
     record.passed = check::all_passed(&record.checks);
     match result {
         Ok(completion) => {

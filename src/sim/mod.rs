@@ -40,6 +40,9 @@ pub enum Behaviour {
     /// Answers the first [`RATE_LIMITED_REQUESTS`] requests with 429 and `Retry-After: 1`,
     /// then behaves.
     RateLimited,
+    /// Answers faithfully when asked for one document, but streams a different answer
+    /// (the last field dropped), as a proxy that rewrites streamed chunks does.
+    StreamDrift,
 }
 
 /// How many requests a [`Behaviour::RateLimited`] provider turns away.
@@ -203,7 +206,24 @@ impl Respond for SimResponder {
             tool: asked.tool,
         };
         if shape::wants_stream(self.wire, request.url.path(), &body) {
-            let (content_type, stream) = shape::stream(self.wire, &answer);
+            let drifted;
+            let answer = match self.behaviour {
+                Behaviour::StreamDrift => {
+                    let mut v = expected.clone();
+                    if let Some(map) = v.as_object_mut()
+                        && let Some(last) = map.keys().next_back().cloned()
+                    {
+                        map.remove(&last);
+                    }
+                    drifted = shape::Answer {
+                        content: v.to_string(),
+                        ..answer
+                    };
+                    &drifted
+                }
+                _ => &answer,
+            };
+            let (content_type, stream) = shape::stream(self.wire, answer);
             return reply(ResponseTemplate::new(200).set_body_raw(stream, content_type));
         }
         reply(ResponseTemplate::new(200).set_body_json(shape::success(self.wire, &answer)))
@@ -229,7 +249,9 @@ impl SimResponder {
     fn render(&self, expected: &Value, output_limit: Option<u64>) -> (String, &'static str) {
         let compact = expected.to_string();
         match self.behaviour {
-            Behaviour::Steady | Behaviour::RateLimited => (compact, "stop"),
+            Behaviour::Steady | Behaviour::RateLimited | Behaviour::StreamDrift => {
+                (compact, "stop")
+            }
             Behaviour::ExtraKey => {
                 let mut v = expected.clone();
                 if let Some(map) = v.as_object_mut() {
