@@ -11,6 +11,7 @@
 //! - [`report`]: `results.jsonl`, `report.json` and the terminal summary;
 //! - [`allowlist`]: the fail-closed file that gates failover, its writer and its reader;
 //! - [`export`]: the allowlist as LiteLLM and Portkey fallback configs;
+//! - [`probe`]: which JSON Schema keywords a provider enforces, rejects, strips or ignores;
 //! - [`latency`]: percentiles from a streaming histogram of bounded size;
 //! - [`sim`]: simulated providers on loopback for `conform demo` and the tests;
 //! - [`tokenize`]: counting prompts the way each provider counts them;
@@ -29,6 +30,7 @@ pub mod export;
 pub mod latency;
 pub mod ledger;
 pub mod orchestrator;
+pub mod probe;
 pub mod provider;
 pub mod report;
 pub mod run;

@@ -19,6 +19,7 @@ mod allowlist;
 mod check;
 mod export;
 mod gate;
+mod probe;
 mod run;
 mod scenarios;
 mod serve;
@@ -120,6 +121,19 @@ providers must be caught, the faithful ones allowlisted."
     Allowlist(allowlist::AllowlistArgs),
     /// Write the allowlist as the fallback config of a gateway (LiteLLM, Portkey).
     Export(export::ExportArgs),
+    /// Probe which JSON Schema keywords of the suites a provider enforces, rejects,
+    /// strips or ignores; the cost is printed before anything is sent.
+    #[command(after_help = "Examples:\n  \
+conform probe gemini                       every keyword every suite uses\n  \
+conform probe gemini --suite ticket-triage --dry-run   what it would cost\n  \
+conform probe gemini --primary openai      findings against the primary\n\n\
+Results go to reports/<run-id>/probe.json and to probes.json beside the allowlist, which \
+`conform check` reads to warn (schema_keyword_ignored) when a keyword one provider enforces \
+is ignored or stripped by another.\n\n\
+Exit codes: 0 every keyword classified and no finding, 1 a keyword is enforced by one \
+provider and ignored or stripped by another (schema_keyword_ignored), 2 usage or \
+configuration error, 3 a keyword could not be classified.")]
+    Probe(probe::ProbeArgs),
     /// Test an orchestrator against the contract: double clicks, key reuse, timeouts,
     /// races, cancels, the failover gate, crashes.
     #[command(after_help = "Examples:\n  \
@@ -148,6 +162,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Gate(args) => gate::gate(&cli.global, args),
         Command::Allowlist(args) => allowlist::allowlist(&cli.global, args),
         Command::Export(args) => export::export(&cli.global, args),
+        Command::Probe(args) => probe::probe(&cli.global, args).await,
         Command::Scenarios(args) => scenarios::scenarios(&cli.global, args).await,
         Command::Serve(args) => serve::serve(&cli.global, args).await,
     }

@@ -188,6 +188,11 @@ pub struct SimConfig {
     /// so percentiles and latency objectives see the latency the simulation stands for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_scale: Option<f64>,
+    /// How the simulation treats each JSON Schema keyword of a request's schema (for
+    /// `conform probe`): `enforce`, `reject`, `strip` or `ignore`, by keyword, with `"*"`
+    /// for every other constraint keyword [default: enforce every keyword].
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub schema_keywords: std::collections::BTreeMap<String, crate::sim::keywords::Handling>,
 }
 
 fn default_sim_latency() -> Duration {

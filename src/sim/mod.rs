@@ -7,6 +7,7 @@
 //! of the vendor its `[sim] wire` names (see [`shape`]), so the runner calls it through
 //! that vendor's adapter.
 
+pub mod keywords;
 pub mod latency;
 mod shape;
 
@@ -117,11 +118,12 @@ impl SimServer {
     /// Starts a simulated provider for `config` on a free loopback port.
     pub async fn start(config: &ProviderConfig, book: Arc<AnswerBook>) -> SimServer {
         let sim = config.sim.clone();
-        let (behaviour, latency) = sim
-            .map(|s| (s.behaviour, latency::Latency::of(&s)))
+        let (behaviour, latency, keywords) = sim
+            .map(|s| (s.behaviour, latency::Latency::of(&s), s.schema_keywords))
             .unwrap_or((
                 Behaviour::Steady,
                 latency::Latency::Fixed(Duration::from_millis(20)),
+                Default::default(),
             ));
         let time_scale = config.time_scale();
         let requests = Arc::new(AtomicU64::new(0));
@@ -144,6 +146,7 @@ impl SimServer {
                 wire,
                 latency,
                 time_scale,
+                keywords,
                 model: format!("{}-sim-2026-06-01", config.model),
                 requests: Arc::clone(&requests),
                 tokenizer,
@@ -171,6 +174,7 @@ struct SimResponder {
     latency: latency::Latency,
     /// The simulated clock's speed: an answer of latency L takes L × this.
     time_scale: f64,
+    keywords: std::collections::BTreeMap<String, keywords::Handling>,
     model: String,
     requests: Arc<AtomicU64>,
     tokenizer: Option<Arc<dyn Tokenizer>>,
@@ -192,11 +196,28 @@ impl Respond for SimResponder {
             }
         };
         let asked = shape::read(self.wire, &body);
-        let Some(expected) = asked.user.and_then(|user| self.book.answer(user)) else {
-            let message = "the simulation has no answer for this prompt";
-            return reply(shape::error(self.wire, 400, message));
+        let used = asked.schema.map(keywords::keywords_of).unwrap_or_default();
+        if let Some(refused) = used
+            .iter()
+            .find(|k| keywords::handling(&self.keywords, k) == keywords::Handling::Reject)
+        {
+            let message = format!("Invalid schema: the keyword `{refused}` is not supported");
+            return reply(shape::error(self.wire, 400, &message));
+        }
+        let probe = asked.user.and_then(crate::probe::catalogue::recognize);
+        let expected = asked.user.and_then(|u| self.book.answer(u));
+        let probe_free_expected = expected.filter(|_| probe.is_none());
+        let (content, finish) = match (probe, expected) {
+            (Some((probe, push)), _) => {
+                let present = used.iter().any(|k| k == probe.keyword);
+                (self.probe_answer(&probe, push, present), "stop")
+            }
+            (None, Some(expected)) => self.render(expected, asked.output_limit),
+            (None, None) => {
+                let message = "the simulation has no answer for this prompt";
+                return reply(shape::error(self.wire, 400, message));
+            }
         };
-        let (content, finish) = self.render(expected, asked.output_limit);
         let answer = shape::Answer {
             content,
             cut_off: finish == "length",
@@ -207,8 +228,8 @@ impl Respond for SimResponder {
         };
         if shape::wants_stream(self.wire, request.url.path(), &body) {
             let drifted;
-            let answer = match self.behaviour {
-                Behaviour::StreamDrift => {
+            let answer = match (self.behaviour, probe_free_expected) {
+                (Behaviour::StreamDrift, Some(expected)) => {
                     let mut v = expected.clone();
                     if let Some(map) = v.as_object_mut()
                         && let Some(last) = map.keys().next_back().cloned()
@@ -231,6 +252,30 @@ impl Respond for SimResponder {
 }
 
 impl SimResponder {
+    /// The answer to a `conform probe` request: the one the prompt dictates or describes
+    /// (which breaks the keyword), unless the keyword is in the schema and enforced, or
+    /// stripped into the description and the prompt does not dictate against it.
+    fn probe_answer(
+        &self,
+        probe: &crate::probe::catalogue::Probe,
+        push: crate::probe::catalogue::Push,
+        present: bool,
+    ) -> String {
+        use crate::probe::catalogue::Push;
+        use keywords::Handling;
+        let kept = present
+            && match keywords::handling(&self.keywords, probe.keyword) {
+                Handling::Enforce => true,
+                Handling::Strip => push == Push::Plain,
+                Handling::Ignore | Handling::Reject => false,
+            };
+        if kept {
+            probe.keeping_answer().to_string()
+        } else {
+            probe.breaking_answer().to_string()
+        }
+    }
+
     /// The prompt tokens of the request: counted by the configured tokenizer over the
     /// Chat Completions messages, else estimated at four bytes a token.
     fn prompt_tokens(&self, body: &Value, prompt_chars: usize) -> u64 {

@@ -30,6 +30,8 @@ pub(super) struct Asked<'a> {
     pub output_limit: Option<u64>,
     /// The tool the request forces, if any.
     pub tool: Option<&'a str>,
+    /// The schema the answer is held to, wherever the vendor's request carries it.
+    pub schema: Option<&'a Value>,
 }
 
 pub(super) fn read(wire: Kind, body: &Value) -> Asked<'_> {
@@ -50,6 +52,14 @@ pub(super) fn read(wire: Kind, body: &Value) -> Asked<'_> {
                     .pointer("/generationConfig/maxOutputTokens")
                     .and_then(Value::as_u64),
                 tool: str_at("/toolConfig/functionCallingConfig/allowedFunctionNames/0"),
+                schema: [
+                    "/generationConfig/responseJsonSchema",
+                    "/generationConfig/responseSchema",
+                    "/tools/0/functionDeclarations/0/parametersJsonSchema",
+                    "/tools/0/functionDeclarations/0/parameters",
+                ]
+                .iter()
+                .find_map(|p| body.pointer(p)),
             }
         }
         _ => {
@@ -78,11 +88,24 @@ pub(super) fn read(wire: Kind, body: &Value) -> Asked<'_> {
                 Kind::Ollama => None,
                 _ => str_at("/tool_choice/function/name"),
             };
+            let schema = match wire {
+                Kind::Anthropic => ["/output_config/format/schema", "/tools/0/input_schema"]
+                    .iter()
+                    .find_map(|p| body.pointer(p)),
+                Kind::Ollama => body.get("format").filter(|f| f.is_object()),
+                _ => [
+                    "/response_format/json_schema/schema",
+                    "/tools/0/function/parameters",
+                ]
+                .iter()
+                .find_map(|p| body.pointer(p)),
+            };
             Asked {
                 user,
                 prompt_chars: chars + system,
                 output_limit,
                 tool,
+                schema,
             }
         }
     }
