@@ -96,6 +96,10 @@ pub struct Tally {
     pub stability: Option<Stability>,
     /// The latencies of the calls that got an answer.
     pub latency: Latencies,
+    /// The latency objectives of the provider and the suite together, which the verdict
+    /// holds the latencies to.
+    #[serde(skip_serializing_if = "Slo::is_empty")]
+    pub slo: Slo,
 }
 
 /// Latency percentiles of one (suite, provider), from histograms of bounded size.

@@ -60,13 +60,15 @@ fn a_20s_p95_fails_a_5s_objective_and_a_quick_provider_passes_it() {
     assert!((15_000.0..30_000.0).contains(&p95), "{p95}");
     assert_eq!(slow["latency"]["total"]["count"], 26);
     assert_eq!(slow["latency"]["total"]["relative_error"], 0.01);
+    assert_eq!(slow["slo"]["max_p95_latency"], "5s");
     let quick = verdict(&report, "quick");
     assert_eq!(quick["verdict"], "conformant");
     assert!(quick["latency"]["total"]["p95_ms"].as_f64().unwrap() < 5_000.0);
 
     assert!(stdout.contains("Latency p50 / p95 / p99 (±1%)"), "{stdout}");
     assert!(
-        stdout.contains("slo_latency: the p95 latency is"),
+        stdout.contains("slo_latency: the p95 latency is")
+            && stdout.contains("not under max_p95_latency = 5.00 s"),
         "{stdout}"
     );
     // Every call records its times.

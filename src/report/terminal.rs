@@ -130,21 +130,27 @@ pub fn summary(result: &RunResult) -> String {
             );
         }
         for code in v.reasons.iter().filter(|r| r.starts_with("slo_")) {
-            let (what, h) = if code == "slo_ttft" {
-                ("time to first token", &t.latency.first_token)
+            let (what, field, h, bound) = if code == "slo_ttft" {
+                (
+                    "time to first token",
+                    "max_p95_ttft",
+                    &t.latency.first_token,
+                    t.slo.max_p95_ttft,
+                )
             } else {
-                ("latency", &t.latency.total)
+                (
+                    "latency",
+                    "max_p95_latency",
+                    &t.latency.total,
+                    t.slo.max_p95_latency,
+                )
             };
-            if let Some(p95) = h.quantile(0.95) {
+            if let (Some(p95), Some(bound)) = (h.quantile(0.95), bound) {
                 let _ = writeln!(
                     out,
-                    "    {code}: the p95 {what} is {}, above the objective (max_p95_{})",
+                    "    {code}: the p95 {what} is {}, not under {field} = {}",
                     crate::latency::words(p95),
-                    if code == "slo_ttft" {
-                        "ttft"
-                    } else {
-                        "latency"
-                    }
+                    crate::latency::words(bound.as_secs_f64() * 1000.0)
                 );
             }
         }

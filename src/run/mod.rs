@@ -215,6 +215,7 @@ pub async fn execute(
                 &target.endpoint.config.name,
                 s.suite.cases.len() as u64 * u64::from(repeats(&s.suite)),
             );
+            tally.slo = target.endpoint.config.slo.and(s.suite.slo);
             let spec = &s.suite.stability;
             if repeats(&s.suite) > 1
                 || spec.min_agreement.is_some()
@@ -285,11 +286,7 @@ pub async fn execute(
                 pass_threshold: suites[suite_index].suite.pass_threshold,
                 max_transport_error_share: options.max_transport_error_share,
                 complete,
-                slo: targets[provider_index]
-                    .endpoint
-                    .config
-                    .slo
-                    .and(suites[suite_index].suite.slo),
+                slo: tally.slo,
             };
             let (verdict, reasons) = tally.verdict(&policy);
             PairVerdict {
