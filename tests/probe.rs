@@ -62,11 +62,12 @@ async fn enforcing_rejecting_stripping_and_ignoring_simulations_are_classified_4
             );
             right += 1;
         }
-        // What each classification cost: a rejection one request and one control; the
-        // others three pushed requests when enforced (or one when broken), three plain.
+        // What each classification cost: a rejection one request and one control; an
+        // enforced keyword three pushed requests; the others one pushed (it broke) and
+        // three plain.
         let per_keyword = match expected {
             Support::Rejects => 2,
-            Support::Enforces => 6,
+            Support::Enforces => 3,
             _ => 4,
         };
         assert_eq!(requests, 10 * per_keyword, "{wire} {handling}");

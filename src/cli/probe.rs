@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::json;
 
-use conform::config::{Kind, ProviderConfig, Selection, Workspace};
+use conform::config::{Kind, ProviderConfig, Selection, StructuredOutput, Workspace};
 use conform::probe::file::{self, Probes, Update};
 use conform::probe::{self, Support, findings, inventory};
 use conform::provider::transport::{Endpoint, Transport};
@@ -105,6 +105,18 @@ pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<u8> {
             ""
         }
     );
+    if matches!(
+        config.structured_output,
+        StructuredOutput::JsonObject | StructuredOutput::Prompt
+    ) {
+        println!(
+            "note: structured_output = \"{}\" sends no schema: no keyword can be enforced, so none will be",
+            serde_json::to_value(config.structured_output)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        );
+    }
     if args.dry_run {
         println!("dry run: nothing sent");
         return Ok(EXIT_OK);

@@ -7,8 +7,9 @@
 //!
 //! Each keyword is probed with the small requests of [`catalogue`]: the pushed prompt
 //! (dictating an answer that breaks the keyword) until an answer breaks it or `repeats`
-//! answers kept it, then the plain prompt `repeats` times. A first request refused as
-//! malformed is followed by one control request without the keyword. The rule:
+//! answers kept it, then, when one broke it, the plain prompt `repeats` times. A first
+//! request refused as malformed is followed by one control request without the keyword.
+//! The rule:
 //!
 //! | what came back | support |
 //! |---|---|
@@ -301,6 +302,12 @@ async fn one(
             if pushed && answers.broke > 0 {
                 break;
             }
+        }
+        // Kept every time it was pushed to break it: enforced, and the plain prompt could
+        // only agree.
+        let so_far = counts.get(&true).copied().unwrap_or_default();
+        if pushed && so_far.broke == 0 && so_far.answered() > 0 {
+            break;
         }
     }
     let pushed = counts.get(&true).copied().unwrap_or_default();
