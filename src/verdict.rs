@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::Status;
 use crate::check::stability::Stability;
+use crate::config::Slo;
+use crate::latency::{self, Histogram};
 use crate::provider::Effect;
 use crate::run::record::CallRecord;
 
@@ -92,6 +94,21 @@ pub struct Tally {
     /// How the repeats of each case agree, when the suite repeats or demands it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stability: Option<Stability>,
+    /// The latencies of the calls that got an answer.
+    pub latency: Latencies,
+    /// The latency objectives of the provider and the suite together, which the verdict
+    /// holds the latencies to.
+    #[serde(skip_serializing_if = "Slo::is_empty")]
+    pub slo: Slo,
+}
+
+/// Latency percentiles of one (suite, provider), from histograms of bounded size.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Latencies {
+    /// First byte sent to last byte read.
+    pub total: Histogram,
+    /// First byte sent to the first piece of the answer.
+    pub first_token: Histogram,
 }
 
 impl Tally {
@@ -113,6 +130,15 @@ impl Tally {
             return;
         }
         self.retries += u64::from(record.retries);
+        // A call was timed when its first byte was: a replayed answer was not sent at all.
+        if record.ttfb_ms.is_some() {
+            if let Some(ms) = record.latency_ms {
+                self.latency.total.record(ms);
+            }
+            if let Some(ms) = record.ttft_ms {
+                self.latency.first_token.record(ms);
+            }
+        }
         if record.passed {
             self.passed += 1;
             if record.retries == 0 {
@@ -208,7 +234,8 @@ impl Tally {
             None => self.planned > 0 && self.pass_rate() >= policy.pass_threshold,
         };
         let stable = stability.is_none_or(|s| s.cases_below_agreement == 0);
-        if passes && stable {
+        let slow = self.slo_breaches(&policy.slo);
+        if passes && stable && slow.is_empty() {
             (Verdict::Conformant, Vec::new())
         } else {
             let mut codes: Vec<(&String, &u64)> = self.codes.iter().collect();
@@ -220,8 +247,30 @@ impl Tally {
             if stability.is_some_and(|s| s.cases_below_pass_bound > 0) {
                 reasons.push("case_pass_rate_below_bound".into());
             }
+            reasons.extend(slow.into_iter().map(str::to_string));
             (Verdict::Nonconformant, reasons)
         }
+    }
+
+    /// The latency objectives this pair's 95th percentiles may exceed: `slo_latency`,
+    /// `slo_ttft`. A percentile within the histogram's error of its bound counts as
+    /// above it; with no answered call there is nothing to measure (the failures say why).
+    pub fn slo_breaches(&self, slo: &Slo) -> Vec<&'static str> {
+        let breached =
+            |h: &Histogram, bound: Option<std::time::Duration>| match (h.quantile(0.95), bound) {
+                (Some(p95), Some(bound)) => {
+                    latency::may_exceed(p95, latency::RELATIVE_ERROR, bound.as_secs_f64() * 1000.0)
+                }
+                _ => false,
+            };
+        let mut codes = Vec::new();
+        if breached(&self.latency.total, slo.max_p95_latency) {
+            codes.push("slo_latency");
+        }
+        if breached(&self.latency.first_token, slo.max_p95_ttft) {
+            codes.push("slo_ttft");
+        }
+        codes
     }
 }
 
@@ -235,8 +284,75 @@ pub struct Policy {
     pub max_transport_error_share: f64,
     /// False when the run was interrupted.
     pub complete: bool,
+    /// The latency objectives of the provider and the suite together.
+    pub slo: Slo,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn timed(latency_ms: f64, ttft_ms: f64) -> CallRecord {
+        let mut r = CallRecord::new("s", "c", "p", 0);
+        r.passed = true;
+        r.latency_ms = Some(latency_ms);
+        r.ttfb_ms = Some(ttft_ms / 2.0);
+        r.ttft_ms = Some(ttft_ms);
+        r
+    }
+
+    fn policy(slo: Slo) -> Policy {
+        Policy {
+            pass_threshold: 1.0,
+            max_transport_error_share: 0.1,
+            complete: true,
+            slo,
+        }
+    }
+
+    #[test]
+    fn objectives_fail_a_pair_whose_answers_were_all_right() {
+        let mut tally = Tally::new("s", "p", 100);
+        for i in 0..100 {
+            // p95: 20 s; first token p95: 950 ms.
+            let ms = if i < 90 { 1_000.0 } else { 20_000.0 };
+            tally.add(&timed(ms, 10.0 * f64::from(i)));
+        }
+        let bound = |latency: u64, ttft: u64| Slo {
+            max_p95_latency: Some(Duration::from_secs(latency)),
+            max_p95_ttft: Some(Duration::from_millis(ttft)),
+        };
+        assert_eq!(
+            tally.verdict(&policy(bound(5, 2_000))),
+            (Verdict::Nonconformant, vec!["slo_latency".to_string()])
+        );
+        assert_eq!(
+            tally.verdict(&policy(bound(30, 500))),
+            (Verdict::Nonconformant, vec!["slo_ttft".to_string()])
+        );
+        assert_eq!(
+            tally.verdict(&policy(bound(30, 2_000))).0,
+            Verdict::Conformant
+        );
+        assert_eq!(
+            tally.verdict(&policy(Slo::default())).0,
+            Verdict::Conformant
+        );
+    }
+
+    #[test]
+    fn a_replayed_answer_is_not_timed() {
+        let mut tally = Tally::new("s", "p", 2);
+        let mut replayed = timed(0.0, 0.0);
+        replayed.ttfb_ms = None;
+        tally.add(&replayed);
+        tally.add(&timed(300.0, 300.0));
+        assert_eq!(tally.latency.total.count(), 1);
+        assert_eq!(tally.latency.total.quantile(0.5), Some(300.0));
+    }
 }

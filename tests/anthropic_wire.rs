@@ -458,7 +458,8 @@ async fn serve_stream(file: &str) -> (conform::provider::CallError, usize) {
 
 #[tokio::test]
 async fn stream_transcripts_are_not_mistaken_for_answers() {
-    // Streaming is out of scope: every call asks for one JSON message. A stream that
+    // Without `stream = true` a call asks for one JSON message (tests/streams.rs folds
+    // streams that were asked for). A stream that
     // arrives anyway is named for what it is; it came with a 200, so it is not sent again.
     for file in [
         "anthropic_messages_output_config_stream_transcript.sse",

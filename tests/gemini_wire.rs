@@ -347,7 +347,7 @@ async fn per_minute_quota_waits_for_retry_info_then_succeeds() {
 
 #[tokio::test]
 async fn stream_transcripts_are_not_mistaken_for_answers() {
-    // Streaming is out of scope; a stream served anyway is named, or its trailing error
+    // Without `stream = true` (tests/streams.rs), a stream served anyway is named, or its trailing error
     // object is classified the Gemini way (499 CANCELLED: a server-side failure).
     for (file, kind) in [
         (

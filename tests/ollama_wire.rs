@@ -80,7 +80,7 @@ async fn seeded_request_and_reproducible_response() {
     let ours = body(&requests(&server).await[0]);
     let mut extra = assert_covers(&ours, &recorded);
     extra.sort();
-    // Never a stream (Ollama's default); the window sent so nothing is cut silently.
+    // No stream unless asked for (it is Ollama's default); the window sent so nothing is cut silently.
     assert_eq!(
         extra,
         ["/options/num_ctx", "/options/num_predict", "/stream"]
@@ -180,7 +180,7 @@ async fn recorded_errors_are_classified_and_not_retried() {
 
 #[tokio::test]
 async fn streamed_bodies_are_not_mistaken_for_answers() {
-    // `stream: false` is always sent; a stream that arrives anyway (an old server, a
+    // Without `stream = true`, `stream: false` is sent; a stream that arrives anyway (an old server, a
     // proxy) is named, or its error line classified.
     for (file, kind) in [
         (

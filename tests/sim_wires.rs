@@ -130,3 +130,35 @@ async fn a_rate_limited_anthropic_simulation_recovers_within_its_retries() {
     assert_eq!(completion.retries, 3);
     assert_eq!(server.requests(), 4);
 }
+
+#[tokio::test]
+async fn a_streaming_simulation_streams_the_same_answer_through_every_adapter() {
+    for wire in WIRES {
+        let (completion, expected) = ask(wire, "steady", "stream = true").await;
+        let reply = completion.reply;
+        assert_eq!(
+            serde_json::from_str::<Value>(&reply.text).unwrap(),
+            expected,
+            "{wire}"
+        );
+        assert_eq!(reply.finish.kind, FinishKind::Stop, "{wire}");
+        assert!(reply.usage.prompt_tokens.is_some_and(|n| n > 0), "{wire}");
+        // The answer came in pieces: the first one before the whole.
+        assert!(completion.first_token.is_some(), "{wire}");
+    }
+    // A forced tool call streams its arguments.
+    for wire in ["openai", "anthropic", "gemini"] {
+        let (completion, expected) = ask(
+            wire,
+            "steady",
+            "stream = true\nstructured_output = \"tool\"",
+        )
+        .await;
+        let text = &completion.reply.text;
+        assert_eq!(
+            serde_json::from_str::<Value>(text).unwrap_or_else(|e| panic!("{wire}: {e}: {text}")),
+            expected,
+            "{wire}"
+        );
+    }
+}

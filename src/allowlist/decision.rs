@@ -11,7 +11,7 @@ use serde::Serialize;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::format::{Allowlist, Entry, Revocation};
+use super::format::{Allowlist, Entry, LatencyEvidence, Revocation};
 use super::local::Local;
 use crate::config::Paths;
 
@@ -39,6 +39,9 @@ pub enum Reason {
     ProviderChanged,
     /// The caller saw a served model or fingerprint that the evidence never saw.
     ModelDrift,
+    /// The caller asked for a latency bound (`conform gate --max-p95`) that the
+    /// evidence's 95th percentile may exceed, or that the evidence has no percentiles for.
+    LatencyBound,
     /// The suite is not in the project's `fixtures/`: nothing can be decided for it.
     UnknownSuite,
     /// The provider is not in the project's `providers/`.
@@ -61,6 +64,7 @@ impl Reason {
             Reason::SuiteChanged => "suite_changed",
             Reason::ProviderChanged => "provider_changed",
             Reason::ModelDrift => "model_drift",
+            Reason::LatencyBound => "latency_bound",
             Reason::UnknownSuite => "unknown_suite",
             Reason::UnknownProvider => "unknown_provider",
             Reason::InvalidConfig => "invalid_config",
@@ -176,6 +180,19 @@ pub struct Query<'a> {
     /// What the provider reported of itself (only the served model and fingerprint are
     /// read; the rest comes from `project`).
     pub reported: Observed<'a>,
+    /// What the caller needs of the provider now, beyond conformance.
+    pub required: Required,
+}
+
+/// Bounds a caller holds the evidence to at decision time: an orchestrator whose users
+/// cannot wait 20 s asks for a fallback proven faster than that. Unset bounds are not
+/// checked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Required {
+    /// The evidence's 95th percentile of whole-call latency must be under this.
+    pub max_p95_latency: Option<std::time::Duration>,
+    /// The evidence's 95th percentile of time to first token must be under this.
+    pub max_p95_ttft: Option<std::time::Duration>,
 }
 
 impl<'a> Query<'a> {
@@ -187,7 +204,14 @@ impl<'a> Query<'a> {
             at,
             project: None,
             reported: Observed::default(),
+            required: Required::default(),
         }
+    }
+
+    /// Holds the evidence's latency percentiles to `required`.
+    pub fn required(mut self, required: Required) -> Self {
+        self.required = required;
+        self
     }
 
     /// Holds the evidence to the project's suite and provider files as they are now.
@@ -244,7 +268,9 @@ impl Allowlist {
             Some(local) => local.observed(query.reported),
             None => query.reported,
         };
-        self.decide(query.suite, query.provider, query.at, &observed)
+        let permit = self.decide(query.suite, query.provider, query.at, &observed)?;
+        check_required(&permit.entry, &query.required)?;
+        Ok(permit)
     }
 
     /// The decision for one (suite, provider) at one instant, holding the evidence to
@@ -333,6 +359,48 @@ fn newer(made: &str, revoked: &str) -> bool {
         (Ok(made), Ok(revoked)) => made > revoked,
         _ => false,
     }
+}
+
+/// The caller's latency bounds against the evidence's percentiles (each within the
+/// recorded relative error: a percentile within it of the bound counts as above it).
+fn check_required(entry: &Entry, required: &Required) -> Result<(), Denial> {
+    let total: fn(&LatencyEvidence) -> f64 = |l| l.total_ms.p95;
+    let first_token: fn(&LatencyEvidence) -> f64 = |l| l.first_token_ms.p95;
+    let bounds = [
+        ("latency", required.max_p95_latency, total),
+        ("time to first token", required.max_p95_ttft, first_token),
+    ];
+    for (what, bound, p95_of) in bounds {
+        let Some(bound) = bound else { continue };
+        let bound_ms = bound.as_secs_f64() * 1000.0;
+        let Some(latency) = &entry.evidence.latency else {
+            return Err(Denial::new(
+                Reason::LatencyBound,
+                format!(
+                    "a p95 {what} under {} was asked for, and the evidence (run {}) records no latency percentiles: run again",
+                    crate::latency::words(bound_ms),
+                    entry.evidence.run_id
+                ),
+            )
+            .about(entry));
+        };
+        let p95 = p95_of(latency);
+        if crate::latency::may_exceed(p95, latency.relative_error, bound_ms) {
+            return Err(Denial::new(
+                Reason::LatencyBound,
+                format!(
+                    "the evidence's p95 {what} is {} (±{:.0}%), not under the {} asked for (run {}, {} calls)",
+                    crate::latency::words(p95),
+                    latency.relative_error * 100.0,
+                    crate::latency::words(bound_ms),
+                    entry.evidence.run_id,
+                    latency.calls
+                ),
+            )
+            .about(entry));
+        }
+    }
+    Ok(())
 }
 
 fn check_entry(entry: &Entry, at: OffsetDateTime, observed: &Observed<'_>) -> Result<(), Denial> {

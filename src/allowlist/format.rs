@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::latency::Percentiles;
 use crate::verdict::CheckCount;
 
 /// The value of the file's `format` field. A reader that sees another value denies everything.
@@ -107,6 +108,49 @@ pub struct Evidence {
     pub first_attempt_pass_rate: f64,
     /// Passes and failures per check.
     pub checks: BTreeMap<String, CheckCount>,
+    /// The calls' latency percentiles; absent in entries written before they were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyEvidence>,
+}
+
+/// Latency percentiles of the calls behind an entry, in milliseconds, each within
+/// `relative_error` of the exact value.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LatencyEvidence {
+    /// Calls that got an answer, and were timed.
+    pub calls: u64,
+    pub relative_error: f64,
+    /// First byte sent to last byte read.
+    pub total_ms: Percentiles,
+    /// First byte sent to the first piece of the answer.
+    pub first_token_ms: Percentiles,
+}
+
+impl LatencyEvidence {
+    /// From a pair's latencies; `None` when no call was timed.
+    pub fn of(latencies: &crate::verdict::Latencies) -> Option<LatencyEvidence> {
+        Some(LatencyEvidence {
+            calls: latencies.total.count(),
+            relative_error: crate::latency::RELATIVE_ERROR,
+            total_ms: round(latencies.total.percentiles()?),
+            first_token_ms: round(latencies.first_token.percentiles()?),
+        })
+    }
+
+    /// `p50 / p95 / p99` in words, e.g. `0.81 s / 2.10 s / 3.02 s`.
+    pub fn words(p: &Percentiles) -> String {
+        use crate::latency::words;
+        format!("{} / {} / {}", words(p.p50), words(p.p95), words(p.p99))
+    }
+}
+
+fn round(p: Percentiles) -> Percentiles {
+    let r = |v: f64| (v * 10.0).round() / 10.0;
+    Percentiles {
+        p50: r(p.p50),
+        p95: r(p.p95),
+        p99: r(p.p99),
+    }
 }
 
 /// A removed (or never granted) entry and why: the last conclusive run failed.

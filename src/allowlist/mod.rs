@@ -30,9 +30,9 @@ pub mod outcome;
 pub mod reader;
 pub mod writer;
 
-pub use decision::{Denial, Observed, Permit, Query, Reason, decide};
+pub use decision::{Denial, Observed, Permit, Query, Reason, Required, decide};
 pub use explain::status;
-pub use format::{Allowlist, Entry, Evidence, FORMAT, Revocation, SCHEMA};
+pub use format::{Allowlist, Entry, Evidence, FORMAT, LatencyEvidence, Revocation, SCHEMA};
 pub use local::Local;
 pub use outcome::{PairEffect, PairOutcome, RunOutcome, Unchanged, Untouched};
 pub use reader::permits;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::format::{Allowlist, Entry, Evidence, Revocation};
+use super::format::{Allowlist, Entry, Evidence, LatencyEvidence, Revocation};
 use crate::config::{Kind, TokenizerKind};
 use crate::run::{PreparedSuite, RunResult, Target};
 use crate::verdict::Verdict;
@@ -119,6 +119,7 @@ pub fn changes_from_run(
                         pass_rate: t.pass_rate(),
                         first_attempt_pass_rate: t.first_attempt_pass_rate(),
                         checks: t.checks.clone(),
+                        latency: LatencyEvidence::of(&t.latency),
                     },
                     generated_at: stamp(now),
                     valid_until: stamp(now + validity),

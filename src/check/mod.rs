@@ -12,6 +12,7 @@ pub mod portability;
 pub mod rules;
 pub mod schema;
 pub mod stability;
+pub mod stream_agreement;
 pub mod tokens;
 pub mod transport;
 

@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use conform::allowlist::{
-    self, Allowlist, Change, Denial, Entry, Permit, Query, Reason, decide, status,
+    self, Allowlist, Change, Denial, Entry, LatencyEvidence, Permit, Query, Reason, decide, status,
 };
 
 use super::gate::Format;
@@ -260,6 +260,16 @@ fn print_evidence(e: &Entry) {
             .map(|(name, c)| format!("{name} {}/{}", c.passed, c.passed + c.failed))
             .collect();
         println!("    checks: {}", checks.join(", "));
+    }
+    match &ev.latency {
+        Some(l) => println!(
+            "    latency p50/p95/p99: {}; first token: {} ({} calls, ±{:.0}%)",
+            LatencyEvidence::words(&l.total_ms),
+            LatencyEvidence::words(&l.first_token_ms),
+            l.calls,
+            l.relative_error * 100.0
+        ),
+        None => println!("    latency: not recorded (evidence made before conform kept it)"),
     }
     println!("    report: {}", ev.report);
 }

@@ -18,6 +18,10 @@ pub struct CheckArgs {
     /// Suites to check [default: all].
     #[arg(long = "suite", value_name = "SUITE")]
     pub suites: Vec<String>,
+    /// Warn only about keywords this provider enforces and another ignores or strips, by
+    /// the last probes (probes.json beside the allowlist) [default: any provider].
+    #[arg(long, value_name = "PROVIDER")]
+    pub primary: Option<String>,
 }
 
 pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
@@ -44,6 +48,27 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
                 }
             }
         }
+    }
+    // What the last probes say a failover would lose (schema_keyword_ignored).
+    let probes_path = conform::probe::file::beside(&global.allowlist_path());
+    match conform::probe::file::load(&probes_path) {
+        Ok(probes) => {
+            let providers: Vec<&ProviderConfig> = workspace.providers.iter().collect();
+            for suite in &workspace.suites {
+                for f in conform::probe::findings::ignored(
+                    &probes,
+                    &suite.schema,
+                    &providers,
+                    args.primary.as_deref(),
+                ) {
+                    warnings.push(Diagnostic::new(&suite.schema_file, f.message()).field(f.path));
+                }
+            }
+        }
+        Err(e) => warnings.push(Diagnostic::new(
+            &probes_path,
+            format!("the last probes cannot be read, so schema keywords are not compared: {e}"),
+        )),
     }
     problems.extend(budget_problems(&workspace));
     if let Err(more) = conform::run::prepare(workspace.suites) {

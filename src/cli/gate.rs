@@ -2,7 +2,7 @@
 
 use clap::{Args, ValueEnum};
 
-use conform::allowlist::{Query, decide};
+use conform::allowlist::{Query, Required, decide};
 
 use super::{EXIT_CONFIG, EXIT_NONCONFORMANT, EXIT_OK, Global};
 
@@ -24,6 +24,14 @@ pub struct GateArgs {
     /// ROOT/fixtures/SUITE.
     #[arg(long, value_name = "DIGEST")]
     pub suite_digest: Option<String>,
+    /// Deny (latency_bound) unless the evidence's 95th percentile of whole-call latency
+    /// is under this, e.g. `5s` (a percentile within its 1% error of the bound counts as
+    /// above it).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub max_p95: Option<std::time::Duration>,
+    /// The same bound on the 95th percentile of time to first token.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub max_p95_ttft: Option<std::time::Duration>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }
@@ -43,6 +51,10 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<u8> {
             args.system_fingerprint.as_deref(),
         );
     query.reported.suite_digest = args.suite_digest.as_deref();
+    let query = query.required(Required {
+        max_p95_latency: args.max_p95,
+        max_p95_ttft: args.max_p95_ttft,
+    });
     let decision = decide(&global.allowlist_path(), &query);
     match (&decision, args.format) {
         (Ok(permit), Format::Json) => println!(
@@ -57,13 +69,19 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<u8> {
                                "findings": denial.revocation.as_ref().map(|r| &r.reasons)})
         ),
         (Ok(permit), Format::Text) => println!(
-            "permitted: failover to {} for {} until {} (run {}, {}/{} calls passed)",
+            "permitted: failover to {} for {} until {} (run {}, {}/{} calls passed{})",
             args.provider,
             args.suite,
             permit.entry.valid_until,
             permit.entry.evidence.run_id,
             permit.entry.evidence.passed,
-            permit.entry.evidence.calls
+            permit.entry.evidence.calls,
+            permit
+                .entry
+                .evidence
+                .latency
+                .map(|l| format!(", p95 latency {}", conform::latency::words(l.total_ms.p95)))
+                .unwrap_or_default()
         ),
         (Err(denial), Format::Text) if denial.reason.is_usage_error() => {
             eprintln!("error: {}", denial.detail)

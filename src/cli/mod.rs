@@ -20,6 +20,7 @@ mod check;
 mod export;
 mod gate;
 mod history;
+mod probe;
 mod run;
 mod scenarios;
 mod serve;
@@ -137,6 +138,19 @@ conform diff reports/20261129T163000Z-1a2b reports/20261130T163000Z-9f01 --forma
 Exit codes: 0 nothing got worse, 1 a case now fails, a finding code is new or an entry would be \
 revoked, 2 a run cannot be read.")]
     Diff(history::DiffArgs),
+    /// Probe which JSON Schema keywords of the suites a provider enforces, rejects,
+    /// strips or ignores; the cost is printed before anything is sent.
+    #[command(after_help = "Examples:\n  \
+conform probe gemini                       every keyword every suite uses\n  \
+conform probe gemini --suite ticket-triage --dry-run   what it would cost\n  \
+conform probe gemini --primary openai      findings against the primary\n\n\
+Results go to reports/<run-id>/probe.json and to probes.json beside the allowlist, which \
+`conform check` reads to warn (schema_keyword_ignored) when a keyword one provider enforces \
+is ignored or stripped by another.\n\n\
+Exit codes: 0 every keyword classified and no finding, 1 a keyword is enforced by one \
+provider and ignored or stripped by another (schema_keyword_ignored), 2 usage or \
+configuration error, 3 a keyword could not be classified.")]
+    Probe(probe::ProbeArgs),
     /// Test an orchestrator against the contract: double clicks, key reuse, timeouts,
     /// races, cancels, the failover gate, crashes.
     #[command(after_help = "Examples:\n  \
@@ -167,6 +181,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Export(args) => export::export(&cli.global, args),
         Command::History(args) => history::history(&cli.global, args),
         Command::Diff(args) => history::diff(&cli.global, args),
+        Command::Probe(args) => probe::probe(&cli.global, args).await,
         Command::Scenarios(args) => scenarios::scenarios(&cli.global, args).await,
         Command::Serve(args) => serve::serve(&cli.global, args).await,
     }

@@ -71,6 +71,10 @@ pub struct Common {
     /// No progress display.
     #[arg(long)]
     pub no_progress: bool,
+    /// Ask every provider for a stream and fold it, as if its file said `stream = true`
+    /// (the evidence is still held to the file as written; the report says so).
+    #[arg(long)]
+    pub stream: bool,
 }
 
 pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
@@ -198,6 +202,12 @@ async fn execute(
     // Simulated providers get a server of their own, alive for the whole run.
     let mut sims = Vec::new();
     let mut providers = workspace.providers;
+    if common.stream {
+        for p in providers.iter_mut().filter(|p| !p.stream) {
+            p.stream = true;
+            p.stream_forced = true;
+        }
+    }
     if providers.iter().any(|p| p.kind == Kind::Sim) {
         let all: Vec<_> = suites.iter().map(|s| &s.suite).collect();
         let book = match AnswerBook::from_suites(&all) {

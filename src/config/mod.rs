@@ -7,6 +7,7 @@ pub mod diagnostic;
 pub mod json_position;
 pub mod provider;
 pub mod schema_file;
+pub mod slo;
 pub mod suite;
 
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ pub use diagnostic::{Diagnostic, Diagnostics};
 pub use provider::{
     KeyError, Kind, Limits, ProviderConfig, StructuredOutput, TokenizerConfig, TokenizerKind,
 };
+pub use slo::Slo;
 pub use suite::{Case, CaseRef, Prompt, RuleSpec, StabilitySpec, Suite};
 
 /// Where the configuration lives.

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::diagnostic::{self, Diagnostic, Diagnostics};
+use super::slo::{Slo, optional_duration};
 use crate::secret::Secret;
 
 /// The wire format a provider speaks.
@@ -168,6 +169,30 @@ pub struct SimConfig {
     /// Completions). The runner talks to it with that vendor's adapter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<Kind>,
+    /// With `latency_p95`: each answer's latency is drawn from a log-normal distribution
+    /// with this median and that 95th percentile, instead of the fixed `latency`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "optional_duration"
+    )]
+    pub latency_p50: Option<Duration>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "optional_duration"
+    )]
+    pub latency_p95: Option<Duration>,
+    /// Runs the simulation's clock faster (0.01: a 20 s answer takes 200 ms): it sleeps
+    /// its latency × `time_scale`, and the run records what it measured ÷ `time_scale`,
+    /// so percentiles and latency objectives see the latency the simulation stands for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_scale: Option<f64>,
+    /// How the simulation treats each JSON Schema keyword of a request's schema (for
+    /// `conform probe`): `enforce`, `reject`, `strip` or `ignore`, by keyword, with `"*"`
+    /// for every other constraint keyword [default: enforce every keyword].
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub schema_keywords: std::collections::BTreeMap<String, crate::sim::keywords::Handling>,
 }
 
 fn default_sim_latency() -> Duration {
@@ -271,6 +296,10 @@ struct ProviderFile {
     sim: Option<SimConfig>,
     #[serde(default)]
     stream: bool,
+    #[serde(default, with = "optional_duration")]
+    max_p95_latency: Option<Duration>,
+    #[serde(default, with = "optional_duration")]
+    max_p95_ttft: Option<Duration>,
     anthropic: Option<AnthropicOptions>,
     gemini: Option<GeminiOptions>,
 }
@@ -309,6 +338,13 @@ pub struct ProviderConfig {
     /// Left out of the digest when false, so existing allowlist entries stay valid.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
+    /// `stream` was turned on by the command line (`--stream`), not by the file: the
+    /// digest stays the file's, so the evidence is held to the file as written.
+    #[serde(skip)]
+    pub stream_forced: bool,
+    /// Latency objectives this provider's verdicts are held to (with the suite's).
+    #[serde(flatten)]
+    pub slo: Slo,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub anthropic: Option<AnthropicOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -460,6 +496,41 @@ impl ProviderConfig {
             ),
             _ => {}
         }
+        let slo = Slo {
+            max_p95_latency: file.max_p95_latency,
+            max_p95_ttft: file.max_p95_ttft,
+        };
+        for (field, message) in slo.problems() {
+            problem(field, field, message);
+        }
+        if let Some(sim) = &file.sim {
+            if sim.latency_p50.is_some() != sim.latency_p95.is_some() {
+                problem(
+                    "sim.latency_p95",
+                    "latency_p",
+                    "a latency distribution needs both `latency_p50` and `latency_p95`".into(),
+                );
+            }
+            if let (Some(p50), Some(p95)) = (sim.latency_p50, sim.latency_p95)
+                && (p50.is_zero() || p95 < p50)
+            {
+                problem(
+                    "sim.latency_p95",
+                    "latency_p95",
+                    "needs 0 < latency_p50 <= latency_p95".into(),
+                );
+            }
+            if sim
+                .time_scale
+                .is_some_and(|t| !(t.is_finite() && t > 0.0 && t <= 1.0))
+            {
+                problem(
+                    "sim.time_scale",
+                    "time_scale",
+                    "must be in (0, 1]: 0.01 runs the simulated clock 100 times faster".into(),
+                );
+            }
+        }
         let tok = &file.tokenizer;
         match tok.kind {
             TokenizerKind::Tiktoken => match tok.encoding.as_deref() {
@@ -513,6 +584,8 @@ impl ProviderConfig {
             tokenizer: file.tokenizer,
             sim: file.sim,
             stream: file.stream,
+            stream_forced: false,
+            slo,
             anthropic: file.anthropic,
             gemini: file.gemini,
         })
@@ -557,9 +630,25 @@ impl ProviderConfig {
         self.wire_kind() != Kind::Anthropic || self.anthropic_options().send_temperature
     }
 
+    /// How much faster than real time a simulated provider's clock runs (1 for every
+    /// real provider): a measured duration ÷ this is the duration it stands for.
+    pub fn time_scale(&self) -> f64 {
+        self.sim
+            .as_ref()
+            .and_then(|s| s.time_scale)
+            .filter(|t| t.is_finite() && *t > 0.0)
+            .unwrap_or(1.0)
+    }
+
     /// What the report must say about how this provider was tested.
     pub fn run_properties(&self) -> Vec<RunProperty> {
         let mut properties = Vec::new();
+        if self.stream_forced {
+            properties.push(RunProperty {
+                code: "streamed_by_command_line",
+                message: "streamed (--stream): every answer was asked for as a stream and folded, although the provider file does not set `stream = true`".into(),
+            });
+        }
         if !self.sends_temperature() {
             properties.push(RunProperty {
                 code: "temperature_not_settable",
@@ -580,6 +669,9 @@ impl ProviderConfig {
             // Where the provider lives and how hard we push it do not change what it answers.
             map.remove("limits");
             map.remove("base_url");
+            if self.stream_forced {
+                map.remove("stream");
+            }
         }
         crate::digest::canonical(&value)
     }
@@ -679,6 +771,57 @@ mod tests {
         assert_ne!(off.digest(), on.digest());
         let responses = parse("kind = \"openai-responses\"\nmodel = \"m\"\n").unwrap();
         assert_eq!(responses.base_url, "https://api.openai.com");
+    }
+
+    #[test]
+    fn latency_objectives_and_simulated_distributions_are_checked() {
+        let p = parse("kind = \"openai\"\nmodel = \"m\"\nmax_p95_latency = \"5s\"\n").unwrap();
+        assert_eq!(p.slo.max_p95_latency, Some(Duration::from_secs(5)));
+        // An objective is part of what the evidence was judged by.
+        let none = parse("kind = \"openai\"\nmodel = \"m\"\n").unwrap();
+        assert_ne!(p.digest(), none.digest());
+        let err = parse("kind = \"openai\"\nmodel = \"m\"\nmax_p95_ttft = \"0s\"\n").unwrap_err();
+        assert_eq!(err.0[0].field.as_deref(), Some("max_p95_ttft"));
+        assert_eq!(err.0[0].line, Some(3));
+        let err =
+            parse("kind = \"openai\"\nmodel = \"m\"\nmax_p95_latency = \"soon\"\n").unwrap_err();
+        assert!(err.0[0].message.contains("not a duration"), "{err}");
+        let sim = |extra: &str| {
+            parse(&format!(
+                "kind = \"sim\"\nmodel = \"m\"\n[sim]\nbehaviour = \"steady\"\nexpect = \"conformant\"\n{extra}"
+            ))
+        };
+        let ok = sim("latency_p50 = \"2s\"\nlatency_p95 = \"20s\"\ntime_scale = 0.01\n").unwrap();
+        assert_eq!(ok.time_scale(), 0.01);
+        assert_eq!(none.time_scale(), 1.0);
+        let fields = |extra: &str| -> Vec<String> {
+            sim(extra)
+                .unwrap_err()
+                .0
+                .iter()
+                .filter_map(|d| d.field.clone())
+                .collect()
+        };
+        assert_eq!(fields("latency_p95 = \"20s\"\n"), ["sim.latency_p95"]);
+        assert_eq!(
+            fields("latency_p50 = \"30s\"\nlatency_p95 = \"20s\"\n"),
+            ["sim.latency_p95"]
+        );
+        assert_eq!(fields("time_scale = 0\n"), ["sim.time_scale"]);
+    }
+
+    #[test]
+    fn a_stream_forced_by_the_command_line_keeps_the_files_digest() {
+        let file = parse("kind = \"openai\"\nmodel = \"m\"\n").unwrap();
+        let forced = ProviderConfig {
+            stream: true,
+            stream_forced: true,
+            ..file.clone()
+        };
+        assert_eq!(forced.digest(), file.digest());
+        assert_eq!(forced.run_properties()[0].code, "streamed_by_command_line");
+        let written = parse("kind = \"openai\"\nmodel = \"m\"\nstream = true\n").unwrap();
+        assert_ne!(written.digest(), file.digest());
     }
 
     #[test]

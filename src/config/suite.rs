@@ -53,6 +53,12 @@ struct SuiteFile {
     rules: Vec<RuleSpec>,
     #[serde(default)]
     stability: StabilitySpec,
+    #[serde(default)]
+    stream_agreement: bool,
+    #[serde(default, with = "super::slo::optional_duration")]
+    max_p95_latency: Option<std::time::Duration>,
+    #[serde(default, with = "super::slo::optional_duration")]
+    max_p95_ttft: Option<std::time::Duration>,
 }
 
 fn default_schema() -> String {
@@ -82,6 +88,11 @@ pub struct Suite {
     pub agree: Vec<String>,
     pub rules: Vec<RuleSpec>,
     pub stability: StabilitySpec,
+    /// With a provider that streams, every case is also sent unstreamed, and the two
+    /// answers must be the same (canonical JSON).
+    pub stream_agreement: bool,
+    /// Latency objectives every provider's verdict on this suite is held to.
+    pub slo: super::Slo,
     pub cases: Vec<CaseRef>,
     /// Digest of `suite.toml`, the schema and every case file.
     pub digest: String,
@@ -192,6 +203,13 @@ impl Suite {
                 "must be in (0, 1), e.g. 0.95".into(),
             ));
         }
+        let slo = super::Slo {
+            max_p95_latency: spec.max_p95_latency,
+            max_p95_ttft: spec.max_p95_ttft,
+        };
+        for (field, message) in slo.problems() {
+            problems.push(at(field, field, message));
+        }
         for pointer in &spec.agree {
             if !pointer.is_empty() && !pointer.starts_with('/') {
                 problems.push(at(
@@ -268,6 +286,8 @@ impl Suite {
             agree: spec.agree,
             rules: spec.rules,
             stability: spec.stability,
+            stream_agreement: spec.stream_agreement,
+            slo,
             cases,
             digest: digest.finish(),
             templates: Arc::new(env),

@@ -10,13 +10,15 @@
 //! cache_creation_input_tokens + cache_read_input_tokens`; a part that is missing makes
 //! the total unknown, never smaller. Errors are `{"type": "error", "error": {"type",
 //! "message"}}`; context overflow has no code, only the message "prompt is too long".
+//! With `stream = true` the request says `stream: true` and the events are folded by
+//! [`super::anthropic_stream`].
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
 use super::openai::{parse_body, wire_schema};
-use super::{CallSpec, Finish, FinishKind, Reply, Usage, WireFormat, WireRequest, streamed};
+use super::{CallSpec, Finish, FinishKind, Reply, Usage, WireFormat, WireRequest, sse, streamed};
 use crate::config::{ProviderConfig, StructuredOutput};
 use crate::secret::Secret;
 
@@ -46,6 +48,9 @@ impl WireFormat for AnthropicMessages {
         );
         if config.sends_temperature() {
             body.insert("temperature".into(), json!(config.temperature));
+        }
+        if config.stream {
+            body.insert("stream".into(), json!(true));
         }
         let schema = wire_schema(call.schema);
         match config.structured_output {
@@ -100,6 +105,18 @@ impl WireFormat for AnthropicMessages {
             .map_err(CallError::after_success)
     }
 
+    fn decode_stream(&self, body: &[u8]) -> Result<Reply, CallError> {
+        if sse::is_event_stream(body) {
+            super::anthropic_stream::fold(body).map_err(CallError::after_success)
+        } else {
+            self.decode(body)
+        }
+    }
+
+    fn first_token_end(&self, body: &[u8]) -> Option<usize> {
+        super::stream::first_answer_end(body, super::anthropic_stream::carries_answer)
+    }
+
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
         let parsed: Option<Value> = serde_json::from_slice(body).ok();
         let (kind, message) = parsed
@@ -132,7 +149,7 @@ fn rejects_temperature(message: &str) -> bool {
 }
 
 /// The kind and message of an Anthropic error object (`{"type": "error", "error": …}`).
-fn error_object(value: &Value) -> Option<(ErrorKind, String)> {
+pub(super) fn error_object(value: &Value) -> Option<(ErrorKind, String)> {
     let err = value.get("error").filter(|e| e.is_object())?;
     let text = |name: &str| err.get(name).and_then(Value::as_str).unwrap_or_default();
     let message = text("message").to_string();
@@ -155,7 +172,7 @@ fn error_object(value: &Value) -> Option<(ErrorKind, String)> {
     Some((kind, message))
 }
 
-fn decode_message(value: &Value) -> Result<Reply, CallError> {
+pub(super) fn decode_message(value: &Value) -> Result<Reply, CallError> {
     let invalid = |what: &str| CallError::new(ErrorKind::InvalidResponse, what.to_string());
     if let Some((kind, message)) = error_object(value) {
         // A 200 that carries an error object (a proxy, or a stream's error event).
@@ -206,7 +223,7 @@ fn decode_message(value: &Value) -> Result<Reply, CallError> {
 }
 
 /// The prompt is `input_tokens` plus both cache counts; a missing part makes it unknown.
-fn usage_of(value: &Value) -> Usage {
+pub(super) fn usage_of(value: &Value) -> Usage {
     let usage = value.get("usage");
     let count = |name: &str| usage.and_then(|u| u.get(name)).and_then(Value::as_u64);
     let prompt_tokens = match (
@@ -223,7 +240,7 @@ fn usage_of(value: &Value) -> Usage {
     }
 }
 
-fn model_of(value: &Value) -> Option<String> {
+pub(super) fn model_of(value: &Value) -> Option<String> {
     value
         .get("model")
         .and_then(Value::as_str)

@@ -66,10 +66,26 @@ pub struct Completion {
     /// From the first byte sent to the last byte read, of the request that succeeded.
     #[serde(serialize_with = "millis")]
     pub latency: Duration,
+    /// From the first byte sent to the first byte of the body; `None` when nothing was
+    /// sent (a replayed answer).
+    #[serde(serialize_with = "millis_opt", skip_serializing_if = "Option::is_none")]
+    pub first_byte: Option<Duration>,
+    /// From the first byte sent to the first piece of the answer: the event that carried
+    /// it, for a stream; the whole body, for an answer that came in one piece (nothing of
+    /// it could be shown before). `None` when nothing was sent.
+    #[serde(serialize_with = "millis_opt", skip_serializing_if = "Option::is_none")]
+    pub first_token: Option<Duration>,
     /// Requests sent after the first one.
     pub retries: u32,
 }
 
 pub(crate) fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64((d.as_secs_f64() * 1000.0 * 10.0).round() / 10.0)
+}
+
+fn millis_opt<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => millis(d, s),
+        None => s.serialize_none(),
+    }
 }

@@ -41,6 +41,11 @@ pub enum ErrorKind {
     ConnectionReset,
     /// The body ended before the JSON did.
     TruncatedBody,
+    /// A streamed answer ended without the vendor's terminal event (OpenAI `[DONE]` and a
+    /// `finish_reason`, Anthropic `message_stop`, Gemini's final `finishReason`, Ollama's
+    /// `done: true`, a Responses `response.completed`): however plausible its text, the
+    /// answer was cut off.
+    StreamTruncated,
     /// A success status whose body is not JSON.
     NonJsonBody,
     /// An HTML page where JSON was expected (a proxy or gateway error page).
@@ -82,6 +87,7 @@ impl ErrorKind {
         ErrorKind::ConnectionRefused,
         ErrorKind::ConnectionReset,
         ErrorKind::TruncatedBody,
+        ErrorKind::StreamTruncated,
         ErrorKind::NonJsonBody,
         ErrorKind::HtmlErrorPage,
         ErrorKind::InvalidResponse,
@@ -104,6 +110,7 @@ impl ErrorKind {
             ErrorKind::ConnectionRefused => "connection_refused",
             ErrorKind::ConnectionReset => "connection_reset",
             ErrorKind::TruncatedBody => "truncated_body",
+            ErrorKind::StreamTruncated => "stream_truncated",
             ErrorKind::NonJsonBody => "non_json_body",
             ErrorKind::HtmlErrorPage => "html_error_page",
             ErrorKind::InvalidResponse => "invalid_response",

@@ -16,6 +16,9 @@
 //! 400 `INVALID_ARGUMENT` with reason `API_KEY_INVALID` (an auth failure); a 429
 //! `RESOURCE_EXHAUSTED` is a per-day quota (not worth waiting for) or a per-minute one,
 //! which its `QuotaFailure.violations[].quotaId` says.
+//!
+//! With `stream = true` the call goes to `:streamGenerateContent?alt=sse` and the chunks
+//! are folded by [`super::gemini_stream`].
 
 use std::time::Duration;
 
@@ -24,7 +27,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
 use super::openai::{is_daily_quota, parse_body, wire_schema};
-use super::{CallSpec, Finish, FinishKind, Reply, Usage, WireFormat, WireRequest, streamed};
+use super::{CallSpec, Finish, FinishKind, Reply, Usage, WireFormat, WireRequest, sse, streamed};
 use crate::config::provider::GeminiSchemaField;
 use crate::config::{ProviderConfig, StructuredOutput};
 use crate::secret::Secret;
@@ -103,9 +106,16 @@ impl WireFormat for GeminiGenerateContent {
             .model
             .strip_prefix("models/")
             .unwrap_or(&config.model);
+        // A stream is another method, and `alt=sse` makes it server-sent events (without
+        // it the stream is one JSON array that only parses once it is whole).
+        let method = if config.stream {
+            "streamGenerateContent?alt=sse"
+        } else {
+            "generateContent"
+        };
         WireRequest {
             url: format!(
-                "{}/{}/models/{model}:generateContent",
+                "{}/{}/models/{model}:{method}",
                 config.base_url,
                 options.api_version.as_str()
             ),
@@ -131,6 +141,18 @@ impl WireFormat for GeminiGenerateContent {
                     .map_err(|e| e.keep_served(usage_of(&value), model_of(&value), None))
             })
             .map_err(CallError::after_success)
+    }
+
+    fn decode_stream(&self, body: &[u8]) -> Result<Reply, CallError> {
+        if sse::is_event_stream(body) {
+            super::gemini_stream::fold(body).map_err(CallError::after_success)
+        } else {
+            self.decode(body)
+        }
+    }
+
+    fn first_token_end(&self, body: &[u8]) -> Option<usize> {
+        super::stream::first_answer_end(body, super::gemini_stream::carries_answer)
     }
 
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
@@ -162,7 +184,7 @@ impl WireFormat for GeminiGenerateContent {
 
 /// `(kind, message, code)` of a Google RPC error object; the kind is `None` when the
 /// canonical status says nothing the HTTP status does not.
-fn error_object(value: &Value) -> Option<(Option<ErrorKind>, String, Option<u16>)> {
+pub(super) fn error_object(value: &Value) -> Option<(Option<ErrorKind>, String, Option<u16>)> {
     let err = value.get("error").filter(|e| e.is_object())?;
     let message = err
         .get("message")
@@ -245,7 +267,7 @@ fn retry_delay(value: &Value) -> Option<Duration> {
     })
 }
 
-fn decode_response(value: &Value) -> Result<Reply, CallError> {
+pub(super) fn decode_response(value: &Value) -> Result<Reply, CallError> {
     let invalid = |what: &str| CallError::new(ErrorKind::InvalidResponse, what.to_string());
     if let Some((kind, message, _)) = error_object(value) {
         return Err(CallError::new(
@@ -327,7 +349,7 @@ fn decode_response(value: &Value) -> Result<Reply, CallError> {
     })
 }
 
-fn usage_of(value: &Value) -> Usage {
+pub(super) fn usage_of(value: &Value) -> Usage {
     let meta = value.get("usageMetadata");
     let count = |name: &str| meta.and_then(|u| u.get(name)).and_then(Value::as_u64);
     // Thinking tokens are billed as output but left out of candidatesTokenCount.
@@ -339,7 +361,7 @@ fn usage_of(value: &Value) -> Usage {
     }
 }
 
-fn model_of(value: &Value) -> Option<String> {
+pub(super) fn model_of(value: &Value) -> Option<String> {
     value
         .get("modelVersion")
         .and_then(Value::as_str)

@@ -7,17 +7,21 @@
 //! recorded payloads, and keeps retries and limits in one place.
 
 pub mod anthropic;
+pub(crate) mod anthropic_stream;
 pub mod completion;
 pub mod error;
 pub mod gemini;
+pub(crate) mod gemini_stream;
 pub mod limits;
 pub mod ollama;
+pub(crate) mod ollama_stream;
 pub mod openai;
 pub mod openai_compatible;
 pub mod openai_responses;
 pub(crate) mod openai_stream;
 pub mod policy;
 pub mod sse;
+pub(crate) mod stream;
 mod streamed;
 pub mod tape;
 pub mod transport;
@@ -68,6 +72,23 @@ pub trait WireFormat: Send + Sync {
 
     /// Decodes a 2xx body.
     fn decode(&self, body: &[u8]) -> Result<Reply, CallError>;
+
+    /// Decodes the 2xx body of a call that asked for a stream (`stream = true`): the
+    /// vendor's events folded into one reply, as if it had come whole. A stream that ends
+    /// without the vendor's terminal event is [`ErrorKind::StreamTruncated`]; an error
+    /// event inside it is classified as the matching error status would be. A server that
+    /// ignores the request and answers with one document still decodes. The default is
+    /// [`WireFormat::decode`], for wire formats that fold streams there.
+    fn decode_stream(&self, body: &[u8]) -> Result<Reply, CallError> {
+        self.decode(body)
+    }
+
+    /// In a streamed body, the byte offset just past the first event that carries a
+    /// piece of the answer (text, refusal or tool arguments): time to first token is when
+    /// that byte arrived. `None` when no event does, or the wire format does not stream.
+    fn first_token_end(&self, _body: &[u8]) -> Option<usize> {
+        None
+    }
 
     /// Classifies a non-2xx answer.
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError;

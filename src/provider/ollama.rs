@@ -1,6 +1,8 @@
 //! Ollama's native chat (`POST /api/chat`).
 //!
-//! Streaming is Ollama's default, so every request says `stream: false`. Structured
+//! Streaming is Ollama's default, so every request says `stream` explicitly: `false`,
+//! or with `stream = true` `true`, and the NDJSON lines are folded by
+//! [`super::ollama_stream`]. Structured
 //! output is `format`: the JSON Schema itself, or `"json"`. Sampling goes in `options`:
 //! `temperature`, `seed`, `num_predict` (the output limit) and `num_ctx`, set from the
 //! tokenizer's `context_window` because Ollama otherwise cuts the history from the front
@@ -32,7 +34,7 @@ impl WireFormat for OllamaChat {
         let mut body = Map::new();
         body.insert("model".into(), json!(config.model));
         body.insert("messages".into(), super::chat_messages(call.prompt));
-        body.insert("stream".into(), json!(false));
+        body.insert("stream".into(), json!(config.stream));
         match config.structured_output {
             StructuredOutput::JsonSchema => {
                 body.insert("format".into(), wire_schema(call.schema));
@@ -79,6 +81,16 @@ impl WireFormat for OllamaChat {
             .map_err(CallError::after_success)
     }
 
+    fn decode_stream(&self, body: &[u8]) -> Result<Reply, CallError> {
+        // A server that answers in one object sends a one-line stream: it too must say
+        // `done: true`.
+        super::ollama_stream::fold(body).map_err(CallError::after_success)
+    }
+
+    fn first_token_end(&self, body: &[u8]) -> Option<usize> {
+        super::stream::first_answer_end(body, super::ollama_stream::carries_answer)
+    }
+
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
         let parsed: Option<Value> = serde_json::from_slice(body).ok();
         let message = parsed.as_ref().and_then(error_message).unwrap_or_default();
@@ -97,7 +109,7 @@ impl WireFormat for OllamaChat {
 }
 
 /// `{"error": "…"}`, or the OpenAI-style `{"error": {"message": …}}` of its compat layer.
-fn error_message(value: &Value) -> Option<String> {
+pub(super) fn error_message(value: &Value) -> Option<String> {
     let err = value.get("error")?;
     err.as_str()
         .or_else(|| err.get("message").and_then(Value::as_str))
@@ -105,7 +117,7 @@ fn error_message(value: &Value) -> Option<String> {
 }
 
 /// What a message adds to the status; `ServerError` when it adds nothing.
-fn kind_of_message(status: Option<u16>, message: &str) -> ErrorKind {
+pub(super) fn kind_of_message(status: Option<u16>, message: &str) -> ErrorKind {
     match status {
         Some(400 | 413 | 500) | None if mentions_context_length(message) => {
             ErrorKind::ContextLength
@@ -119,7 +131,7 @@ fn kind_of_message(status: Option<u16>, message: &str) -> ErrorKind {
     }
 }
 
-fn decode_chat(value: &Value) -> Result<Reply, CallError> {
+pub(super) fn decode_chat(value: &Value) -> Result<Reply, CallError> {
     let invalid = |what: &str| CallError::new(ErrorKind::InvalidResponse, what.to_string());
     if let Some(message) = error_message(value) {
         return Err(CallError::new(kind_of_message(None, &message), message));
@@ -147,7 +159,7 @@ fn decode_chat(value: &Value) -> Result<Reply, CallError> {
     })
 }
 
-fn usage_of(value: &Value) -> Usage {
+pub(super) fn usage_of(value: &Value) -> Usage {
     let count = |name: &str| value.get(name).and_then(Value::as_u64);
     Usage {
         prompt_tokens: count("prompt_eval_count"),
@@ -155,7 +167,7 @@ fn usage_of(value: &Value) -> Usage {
     }
 }
 
-fn model_of(value: &Value) -> Option<String> {
+pub(super) fn model_of(value: &Value) -> Option<String> {
     value
         .get("model")
         .and_then(Value::as_str)

@@ -44,6 +44,10 @@ impl WireFormat for OpenAiChat {
         decode_chat(body).map_err(CallError::after_success)
     }
 
+    fn first_token_end(&self, body: &[u8]) -> Option<usize> {
+        super::stream::first_answer_end(body, super::openai_stream::carries_answer)
+    }
+
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
         let parsed: Option<Value> = serde_json::from_slice(body).ok();
         let fields = ErrorFields::of(parsed.as_ref().and_then(|v| v.get("error")));

@@ -38,6 +38,10 @@ impl WireFormat for OpenAiCompatible {
         CHAT.decode(body)
     }
 
+    fn first_token_end(&self, body: &[u8]) -> Option<usize> {
+        CHAT.first_token_end(body)
+    }
+
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
         let parsed: Option<Value> = serde_json::from_slice(body).ok();
         // Nested `{"error": {...}}` or flat `{"object": "error", ...}`, or `{"error": "..."}`.

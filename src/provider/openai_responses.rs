@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::{CallError, ErrorKind};
 use super::openai::{OpenAiChat, error_in_body, headers, parse_body, wire_schema};
-use super::{CallSpec, Finish, FinishKind, Reply, Usage, WireFormat, WireRequest, sse};
+use super::{CallSpec, Finish, FinishKind, Reply, Usage, WireFormat, WireRequest, sse, stream};
 use crate::config::{ProviderConfig, StructuredOutput};
 use crate::secret::Secret;
 
@@ -78,6 +78,18 @@ impl WireFormat for OpenAiResponses {
             })
         };
         decoded.map_err(CallError::after_success)
+    }
+
+    fn first_token_end(&self, body: &[u8]) -> Option<usize> {
+        stream::first_answer_end(body, |name, data| {
+            let kind = data.get("type").and_then(Value::as_str).unwrap_or(name);
+            matches!(
+                kind,
+                "response.output_text.delta"
+                    | "response.refusal.delta"
+                    | "response.function_call_arguments.delta"
+            ) && stream::has_text(data.get("delta"))
+        })
     }
 
     /// Error bodies are Chat Completions' `{"error": {message, type, param, code}}`.
@@ -216,12 +228,9 @@ fn fold_events(body: &[u8], last: &mut Option<Value>) -> Result<Reply, CallError
             _ => {}
         }
     }
-    Err(CallError::new(
-        ErrorKind::TruncatedBody,
-        format!(
-            "the event stream ended without response.completed, .failed, .incomplete or error after {} events",
-            events.len()
-        ),
+    Err(stream::truncated(
+        "response.completed, .failed, .incomplete or error",
+        events.len(),
     ))
 }
 

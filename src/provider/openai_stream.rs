@@ -3,14 +3,15 @@
 //!
 //! Content and refusal arrive as deltas of the first choice; `finish_reason` on its last
 //! chunk; usage on an extra chunk with `choices: []` (with `stream_options.include_usage`);
-//! the end is `data: [DONE]`. A stream without it was cut off, however plausible its
-//! text; a `data: {"error": …}` chunk inside the 200 is the call's error.
+//! the end is `data: [DONE]`. A stream without it, or without a `finish_reason` before
+//! it, was cut off (`stream_truncated`), however plausible its text; a
+//! `data: {"error": …}` chunk inside the 200 is the call's error.
 
 use serde_json::Value;
 
 use super::error::{CallError, ErrorKind};
 use super::openai::{ChatParts, error_in_body, usage};
-use super::{Reply, sse};
+use super::{Reply, sse, stream};
 
 /// Folds a complete event-stream body into one reply. A stream that fails part-way
 /// keeps, on its error, the usage, model and fingerprint its chunks had said.
@@ -60,13 +61,7 @@ fn collect(body: &[u8], parts: &mut ChatParts) -> Result<(), CallError> {
         }
     }
     if !done {
-        return Err(CallError::new(
-            ErrorKind::TruncatedBody,
-            format!(
-                "the event stream ended without `data: [DONE]` after {} events",
-                events.len()
-            ),
-        ));
+        return Err(stream::truncated("`data: [DONE]`", events.len()));
     }
     if !saw_choice {
         return Err(CallError::new(
@@ -74,11 +69,30 @@ fn collect(body: &[u8], parts: &mut ChatParts) -> Result<(), CallError> {
             "the event stream carried no choices",
         ));
     }
+    // The last chunk of a choice says why it stopped; a proxy that lost it lost the end.
+    if parts.finish_reason.is_none() {
+        return Err(stream::truncated(
+            "a chunk with a `finish_reason` (before `data: [DONE]`)",
+            events.len(),
+        ));
+    }
     // The first delta of every stream says `refusal: ""` or `null`; only text is a refusal.
     if parts.refusal.as_deref() == Some("") {
         parts.refusal = None;
     }
     Ok(())
+}
+
+/// Whether a chunk carries a piece of the answer: content, refusal or tool arguments.
+pub(crate) fn carries_answer(_event: &str, chunk: &Value) -> bool {
+    let Some(delta) = first(chunk.get("choices")).and_then(|c| c.get("delta")) else {
+        return false;
+    };
+    stream::has_text(delta.get("content"))
+        || stream::has_text(delta.get("refusal"))
+        || stream::has_text(
+            first(delta.get("tool_calls")).and_then(|call| call.pointer("/function/arguments")),
+        )
 }
 
 /// The entry with `index` 0 (the first choice, the first tool call).

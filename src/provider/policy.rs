@@ -130,6 +130,12 @@ pub const TABLE: &[Row] = &[
         "the body ended early",
         retried(Effect::Transport),
     ),
+    // Only a 2xx starts a stream: without one there is nothing to have been cut.
+    row(
+        ErrorKind::StreamTruncated,
+        "a stream that ended without the vendor's terminal event",
+        final_(Effect::Transport),
+    ),
     row(
         ErrorKind::NonJsonBody,
         "a body that is not JSON",

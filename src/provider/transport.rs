@@ -51,6 +51,9 @@ pub enum Tape {
 /// One provider, ready to call: its configuration, wire format, key and rate limits.
 pub struct Endpoint {
     pub config: Arc<ProviderConfig>,
+    /// The same provider asked for one document instead of a stream (`stream = false`):
+    /// what a suite's `stream_agreement` compares the streamed answer with.
+    unstreamed: Arc<ProviderConfig>,
     wire: Arc<dyn WireFormat>,
     key: Option<Secret>,
     limiter: Limiter,
@@ -76,8 +79,17 @@ impl Endpoint {
         transport: Transport,
     ) -> Self {
         let limiter = Limiter::new(&config.limits);
+        let unstreamed = if config.stream {
+            Arc::new(ProviderConfig {
+                stream: false,
+                ..config.as_ref().clone()
+            })
+        } else {
+            Arc::clone(&config)
+        };
         Endpoint {
             config,
+            unstreamed,
             wire,
             key,
             limiter,
@@ -99,7 +111,26 @@ impl Endpoint {
     /// configured bounds. `tokens` estimates the request's size for the tokens-per-minute
     /// limit. A final error carries the number of retries made before it.
     pub async fn call(&self, call: &CallSpec<'_>, tokens: u32) -> Result<Completion, CallError> {
-        let limits = &self.config.limits;
+        self.call_as(&self.config, call, tokens).await
+    }
+
+    /// [`Endpoint::call`], asking for one document even when the provider streams: the
+    /// other half of a suite's `stream_agreement`.
+    pub async fn call_unstreamed(
+        &self,
+        call: &CallSpec<'_>,
+        tokens: u32,
+    ) -> Result<Completion, CallError> {
+        self.call_as(&self.unstreamed, call, tokens).await
+    }
+
+    async fn call_as(
+        &self,
+        config: &ProviderConfig,
+        call: &CallSpec<'_>,
+        tokens: u32,
+    ) -> Result<Completion, CallError> {
+        let limits = &config.limits;
         let retries = AtomicU32::new(0);
         let policy = ExponentialBuilder::default()
             .with_min_delay(limits.retry_base_wait)
@@ -107,7 +138,7 @@ impl Endpoint {
             .with_max_times(limits.max_retries as usize)
             .with_jitter();
         let max_wait = limits.max_retry_wait;
-        let result = (|| self.once(call, tokens))
+        let result = (|| self.once(config, call, tokens))
             .retry(policy)
             .sleep(tokio::time::sleep)
             .when(|e: &CallError| e.retryable() && e.retry_after.is_none_or(|w| w <= max_wait))
@@ -125,9 +156,11 @@ impl Endpoint {
             .await;
         let retries = retries.load(Ordering::Relaxed);
         match result {
-            Ok((reply, latency)) => Ok(Completion {
+            Ok((reply, timing)) => Ok(Completion {
                 reply,
-                latency,
+                latency: timing.total,
+                first_byte: timing.first_byte,
+                first_token: timing.first_token,
                 retries,
             }),
             Err(e) => Err(CallError {
@@ -138,8 +171,13 @@ impl Endpoint {
     }
 
     /// Exactly one HTTP request, or, replaying, the next recorded answer to it.
-    async fn once(&self, call: &CallSpec<'_>, tokens: u32) -> Result<(Reply, Duration), CallError> {
-        let request = self.wire.encode(call, &self.config, self.key.as_ref());
+    async fn once(
+        &self,
+        config: &ProviderConfig,
+        call: &CallSpec<'_>,
+        tokens: u32,
+    ) -> Result<(Reply, Timing), CallError> {
+        let request = self.wire.encode(call, config, self.key.as_ref());
         if let Some(Tape::Replay(tape)) = &self.tape {
             let digest = crate::digest::canonical(&request.body);
             let Some((status, headers, body)) = tape.next(&digest) else {
@@ -151,71 +189,167 @@ impl Endpoint {
                     ),
                 ));
             };
-            return self.answer(status, &headers, &body, Duration::ZERO);
+            return self
+                .answer(config.stream, status, &headers, &body)
+                .map(|reply| (reply, Timing::default()));
         }
         self.limiter.acquire(tokens).await;
         self.sent.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let url = printable_url(&request.url);
-        let response = self
+        let mut response = self
             .transport
             .client
             .post(&request.url)
             .headers(request.headers)
             .json(&request.body)
-            .timeout(self.config.timeout)
+            .timeout(config.timeout)
             .send()
             .await
             .map_err(|e| from_reqwest(&e, &url, None))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let body = match response.bytes().await {
-            Ok(body) => body,
-            // Once a 2xx arrived the request was processed: the broken body is the call's
-            // failure, never a reason to send it again.
-            Err(e) if is_success(status) => {
-                return Err(from_reqwest(&e, &url, Some(status)).after_success());
-            }
-            // The status is the provider's answer even when its error body broke off.
-            Err(e) => {
-                let mut classified = self.wire.classify(status, &headers, &[]);
-                let broke = from_reqwest(&e, &url, Some(status)).message;
-                classified.message = if classified.message.is_empty() {
-                    broke
-                } else {
-                    format!("{} ({broke})", classified.message)
-                };
-                return Err(classified);
+        // Read chunk by chunk, noting when each arrived: a stream's first token is timed
+        // by the chunk that completed the event carrying it.
+        let mut body = Vec::new();
+        let mut arrivals = Arrivals::default();
+        let broke = loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    body.extend_from_slice(&chunk);
+                    arrivals.note(body.len(), started.elapsed());
+                }
+                Ok(None) => break None,
+                Err(e) => break Some(e),
             }
         };
-        let latency = started.elapsed();
+        if let Some(e) = broke {
+            // Once a 2xx arrived the request was processed: the broken body is the call's
+            // failure, never a reason to send it again.
+            if is_success(status) {
+                let broke = from_reqwest(&e, &url, Some(status)).after_success();
+                return match config.stream {
+                    true => self.broken_stream(&body, broke, started.elapsed(), &arrivals),
+                    false => Err(broke),
+                };
+            }
+            // The status is the provider's answer even when its error body broke off.
+            let mut classified = self.wire.classify(status, &headers, &[]);
+            let broke = from_reqwest(&e, &url, Some(status)).message;
+            classified.message = if classified.message.is_empty() {
+                broke
+            } else {
+                format!("{} ({broke})", classified.message)
+            };
+            return Err(classified);
+        }
+        let total = started.elapsed();
         if let Some(Tape::Record(tape)) = &self.tape {
             let digest = crate::digest::canonical(&request.body);
             tape.record(&digest, &request.body, status, &headers, &body);
         }
-        self.answer(status, &headers, &body, latency)
+        let reply = self.answer(config.stream, status, &headers, &body)?;
+        let streamed = config.stream.then_some(body.as_slice());
+        Ok((reply, self.timing(streamed, total, &arrivals)))
+    }
+
+    /// A streamed body whose connection broke after a 2xx: what the stream said up to
+    /// there decides. Without its terminal event it was cut off (`stream_truncated`), an
+    /// error event in it is that error, and a stream that had ended properly is the
+    /// answer. A stall past the timeout stays a timeout.
+    fn broken_stream(
+        &self,
+        body: &[u8],
+        broke: CallError,
+        total: Duration,
+        arrivals: &Arrivals,
+    ) -> Result<(Reply, Timing), CallError> {
+        match self.wire.decode_stream(body) {
+            Ok(reply) => Ok((reply, self.timing(Some(body), total, arrivals))),
+            Err(decoded) if broke.kind == ErrorKind::Timeout => {
+                let served = decoded.served.map(|s| *s).unwrap_or_default();
+                Err(broke.keep_served(served.usage, served.model, served.system_fingerprint))
+            }
+            Err(mut decoded) => {
+                if decoded.kind == ErrorKind::StreamTruncated {
+                    decoded.message = format!(
+                        "{} (the connection closed after {} bytes)",
+                        decoded.message,
+                        body.len()
+                    );
+                }
+                let status = decoded.status.or(broke.status).unwrap_or(200);
+                Err(decoded.status(status).after_success())
+            }
+        }
+    }
+
+    /// What a request measured; `streamed` is the body of a call that asked for a stream.
+    fn timing(&self, streamed: Option<&[u8]>, total: Duration, arrivals: &Arrivals) -> Timing {
+        let first_token = streamed
+            .and_then(|body| self.wire.first_token_end(body))
+            .and_then(|end| arrivals.at(end));
+        Timing {
+            total,
+            first_byte: arrivals.first().or(Some(total)),
+            // An answer in one piece shows nothing before it is whole.
+            first_token: first_token.or(Some(total)),
+        }
     }
 
     fn answer(
         &self,
+        stream: bool,
         status: u16,
         headers: &reqwest::header::HeaderMap,
         body: &[u8],
-        latency: Duration,
-    ) -> Result<(Reply, Duration), CallError> {
+    ) -> Result<Reply, CallError> {
         if is_success(status) {
-            self.wire
-                .decode(body)
-                .map(|reply| (reply, latency))
-                .map_err(|e| {
-                    // An error object's own code (Gemini's 499 inside a 200) says more
-                    // than the 2xx it came in.
-                    let status = e.status.unwrap_or(status);
-                    e.status(status).after_success()
-                })
+            let decoded = if stream {
+                self.wire.decode_stream(body)
+            } else {
+                self.wire.decode(body)
+            };
+            decoded.map_err(|e| {
+                // An error object's own code (Gemini's 499 inside a 200) says more than
+                // the 2xx it came in.
+                let status = e.status.unwrap_or(status);
+                e.status(status).after_success()
+            })
         } else {
             Err(self.wire.classify(status, headers, body))
         }
+    }
+}
+
+/// What one request measured.
+#[derive(Debug, Clone, Copy, Default)]
+struct Timing {
+    total: Duration,
+    first_byte: Option<Duration>,
+    first_token: Option<Duration>,
+}
+
+/// When the body had reached each length: one mark per chunk read.
+#[derive(Debug, Default)]
+struct Arrivals {
+    marks: Vec<(usize, Duration)>,
+}
+
+impl Arrivals {
+    fn note(&mut self, length: usize, at: Duration) {
+        self.marks.push((length, at));
+    }
+
+    /// When the first byte of the body arrived.
+    fn first(&self) -> Option<Duration> {
+        self.marks.first().map(|(_, at)| *at)
+    }
+
+    /// When the body first held `length` bytes.
+    fn at(&self, length: usize) -> Option<Duration> {
+        let i = self.marks.partition_point(|(len, _)| *len < length);
+        self.marks.get(i).map(|(_, at)| *at)
     }
 }
 

@@ -107,6 +107,7 @@ pub fn summary(result: &RunResult) -> String {
         }
         out.push('\n');
     }
+    out.push_str(&latency(result));
     if result.not_conformant().next().is_some() {
         out.push_str("\nWhy:\n");
     }
@@ -127,6 +128,31 @@ pub fn summary(result: &RunResult) -> String {
                 t.passed + t.failed + t.not_run,
                 t.planned
             );
+        }
+        for code in v.reasons.iter().filter(|r| r.starts_with("slo_")) {
+            let (what, field, h, bound) = if code == "slo_ttft" {
+                (
+                    "time to first token",
+                    "max_p95_ttft",
+                    &t.latency.first_token,
+                    t.slo.max_p95_ttft,
+                )
+            } else {
+                (
+                    "latency",
+                    "max_p95_latency",
+                    &t.latency.total,
+                    t.slo.max_p95_latency,
+                )
+            };
+            if let (Some(p95), Some(bound)) = (h.quantile(0.95), bound) {
+                let _ = writeln!(
+                    out,
+                    "    {code}: the p95 {what} is {}, not under {field} = {}",
+                    crate::latency::words(p95),
+                    crate::latency::words(bound.as_secs_f64() * 1000.0)
+                );
+            }
         }
         for e in &t.examples {
             let at = e
@@ -173,6 +199,34 @@ fn as_it_came(text: &str, indent: usize) -> String {
                 out.push(c);
             }
         }
+    }
+    out
+}
+
+/// p50 / p95 / p99 of every pair that timed a call.
+fn latency(result: &RunResult) -> String {
+    let timed: Vec<_> = result
+        .verdicts
+        .iter()
+        .filter_map(|v| Some((&v.tally, v.tally.latency.total.percentiles()?)))
+        .collect();
+    if timed.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\nLatency p50 / p95 / p99 (±{:.0}%):\n",
+        crate::latency::RELATIVE_ERROR * 100.0
+    );
+    let words = |p: &crate::latency::Percentiles| {
+        use crate::latency::words;
+        format!("{} / {} / {}", words(p.p50), words(p.p95), words(p.p99))
+    };
+    for (t, total) in timed {
+        let _ = write!(out, "  {} × {}: {}", t.suite, t.provider, words(&total));
+        if let Some(first) = t.latency.first_token.percentiles() {
+            let _ = write!(out, "; first token {}", words(&first));
+        }
+        let _ = writeln!(out, " ({} calls)", t.latency.total.count());
     }
     out
 }

@@ -17,6 +17,7 @@ use futures::stream::{self, StreamExt};
 use time::OffsetDateTime;
 
 use crate::check::stability::Stability;
+use crate::check::stream_agreement;
 use crate::check::tokens::{self, PromptTokens};
 use crate::check::{self, CallFacts, Checks, Outcome};
 use crate::config::{Diagnostics, Suite};
@@ -214,6 +215,7 @@ pub async fn execute(
                 &target.endpoint.config.name,
                 s.suite.cases.len() as u64 * u64::from(repeats(&s.suite)),
             );
+            tally.slo = target.endpoint.config.slo.and(s.suite.slo);
             let spec = &s.suite.stability;
             if repeats(&s.suite) > 1
                 || spec.min_agreement.is_some()
@@ -284,6 +286,7 @@ pub async fn execute(
                 pass_threshold: suites[suite_index].suite.pass_threshold,
                 max_transport_error_share: options.max_transport_error_share,
                 complete,
+                slo: tally.slo,
             };
             let (verdict, reasons) = tally.verdict(&policy);
             PairVerdict {
@@ -375,10 +378,28 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i6
         result.as_ref().map(|c| &c.reply),
         facts,
     );
+    // The same case unstreamed, when the suite asks streamed answers to agree with it
+    // (a streamed call that failed has nothing to agree).
+    if suite.stream_agreement && config.stream && result.is_ok() {
+        let plain = target.endpoint.call_unstreamed(&call, tokens).await;
+        if let Err(error) = &plain
+            && matches!(error.effect(), Effect::HaltProvider | Effect::ConfigError)
+        {
+            target.halt(error);
+        }
+        record.checks.push(stream_agreement::outcome(
+            result.as_ref().map(|c| &c.reply),
+            plain.as_ref().map(|c| &c.reply),
+        ));
+    }
     record.passed = check::all_passed(&record.checks);
     match result {
         Ok(completion) => {
-            record.latency_ms = Some(completion.latency.as_secs_f64() * 1000.0);
+            // A simulation with a faster clock stands for the latency it simulates.
+            let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0 / config.time_scale();
+            record.latency_ms = Some(ms(completion.latency));
+            record.ttfb_ms = completion.first_byte.map(ms);
+            record.ttft_ms = completion.first_token.map(ms);
             record.retries = completion.retries;
             let reply = completion.reply;
             record.usage = reply.usage;

@@ -21,6 +21,13 @@ pub struct CallRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_run: Option<String>,
     pub latency_ms: Option<f64>,
+    /// Time to the first byte of the body.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttfb_ms: Option<f64>,
+    /// Time to the first piece of the answer: the first event carrying it, for a stream;
+    /// the whole body, for an answer in one piece.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
     pub retries: u32,
     pub usage: Usage,
     /// The prompt tokens counted before the call with the provider's tokenizer, to set
@@ -61,6 +68,8 @@ impl CallRecord {
             passed: false,
             not_run: None,
             latency_ms: None,
+            ttfb_ms: None,
+            ttft_ms: None,
             retries: 0,
             usage: Usage::default(),
             prompt_tokens_counted: None,

@@ -7,6 +7,8 @@
 //! of the vendor its `[sim] wire` names (see [`shape`]), so the runner calls it through
 //! that vendor's adapter.
 
+pub mod keywords;
+pub mod latency;
 mod shape;
 
 use std::collections::HashMap;
@@ -39,6 +41,9 @@ pub enum Behaviour {
     /// Answers the first [`RATE_LIMITED_REQUESTS`] requests with 429 and `Retry-After: 1`,
     /// then behaves.
     RateLimited,
+    /// Answers faithfully when asked for one document, but streams a different answer
+    /// (the last field dropped), as a proxy that rewrites streamed chunks does.
+    StreamDrift,
 }
 
 /// How many requests a [`Behaviour::RateLimited`] provider turns away.
@@ -113,9 +118,14 @@ impl SimServer {
     /// Starts a simulated provider for `config` on a free loopback port.
     pub async fn start(config: &ProviderConfig, book: Arc<AnswerBook>) -> SimServer {
         let sim = config.sim.clone();
-        let (behaviour, latency) = sim
-            .map(|s| (s.behaviour, s.latency))
-            .unwrap_or((Behaviour::Steady, Duration::from_millis(20)));
+        let (behaviour, latency, keywords) = sim
+            .map(|s| (s.behaviour, latency::Latency::of(&s), s.schema_keywords))
+            .unwrap_or((
+                Behaviour::Steady,
+                latency::Latency::Fixed(Duration::from_millis(20)),
+                Default::default(),
+            ));
+        let time_scale = config.time_scale();
         let requests = Arc::new(AtomicU64::new(0));
         // Usage is reported the way the configured tokenizer counts, as a real provider
         // reports what its own tokenizer counted.
@@ -135,6 +145,8 @@ impl SimServer {
                 behaviour,
                 wire,
                 latency,
+                time_scale,
+                keywords,
                 model: format!("{}-sim-2026-06-01", config.model),
                 requests: Arc::clone(&requests),
                 tokenizer,
@@ -159,7 +171,10 @@ struct SimResponder {
     book: Arc<AnswerBook>,
     behaviour: Behaviour,
     wire: Kind,
-    latency: Duration,
+    latency: latency::Latency,
+    /// The simulated clock's speed: an answer of latency L takes L × this.
+    time_scale: f64,
+    keywords: std::collections::BTreeMap<String, keywords::Handling>,
     model: String,
     requests: Arc<AtomicU64>,
     tokenizer: Option<Arc<dyn Tokenizer>>,
@@ -168,7 +183,8 @@ struct SimResponder {
 impl Respond for SimResponder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let n = self.requests.fetch_add(1, Ordering::SeqCst);
-        let reply = |t: ResponseTemplate| t.set_delay(self.latency);
+        let delay = self.latency.nth(n).mul_f64(self.time_scale);
+        let reply = |t: ResponseTemplate| t.set_delay(delay);
         if self.behaviour == Behaviour::RateLimited && n < RATE_LIMITED_REQUESTS {
             return reply(shape::rate_limited(self.wire));
         }
@@ -180,11 +196,28 @@ impl Respond for SimResponder {
             }
         };
         let asked = shape::read(self.wire, &body);
-        let Some(expected) = asked.user.and_then(|user| self.book.answer(user)) else {
-            let message = "the simulation has no answer for this prompt";
-            return reply(shape::error(self.wire, 400, message));
+        let used = asked.schema.map(keywords::keywords_of).unwrap_or_default();
+        if let Some(refused) = used
+            .iter()
+            .find(|k| keywords::handling(&self.keywords, k) == keywords::Handling::Reject)
+        {
+            let message = format!("Invalid schema: the keyword `{refused}` is not supported");
+            return reply(shape::error(self.wire, 400, &message));
+        }
+        let probe = asked.user.and_then(crate::probe::catalogue::recognize);
+        let expected = asked.user.and_then(|u| self.book.answer(u));
+        let probe_free_expected = expected.filter(|_| probe.is_none());
+        let (content, finish) = match (probe, expected) {
+            (Some((probe, push)), _) => {
+                let present = used.iter().any(|k| k == probe.keyword);
+                (self.probe_answer(&probe, push, present), "stop")
+            }
+            (None, Some(expected)) => self.render(expected, asked.output_limit),
+            (None, None) => {
+                let message = "the simulation has no answer for this prompt";
+                return reply(shape::error(self.wire, 400, message));
+            }
         };
-        let (content, finish) = self.render(expected, asked.output_limit);
         let answer = shape::Answer {
             content,
             cut_off: finish == "length",
@@ -193,11 +226,56 @@ impl Respond for SimResponder {
             prompt_tokens: self.prompt_tokens(&body, asked.prompt_chars),
             tool: asked.tool,
         };
+        if shape::wants_stream(self.wire, request.url.path(), &body) {
+            let drifted;
+            let answer = match (self.behaviour, probe_free_expected) {
+                (Behaviour::StreamDrift, Some(expected)) => {
+                    let mut v = expected.clone();
+                    if let Some(map) = v.as_object_mut()
+                        && let Some(last) = map.keys().next_back().cloned()
+                    {
+                        map.remove(&last);
+                    }
+                    drifted = shape::Answer {
+                        content: v.to_string(),
+                        ..answer
+                    };
+                    &drifted
+                }
+                _ => &answer,
+            };
+            let (content_type, stream) = shape::stream(self.wire, answer);
+            return reply(ResponseTemplate::new(200).set_body_raw(stream, content_type));
+        }
         reply(ResponseTemplate::new(200).set_body_json(shape::success(self.wire, &answer)))
     }
 }
 
 impl SimResponder {
+    /// The answer to a `conform probe` request: the one the prompt dictates or describes
+    /// (which breaks the keyword), unless the keyword is in the schema and enforced, or
+    /// stripped into the description and the prompt does not dictate against it.
+    fn probe_answer(
+        &self,
+        probe: &crate::probe::catalogue::Probe,
+        push: crate::probe::catalogue::Push,
+        present: bool,
+    ) -> String {
+        use crate::probe::catalogue::Push;
+        use keywords::Handling;
+        let kept = present
+            && match keywords::handling(&self.keywords, probe.keyword) {
+                Handling::Enforce => true,
+                Handling::Strip => push == Push::Plain,
+                Handling::Ignore | Handling::Reject => false,
+            };
+        if kept {
+            probe.keeping_answer().to_string()
+        } else {
+            probe.breaking_answer().to_string()
+        }
+    }
+
     /// The prompt tokens of the request: counted by the configured tokenizer over the
     /// Chat Completions messages, else estimated at four bytes a token.
     fn prompt_tokens(&self, body: &Value, prompt_chars: usize) -> u64 {
@@ -216,7 +294,9 @@ impl SimResponder {
     fn render(&self, expected: &Value, output_limit: Option<u64>) -> (String, &'static str) {
         let compact = expected.to_string();
         match self.behaviour {
-            Behaviour::Steady | Behaviour::RateLimited => (compact, "stop"),
+            Behaviour::Steady | Behaviour::RateLimited | Behaviour::StreamDrift => {
+                (compact, "stop")
+            }
             Behaviour::ExtraKey => {
                 let mut v = expected.clone();
                 if let Some(map) = v.as_object_mut() {

@@ -11,7 +11,7 @@ use crate::config::Kind;
 pub(super) fn route(wire: Kind) -> &'static str {
     match wire {
         Kind::Anthropic => r"^/v1/messages$",
-        Kind::Gemini => r"^/v1(beta)?/models/[^/:]+:generateContent$",
+        Kind::Gemini => r"^/v1(beta)?/models/[^/:]+:(generateContent|streamGenerateContent)$",
         Kind::Ollama => r"^/api/chat$",
         // `openai-responses` is refused as a simulation wire when the config loads.
         Kind::Openai | Kind::OpenaiCompatible | Kind::OpenaiResponses | Kind::Sim => {
@@ -30,6 +30,8 @@ pub(super) struct Asked<'a> {
     pub output_limit: Option<u64>,
     /// The tool the request forces, if any.
     pub tool: Option<&'a str>,
+    /// The schema the answer is held to, wherever the vendor's request carries it.
+    pub schema: Option<&'a Value>,
 }
 
 pub(super) fn read(wire: Kind, body: &Value) -> Asked<'_> {
@@ -50,6 +52,14 @@ pub(super) fn read(wire: Kind, body: &Value) -> Asked<'_> {
                     .pointer("/generationConfig/maxOutputTokens")
                     .and_then(Value::as_u64),
                 tool: str_at("/toolConfig/functionCallingConfig/allowedFunctionNames/0"),
+                schema: [
+                    "/generationConfig/responseJsonSchema",
+                    "/generationConfig/responseSchema",
+                    "/tools/0/functionDeclarations/0/parametersJsonSchema",
+                    "/tools/0/functionDeclarations/0/parameters",
+                ]
+                .iter()
+                .find_map(|p| body.pointer(p)),
             }
         }
         _ => {
@@ -78,11 +88,24 @@ pub(super) fn read(wire: Kind, body: &Value) -> Asked<'_> {
                 Kind::Ollama => None,
                 _ => str_at("/tool_choice/function/name"),
             };
+            let schema = match wire {
+                Kind::Anthropic => ["/output_config/format/schema", "/tools/0/input_schema"]
+                    .iter()
+                    .find_map(|p| body.pointer(p)),
+                Kind::Ollama => body.get("format").filter(|f| f.is_object()),
+                _ => [
+                    "/response_format/json_schema/schema",
+                    "/tools/0/function/parameters",
+                ]
+                .iter()
+                .find_map(|p| body.pointer(p)),
+            };
             Asked {
                 user,
                 prompt_chars: chars + system,
                 output_limit,
                 tool,
+                schema,
             }
         }
     }
@@ -178,6 +201,150 @@ pub(super) fn success(wire: Kind, a: &Answer<'_>) -> Value {
                           "total_tokens": a.prompt_tokens + output_tokens},
             })
         }
+    }
+}
+
+/// Whether the request asks for a stream: `stream: true`, or Gemini's streaming method.
+pub(super) fn wants_stream(wire: Kind, path: &str, body: &Value) -> bool {
+    match wire {
+        Kind::Gemini => path.ends_with(":streamGenerateContent"),
+        _ => body.get("stream").and_then(Value::as_bool) == Some(true),
+    }
+}
+
+/// The answer as the vendor streams it (the shapes of the recorded transcripts in
+/// `tests/wire/`): the text in pieces of a few characters, one event or line each, and the
+/// vendor's terminal event. Returns the content type and the body.
+pub(super) fn stream(wire: Kind, a: &Answer<'_>) -> (&'static str, String) {
+    let whole = success(wire, a);
+    let pieces = pieces(&a.content);
+    let sse = |events: Vec<Value>| -> String {
+        events.iter().map(|e| format!("data: {e}\n\n")).collect()
+    };
+    match wire {
+        Kind::Anthropic => {
+            let named = |e: Value| {
+                let name = e["type"].as_str().unwrap_or("message").to_string();
+                format!("event: {name}\ndata: {e}\n\n")
+            };
+            let mut skeleton = whole.clone();
+            let block = whole["content"][0].clone();
+            skeleton["content"] = json!([]);
+            skeleton["stop_reason"] = Value::Null;
+            skeleton["usage"]["output_tokens"] = json!(1);
+            let tool = block["type"] == "tool_use";
+            let mut start_block = block.clone();
+            if tool {
+                start_block["input"] = json!({});
+            } else {
+                start_block["text"] = json!("");
+            }
+            let mut out = named(json!({"type": "message_start", "message": skeleton}));
+            out += &named(
+                json!({"type": "content_block_start", "index": 0, "content_block": start_block}),
+            );
+            out += &named(json!({"type": "ping"}));
+            for piece in &pieces {
+                let delta = if tool {
+                    json!({"type": "input_json_delta", "partial_json": piece})
+                } else {
+                    json!({"type": "text_delta", "text": piece})
+                };
+                out += &named(json!({"type": "content_block_delta", "index": 0, "delta": delta}));
+            }
+            out += &named(json!({"type": "content_block_stop", "index": 0}));
+            out += &named(json!({"type": "message_delta",
+                "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": null},
+                "usage": whole["usage"]}));
+            out += &named(json!({"type": "message_stop"}));
+            ("text/event-stream", out)
+        }
+        Kind::Gemini => {
+            let candidate = &whole["candidates"][0];
+            let call = candidate["content"]["parts"][0]
+                .get("functionCall")
+                .is_some();
+            let mut events = Vec::new();
+            let texts: Vec<Value> = if call {
+                vec![candidate["content"]["parts"][0].clone()]
+            } else {
+                pieces.iter().map(|p| json!({"text": p})).collect()
+            };
+            let n = texts.len();
+            for (i, part) in texts.into_iter().enumerate() {
+                let mut chunk = json!({"candidates": [{"content": {"parts": [part], "role": "model"}, "index": 0}],
+                    "usageMetadata": {"promptTokenCount": a.prompt_tokens, "totalTokenCount": a.prompt_tokens},
+                    "modelVersion": a.model, "responseId": whole["responseId"]});
+                if i + 1 == n {
+                    chunk["candidates"][0]["finishReason"] = candidate["finishReason"].clone();
+                    chunk["usageMetadata"] = whole["usageMetadata"].clone();
+                }
+                events.push(chunk);
+            }
+            ("text/event-stream", sse(events))
+        }
+        Kind::Ollama => {
+            let mut out = String::new();
+            for piece in &pieces {
+                let line = json!({"model": a.model, "created_at": "2026-06-01T00:00:00.000000Z",
+                    "message": {"role": "assistant", "content": piece}, "done": false});
+                out += &format!("{line}\n");
+            }
+            let mut last = whole.clone();
+            last["message"]["content"] = json!("");
+            out += &format!("{last}\n");
+            ("application/x-ndjson", out)
+        }
+        // `openai-responses` is refused as a simulation wire when the config loads.
+        Kind::Openai | Kind::OpenaiCompatible | Kind::OpenaiResponses | Kind::Sim => {
+            let choice = &whole["choices"][0];
+            let tool = choice["message"]
+                .get("tool_calls")
+                .and_then(|t| t.get(0))
+                .cloned();
+            let chunk = |delta: Value, finish: Value| {
+                json!({"id": whole["id"], "object": "chat.completion.chunk", "created": whole["created"],
+                    "model": a.model, "system_fingerprint": whole["system_fingerprint"],
+                    "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+                    "usage": null})
+            };
+            // As recorded: a tool call's stream opens with `content: null`.
+            let opening = match &tool {
+                Some(_) => json!({"role": "assistant", "content": null}),
+                None => json!({"role": "assistant", "content": "", "refusal": null}),
+            };
+            let mut events = vec![chunk(opening, Value::Null)];
+            for (i, piece) in pieces.iter().enumerate() {
+                let delta = match &tool {
+                    Some(call) if i == 0 => json!({"tool_calls": [{"index": 0, "id": call["id"],
+                        "type": "function", "function": {"name": call["function"]["name"], "arguments": piece}}]}),
+                    Some(_) => {
+                        json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+                    }
+                    None => json!({"content": piece}),
+                };
+                events.push(chunk(delta, Value::Null));
+            }
+            events.push(chunk(json!({}), choice["finish_reason"].clone()));
+            let mut usage = chunk(json!({}), Value::Null);
+            usage["choices"] = json!([]);
+            usage["usage"] = whole["usage"].clone();
+            events.push(usage);
+            let mut out = sse(events);
+            out.push_str("data: [DONE]\n\n");
+            ("text/event-stream", out)
+        }
+    }
+}
+
+/// The text in pieces of about four characters, as tokens come.
+fn pieces(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let pieces: Vec<String> = chars.chunks(4).map(|c| c.iter().collect()).collect();
+    if pieces.is_empty() {
+        vec![String::new()]
+    } else {
+        pieces
     }
 }
 

@@ -440,3 +440,84 @@ pub async fn failed_call(
         .expect_err("the call must fail");
     (err, requests(server).await.len())
 }
+
+/// How a [`streaming_server`] ends its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// The last chunk of the chunked encoding: the body ended cleanly.
+    Complete,
+    /// The connection closes without it: the body broke off.
+    Drop,
+}
+
+/// A server that answers every request with `200`, `content-type`, and a chunked body:
+/// `head` (one HTTP chunk per item), then after `pause` the `tail`, then `end`. It reads
+/// each request whole first, so closing never resets the connection. Returns its
+/// address and the number of requests it took.
+pub async fn streaming_server(
+    content_type: &'static str,
+    head: Vec<String>,
+    pause: std::time::Duration,
+    tail: Vec<String>,
+    end: StreamEnd,
+) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = format!("http://{}", listener.local_addr().expect("addr"));
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&count);
+    let parts = Arc::new((head, tail));
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let seen = Arc::clone(&seen);
+            let parts = Arc::clone(&parts);
+            tokio::spawn(async move {
+                if read_request(&mut stream).await.is_none() {
+                    return;
+                }
+                seen.fetch_add(1, Ordering::SeqCst);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+                );
+                if stream.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let chunk = |text: &str| format!("{:x}\r\n{text}\r\n", text.len());
+                for part in &parts.0 {
+                    let _ = stream.write_all(chunk(part).as_bytes()).await;
+                }
+                let _ = stream.flush().await;
+                tokio::time::sleep(pause).await;
+                for part in &parts.1 {
+                    let _ = stream.write_all(chunk(part).as_bytes()).await;
+                }
+                if end == StreamEnd::Complete {
+                    let _ = stream.write_all(b"0\r\n\r\n").await;
+                }
+                let _ = stream.flush().await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    (address, count)
+}
+
+/// Reads one request: its head, then as many body bytes as `content-length` says.
+async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte).await {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
+        }
+    }
+    let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let length: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).await.ok()?;
+    Some(body)
+}

@@ -151,7 +151,7 @@ async fn chat_stream_without_done_is_truncated_sent_once_and_keeps_usage_and_mod
     let no_done = events[..events.len() - 1].concat();
     let (err, sent) = stream("openai", no_done.clone().into_bytes(), "").await;
     let err = err.unwrap_err();
-    assert_eq!(err.kind, ErrorKind::TruncatedBody);
+    assert_eq!(err.kind, ErrorKind::StreamTruncated);
     assert!(err.message.contains("[DONE]"), "{err}");
     assert_eq!(sent.len(), 1);
     // What the chunks said before the cut is kept: the call was processed and billed.
@@ -174,7 +174,7 @@ async fn chat_stream_without_done_is_truncated_sent_once_and_keeps_usage_and_mod
     // Cut in the middle of a chunk.
     let cut = &no_done.as_bytes()[..no_done.len() / 2];
     let (err, sent) = stream("openai", cut.to_vec(), "").await;
-    assert_eq!(err.unwrap_err().kind, ErrorKind::TruncatedBody);
+    assert_eq!(err.unwrap_err().kind, ErrorKind::StreamTruncated);
     assert_eq!(sent.len(), 1);
 }
 
@@ -252,7 +252,7 @@ async fn responses_documented_stream() {
 
     // Without the blank line, `response.completed` never dispatches: the stream was cut.
     let (err, _) = stream("openai-responses", unelided.into_bytes(), "").await;
-    assert_eq!(err.unwrap_err().kind, ErrorKind::TruncatedBody);
+    assert_eq!(err.unwrap_err().kind, ErrorKind::StreamTruncated);
 }
 
 /// The transcript's `response.created` event, then `events`: a stream around a recorded
@@ -344,6 +344,6 @@ async fn responses_refusal_done_event_is_a_refusal() {
 
     // The refusal alone, with no terminal event: the stream was cut.
     let (err, sent) = stream("openai-responses", responses_stream(&[refusal]), "").await;
-    assert_eq!(err.unwrap_err().kind, ErrorKind::TruncatedBody);
+    assert_eq!(err.unwrap_err().kind, ErrorKind::StreamTruncated);
     assert_eq!(sent.len(), 1);
 }

@@ -1,0 +1,69 @@
+//! A streamed answer is the answer: with a suite's `stream_agreement = true` and a
+//! provider that streams, each case is also sent unstreamed, and the folded stream must
+//! say the same thing (canonical JSON, so key order and spacing do not count).
+
+use super::{Finding, Outcome};
+use crate::provider::{CallError, Reply};
+use crate::run::record::{MAX_OUTPUT, output_digest, truncate};
+
+pub const NAME: &str = "stream_agreement";
+
+/// How the streamed and the unstreamed answer to one case compare. A streamed call that
+/// failed has its own failure: nothing is compared (a skip, which is not a pass).
+pub fn outcome(streamed: Result<&Reply, &CallError>, plain: Result<&Reply, &CallError>) -> Outcome {
+    let Ok(streamed) = streamed else {
+        return Outcome::skip(NAME);
+    };
+    let finding = match plain {
+        Err(error) => Finding::new(
+            "unstreamed_call_failed",
+            format!("the same case unstreamed, to compare with, failed: {error}"),
+        ),
+        Ok(plain) if output_digest(&plain.text) == output_digest(&streamed.text) => {
+            return Outcome::from_findings(NAME, Vec::new());
+        }
+        Ok(plain) => Finding::new(
+            "stream_disagreement",
+            format!(
+                "the streamed answer differs from the unstreamed one: streamed `{}`, unstreamed `{}`",
+                truncate(&streamed.text, MAX_OUTPUT / 8),
+                truncate(&plain.text, MAX_OUTPUT / 8)
+            ),
+        ),
+    };
+    Outcome::from_findings(NAME, vec![finding])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Status;
+    use crate::provider::{ErrorKind, Finish, FinishKind, Usage};
+
+    fn reply(text: &str) -> Reply {
+        Reply {
+            text: text.into(),
+            finish: Finish::new(FinishKind::Stop, Some("stop")),
+            refusal: None,
+            usage: Usage::default(),
+            served_model: None,
+            system_fingerprint: None,
+        }
+    }
+
+    #[test]
+    fn the_same_json_agrees_whatever_its_spacing_and_order() {
+        let a = reply(r#"{"a": 1, "b": [2]}"#);
+        let b = reply(r#"{"b":[2],"a":1}"#);
+        assert_eq!(outcome(Ok(&a), Ok(&b)).status, Status::Pass);
+        let c = reply(r#"{"a": 2, "b": [2]}"#);
+        let o = outcome(Ok(&a), Ok(&c));
+        assert_eq!(o.findings[0].code, "stream_disagreement");
+        let failed = CallError::new(ErrorKind::ServerError, "boom");
+        assert_eq!(
+            outcome(Ok(&a), Err(&failed)).findings[0].code,
+            "unstreamed_call_failed"
+        );
+        assert_eq!(outcome(Err(&failed), Ok(&a)).status, Status::Skip);
+    }
+}
