@@ -1,5 +1,6 @@
 //! Command-line definitions and dispatch.
 
+mod allocator;
 mod allowlist;
 mod check;
 mod export;
