@@ -62,7 +62,7 @@ impl Limits {
     pub const DEFAULT: Limits = Limits {
         max_in_flight: 256,
         max_body_bytes: 2 << 20,
-        body_memory_bytes: 32 << 20,
+        body_memory_bytes: 64 << 20,
         header_timeout: Duration::from_secs(5),
         body_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(10),
