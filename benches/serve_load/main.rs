@@ -18,7 +18,6 @@ mod soak;
 mod upstream;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use served::{Served, mib, serve_bin};
@@ -61,23 +60,33 @@ fn extra_env() -> Vec<(&'static str, String)> {
 }
 
 /// A fresh server on SQLite in `dir`, or on a fresh PostgreSQL schema when
-/// `SERVE_LOAD_DATABASE=postgres` (the schema is left for `DROP SCHEMA … CASCADE`; its
-/// name is printed).
-async fn start(dir: &std::path::Path, upstream: &Upstream) -> Served {
-    let url = if std::env::var("SERVE_LOAD_DATABASE").is_ok_and(|v| v == "postgres") {
+/// `SERVE_LOAD_DATABASE=postgres`; the schema, if any, is for [`finish`] to drop.
+async fn start(dir: &std::path::Path, upstream: &Upstream) -> (Served, Option<String>) {
+    let (url, schema) = if std::env::var("SERVE_LOAD_DATABASE").is_ok_and(|v| v == "postgres") {
         let (url, schema) = soak::postgres_schema().await;
-        eprintln!("PostgreSQL schema {schema}");
-        url
+        (url, Some(schema))
     } else {
-        format!("sqlite://{}", dir.join("ledger.db").display())
+        (
+            format!("sqlite://{}", dir.join("ledger.db").display()),
+            None,
+        )
     };
-    Served::start(
+    let served = Served::start(
         &serve_bin(),
         dir,
         &format!("primary={}", upstream.uri()),
         &url,
         &extra_env(),
-    )
+    );
+    (served, schema)
+}
+
+/// Stops the server and drops its PostgreSQL schema.
+async fn finish(served: Served, schema: Option<String>) {
+    drop(served);
+    if let Some(schema) = schema {
+        soak::drop_schema(&schema).await;
+    }
 }
 
 /// A job body of about `size` bytes: one user message of invoice lines.
@@ -141,7 +150,7 @@ async fn memory() {
     ];
     for (n, size) in cases {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let served = start(dir.path(), &upstream).await;
+        let (served, schema) = start(dir.path(), &upstream).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let idle = served.rss_kib();
         let http = client();
@@ -196,7 +205,7 @@ async fn memory() {
             mib(after5),
             histogram(&outcomes)
         );
-        drop(served);
+        finish(served, schema).await;
     }
 }
 
@@ -267,8 +276,7 @@ async fn stall(addr: String, announce_body: bool, watch: Duration) -> Ending {
 }
 
 /// One request on a fresh connection; answers its status and latency.
-async fn timed(http: &reqwest::Client, request: reqwest::RequestBuilder) -> (u16, Duration) {
-    let _ = http;
+async fn timed(request: reqwest::RequestBuilder) -> (u16, Duration) {
     let started = Instant::now();
     let status = match request.send().await {
         Ok(r) => {
@@ -286,7 +294,7 @@ async fn slow() {
     const WATCH: Duration = Duration::from_secs(45);
     let upstream = Upstream::start().await;
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let served = start(dir.path(), &upstream).await;
+    let (served, schema) = start(dir.path(), &upstream).await;
     println!(
         "serve_load slow: {} ({STALLED} stalled connections: half stop inside the headers, half \
          announce a 1000-byte body and send none; watched for {} s)",
@@ -302,7 +310,7 @@ async fn slow() {
     let http = client();
     let mut health = Vec::new();
     for _ in 0..20 {
-        health.push(timed(&http, http.get(format!("{}/healthz", served.base))).await);
+        health.push(timed(http.get(format!("{}/healthz", served.base))).await);
     }
     let mut creations = Vec::new();
     for i in 0..10 {
@@ -312,7 +320,7 @@ async fn slow() {
             .header("idempotency-key", format!("fresh-{i}"))
             .header("content-type", "application/json")
             .body(job_body(&format!("soaktag{i}"), "do:ok", 300));
-        creations.push(timed(&http, request).await);
+        creations.push(timed(request).await);
     }
     let describe = |v: &[(u16, Duration)]| {
         let mut ms: Vec<f64> = v.iter().map(|(_, d)| d.as_secs_f64() * 1e3).collect();
@@ -365,6 +373,7 @@ async fn slow() {
     );
     println!("how they ended: {answers:?}");
     println!("server fds afterwards: {}", served.fds());
+    finish(served, schema).await;
 }
 
 async fn soak_bench(seconds: u64, backend: &str) {
@@ -396,5 +405,4 @@ async fn soak_bench(seconds: u64, backend: &str) {
     if !problems.is_empty() {
         eprintln!("PROBLEMS:\n{}", problems.join("\n"));
     }
-    let _ = Arc::new(());
 }

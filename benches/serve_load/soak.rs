@@ -300,7 +300,7 @@ async fn user(shared: Arc<Shared>, n: usize, until: Instant) {
                 "a replay of {id} was not marked or named another job: {again}"
             ));
         }
-        if round % 5 == 0 {
+        if round.is_multiple_of(5) {
             let mut other = body.clone();
             other["input"]["temperature"] = json!(0.5);
             let (status, answer, _) = shared.create(&owner, &key, &other).await;

@@ -144,8 +144,11 @@ pub async fn read_answer(mut read: OwnedReadHalf, limit: Duration) -> Answer {
     answer
 }
 
-/// Status and headers (lowercase names) of a complete head, and where the body starts.
-fn parse_head(bytes: &[u8]) -> Option<(u16, Vec<(String, String)>, usize)> {
+/// Header names (lowercase) and values.
+type Headers = Vec<(String, String)>;
+
+/// Status and headers of a complete head, and where the body starts.
+fn parse_head(bytes: &[u8]) -> Option<(u16, Headers, usize)> {
     let end = bytes.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
     let text = String::from_utf8_lossy(&bytes[..end]);
     let mut lines = text.split("\r\n");
