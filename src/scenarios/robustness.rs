@@ -53,11 +53,12 @@ fn borrowed<'a>(headers: &'a [(&'static str, Vec<u8>)]) -> Vec<(&'static str, &'
     headers.iter().map(|(k, v)| (*k, v.as_slice())).collect()
 }
 
-/// Sends `bytes` on a fresh connection and records the exchange (`sent` describes it).
+/// Sends `bytes` (a request whose method and path are those given) on a fresh
+/// connection and records the exchange (`sent` describes the body).
 async fn send_raw(
     ctx: &Ctx,
     owner: Option<&str>,
-    path: &str,
+    (method, path): (&str, &str),
     bytes: Vec<u8>,
     sent: Value,
 ) -> Exchange {
@@ -68,7 +69,7 @@ async fn send_raw(
             ..raw::Answer::default()
         },
     };
-    let exchange = answer.exchange("POST", path, owner, sent);
+    let exchange = answer.exchange(method, path, owner, sent);
     ctx.keep(&exchange);
     exchange
 }
@@ -143,7 +144,7 @@ async fn oversized_body_body(ctx: &Ctx) -> Checked {
     let exchange = send_raw(
         ctx,
         Some(&intent.owner),
-        "/v1/jobs",
+        ("POST", "/v1/jobs"),
         announced,
         sent.clone(),
     )
@@ -160,7 +161,14 @@ async fn oversized_body_body(ctx: &Ctx) -> Checked {
     }
     chunked.extend_from_slice(b"0\r\n\r\n");
     drop(body);
-    let exchange = send_raw(ctx, Some(&intent.owner), "/v1/jobs", chunked, sent).await;
+    let exchange = send_raw(
+        ctx,
+        Some(&intent.owner),
+        ("POST", "/v1/jobs"),
+        chunked,
+        sent,
+    )
+    .await;
     refused(ctx, &exchange, "a 32 MiB body, chunked")?;
     still_serving_and_key_free(ctx, &intent, "two oversized bodies").await
 }
@@ -187,7 +195,7 @@ async fn deep_nesting_body(ctx: &Ctx) -> Checked {
     let headers = creation_headers(&intent);
     let bytes = raw::request("POST", "/v1/jobs", &borrowed(&headers), text.as_bytes());
     let sent = json!(format!("a job body whose input nests {DEPTH} arrays deep"));
-    let exchange = send_raw(ctx, Some(&intent.owner), "/v1/jobs", bytes, sent).await;
+    let exchange = send_raw(ctx, Some(&intent.owner), ("POST", "/v1/jobs"), bytes, sent).await;
     refused(ctx, &exchange, "input nested 100,000 deep")?;
     still_serving_and_key_free(ctx, &intent, "a deeply nested body").await
 }
@@ -217,7 +225,14 @@ async fn invalid_utf8_body(ctx: &Ctx) -> Checked {
         body.extend_from_slice(bad);
         body.extend_from_slice(&text.as_bytes()[at..]);
         let bytes = raw::request("POST", "/v1/jobs", &borrowed(&headers), &body);
-        let exchange = send_raw(ctx, Some(&intent.owner), "/v1/jobs", bytes, json!(what)).await;
+        let exchange = send_raw(
+            ctx,
+            Some(&intent.owner),
+            ("POST", "/v1/jobs"),
+            bytes,
+            json!(what),
+        )
+        .await;
         refused(ctx, &exchange, &format!("a job body with {what}"))?;
     }
     let mut owner = intent.owner.clone().into_bytes();
@@ -235,7 +250,7 @@ async fn invalid_utf8_body(ctx: &Ctx) -> Checked {
     let exchange = send_raw(
         ctx,
         Some(&intent.owner),
-        "/v1/jobs",
+        ("POST", "/v1/jobs"),
         bytes,
         json!("X-Owner-Id ending in the bytes 0xFF 0xFE"),
     )
@@ -250,7 +265,7 @@ async fn invalid_utf8_body(ctx: &Ctx) -> Checked {
     let exchange = send_raw(
         ctx,
         Some(&intent.owner),
-        "/v1/jobs/%ff%fe",
+        ("GET", "/v1/jobs/%ff%fe"),
         bytes,
         Value::Null,
     )
