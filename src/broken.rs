@@ -39,11 +39,26 @@ pub enum Broken {
     /// A late result claims the slot against the current version, so a result arriving
     /// after the job was cancelled still completes it.
     LateResultOverwrites,
+    /// A replay of a job with nothing open (`failed` or `pending`) starts a new attempt.
+    ReplayRetriesIdle,
+    /// A request body of any size is read and accepted.
+    NoBodyLimit,
+    /// A body nested deeper than the parser allows panics the handler: the connection
+    /// is dropped without an answer.
+    DeepNestingPanics,
+    /// Invalid UTF-8 in a body is replaced (U+FFFD) instead of refused.
+    LossyUtf8,
+    /// Request bodies are read one at a time, so one client that stalls in its body
+    /// holds up every other creation.
+    SerializedBodyReads,
+    /// Forty requests in flight at most, and the overload answer is a bare 503 without
+    /// the contract's problem document.
+    PlainOverload,
 }
 
 impl Broken {
     /// Every variant, with its `CONFORM_BROKEN` name.
-    pub const ALL: [(&'static str, Broken); 12] = [
+    pub const ALL: [(&'static str, Broken); 18] = [
         ("check-then-insert", Broken::CheckThenInsert),
         ("ignored-fingerprint", Broken::IgnoredFingerprint),
         ("timeout-marked-failed", Broken::TimeoutMarkedFailed),
@@ -56,6 +71,12 @@ impl Broken {
         ("hidden-retries", Broken::HiddenRetries),
         ("cancel-keeps-blocking", Broken::CancelKeepsBlocking),
         ("late-result-overwrites", Broken::LateResultOverwrites),
+        ("replay-retries-idle", Broken::ReplayRetriesIdle),
+        ("no-body-limit", Broken::NoBodyLimit),
+        ("deep-nesting-panics", Broken::DeepNestingPanics),
+        ("lossy-utf8", Broken::LossyUtf8),
+        ("serialized-body-reads", Broken::SerializedBodyReads),
+        ("plain-overload", Broken::PlainOverload),
     ];
 
     pub fn name(self) -> &'static str {

@@ -43,6 +43,28 @@ impl Parts {
     }
 }
 
+/// A digest written to as a stream (`io::Write`), for text too large to copy first.
+#[derive(Default)]
+pub struct Stream(Sha256);
+
+impl Stream {
+    /// `sha256:<hex>` of everything written, as [`bytes_hex`] would give for it.
+    pub fn finish(self) -> String {
+        format!("sha256:{}", hex(&self.0.finalize()))
+    }
+}
+
+impl std::io::Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     bytes.iter().fold(String::with_capacity(64), |mut s, b| {

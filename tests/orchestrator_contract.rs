@@ -136,6 +136,7 @@ impl World {
                 allowlist: allowlist.clone(),
                 attempt_timeout: TIMEOUT,
                 late_window: LATE_WINDOW,
+                limits: Default::default(),
             },
         )
         .await;

@@ -1,5 +1,5 @@
-//! `conform serve` as real processes: three of them on one PostgreSQL, and a SIGKILL in
-//! the middle of a provider call.
+//! `conform serve` as real processes: three of them on one PostgreSQL, a SIGKILL in the
+//! middle of a provider call, and a SIGTERM under load.
 
 mod support;
 
@@ -43,6 +43,7 @@ impl Serve {
             .env("CONFORM_LATE_WINDOW_MS", env.late_window_ms.to_string())
             .env("CONFORM_ALLOWLIST", env.dir.join("allowlist.json"))
             .env("CONFORM_ROOT", &env.dir)
+            .env("CONFORM_SHUTDOWN_TIMEOUT_MS", "3000")
             .env_remove("RUST_LOG")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -79,6 +80,27 @@ impl Serve {
         // SIGKILL: no shutdown path runs.
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// SIGTERM: the graceful shutdown.
+    fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-s", "TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// The exit code, once the process has exited (at most `limit`).
+    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let started = std::time::Instant::now();
+        while started.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 }
 
@@ -371,4 +393,165 @@ async fn sigkill_during_a_provider_call(db: TestDb) {
     db.cleanup().await;
 }
 
-on_both_backends!(sigkill_during_a_provider_call);
+/// SIGTERM while creations pour in: the process stops accepting, answers what it has
+/// begun, and exits 0 within its shutdown timeout. Every 201 it answered has its job;
+/// after a restart on the same database, no attempt was sent twice (the ones it
+/// abandoned in flight follow the restart rules).
+async fn sigterm_under_load(db: TestDb) {
+    let provider = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(completion("done"))
+                .set_delay(Duration::from_millis(300)),
+        )
+        .mount(&provider)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env {
+        providers: format!("primary={}", provider.uri()),
+        database_url: db.url.clone(),
+        attempt_timeout_ms: 1_500,
+        late_window_ms: 1_000,
+        dir: dir.path().to_path_buf(),
+    };
+    let mut first = Serve::start(&env);
+    let owner = format!("owner-{}", unique());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // 16 clients, each creating job after job until the server is gone.
+    let clients: Vec<_> = (0..16)
+        .map(|c| {
+            let (base, owner, stop) = (first.base.clone(), owner.clone(), stop.clone());
+            tokio::spawn(async move {
+                let http = support::client();
+                let mut seen = Vec::new();
+                for n in 0.. {
+                    let tag = format!("sigtag-{c}-{n}-end");
+                    let sent = http
+                        .post(format!("{base}/v1/jobs"))
+                        .header("x-owner-id", &owner)
+                        .header("idempotency-key", &tag)
+                        .json(&job_body("invoice-extraction", "primary", &tag))
+                        .send()
+                        .await;
+                    let answer = match sent {
+                        Ok(r) => {
+                            let status = r.status().as_u16();
+                            match r.json::<serde_json::Value>().await {
+                                Ok(body) => {
+                                    Ok((status, body["id"].as_str().unwrap_or("").to_string()))
+                                }
+                                Err(e) => Err(format!("the answer broke off: {e}")),
+                            }
+                        }
+                        Err(e) => Err(e.to_string()),
+                    };
+                    let stopping = stop.load(std::sync::atomic::Ordering::Relaxed);
+                    let failed = answer.is_err();
+                    assert!(
+                        !failed || stopping,
+                        "{tag}: no answer before the SIGTERM: {answer:?}"
+                    );
+                    seen.push((tag, answer));
+                    if failed {
+                        break;
+                    }
+                }
+                seen
+            })
+        })
+        .collect();
+    // A client stalled in its body: its request is in progress when the signal comes,
+    // and the drain must not wait for it beyond the shutdown timeout (3 s here).
+    let mut stalled = tokio::net::TcpStream::connect(first.base.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    tokio::io::AsyncWriteExt::write_all(
+        &mut stalled,
+        format!(
+            "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nX-Owner-Id: {owner}\r\nIdempotency-Key: stalled\r\n\
+             Content-Length: 1000\r\n\r\n{{\"task\""
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let signalled = std::time::Instant::now();
+    first.terminate();
+    let code = tokio::task::block_in_place(|| first.wait_exit(Duration::from_secs(15)));
+    assert_eq!(code, Some(0), "exits 0: {:?}", first.log.lock().unwrap());
+    assert!(
+        signalled.elapsed() < Duration::from_secs(8),
+        "within the shutdown timeout, stalled client or not: {:?}",
+        signalled.elapsed()
+    );
+    assert!(first.logged(&["shutting down"]));
+    drop(stalled);
+    let mut answered = Vec::new();
+    let mut failures = 0;
+    for c in clients {
+        for (tag, answer) in c.await.unwrap() {
+            match answer {
+                Ok((status, id)) => {
+                    assert_eq!(status, 201, "{tag}: only creations were sent");
+                    answered.push((tag, id));
+                }
+                Err(_) => failures += 1,
+            }
+        }
+    }
+    assert!(
+        answered.len() >= 16,
+        "the load ran: {} answered",
+        answered.len()
+    );
+    eprintln!(
+        "{} creations answered 201, {failures} requests without an answer",
+        answered.len()
+    );
+    // Every 201 has its job, in the database itself.
+    for (tag, id) in &answered {
+        assert_eq!(
+            db.scalar("SELECT COUNT(*) FROM jobs WHERE id = $1", id)
+                .await,
+            1,
+            "{tag}: answered 201 as {id}, and the job is there"
+        );
+    }
+    // A restart on the same database: every job is served, each with one attempt, and
+    // no request was sent twice, before or after.
+    let second = Serve::start(&env);
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let http = support::client();
+    for (tag, id) in &answered {
+        let job = get(&http, &second.base, &owner, &format!("/v1/jobs/{id}")).await;
+        assert_eq!(job.status, 200, "{tag}");
+        assert_eq!(
+            job.body["attempts"].as_array().unwrap().len(),
+            1,
+            "{tag}: {:?}",
+            job.body
+        );
+        let state = job.body["state"].as_str().unwrap();
+        assert!(state == "succeeded" || state == "unknown", "{tag}: {state}");
+    }
+    let sent = provider.received_requests().await.unwrap_or_default();
+    let mut per_tag: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for request in &sent {
+        let body = String::from_utf8_lossy(&request.body);
+        if let Some(at) = body.find("sigtag-") {
+            let tag: String = body[at..].split("-end").next().unwrap().to_string();
+            *per_tag.entry(tag).or_default() += 1;
+        }
+    }
+    assert!(
+        per_tag.values().all(|n| *n == 1),
+        "no request sent twice: {per_tag:?}"
+    );
+    drop(second);
+    db.cleanup().await;
+}
+
+on_both_backends!(sigkill_during_a_provider_call, sigterm_under_load);

@@ -18,6 +18,7 @@ fn settings(provider: &MockServer) -> Settings {
         allowlist: std::env::temp_dir().join(format!("no-allowlist-{}.json", unique())),
         attempt_timeout: Duration::from_secs(60),
         late_window: Duration::from_secs(1),
+        limits: Default::default(),
     }
 }
 

@@ -1,7 +1,9 @@
 //! The suite has teeth: run against `conform serve` as built, every scenario passes (this
 //! is also CI's SQLite run); run against each deliberately broken variant
 //! (`src/broken.rs`, `CONFORM_BROKEN=<variant>`), a scenario that tests the broken rule
-//! fails.
+//! fails. The robustness family's variants are run against that family alone, and each
+//! must fail exactly its one scenario of it (`CONFORM_TEETH_FULL=1` runs the whole
+//! suite against each instead, without `--fail-fast`, and still wants exactly one).
 //!
 //! The variants exist only in builds with the `broken-variants` feature, which `cargo
 //! test` enables through the crate's dev-dependency on itself, so plain `cargo test`
@@ -12,12 +14,13 @@ mod suite;
 use std::process::Command;
 
 use conform::broken::Broken;
+use conform::scenarios::robustness::FAMILY;
 use suite::{assert_all_passed, run_suite, serve_command, with_status};
 
 /// For each variant, the scenarios that catch it. Running with `--fail-fast`, the first
 /// failure must be one of them: a failure elsewhere would be noise (a flaky margin),
 /// not proof that the variant was caught.
-const CAUGHT_BY: [(&str, &[&str]); 12] = [
+const CAUGHT_BY: [(&str, &[&str]); 13] = [
     (
         "check-then-insert",
         &["double-click", "concurrent-mismatch"],
@@ -85,6 +88,7 @@ const CAUGHT_BY: [(&str, &[&str]); 12] = [
     (
         "cancel-keeps-blocking",
         &[
+            "replay-in-every-state",
             "cancel-releases",
             "reverse-order-finish",
             "forward-order-finish",
@@ -92,6 +96,16 @@ const CAUGHT_BY: [(&str, &[&str]); 12] = [
         ],
     ),
     ("late-result-overwrites", &["late-result-after-job-cancel"]),
+    ("replay-retries-idle", &["replay-in-every-state"]),
+];
+
+/// The robustness family's variants and the one scenario each must fail.
+const ROBUSTNESS: [(&str, &str); 5] = [
+    ("no-body-limit", "oversized-body"),
+    ("deep-nesting-panics", "deep-nesting"),
+    ("lossy-utf8", "invalid-utf8"),
+    ("serialized-body-reads", "stalled-connections"),
+    ("plain-overload", "creation-burst"),
 ];
 
 #[test]
@@ -124,6 +138,27 @@ fn the_suite_passes_against_conform_serve_on_sqlite_and_catches_every_broken_var
             )),
         }
     }
+    let full = std::env::var("CONFORM_TEETH_FULL").is_ok_and(|v| v == "1");
+    let family = FAMILY.join(",");
+    for (variant, catcher) in ROBUSTNESS {
+        let mut args = vec!["--spawn", spawn.as_str()];
+        if !full {
+            args.extend(["--only", family.as_str()]);
+        }
+        let (code, report) = run_suite(&args, &[("CONFORM_BROKEN", variant)], work.path());
+        let failed: Vec<&str> = with_status(&report, "failed")
+            .iter()
+            .map(|s| s["scenario"].as_str().unwrap())
+            .collect();
+        if failed == [catcher] && code == 1 {
+            let reason = &with_status(&report, "failed")[0]["outcome"]["reason"];
+            eprintln!("{variant}: caught by {catcher} alone: {reason}");
+        } else {
+            missed.push(format!(
+                "{variant}: exit {code}, failed {failed:?}, expected exactly [{catcher}]"
+            ));
+        }
+    }
     assert!(
         missed.is_empty(),
         "variants not caught as expected:\n{}",
@@ -133,10 +168,10 @@ fn the_suite_passes_against_conform_serve_on_sqlite_and_catches_every_broken_var
 
 #[test]
 fn every_broken_variant_is_listed_and_an_unknown_one_is_refused() {
-    assert_eq!(CAUGHT_BY.len(), Broken::ALL.len());
+    assert_eq!(CAUGHT_BY.len() + ROBUSTNESS.len(), Broken::ALL.len());
     for (name, _) in Broken::ALL {
         assert!(
-            CAUGHT_BY.iter().any(|(v, _)| *v == name),
+            CAUGHT_BY.iter().any(|(v, _)| *v == name) || ROBUSTNESS.iter().any(|(v, _)| *v == name),
             "{name} has no catcher"
         );
     }
@@ -146,6 +181,14 @@ fn every_broken_variant_is_listed_and_an_unknown_one_is_refused() {
             assert!(scenarios.contains(c), "{c} is not a scenario");
         }
     }
+    let mut catchers: Vec<&str> = ROBUSTNESS.iter().map(|(_, c)| *c).collect();
+    catchers.sort_unstable();
+    let mut family = FAMILY.to_vec();
+    family.sort_unstable();
+    assert_eq!(
+        catchers, family,
+        "each robustness scenario catches one variant"
+    );
     let output = Command::new(env!("CARGO_BIN_EXE_conform"))
         .args(["serve", "--providers", "primary=http://127.0.0.1:9"])
         .env("CONFORM_BROKEN", "nope")

@@ -15,6 +15,7 @@ macro_rules! print {
     }};
 }
 
+mod allocator;
 mod allowlist;
 mod check;
 mod export;

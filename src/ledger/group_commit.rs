@@ -7,19 +7,28 @@
 //! key inserts nothing (`ON CONFLICT DO NOTHING`), and the caller then reads the row that
 //! holds the key in a separate statement. Every caller is answered only after the commit
 //! that made its job durable; if the batch fails, nothing of it was written.
+//!
+//! A job whose input is large is inserted with its own statements instead, in its place
+//! in the same transaction: inside the batch's one JSON text its input would be copied
+//! several times over by SQLite's JSON functions (about ten times a 2 MB input).
 
 use sqlx::{Pool, Sqlite};
 use tokio::sync::{mpsc, oneshot};
 
 use super::LedgerError;
 use super::model::Job;
-use super::store::insert_sqlite_batch;
+use super::store::{insert_sqlite_batch, insert_sqlite_one};
 
 /// The most creations one transaction carries.
 const MAX_BATCH: usize = 256;
 
+/// Inputs of more bytes than this are inserted with their own statements.
+const LARGE_INPUT: usize = 64 * 1024;
+
 struct Pending {
     job: Job,
+    /// The job's input as JSON text.
+    input: String,
     reply: oneshot::Sender<Result<bool, String>>,
 }
 
@@ -38,12 +47,13 @@ impl Creations {
         Creations { queue }
     }
 
-    /// Inserts the job and its first attempt; `false` when the key is taken.
-    pub(crate) async fn insert(&self, job: Job) -> Result<bool, LedgerError> {
+    /// Inserts the job (its input given as JSON text) and its first attempt; `false`
+    /// when the key is taken.
+    pub(crate) async fn insert(&self, job: Job, input: String) -> Result<bool, LedgerError> {
         let stopped = || LedgerError::Write("the SQLite writer has stopped".into());
         let (reply, answer) = oneshot::channel();
         self.queue
-            .send(Pending { job, reply })
+            .send(Pending { job, input, reply })
             .await
             .map_err(|_| stopped())?;
         answer
@@ -62,7 +72,7 @@ async fn run(pool: Pool<Sqlite>, mut pending: mpsc::Receiver<Pending>) {
                 Err(_) => break,
             }
         }
-        match write(&pool, &batch).await {
+        match write(&pool, &mut batch).await {
             Ok(inserted) => {
                 for (p, fresh) in batch.into_iter().zip(inserted) {
                     let _ = p.reply.send(Ok(fresh));
@@ -79,10 +89,28 @@ async fn run(pool: Pool<Sqlite>, mut pending: mpsc::Receiver<Pending>) {
     }
 }
 
-async fn write(pool: &Pool<Sqlite>, batch: &[Pending]) -> Result<Vec<bool>, LedgerError> {
-    let jobs: Vec<&Job> = batch.iter().map(|p| &p.job).collect();
+/// The batch in one transaction, in arrival order: runs of small inputs as batch
+/// statements, each large input on its own.
+async fn write(pool: &Pool<Sqlite>, batch: &mut [Pending]) -> Result<Vec<bool>, LedgerError> {
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    let inserted = insert_sqlite_batch(&mut tx, &jobs).await?;
+    let mut inserted = Vec::with_capacity(batch.len());
+    let mut start = 0;
+    for i in 0..=batch.len() {
+        let large = batch.get(i).is_some_and(|p| p.input.len() > LARGE_INPUT);
+        if (large || i == batch.len()) && start < i {
+            let run: Vec<(&Job, &str)> = batch[start..i]
+                .iter()
+                .map(|p| (&p.job, p.input.as_str()))
+                .collect();
+            inserted.extend(insert_sqlite_batch(&mut tx, &run).await?);
+        }
+        if large {
+            // Moved into the statement: the input is bound without another copy.
+            let input = std::mem::take(&mut batch[i].input);
+            inserted.push(insert_sqlite_one(&mut tx, &batch[i].job, input).await?);
+            start = i + 1;
+        }
+    }
     tx.commit().await?;
     Ok(inserted)
 }

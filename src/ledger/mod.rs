@@ -25,6 +25,7 @@ mod migrate;
 pub mod model;
 pub mod outcome;
 mod store;
+mod text;
 
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -38,6 +39,7 @@ use sqlx::{Postgres, Sqlite};
 pub use model::{Attempt, AttemptState, Job, JobState, Race};
 pub use outcome::{AttemptCancel, Created, Finished, JobCancel, LossReason, Started, Transition};
 pub use store::CREATE_JOB_POSTGRES;
+pub use text::json_text;
 
 use group_commit::Creations;
 use store::{RaceIds, Store};
@@ -72,6 +74,9 @@ pub struct LedgerOptions {
     pub max_connections: u32,
     /// How long a SQLite writer waits for another process's write lock.
     pub busy_timeout: Duration,
+    /// How long an operation waits for a connection from the pool (on PostgreSQL that
+    /// includes connecting, so an unreachable server fails within it).
+    pub acquire_timeout: Duration,
 }
 
 impl Default for LedgerOptions {
@@ -79,6 +84,7 @@ impl Default for LedgerOptions {
         LedgerOptions {
             max_connections: 8,
             busy_timeout: Duration::from_secs(10),
+            acquire_timeout: Duration::from_secs(2),
         }
     }
 }
@@ -174,7 +180,7 @@ impl Ledger {
             fingerprint: new.fingerprint.to_string(),
             task: new.task.to_string(),
             provider: new.provider.to_string(),
-            input: new.input.clone(),
+            input: Value::Null,
             version: 1,
             completed_by: None,
             result: None,
@@ -183,8 +189,12 @@ impl Ledger {
             created_ms: now,
             attempts: vec![attempt],
         };
-        let created = on_store!(self.create(job))?;
-        if let Created::New(job) = &created {
+        // The store writes the text; the job takes its own copy of the input only once
+        // the write is done, so the two are never held together with the caller's.
+        let input = json_text(new.input);
+        let mut created = on_store!(self.create(job, input))?;
+        if let Created::New(job) = &mut created {
+            job.input = new.input.clone();
             let attempt = job.attempts.first().map(|a| a.id.as_str()).unwrap_or("");
             tracing::info!(target: "conform::ledger", job = %job.id, attempt = %attempt,
                 from = %"none", to = %"starting", reason = %"job_created", provider = %job.provider,
@@ -344,6 +354,13 @@ impl Ledger {
         Ok(cancel)
     }
 
+    /// Whether the database takes writes now: PostgreSQL answers a query; SQLite grants
+    /// the write lock (another process holding it longer than the busy timeout is as
+    /// good as down). Bounded by the acquire and busy timeouts.
+    pub async fn ready(&self) -> Result<(), LedgerError> {
+        on_store!(self.ready())
+    }
+
     /// The race log of one job, oldest first.
     pub async fn races(&self, job_id: &str) -> Result<Vec<Race>, LedgerError> {
         on_store!(self.races(job_id))
@@ -387,12 +404,14 @@ async fn connect_sqlite(url: &str, options: &LedgerOptions) -> Result<Store<Sqli
         .foreign_keys(true);
     let write = PoolOptions::<Sqlite>::new()
         .max_connections(1)
+        .acquire_timeout(options.acquire_timeout)
         .test_before_acquire(false)
         .connect_with(base.clone())
         .await
         .map_err(connect_error)?;
     let read = PoolOptions::<Sqlite>::new()
         .max_connections(options.max_connections.max(1))
+        .acquire_timeout(options.acquire_timeout)
         .test_before_acquire(false)
         .connect_lazy_with(base);
     let creations = Some(Creations::start(write.clone()));
@@ -427,6 +446,7 @@ async fn connect_postgres(
         .map_err(connect_error)?;
     let pool = PoolOptions::<Postgres>::new()
         .max_connections(options.max_connections.max(1))
+        .acquire_timeout(options.acquire_timeout)
         .test_before_acquire(false)
         .connect_with(base)
         .await

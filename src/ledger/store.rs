@@ -234,18 +234,19 @@ macro_rules! impl_store {
             }
 
             /// Inserts first; when the key is taken (the insert wrote nothing), reads the row
-            /// that holds it in a separate statement. Never check-then-insert.
-            pub(crate) async fn create(&self, job: Job) -> Result<Created, LedgerError> {
+            /// that holds it in a separate statement. Never check-then-insert. `input` is
+            /// the job's input as JSON text (`job.input` itself is not read here).
+            pub(crate) async fn create(&self, job: Job, input: String) -> Result<Created, LedgerError> {
                 // BROKEN VARIANT (tests only): read first, insert afterwards.
                 if broken::is(Broken::CheckThenInsert) {
                     if self.job_by_key(&job.owner, &job.idempotency_key).await?.is_none() {
                         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        return match self.insert_new(&job).await? {
+                        return match self.insert_new(&job, input).await? {
                             true => Ok(Created::New(job)),
                             false => Err(corrupt("check-then-insert lost the race")),
                         };
                     }
-                } else if self.insert_new(&job).await? {
+                } else if self.insert_new(&job, input).await? {
                     return Ok(Created::New(job));
                 }
                 match self.job_by_key(&job.owner, &job.idempotency_key).await? {
@@ -768,6 +769,15 @@ macro_rules! impl_store {
                 }
             }
 
+            /// See [`super::Ledger::ready`]: a write transaction that takes its locks and
+            /// rolls back.
+            pub(crate) async fn ready(&self) -> Result<(), LedgerError> {
+                let mut tx = self.begin().await?;
+                sqlx::query("SELECT 1").execute(&mut *tx).await?;
+                tx.rollback().await?;
+                Ok(())
+            }
+
             pub(crate) async fn races(&self, job_id: &str) -> Result<Vec<Race>, LedgerError> {
                 let rows = sqlx::query(
                     "SELECT id, job_id, loser_attempt, winner_attempt, loser_started_ms, \
@@ -809,15 +819,11 @@ fn first_attempt(job: &Job) -> Result<&Attempt, LedgerError> {
         .ok_or_else(|| corrupt("a new job without its first attempt"))
 }
 
-fn input_text(job: &Job) -> String {
-    job.input.to_string()
-}
-
 impl Store<Sqlite> {
     /// Through the group-committing writer; see [`super::group_commit`].
-    async fn insert_new(&self, job: &Job) -> Result<bool, LedgerError> {
+    async fn insert_new(&self, job: &Job, input: String) -> Result<bool, LedgerError> {
         match &self.creations {
-            Some(creations) => creations.insert(job.clone()).await,
+            Some(creations) => creations.insert(job.clone(), input).await,
             None => Err(corrupt("a SQLite ledger without its writer")),
         }
     }
@@ -832,7 +838,7 @@ struct CreationRow<'a> {
     fingerprint: &'a str,
     task: &'a str,
     provider: &'a str,
-    input: String,
+    input: &'a str,
     version: i64,
     created_ms: i64,
     attempt: &'a str,
@@ -866,16 +872,16 @@ const INSERT_ATTEMPTS_BATCH: &str = "INSERT INTO attempts (id, job_id, seq, prov
      json_extract(c.value, '$.deadline_ms') \
      FROM json_each($1) AS c JOIN jobs j ON j.id = json_extract(c.value, '$.id')";
 
-/// Inserts every job of `jobs` whose key is free, with its first attempt, inside the
-/// caller's transaction: two statements for the whole batch. Answers, for each job in
-/// order, whether it was inserted (`false`: its key is taken).
+/// Inserts every job of `jobs` (with its input as JSON text) whose key is free, with its
+/// first attempt, inside the caller's transaction: two statements for the whole batch.
+/// Answers, for each job in order, whether it was inserted (`false`: its key is taken).
 pub(super) async fn insert_sqlite_batch(
     tx: &mut Transaction<'static, Sqlite>,
-    jobs: &[&Job],
+    jobs: &[(&Job, &str)],
 ) -> Result<Vec<bool>, LedgerError> {
     let rows = jobs
         .iter()
-        .map(|job| {
+        .map(|(job, input)| {
             let attempt = first_attempt(job)?;
             Ok(CreationRow {
                 id: &job.id,
@@ -884,7 +890,7 @@ pub(super) async fn insert_sqlite_batch(
                 fingerprint: &job.fingerprint,
                 task: &job.task,
                 provider: &job.provider,
-                input: input_text(job),
+                input,
                 version: job.version,
                 created_ms: job.created_ms,
                 attempt: &attempt.id,
@@ -911,8 +917,49 @@ pub(super) async fn insert_sqlite_batch(
     let inserted: HashSet<&str> = inserted.iter().map(String::as_str).collect();
     Ok(jobs
         .iter()
-        .map(|job| inserted.contains(job.id.as_str()))
+        .map(|(job, _)| inserted.contains(job.id.as_str()))
         .collect())
+}
+
+/// One job whose key is free and its first attempt, with their own statements, inside
+/// the caller's transaction; `false` when the key is taken. For inputs too large for the
+/// batch's JSON text (see `group_commit`): the input is bound once, as it is.
+pub(super) async fn insert_sqlite_one(
+    tx: &mut Transaction<'static, Sqlite>,
+    job: &Job,
+    input: String,
+) -> Result<bool, LedgerError> {
+    let attempt = first_attempt(job)?;
+    let done = sqlx::query(
+        "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, task, provider, input, \
+         version, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+         ON CONFLICT (owner_id, idempotency_key) DO NOTHING",
+    )
+    .bind(&job.id)
+    .bind(&job.owner)
+    .bind(&job.idempotency_key)
+    .bind(&job.fingerprint)
+    .bind(&job.task)
+    .bind(&job.provider)
+    .bind(input)
+    .bind(job.version)
+    .bind(job.created_ms)
+    .execute(&mut **tx)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
+    sqlx::query(INSERT_ATTEMPT)
+        .bind(&attempt.id)
+        .bind(&job.id)
+        .bind(attempt.seq)
+        .bind(&attempt.provider)
+        .bind(attempt.base_version)
+        .bind(attempt.started_ms)
+        .bind(attempt.deadline_ms)
+        .execute(&mut **tx)
+        .await?;
+    Ok(true)
 }
 
 /// How a PostgreSQL ledger creates a job: the job and its first attempt in one
@@ -932,7 +979,7 @@ impl Store<Postgres> {
     /// session default we set). It only inserts; the row that holds a taken key is read
     /// afterwards, in another statement, because this statement's snapshot cannot see a
     /// concurrent winner.
-    async fn insert_new(&self, job: &Job) -> Result<bool, LedgerError> {
+    async fn insert_new(&self, job: &Job, input: String) -> Result<bool, LedgerError> {
         let attempt = first_attempt(job)?;
         let inserted = sqlx::query(CREATE_JOB_POSTGRES)
             .bind(&job.id)
@@ -941,7 +988,7 @@ impl Store<Postgres> {
             .bind(&job.fingerprint)
             .bind(&job.task)
             .bind(&job.provider)
-            .bind(input_text(job))
+            .bind(input)
             .bind(job.version)
             .bind(job.created_ms)
             .bind(&attempt.id)

@@ -9,32 +9,36 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::App;
-use super::upstream::Outcome;
+use super::upstream::{Outcome, request_body};
 use crate::broken::{self, Broken};
 use crate::ledger::{Attempt, LedgerError};
 
 /// Sends the attempt upstream and records how it ended. Runs detached from the request
 /// that started it, so a client that hangs up cannot cancel a call half-way.
 pub(crate) async fn drive(app: Arc<App>, attempt: Attempt, input: Value) {
+    let deadline = instant_of(attempt.deadline_ms);
+    // An outcome is worth recording for as long as a late answer would be.
+    let until = deadline + app.config.late_window;
     let Some(provider) = app.config.providers.get(&attempt.provider) else {
         // Only configured providers are accepted, so this is a restart with another
         // configuration: nothing can be sent.
-        record(&attempt.id, || {
+        record(&attempt.id, until, || {
             app.ledger.record_failure(&attempt.id, "connection_refused")
         })
         .await;
         return;
     };
-    let deadline = instant_of(attempt.deadline_ms);
-    let call = app
-        .upstream
-        .call(&provider.base_url, &provider.name, &input);
+    // Serialized once; the input itself is not kept while the provider works.
+    let body = request_body(&provider.name, input);
+    // BROKEN VARIANT (tests only): a copy kept to send again.
+    let again = broken::is(Broken::RetryAfterTimeout).then(|| body.clone());
+    let call = app.upstream.call(&provider.base_url, body);
     tokio::pin!(call);
     let outcome = match tokio::time::timeout_at(deadline, &mut call).await {
         Ok(outcome) => Some(outcome),
         // BROKEN VARIANT (tests only): a timeout recorded as a failure.
         Err(_) if broken::is(Broken::TimeoutMarkedFailed) => {
-            record(&attempt.id, || {
+            record(&attempt.id, until, || {
                 app.ledger.record_failure(&attempt.id, "timeout")
             })
             .await;
@@ -44,19 +48,19 @@ pub(crate) async fn drive(app: Arc<App>, attempt: Attempt, input: Value) {
         }
         // BROKEN VARIANT (tests only): the request sent again after the deadline.
         Err(_) if broken::is(Broken::RetryAfterTimeout) => {
-            record(&attempt.id, || {
+            record(&attempt.id, until, || {
                 app.ledger.record_unknown(&attempt.id, "timeout")
             })
             .await;
             let again = app
                 .upstream
-                .call(&provider.base_url, &provider.name, &input);
+                .call(&provider.base_url, again.unwrap_or_default());
             tokio::time::timeout_at(deadline + app.config.late_window, again)
                 .await
                 .ok()
         }
         Err(_) => {
-            record(&attempt.id, || {
+            record(&attempt.id, until, || {
                 app.ledger.record_unknown(&attempt.id, "timeout")
             })
             .await;
@@ -73,19 +77,19 @@ pub(crate) async fn drive(app: Arc<App>, attempt: Attempt, input: Value) {
     tracing::debug!(target: "conform::orchestrator", attempt = %attempt.id, ?outcome, "provider answered");
     match outcome {
         Outcome::Result(value) => {
-            record(&attempt.id, || {
+            record(&attempt.id, until, || {
                 app.ledger.record_result(&attempt.id, &value)
             })
             .await;
         }
         Outcome::Failed(code) => {
-            record(&attempt.id, || {
+            record(&attempt.id, until, || {
                 app.ledger.record_failure(&attempt.id, &code)
             })
             .await;
         }
         Outcome::Unknown(code) => {
-            record(&attempt.id, || {
+            record(&attempt.id, until, || {
                 app.ledger.record_unknown(&attempt.id, &code)
             })
             .await;
@@ -93,27 +97,31 @@ pub(crate) async fn drive(app: Arc<App>, attempt: Attempt, input: Value) {
     }
 }
 
-/// Retries a ledger write a few times: the answer is worth keeping, and every write is
-/// guarded by the attempt's state, so a write that did commit before an error is not
-/// applied twice.
-async fn record<T, F, Fut>(attempt_id: &str, mut write: F)
+/// Retries a ledger write at least five times and until `until` (the end of the late
+/// window), so an outcome that arrives while the database is down is recorded when it
+/// comes back. Every write is guarded by the attempt's state, so a write that did commit
+/// before an error is not applied twice.
+async fn record<T, F, Fut>(attempt_id: &str, until: Instant, mut write: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, LedgerError>>,
 {
     let mut pause = Duration::from_millis(50);
-    for remaining in (0..5).rev() {
+    let mut tries = 0;
+    loop {
+        tries += 1;
         match write().await {
             Ok(_) => return,
-            Err(e) if remaining > 0 => {
+            Err(e) if tries < 5 || Instant::now() + pause < until => {
                 tracing::warn!(target: "conform::orchestrator", attempt = %attempt_id, error = %e,
                     "cannot record the attempt's outcome; retrying");
                 tokio::time::sleep(pause).await;
-                pause *= 2;
+                pause = (pause * 2).min(Duration::from_secs(1));
             }
             Err(e) => {
                 tracing::error!(target: "conform::orchestrator", attempt = %attempt_id, error = %e,
-                    "cannot record the attempt's outcome; it stays open until its deadline");
+                    "cannot record the attempt's outcome; past its deadline the sweeper makes it unknown");
+                return;
             }
         }
     }

@@ -25,7 +25,59 @@ pub struct Config {
     pub database_url: String,
     /// Database connections per process.
     pub database_connections: u32,
+    /// `CONFORM_DATABASE_TIMEOUT_MS`: how long a request waits for a database connection
+    /// (and, on SQLite, for another process's write lock) before it is answered 503.
+    pub database_timeout: Duration,
+    /// What one client, or all of them together, can make the server spend.
+    pub limits: Limits,
 }
+
+/// The HTTP layer's bounds: requests in flight, bodies in memory, and how long a
+/// connection may take to say what it wants. See `docs/orchestrator.md`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Requests being handled at once (their body already read); beyond it, 503
+    /// `overloaded` at once.
+    pub max_in_flight: usize,
+    /// The largest request body, in bytes; beyond it, 413 `body_too_large`.
+    pub max_body_bytes: usize,
+    /// Request bodies held in memory at once, all connections together, in bytes;
+    /// beyond it, 503 `overloaded`.
+    pub body_memory_bytes: usize,
+    /// From the first byte of a request to the end of its headers; then 408
+    /// `request_timeout` and the connection is closed.
+    pub header_timeout: Duration,
+    /// From the end of the headers to the end of the body; then 408 `request_timeout`.
+    pub body_timeout: Duration,
+    /// How long a connection may stay open without a request (new, or after an
+    /// answer); then it is closed.
+    pub idle_timeout: Duration,
+    /// After SIGTERM: how long answers in progress may take before the process exits
+    /// anyway.
+    pub shutdown_timeout: Duration,
+}
+
+impl Limits {
+    /// `conform serve`'s defaults.
+    pub const DEFAULT: Limits = Limits {
+        max_in_flight: 256,
+        max_body_bytes: 2 << 20,
+        body_memory_bytes: 64 << 20,
+        header_timeout: Duration::from_secs(5),
+        body_timeout: Duration::from_secs(10),
+        idle_timeout: Duration::from_secs(10),
+        shutdown_timeout: Duration::from_secs(10),
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::DEFAULT
+    }
+}
+
+/// `conform serve`'s default database timeout.
+pub const DEFAULT_DATABASE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One configured provider: its name and the base URL of its OpenAI-compatible API.
 #[derive(Debug, Clone, PartialEq, Eq)]

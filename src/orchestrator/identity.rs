@@ -4,13 +4,23 @@ use axum::http::{HeaderMap, StatusCode};
 
 use super::problem::Problem;
 
-/// The one non-empty `X-Owner-Id`. Missing, empty, repeated or not visible ASCII: 401.
+/// The longest owner id, in characters: ids are stored and compared, so an unbounded one
+/// would let any client make every row and index entry as large as it likes.
+pub const MAX_OWNER_LEN: usize = 255;
+
+/// The one non-empty `X-Owner-Id` of at most [`MAX_OWNER_LEN`] characters. Missing,
+/// empty, repeated, too long or not visible ASCII: 401.
 pub fn owner(headers: &HeaderMap) -> Result<String, Problem> {
     let mut values = headers.get_all("x-owner-id").iter();
     let (Some(value), None) = (values.next(), values.next()) else {
         return Err(Problem::owner_required());
     };
     match value.to_str().map(str::trim) {
+        Ok(owner) if owner.len() > MAX_OWNER_LEN => Err(Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "owner_required",
+            format!("the X-Owner-Id is at most {MAX_OWNER_LEN} characters long"),
+        )),
         Ok(owner) if !owner.is_empty() => Ok(owner.to_string()),
         _ => Err(Problem::owner_required()),
     }
@@ -161,5 +171,21 @@ mod tests {
         assert_eq!(owner(&headers).unwrap(), "alice");
         headers.append("x-owner-id", HeaderValue::from_static("bob"));
         assert!(owner(&headers).is_err());
+    }
+
+    #[test]
+    fn owner_is_at_most_255_characters() {
+        let mut headers = HeaderMap::new();
+        let longest = "o".repeat(MAX_OWNER_LEN);
+        headers.insert("x-owner-id", HeaderValue::from_str(&longest).unwrap());
+        assert_eq!(owner(&headers).unwrap(), longest);
+        let longer = "o".repeat(MAX_OWNER_LEN + 1);
+        headers.insert("x-owner-id", HeaderValue::from_str(&longer).unwrap());
+        let problem = owner(&headers).unwrap_err();
+        assert_eq!(
+            (problem.status.as_u16(), problem.code),
+            (401, "owner_required")
+        );
+        assert!(problem.detail.contains("255"), "{}", problem.detail);
     }
 }

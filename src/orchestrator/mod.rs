@@ -5,8 +5,12 @@
 //! - [`gate`]: the allowlist, read at every failover decision, failing closed;
 //! - [`identity`]: `X-Owner-Id` and the `Idempotency-Key` rules;
 //! - [`problem`]: RFC 9457 errors with the contract's codes;
-//! - `routes`: the endpoints; `attempt`: one upstream call per attempt, the deadline and
-//!   the late window; [`upstream`]: the HTTP client and the outcome classification;
+//! - `listen`: accepting connections and graceful shutdown; `connection`: each
+//!   connection's idle and header timeouts; [`intake`]: header size, and bodies read once
+//!   within the body timeout, the size limit and the memory budget;
+//! - `routes`: the endpoints, behind the in-flight limit; `attempt`: one upstream call
+//!   per attempt, the deadline and the late window; [`upstream`]: the HTTP client and the
+//!   outcome classification;
 //! - [`view`]: jobs and attempts as JSON.
 //!
 //! A sweeper turns `starting` attempts whose stored deadline has passed into `unknown`,
@@ -17,8 +21,11 @@
 
 mod attempt;
 pub mod config;
+mod connection;
 pub mod gate;
 pub mod identity;
+pub mod intake;
+mod listen;
 pub mod problem;
 mod routes;
 pub mod upstream;
@@ -27,13 +34,17 @@ pub mod view;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
-pub use config::{Config, Provider, Providers};
+pub use config::{Config, Limits, Provider, Providers};
 
+use crate::broken::{self, Broken};
 use crate::ledger::{Ledger, LedgerError, LedgerOptions};
+use intake::Budget;
 use upstream::{SetupError, Upstream};
 
 /// What every handler and attempt shares.
@@ -41,6 +52,42 @@ pub(crate) struct App {
     pub(crate) config: Config,
     pub(crate) ledger: Ledger,
     pub(crate) upstream: Upstream,
+    /// In-flight slots (`Limits::max_in_flight`).
+    pub(crate) slots: Arc<Semaphore>,
+    /// Request bodies in memory (`Limits::body_memory_bytes`).
+    pub(crate) budget: Budget,
+    /// Set once shutdown has begun: `/readyz` says so.
+    pub(crate) draining: AtomicBool,
+    /// One readiness probe at a time; the others wait for its answer.
+    probe: tokio::sync::Mutex<Option<(tokio::time::Instant, Result<(), String>)>>,
+}
+
+/// How long a readiness answer is reused: probes from many load balancers cost one
+/// database round trip.
+const PROBE_REUSE: Duration = Duration::from_millis(250);
+
+impl App {
+    /// Whether the database takes writes now (see [`Ledger::ready`]), bounded by the
+    /// database timeout.
+    pub(crate) async fn ready(&self) -> Result<(), LedgerError> {
+        let mut last = self.probe.lock().await;
+        if let Some((at, answer)) = &*last
+            && at.elapsed() < PROBE_REUSE
+        {
+            return answer.clone().map_err(LedgerError::Write);
+        }
+        let limit = self.config.database_timeout * 2;
+        let answer = match tokio::time::timeout(limit, self.ledger.ready()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "the database did not answer within {} ms",
+                limit.as_millis()
+            )),
+        };
+        *last = Some((tokio::time::Instant::now(), answer.clone()));
+        answer.map_err(LedgerError::Write)
+    }
 }
 
 /// Why the orchestrator could not start or stopped.
@@ -52,8 +99,6 @@ pub enum ServeError {
     Bind { addr: String, error: std::io::Error },
     #[error(transparent)]
     Setup(#[from] SetupError),
-    #[error("the HTTP server failed: {0}")]
-    Http(std::io::Error),
 }
 
 /// An orchestrator with its ledger open and its address bound, ready to serve.
@@ -63,15 +108,14 @@ pub struct Server {
 }
 
 impl Server {
-    /// Opens (and migrates) the ledger and binds `config.listen`.
+    /// Opens (and migrates) the ledger and binds `config.listen` (see [`listener`]).
     pub async fn bind(config: Config) -> Result<Server, ServeError> {
-        let listener =
-            TcpListener::bind(&config.listen)
-                .await
-                .map_err(|error| ServeError::Bind {
-                    addr: config.listen.clone(),
-                    error,
-                })?;
+        let listener = listener(&config.listen)
+            .await
+            .map_err(|error| ServeError::Bind {
+                addr: config.listen.clone(),
+                error,
+            })?;
         Server::on(config, listener).await
     }
 
@@ -79,12 +123,23 @@ impl Server {
     pub async fn on(config: Config, listener: TcpListener) -> Result<Server, ServeError> {
         let options = LedgerOptions {
             max_connections: config.database_connections,
-            ..LedgerOptions::default()
+            busy_timeout: config.database_timeout,
+            acquire_timeout: config.database_timeout,
         };
         let ledger = Ledger::connect(&config.database_url, &options).await?;
         let upstream = Upstream::new()?;
+        // BROKEN VARIANT (tests only): a small in-flight limit, answered plainly.
+        let slots = if broken::is(Broken::PlainOverload) {
+            40
+        } else {
+            config.limits.max_in_flight
+        };
         Ok(Server {
             app: Arc::new(App {
+                slots: Arc::new(Semaphore::new(slots.min(Semaphore::MAX_PERMITS))),
+                budget: Budget::new(config.limits.body_memory_bytes),
+                draining: AtomicBool::new(false),
+                probe: tokio::sync::Mutex::new(None),
                 config,
                 ledger,
                 upstream,
@@ -102,8 +157,10 @@ impl Server {
         &self.app.ledger
     }
 
-    /// Serves until `shutdown` completes. Attempts still in flight then are abandoned
-    /// exactly as in a crash: they stay `starting` until their deadline, then `unknown`.
+    /// Serves until `shutdown` completes, then stops accepting connections, closes the
+    /// idle ones and lets those answering a request finish (at most the shutdown
+    /// timeout). Attempts still in flight are then abandoned exactly as in a crash: they
+    /// stay `starting` until their deadline, then `unknown`, and are never sent again.
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -111,12 +168,56 @@ impl Server {
         let sweeper = tokio::spawn(sweep(self.app.clone()));
         tracing::info!(target: "conform::orchestrator", addr = ?self.local_addr(),
             backend = ?self.app.ledger.backend(), "accepting requests");
-        let served = axum::serve(self.listener, routes::router(self.app.clone()))
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let app = self.app.clone();
+        let drained = listen::serve(
+            self.listener,
+            routes::router(self.app.clone()),
+            self.app.config.limits,
+            shutdown,
+            move || app.draining.store(true, Ordering::Relaxed),
+        )
+        .await;
         sweeper.abort();
-        served.map_err(ServeError::Http)
+        // A clean close checkpoints SQLite's WAL; bounded, since an attempt abandoned in
+        // flight may still hold a connection.
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.app.ledger.close()).await;
+        if drained == listen::Drained::TimedOut {
+            tracing::warn!(target: "conform::orchestrator",
+                timeout_ms = self.app.config.limits.shutdown_timeout.as_millis() as u64,
+                "the shutdown timeout ran out with answers still in progress; they were dropped");
+        }
+        Ok(())
     }
+}
+
+/// Connections the kernel completes and queues before the server accepts them.
+const BACKLOG: u32 = 4096;
+
+/// A listener on `addr` (`host:port`, the first address it resolves to) whose queue
+/// holds a burst of [`BACKLOG`] new connections (the kernel caps it at
+/// `net.core.somaxconn`). tokio's own `bind` queues 128: a burst beyond that has its
+/// handshakes dropped, and those clients wait one to seven seconds for the kernel to
+/// retry, believing they are connected.
+pub async fn listener(addr: &str) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host(addr).await? {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(addr) {
+            Ok(()) => return socket.listen(BACKLOG),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the address resolves to nothing",
+        )
+    }))
 }
 
 /// Turns overdue `starting` attempts into `unknown`, whichever process started them.

@@ -12,6 +12,9 @@ pub struct Problem {
     pub code: &'static str,
     pub detail: String,
     pub extra: Map<String, Value>,
+    /// The connection is closed after this answer (the request was not read to its
+    /// end, so nothing else can follow on it).
+    pub close: bool,
 }
 
 impl Problem {
@@ -21,7 +24,14 @@ impl Problem {
             code,
             detail: detail.into(),
             extra: Map::new(),
+            close: false,
         }
+    }
+
+    /// Closes the connection after the answer.
+    pub fn closing(mut self) -> Problem {
+        self.close = true;
+        self
     }
 
     pub fn with(mut self, name: &str, value: impl Into<Value>) -> Problem {
@@ -87,6 +97,44 @@ impl Problem {
         )
     }
 
+    /// Too many requests in flight, or too many request bodies in memory: retry later.
+    pub fn overloaded(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", detail)
+    }
+
+    /// The request did not arrive in time.
+    pub fn request_timeout(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::REQUEST_TIMEOUT, "request_timeout", detail).closing()
+    }
+
+    /// The body, as JSON text.
+    pub fn body(&self) -> String {
+        let mut body = Map::new();
+        body.insert(
+            "type".into(),
+            json!(format!("urn:conform:problem:{}", self.code)),
+        );
+        body.insert("title".into(), json!(self.title()));
+        body.insert("status".into(), json!(self.status.as_u16()));
+        body.insert("detail".into(), json!(self.detail));
+        body.insert("code".into(), json!(self.code));
+        body.extend(self.extra.clone());
+        Value::Object(body).to_string()
+    }
+
+    /// The whole HTTP/1.1 answer, for where the HTTP layer answers before the
+    /// application has a request (a head that does not arrive in time).
+    pub fn http1_bytes(&self) -> Vec<u8> {
+        let body = self.body();
+        format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: application/problem+json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            self.status.as_u16(),
+            self.status.canonical_reason().unwrap_or(""),
+            body.len()
+        )
+        .into_bytes()
+    }
+
     fn title(&self) -> &'static str {
         match self.code {
             "owner_required" => "Owner required",
@@ -101,6 +149,11 @@ impl Problem {
             "attempt_terminal" => "Attempt already ended",
             "ledger_unavailable" => "Ledger unavailable",
             "method_not_allowed" => "Method not allowed",
+            "overloaded" => "Overloaded",
+            "body_too_large" => "Request body too large",
+            "headers_too_large" => "Request headers too large",
+            "request_timeout" => "Request timeout",
+            "shutting_down" => "Shutting down",
             _ => "Error",
         }
     }
@@ -108,17 +161,7 @@ impl Problem {
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
-        let mut body = Map::new();
-        body.insert(
-            "type".into(),
-            json!(format!("urn:conform:problem:{}", self.code)),
-        );
-        body.insert("title".into(), json!(self.title()));
-        body.insert("status".into(), json!(self.status.as_u16()));
-        body.insert("detail".into(), json!(self.detail));
-        body.insert("code".into(), json!(self.code));
-        body.extend(self.extra);
-        let mut response = (self.status, Value::Object(body).to_string()).into_response();
+        let mut response = (self.status, self.body()).into_response();
         let headers = response.headers_mut();
         headers.insert(
             header::CONTENT_TYPE,
@@ -126,6 +169,9 @@ impl IntoResponse for Problem {
         );
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if self.close {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         response
     }

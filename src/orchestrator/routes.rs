@@ -1,30 +1,66 @@
 //! The endpoints of `conform.orchestrator/v1`.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::handler::Handler;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Map, Value};
+use tower::ServiceBuilder;
+use tower::limit::GlobalConcurrencyLimitLayer;
 
-use super::identity::{idempotency_key, owner};
+use super::identity::{MAX_OWNER_LEN, idempotency_key, owner};
+use super::intake;
 use super::problem::Problem;
 use super::{App, attempt, gate, view};
 use crate::broken::{self, Broken};
 use crate::ledger::fingerprint::{fingerprint, parse_strict};
-use crate::ledger::{AttemptCancel, Created, JobCancel, LedgerError, NewJob, Started};
+use crate::ledger::{AttemptCancel, Created, JobCancel, JobState, LedgerError, NewJob, Started};
 
+/// The longest job or attempt id, task name or provider name accepted, in characters.
+pub const MAX_NAME_LEN: usize = MAX_OWNER_LEN;
+
+/// Every route. The work routes take an in-flight slot (tower's concurrency limit, with
+/// load shedding: no slot free is 503 `overloaded` at once, never a queue); the two
+/// with a body read it first (`intake`), so a body that is slow to arrive holds no
+/// slot. `/healthz` and `/readyz` take no slot: a process that is busy is still alive.
 pub(crate) fn router(app: Arc<App>) -> Router {
+    let admit = ServiceBuilder::new()
+        .layer(HandleErrorLayer::new(overloaded))
+        .load_shed()
+        .layer(GlobalConcurrencyLimitLayer::with_semaphore(Arc::clone(
+            &app.slots,
+        )));
     Router::new()
         .route("/healthz", get(healthz))
-        .route("/v1/jobs", post(create_job))
-        .route("/v1/jobs/{id}", get(get_job))
-        .route("/v1/jobs/{id}/attempts", post(start_attempt))
-        .route("/v1/jobs/{id}/cancel", post(cancel_job))
-        .route("/v1/attempts/{id}/cancel", post(cancel_attempt))
+        .route("/readyz", get(readyz))
+        .route(
+            "/v1/jobs",
+            post(create_job.layer(admit.clone()))
+                .route_layer(from_fn_with_state(Arc::clone(&app), intake::job_body)),
+        )
+        .route("/v1/jobs/{id}", get(get_job.layer(admit.clone())))
+        .route(
+            "/v1/jobs/{id}/attempts",
+            post(start_attempt.layer(admit.clone()))
+                .route_layer(from_fn_with_state(Arc::clone(&app), intake::attempt_body)),
+        )
+        .route(
+            "/v1/jobs/{id}/cancel",
+            post(cancel_job.layer(admit.clone())),
+        )
+        .route(
+            "/v1/attempts/{id}/cancel",
+            post(cancel_attempt.layer(admit)),
+        )
         .fallback(|| async { Problem::not_found("resource") })
         .method_not_allowed_fallback(|| async {
             Problem::new(
@@ -33,13 +69,60 @@ pub(crate) fn router(app: Arc<App>) -> Router {
                 "this method is not allowed here",
             )
         })
+        // `intake` bounds bodies; axum's own limit would answer in plain text.
+        .layer(DefaultBodyLimit::disable())
+        .layer(from_fn(intake::head_limit))
         .with_state(app)
+}
+
+/// Every in-flight slot is taken.
+async fn overloaded(_: tower::BoxError) -> Response {
+    let problem = Problem::overloaded(
+        "too many requests are being handled; retry after the Retry-After delay",
+    );
+    // BROKEN VARIANT (tests only): the overload answer is a bare 503.
+    if broken::is(Broken::PlainOverload) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response();
+    }
+    problem.into_response()
 }
 
 type Answer = Result<Response, Problem>;
 
+/// Liveness: the process serves requests. It does not look at the database.
 async fn healthz() -> Response {
     json(StatusCode::OK, &serde_json::json!({"status": "ok"}))
+}
+
+/// Readiness: the database takes writes, and the process is not shutting down.
+async fn readyz(State(app): State<Arc<App>>) -> Answer {
+    if app.draining.load(Ordering::Relaxed) {
+        return Err(Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the orchestrator is shutting down and takes no new work",
+        ));
+    }
+    app.ready().await.map_err(unavailable)?;
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({"status": "ready", "database": "ok"}),
+    ))
+}
+
+/// A job or attempt id from the path: percent-decoded UTF-8 of at most
+/// [`MAX_NAME_LEN`] characters, else 400.
+fn path_id(id: Result<Path<String>, PathRejection>) -> Result<String, Problem> {
+    match id {
+        Ok(Path(id)) if id.len() <= MAX_NAME_LEN => Ok(id),
+        Ok(Path(_)) => Err(Problem::invalid_request(format!(
+            "an id is at most {MAX_NAME_LEN} characters long"
+        ))),
+        Err(e) => Err(Problem::invalid_request(format!(
+            "the id in the path cannot be read: {}",
+            e.body_text()
+        ))),
+    }
 }
 
 fn json(status: StatusCode, body: &Value) -> Response {
@@ -67,7 +150,36 @@ struct JobRequest {
 }
 
 fn parse(body: &[u8]) -> Result<Value, Problem> {
+    // BROKEN VARIANT (tests only): a nesting too deep for the parser panics the handler.
+    if broken::is(Broken::DeepNestingPanics) && nesting(body) > 128 {
+        panic!("BROKEN VARIANT deep-nesting-panics: the body nests deeper than 128");
+    }
+    // BROKEN VARIANT (tests only): invalid UTF-8 replaced instead of refused.
+    if broken::is(Broken::LossyUtf8) && std::str::from_utf8(body).is_err() {
+        let text = String::from_utf8_lossy(body).into_owned();
+        return parse_strict(text.as_bytes()).map_err(|e| Problem::invalid_request(e.to_string()));
+    }
     parse_strict(body).map_err(|e| Problem::invalid_request(e.to_string()))
+}
+
+/// BROKEN VARIANT (tests only): how deep brackets nest, strings ignored.
+fn nesting(body: &[u8]) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &b in body {
+        match (in_string, escaped, b) {
+            (true, true, _) => escaped = false,
+            (true, false, b'\\') => escaped = true,
+            (true, false, b'"') => in_string = false,
+            (false, _, b'"') => in_string = true,
+            (false, _, b'[' | b'{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (false, _, b']' | b'}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 fn into_object(value: Value) -> Result<Map<String, Value>, Problem> {
@@ -89,6 +201,9 @@ fn only_members(members: &Map<String, Value>, allowed: &[&str]) -> Result<(), Pr
 
 fn non_empty_string(members: &Map<String, Value>, name: &str) -> Result<String, Problem> {
     match members.get(name) {
+        Some(Value::String(s)) if s.len() > MAX_NAME_LEN => Err(Problem::invalid_request(format!(
+            "`{name}` is at most {MAX_NAME_LEN} characters long"
+        ))),
         Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
         _ => Err(Problem::invalid_request(format!(
             "`{name}` must be a non-empty string"
@@ -112,17 +227,20 @@ async fn create_job(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes
     let owner = owner(&headers)?;
     let key = idempotency_key(&headers)?;
     let value = parse(&body)?;
+    // The bytes are not needed once parsed: only one copy of the request lives on.
+    drop(body);
     let fingerprint = fingerprint(&value).map_err(|e| Problem::invalid_request(e.to_string()))?;
-    let members = into_object(value)?;
+    let mut members = into_object(value)?;
     only_members(&members, &["task", "provider", "input"])?;
     let request = JobRequest {
         task: non_empty_string(&members, "task")?,
         provider: non_empty_string(&members, "provider")?,
-        input: match members.get("input") {
-            Some(input @ Value::Object(_)) => input.clone(),
+        input: match members.remove("input") {
+            Some(input @ Value::Object(_)) => input,
             _ => return Err(Problem::invalid_request("`input` must be a JSON object")),
         },
     };
+    drop(members);
     app.configured(&request.provider)?;
     // Detached: once the job is in the ledger, its first attempt must be sent even if
     // the client hangs up now.
@@ -137,15 +255,31 @@ async fn create_job(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes
             input: &request.input,
             attempt_timeout: task_app.config.attempt_timeout,
         };
-        let created = task_app.ledger.create_job(&new).await?;
-        if let Created::New(job) = &created
+        let mut created = task_app.ledger.create_job(&new).await?;
+        drop(request);
+        if let Created::New(job) = &mut created
             && let Some(first) = job.attempts.first()
         {
-            tokio::spawn(attempt::drive(
-                task_app.clone(),
-                first.clone(),
-                job.input.clone(),
-            ));
+            // The answer does not show the input: the attempt takes it, no copy made.
+            let input = std::mem::take(&mut job.input);
+            tokio::spawn(attempt::drive(task_app.clone(), first.clone(), input));
+        }
+        // BROKEN VARIANT (tests only): a replay of a job with nothing open starts a new
+        // attempt on the job's provider.
+        if let Created::Replayed(job) = &created
+            && broken::is(Broken::ReplayRetriesIdle)
+            && matches!(job.state(), JobState::Failed | JobState::Pending)
+            && let Started::Started { attempt, input } = task_app
+                .ledger
+                .start_attempt(
+                    &job.owner,
+                    &job.id,
+                    &job.provider,
+                    task_app.config.attempt_timeout,
+                )
+                .await?
+        {
+            tokio::spawn(attempt::drive(task_app.clone(), attempt, input));
         }
         Ok::<_, LedgerError>(created)
     })
@@ -181,9 +315,10 @@ async fn create_job(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes
 async fn get_job(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Answer {
     let owner = owner(&headers)?;
+    let id = path_id(id)?;
     match app.ledger.job(&owner, &id).await.map_err(unavailable)? {
         Some(job) => Ok(json(StatusCode::OK, &view::job(&job))),
         None => Err(Problem::not_found("job")),
@@ -193,10 +328,11 @@ async fn get_job(
 async fn start_attempt(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Answer {
     let owner = owner(&headers)?;
+    let id = path_id(id)?;
     let Some(job) = app.ledger.job(&owner, &id).await.map_err(unavailable)? else {
         return Err(Problem::not_found("job"));
     };
@@ -270,9 +406,10 @@ async fn start_attempt(
 async fn cancel_attempt(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Answer {
     let owner = owner(&headers)?;
+    let id = path_id(id)?;
     match app
         .ledger
         .cancel_attempt(&owner, &id)
@@ -297,9 +434,10 @@ async fn cancel_attempt(
 async fn cancel_job(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Answer {
     let owner = owner(&headers)?;
+    let id = path_id(id)?;
     match app
         .ledger
         .cancel_job(&owner, &id)

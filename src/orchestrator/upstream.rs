@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use axum::body::Bytes;
 use serde_json::Value;
 
 /// How one provider call ended.
@@ -42,33 +43,40 @@ impl Upstream {
         Ok(Upstream { client })
     }
 
-    /// Sends `input` (with `model` set to `provider` when absent or null) and classifies
-    /// the answer. One request, whatever happens.
-    pub async fn call(&self, base_url: &str, provider: &str, input: &Value) -> Outcome {
+    /// Sends `body` (see [`request_body`]) and classifies the answer. One request,
+    /// whatever happens.
+    pub async fn call(&self, base_url: &str, body: Bytes) -> Outcome {
         // BROKEN VARIANT (tests only): a client that retries behind the orchestrator's back.
         if crate::broken::is(crate::broken::Broken::HiddenRetries) {
-            let mut outcome = self.call_once(base_url, provider, input).await;
+            let mut outcome = self.call_once(base_url, body.clone()).await;
             for _ in 0..2 {
                 if matches!(outcome, Outcome::Result(_)) {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                outcome = self.call_once(base_url, provider, input).await;
+                outcome = self.call_once(base_url, body.clone()).await;
             }
             return outcome;
         }
-        self.call_once(base_url, provider, input).await
+        self.call_once(base_url, body).await
     }
 
-    async fn call_once(&self, base_url: &str, provider: &str, input: &Value) -> Outcome {
-        let mut body = input.clone();
-        if let Value::Object(members) = &mut body
-            && members.get("model").is_none_or(Value::is_null)
-        {
-            members.insert("model".into(), Value::String(provider.to_string()));
-        }
+    async fn call_once(&self, base_url: &str, body: Bytes) -> Outcome {
         let url = format!("{}/v1/chat/completions", base_url.trim_end_matches('/'));
-        let response = match self.client.post(url).json(&body).send().await {
+        let length = body.len();
+        // A one-chunk stream rather than a reusable body: the client then keeps no copy
+        // for a redirect it will never follow, and the bytes are freed once sent
+        // instead of when the provider answers, which may be minutes later.
+        let body = reqwest::Body::wrap_stream(futures::stream::once(async move {
+            Ok::<_, std::convert::Infallible>(body)
+        }));
+        let request = self
+            .client
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::CONTENT_LENGTH, length)
+            .body(body);
+        let response = match request.send().await {
             Ok(response) => response,
             // Connection refused, name or TLS failure: the request never left.
             Err(e) if e.is_connect() => return Outcome::Failed("connection_refused".into()),
@@ -80,6 +88,17 @@ impl Upstream {
             Err(_) => Outcome::Unknown("truncated_body".into()),
         }
     }
+}
+
+/// The provider request's body: the job's input with `model` set to the provider's name
+/// when it is absent or null, serialized once.
+pub fn request_body(provider: &str, mut input: Value) -> Bytes {
+    if let Value::Object(members) = &mut input
+        && members.get("model").is_none_or(Value::is_null)
+    {
+        members.insert("model".into(), Value::String(provider.to_string()));
+    }
+    Bytes::from(crate::ledger::json_text(&input))
 }
 
 /// The contract's reading of a complete response.
@@ -121,6 +140,58 @@ mod tests {
         json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]})
             .to_string()
             .into_bytes()
+    }
+
+    #[test]
+    fn the_model_is_the_providers_name_unless_the_input_names_one() {
+        let body = |input: Value| -> Value {
+            serde_json::from_slice(&request_body("primary", input)).unwrap()
+        };
+        assert_eq!(body(json!({"messages": []}))["model"], "primary");
+        assert_eq!(body(json!({"model": null}))["model"], "primary");
+        assert_eq!(body(json!({"model": "gpt-x"}))["model"], "gpt-x");
+    }
+
+    /// The request announces its length (providers may refuse chunked uploads) and is
+    /// sent once.
+    #[tokio::test]
+    async fn one_request_with_its_content_length() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !String::from_utf8_lossy(&seen).contains("\"model\":\"primary\"}") {
+                let n = stream.read(&mut buf).await.unwrap();
+                assert!(n > 0);
+                seen.extend_from_slice(&buf[..n]);
+            }
+            let reply = reply(json!("fine"));
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                reply.len()
+            );
+            stream.write_all(head.as_bytes()).await.unwrap();
+            stream.write_all(&reply).await.unwrap();
+            String::from_utf8_lossy(&seen).to_ascii_lowercase()
+        });
+        let upstream = Upstream::new().unwrap();
+        let body = request_body("primary", json!({"messages": []}));
+        let length = body.len();
+        let outcome = upstream.call(&base, body).await;
+        assert_eq!(outcome, Outcome::Result(json!("fine")));
+        let request = server.await.unwrap();
+        assert!(
+            request.starts_with("post /v1/chat/completions "),
+            "{request}"
+        );
+        assert!(
+            request.contains(&format!("content-length: {length}\r\n")),
+            "{request}"
+        );
+        assert!(!request.contains("transfer-encoding"), "{request}");
     }
 
     #[test]

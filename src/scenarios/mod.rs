@@ -9,8 +9,10 @@
 //!   server for resets and cut bodies), scripted per job;
 //! - [`spawn`]: starting, crashing and restarting the orchestrator under test;
 //! - [`runner`]: selection, the run, JUnit;
-//! - the scenarios, by theme: [`keys`], [`idempotency`], [`owners`], [`outcomes`],
-//!   [`timeout`], [`cancel`], [`race`], [`reads`], [`gate`], [`restart`].
+//! - [`raw`]: HTTP/1.1 written byte for byte, for what a client library will not send;
+//! - the scenarios, by theme: [`keys`], [`idempotency`], [`replay`], [`owners`],
+//!   [`outcomes`], [`timeout`], [`cancel`], [`race`], [`reads`], [`gate`], [`restart`],
+//!   and the [`robustness`] family (hostile input and load), which runs last.
 
 pub mod api;
 pub mod cancel;
@@ -26,8 +28,11 @@ pub mod outcomes;
 pub mod owners;
 pub mod providers;
 pub mod race;
+pub mod raw;
 pub mod reads;
+pub mod replay;
 pub mod restart;
+pub mod robustness;
 pub mod runner;
 pub mod spawn;
 pub mod timeout;
@@ -77,7 +82,9 @@ impl Scenario for Def {
     }
 }
 
-/// Every scenario, cheapest first (so that `--fail-fast` stops early).
+/// Every scenario, cheapest first (so that `--fail-fast` stops early), and the
+/// robustness family last: it stresses the orchestrator, and no other scenario should
+/// run against one it may have hurt.
 pub fn all() -> Vec<Box<dyn Scenario>> {
     vec![
         Box::new(keys::key_forms()),
@@ -85,6 +92,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         Box::new(idempotency::double_click()),
         Box::new(idempotency::key_reuse()),
         Box::new(idempotency::concurrent_mismatch()),
+        Box::new(replay::replay_in_every_state()),
         Box::new(outcomes::provider_request()),
         Box::new(outcomes::classification()),
         Box::new(outcomes::no_hidden_retries()),
@@ -99,6 +107,11 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         Box::new(cancel::late_after_job_cancel()),
         Box::new(gate::fail_closed()),
         Box::new(restart::crash_restart()),
+        Box::new(robustness::oversized_body()),
+        Box::new(robustness::deep_nesting()),
+        Box::new(robustness::invalid_utf8()),
+        Box::new(robustness::stalled_connections()),
+        Box::new(robustness::creation_burst()),
     ]
 }
 
@@ -122,6 +135,15 @@ mod tests {
             all.iter().filter(|s| s.needs_restart()).count(),
             1,
             "only crash-restart restarts"
+        );
+        let last: Vec<&str> = all[all.len() - super::robustness::FAMILY.len()..]
+            .iter()
+            .map(|s| s.name())
+            .collect();
+        assert_eq!(
+            last,
+            super::robustness::FAMILY,
+            "the robustness family runs last"
         );
     }
 }

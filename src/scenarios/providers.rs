@@ -296,7 +296,7 @@ async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result
     Ok(n)
 }
 
-fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+pub(super) fn dechunk(mut raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     while let Some(i) = raw.windows(2).position(|w| w == b"\r\n") {
         let size_text = String::from_utf8_lossy(&raw[..i]);

@@ -2,6 +2,8 @@
 //! running orchestrator, and an HTTP client.
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use std::sync::Once;
 use std::time::Duration;
 
@@ -116,6 +118,19 @@ impl TestDb {
             .await
     }
 
+    /// A raw connection of the test's own, on SQLite, holding the write lock until
+    /// dropped or rolled back: to the ledger the database is down.
+    pub async fn lock_sqlite(&self) -> sqlx::Transaction<'static, sqlx::Sqlite> {
+        let Raw::Sqlite(pool) = &self.raw else {
+            panic!("lock_sqlite on PostgreSQL");
+        };
+        pool.begin_with("BEGIN IMMEDIATE").await.unwrap()
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.raw, Raw::Postgres { .. })
+    }
+
     /// Drops the PostgreSQL schema; the SQLite directory goes with `self`.
     pub async fn cleanup(self) {
         match self.raw {
@@ -157,6 +172,8 @@ macro_rules! on_both_backends {
 /// An orchestrator running in this process.
 pub struct Orchestrator {
     pub base: String,
+    /// `127.0.0.1:PORT`, for raw connections.
+    pub addr: String,
     pub http: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -166,10 +183,17 @@ pub struct Settings {
     pub allowlist: std::path::PathBuf,
     pub attempt_timeout: Duration,
     pub late_window: Duration,
+    /// The HTTP layer's bounds (`Limits::default()` unless a test narrows them).
+    pub limits: conform::orchestrator::Limits,
 }
 
 impl Orchestrator {
     pub async fn start(db: &TestDb, settings: Settings) -> Orchestrator {
+        Orchestrator::start_on(&db.url, settings).await
+    }
+
+    /// On the database at `url` (e.g. through a [`proxy::Proxy`]).
+    pub async fn start_on(url: &str, settings: Settings) -> Orchestrator {
         let config = Config {
             listen: "127.0.0.1:0".into(),
             providers: Providers::parse(&settings.providers).unwrap(),
@@ -177,10 +201,14 @@ impl Orchestrator {
             project: None,
             attempt_timeout: settings.attempt_timeout,
             late_window: settings.late_window,
-            database_url: db.url.clone(),
+            database_url: url.to_string(),
             database_connections: 8,
+            database_timeout: conform::orchestrator::config::DEFAULT_DATABASE_TIMEOUT,
+            limits: settings.limits,
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = conform::orchestrator::listener("127.0.0.1:0")
+            .await
+            .unwrap();
         let server = Server::on(config, listener).await.unwrap();
         let addr = server.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -189,6 +217,7 @@ impl Orchestrator {
         }));
         Orchestrator {
             base: format!("http://{addr}"),
+            addr: addr.to_string(),
             http: client(),
             stop: Some(stop),
         }
