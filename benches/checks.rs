@@ -95,6 +95,7 @@ fn main() {
                     .unwrap_or(0);
                 let reply = Reply {
                     text: answer.clone(),
+                    tool_calls: Vec::new(),
                     finish: Finish::new(FinishKind::Stop, Some("stop")),
                     refusal: None,
                     usage: Usage {

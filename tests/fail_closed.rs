@@ -64,6 +64,7 @@ fn entry(project: &Project, provider: &str) -> Entry {
             pass_rate: 1.0,
             first_attempt_pass_rate: 1.0,
             checks: BTreeMap::new(),
+            tool_calls: None,
         },
         generated_at: stamp(now - time::Duration::hours(1)),
         valid_until: stamp(now + time::Duration::days(3)),

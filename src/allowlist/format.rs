@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::check::tool_metrics::{Bounds, ToolMetrics};
 use crate::verdict::CheckCount;
 
 /// The value of the file's `format` field. A reader that sees another value denies everything.
@@ -107,6 +108,39 @@ pub struct Evidence {
     pub first_attempt_pass_rate: f64,
     /// Passes and failures per check.
     pub checks: BTreeMap<String, CheckCount>,
+    /// Tool-calling measures, when the suite's requests declare tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<ToolEvidence>,
+}
+
+/// K2 Vendor Verifier's measures of the run, as the entry keeps them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolEvidence {
+    /// Answers to requests that declare tools.
+    pub answers: u64,
+    /// Tool calls made.
+    pub calls: u64,
+    pub trigger_precision: Option<f64>,
+    pub trigger_recall: Option<f64>,
+    pub trigger_f1: Option<f64>,
+    pub schema_accuracy: Option<f64>,
+    /// With repeats: the Wilson lower bounds the thresholds were held to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lower_bounds: Option<Bounds>,
+}
+
+impl From<&ToolMetrics> for ToolEvidence {
+    fn from(m: &ToolMetrics) -> Self {
+        ToolEvidence {
+            answers: m.answers,
+            calls: m.calls,
+            trigger_precision: m.trigger_precision,
+            trigger_recall: m.trigger_recall,
+            trigger_f1: m.trigger_f1,
+            schema_accuracy: m.schema_accuracy,
+            lower_bounds: m.lower_bounds,
+        }
+    }
 }
 
 /// A removed (or never granted) entry and why: the last conclusive run failed.

@@ -288,6 +288,7 @@ mod tests {
                 pass_rate: 1.0,
                 first_attempt_pass_rate: 1.0,
                 checks: BTreeMap::new(),
+                tool_calls: None,
             },
             generated_at: String::new(),
             valid_until: valid_until.into(),

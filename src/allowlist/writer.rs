@@ -119,6 +119,11 @@ pub fn changes_from_run(
                         pass_rate: t.pass_rate(),
                         first_attempt_pass_rate: t.first_attempt_pass_rate(),
                         checks: t.checks.clone(),
+                        tool_calls: t
+                            .tool_calls
+                            .as_ref()
+                            .filter(|m| m.answers > 0)
+                            .map(Into::into),
                     },
                     generated_at: stamp(now),
                     valid_until: stamp(now + validity),

@@ -480,15 +480,23 @@ impl ProviderConfig {
                 "[tokenizer]",
                 "a huggingface tokenizer needs `path` to a tokenizer.json or its directory".into(),
             ),
-            TokenizerKind::Provider if file.kind != Kind::OpenaiCompatible => problem(
-                "tokenizer.kind",
-                "[tokenizer]",
-                format!(
-                    "tokenizer kind `provider` counts through llama.cpp's /apply-template and /tokenize, \
-                     which kind `{}` does not have: use tiktoken or huggingface",
-                    file.kind.as_str()
-                ),
-            ),
+            TokenizerKind::Provider
+                if !matches!(
+                    file.kind,
+                    Kind::OpenaiCompatible | Kind::Anthropic | Kind::Gemini | Kind::OpenaiResponses
+                ) =>
+            {
+                problem(
+                    "tokenizer.kind",
+                    "[tokenizer]",
+                    format!(
+                        "tokenizer kind `provider` counts through the provider's own count endpoint \
+                         (llama.cpp /apply-template + /tokenize, Anthropic count_tokens, Gemini countTokens, \
+                         OpenAI Responses input_tokens), which kind `{}` does not have: use tiktoken or huggingface",
+                        file.kind.as_str()
+                    ),
+                )
+            }
             _ => {}
         }
         if !problems.is_empty() {

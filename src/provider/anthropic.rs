@@ -16,7 +16,10 @@ use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
 use super::openai::{parse_body, wire_schema};
-use super::{CallSpec, Finish, FinishKind, Reply, Usage, WireFormat, WireRequest, streamed};
+use super::{
+    CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, sse, streamed,
+};
+use crate::config::conversation::{Message, Role, Tool, ToolChoice};
 use crate::config::{ProviderConfig, StructuredOutput};
 use crate::secret::Secret;
 
@@ -36,24 +39,35 @@ impl WireFormat for AnthropicMessages {
         let mut body = Map::new();
         body.insert("model".into(), json!(config.model));
         body.insert("max_tokens".into(), json!(config.max_output_tokens));
-        if let Some(system) = &call.prompt.system {
+        if let Some(system) = call.system() {
             body.insert("system".into(), json!(system));
         }
         // The conversation ends with the user: prefill is rejected by newer models.
-        body.insert(
-            "messages".into(),
-            json!([{"role": "user", "content": call.prompt.user}]),
-        );
+        let messages = match call.conversation {
+            Some(c) => Value::Array(messages(c.turns())),
+            None => json!([{"role": "user", "content": call.prompt.user}]),
+        };
+        body.insert("messages".into(), messages);
         if config.sends_temperature() {
             body.insert("temperature".into(), json!(config.temperature));
         }
+        if let Some(c) = call.conversation.filter(|c| !c.tools.is_empty()) {
+            body.insert("tools".into(), Value::Array(tools(&c.tools)));
+            if let Some(choice) = tool_choice(c.tool_choice.as_ref(), c.parallel_tool_calls) {
+                body.insert("tool_choice".into(), choice);
+            }
+        }
         let schema = wire_schema(call.schema);
+        let output_config = json!({"format": {"type": "json_schema", "schema": schema}});
         match config.structured_output {
+            _ if !call.wants_json() => {}
             StructuredOutput::JsonSchema => {
-                body.insert(
-                    "output_config".into(),
-                    json!({"format": {"type": "json_schema", "schema": schema}}),
-                );
+                body.insert("output_config".into(), output_config);
+            }
+            // The request declares tools of its own: the answer cannot be one more forced
+            // tool, so it is asked for with the native schema instead.
+            StructuredOutput::Tool if !call.tools().is_empty() => {
+                body.insert("output_config".into(), output_config);
             }
             StructuredOutput::Tool => {
                 body.insert(
@@ -69,6 +83,9 @@ impl WireFormat for AnthropicMessages {
             // Refused at configuration time: Anthropic has no JSON mode.
             StructuredOutput::JsonObject | StructuredOutput::Prompt => {}
         }
+        if config.stream {
+            body.insert("stream".into(), json!(true));
+        }
 
         let mut headers = super::json_headers(
             key.map(|k| (HeaderName::from_static("x-api-key"), k.expose().to_string())),
@@ -82,6 +99,24 @@ impl WireFormat for AnthropicMessages {
             headers,
             body: Value::Object(body),
         }
+    }
+
+    /// A stream asked for (`stream = true`) is folded; one that arrives unasked is named.
+    fn decode_for(&self, body: &[u8], config: &ProviderConfig) -> Result<Reply, CallError> {
+        if config.stream && sse::is_event_stream(body) {
+            let mut last = None;
+            return fold(body, &mut last)
+                .and_then(|message| {
+                    decode_message(&message)
+                        .map_err(|e| e.keep_served(usage_of(&message), model_of(&message), None))
+                })
+                .map_err(|e| match &last {
+                    Some(m) => e.keep_served(usage_of(m), model_of(m), None),
+                    None => e,
+                })
+                .map_err(CallError::after_success);
+        }
+        self.decode(body)
     }
 
     fn decode(&self, body: &[u8]) -> Result<Reply, CallError> {
@@ -166,11 +201,19 @@ fn decode_message(value: &Value) -> Result<Reply, CallError> {
         .and_then(Value::as_array)
         .ok_or_else(|| invalid("the response has no content array"))?;
     let mut text = String::new();
-    let mut tool_input = None;
+    let mut tool_calls = Vec::new();
     for block in content {
         match block.get("type").and_then(Value::as_str) {
             Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or("")),
-            Some("tool_use") if tool_input.is_none() => tool_input = block.get("input"),
+            Some("tool_use") => {
+                let name = block
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let id = block.get("id").and_then(Value::as_str).map(str::to_string);
+                let input = block.get("input").cloned().unwrap_or(json!({}));
+                tool_calls.push(ToolCall::from_value(id, name, &input));
+            }
             _ => {}
         }
     }
@@ -189,14 +232,12 @@ fn decode_message(value: &Value) -> Result<Reply, CallError> {
             .map(str::to_string)
             .unwrap_or_else(|| text.clone())
     });
-    // A forced tool call carries the object itself, already parsed: serialize it so the
-    // checks read it like every other provider's text.
-    if let Some(input) = tool_input {
-        text = serde_json::to_string(input)
-            .map_err(|e| invalid(&format!("the tool input cannot be serialized: {e}")))?;
-    }
+    // A forced tool call carries the object itself, already parsed: serialized, it is the
+    // text the checks read, like every other provider's, when the model wrote none.
+    let text = Reply::text_or_first_arguments(text, &tool_calls);
     Ok(Reply {
         text,
+        tool_calls,
         finish: Finish::new(kind, raw_stop),
         refusal,
         usage: usage_of(value),
@@ -228,4 +269,194 @@ fn model_of(value: &Value) -> Option<String> {
         .get("model")
         .and_then(Value::as_str)
         .map(str::to_string)
+}
+
+/// The conversation after its system prompt, as Messages takes it: an assistant's calls
+/// as `tool_use` blocks (their input an object) after its text; the results of one
+/// turn's calls as `tool_result` blocks (with `is_error`) in one user message, to which a
+/// user message that follows them is added as a text block.
+fn messages(turns: &[Message]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(turns.len());
+    let mut results: Vec<Value> = Vec::new();
+    for m in turns {
+        match m.role {
+            Role::Tool => {
+                let mut block = json!({"type": "tool_result",
+                    "tool_use_id": m.tool_call_id.clone().unwrap_or_default(),
+                    "content": m.content_str()});
+                if m.is_error {
+                    block["is_error"] = json!(true);
+                }
+                results.push(block);
+            }
+            Role::User if !results.is_empty() => {
+                results.push(json!({"type": "text", "text": m.content_str()}));
+                out.push(json!({"role": "user", "content": std::mem::take(&mut results)}));
+            }
+            role => {
+                if !results.is_empty() {
+                    out.push(json!({"role": "user", "content": std::mem::take(&mut results)}));
+                }
+                let role = if role == Role::Assistant {
+                    "assistant"
+                } else {
+                    "user"
+                };
+                if m.tool_calls.is_empty() {
+                    out.push(json!({"role": role, "content": m.content_str()}));
+                    continue;
+                }
+                let mut blocks = Vec::with_capacity(m.tool_calls.len() + 1);
+                if !m.content_str().is_empty() {
+                    blocks.push(json!({"type": "text", "text": m.content_str()}));
+                }
+                for call in &m.tool_calls {
+                    blocks.push(json!({"type": "tool_use", "id": call.id,
+                        "name": call.function.name,
+                        "input": Value::Object(call.arguments_object().unwrap_or_default())}));
+                }
+                out.push(json!({"role": role, "content": blocks}));
+            }
+        }
+    }
+    if !results.is_empty() {
+        out.push(json!({"role": "user", "content": results}));
+    }
+    out
+}
+
+/// Tools as Messages declares them: `input_schema`, and `strict` only where asked for.
+fn tools(tools: &[Tool]) -> Vec<Value> {
+    tools
+        .iter()
+        .map(|t| {
+            let mut tool = json!({"name": t.name(), "description": t.description(),
+                "input_schema": wire_schema(t.parameters())});
+            if t.strict() {
+                tool["strict"] = json!(true);
+            }
+            tool
+        })
+        .collect()
+}
+
+/// `auto`, `none`, `any` (OpenAI's `required`), or `tool` with its name; parallel calls
+/// are switched off with `disable_parallel_tool_use`.
+fn tool_choice(choice: Option<&ToolChoice>, parallel: Option<bool>) -> Option<Value> {
+    let mut out = match choice {
+        None if parallel == Some(false) => json!({"type": "auto"}),
+        None => return None,
+        Some(ToolChoice::Auto) => json!({"type": "auto"}),
+        Some(ToolChoice::None) => json!({"type": "none"}),
+        Some(ToolChoice::Required) => json!({"type": "any"}),
+        Some(ToolChoice::Tool(name)) => json!({"type": "tool", "name": name}),
+    };
+    if parallel == Some(false) && choice != Some(&ToolChoice::None) {
+        out["disable_parallel_tool_use"] = json!(true);
+    }
+    Some(out)
+}
+
+/// Folds a Messages event stream into the message it describes: `message_start` gives
+/// the skeleton and the input usage, `content_block_start` each block (a `tool_use`
+/// with its id and name), `content_block_delta` its `text_delta` or `input_json_delta`
+/// fragments (joined, then parsed once the block stops), `message_delta` the stop reason
+/// and output tokens; `message_stop` ends it. An `error` event is the call's error; a
+/// stream without `message_stop` was cut off. `last` keeps the skeleton for the error.
+fn fold(body: &[u8], last: &mut Option<Value>) -> Result<Value, CallError> {
+    let events = sse::events(body)?;
+    let mut message: Option<Value> = None;
+    let mut blocks: Vec<(Value, String)> = Vec::new();
+    for event in &events {
+        let data = sse::json(event)?;
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(&event.name);
+        match kind {
+            "message_start" => {
+                message = data.get("message").filter(|m| m.is_object()).cloned();
+                *last = message.clone();
+            }
+            "content_block_start" => {
+                let block = data
+                    .get("content_block")
+                    .filter(|b| b.is_object())
+                    .cloned()
+                    .unwrap_or(json!({}));
+                blocks.push((block, String::new()));
+            }
+            "content_block_delta" => {
+                let index = data.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+                let Some((block, partial)) = blocks.get_mut(index) else {
+                    return Err(CallError::new(
+                        ErrorKind::InvalidResponse,
+                        format!("a content_block_delta for block {index}, which never started"),
+                    ));
+                };
+                let delta = data.get("delta");
+                let text = |name: &str| delta.and_then(|d| d.get(name)).and_then(Value::as_str);
+                if let Some(t) = text("text") {
+                    let joined = format!("{}{t}", block["text"].as_str().unwrap_or_default());
+                    block["text"] = json!(joined);
+                }
+                if let Some(fragment) = text("partial_json") {
+                    partial.push_str(fragment);
+                }
+            }
+            "message_delta" => {
+                let Some(m) = message.as_mut().and_then(Value::as_object_mut) else {
+                    continue;
+                };
+                if let Some(reason) = data.pointer("/delta/stop_reason") {
+                    m.insert("stop_reason".into(), reason.clone());
+                }
+                if let Some(usage) = data.get("usage").and_then(Value::as_object) {
+                    let merged = m.entry("usage").or_insert_with(|| json!({}));
+                    if !merged.is_object() {
+                        *merged = json!({});
+                    }
+                    if let Some(merged) = merged.as_object_mut() {
+                        for (k, v) in usage {
+                            merged.insert(k.clone(), v.clone());
+                        }
+                    }
+                }
+                *last = message.clone();
+            }
+            "message_stop" => {
+                let Some(Value::Object(mut m)) = message else {
+                    return Err(CallError::new(
+                        ErrorKind::InvalidResponse,
+                        "message_stop without message_start",
+                    ));
+                };
+                let mut content = Vec::with_capacity(blocks.len());
+                for (mut block, partial) in blocks {
+                    if block["type"] == "tool_use" && !partial.is_empty() {
+                        // Arguments that do not parse stay as their text, for the checks
+                        // to name; the model sent them, nothing is repaired.
+                        block["input"] =
+                            serde_json::from_str(&partial).unwrap_or(Value::String(partial));
+                    }
+                    content.push(block);
+                }
+                m.insert("content".into(), Value::Array(content));
+                return Ok(Value::Object(m));
+            }
+            "error" => {
+                let (kind, message) = error_object(&data)
+                    .unwrap_or((ErrorKind::ServerError, "an error event".into()));
+                return Err(CallError::new(kind, message));
+            }
+            _ => {}
+        }
+    }
+    Err(CallError::new(
+        ErrorKind::TruncatedBody,
+        format!(
+            "the event stream ended without message_stop after {} events",
+            events.len()
+        ),
+    ))
 }

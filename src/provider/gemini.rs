@@ -24,7 +24,10 @@ use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
 use super::openai::{is_daily_quota, parse_body, wire_schema};
-use super::{CallSpec, Finish, FinishKind, Reply, Usage, WireFormat, WireRequest, streamed};
+use super::{
+    CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, sse, streamed,
+};
+use crate::config::conversation::{Message, Role, ToolChoice};
 use crate::config::provider::GeminiSchemaField;
 use crate::config::{ProviderConfig, StructuredOutput};
 use crate::secret::Secret;
@@ -45,15 +48,53 @@ impl WireFormat for GeminiGenerateContent {
             GeminiSchemaField::ResponseSchema => openapi_schema(&wire_schema(call.schema)),
         };
         let mut body = Map::new();
-        body.insert(
-            "contents".into(),
-            json!([{"role": "user", "parts": [{"text": call.prompt.user}]}]),
-        );
-        if let Some(system) = &call.prompt.system {
+        let contents = match call.conversation {
+            Some(c) => Value::Array(contents(c.turns())),
+            None => json!([{"role": "user", "parts": [{"text": call.prompt.user}]}]),
+        };
+        body.insert("contents".into(), contents);
+        if let Some(system) = call.system() {
             body.insert(
                 "systemInstruction".into(),
                 json!({"parts": [{"text": system}]}),
             );
+        }
+        let parameters = match options.schema_field {
+            GeminiSchemaField::ResponseJsonSchema => "parametersJsonSchema",
+            GeminiSchemaField::ResponseSchema => "parameters",
+        };
+        if let Some(c) = call.conversation.filter(|c| !c.tools.is_empty()) {
+            let declarations: Vec<Value> = c
+                .tools
+                .iter()
+                .map(|t| {
+                    let schema = match options.schema_field {
+                        GeminiSchemaField::ResponseJsonSchema => wire_schema(t.parameters()),
+                        GeminiSchemaField::ResponseSchema => {
+                            openapi_schema(&wire_schema(t.parameters()))
+                        }
+                    };
+                    json!({"name": t.name(), "description": t.description(), parameters: schema})
+                })
+                .collect();
+            body.insert(
+                "tools".into(),
+                json!([{"functionDeclarations": declarations}]),
+            );
+            if let Some(choice) = &c.tool_choice {
+                let config = match choice {
+                    ToolChoice::Auto => json!({"mode": "AUTO"}),
+                    ToolChoice::None => json!({"mode": "NONE"}),
+                    ToolChoice::Required => json!({"mode": "ANY"}),
+                    ToolChoice::Tool(name) => {
+                        json!({"mode": "ANY", "allowedFunctionNames": [name]})
+                    }
+                };
+                body.insert(
+                    "toolConfig".into(),
+                    json!({"functionCallingConfig": config}),
+                );
+            }
         }
         let mut generation = Map::new();
         generation.insert("temperature".into(), json!(config.temperature));
@@ -66,7 +107,14 @@ impl WireFormat for GeminiGenerateContent {
             GeminiSchemaField::ResponseSchema => "responseSchema",
         };
         match config.structured_output {
+            _ if !call.wants_json() => {}
             StructuredOutput::JsonSchema => {
+                generation.insert("responseMimeType".into(), json!("application/json"));
+                generation.insert(field.into(), schema);
+            }
+            // The request declares tools of its own: the answer cannot be one more forced
+            // function, so it is asked for with the schema instead.
+            StructuredOutput::Tool if !call.tools().is_empty() => {
                 generation.insert("responseMimeType".into(), json!("application/json"));
                 generation.insert(field.into(), schema);
             }
@@ -74,10 +122,6 @@ impl WireFormat for GeminiGenerateContent {
                 generation.insert("responseMimeType".into(), json!("application/json"));
             }
             StructuredOutput::Tool => {
-                let parameters = match options.schema_field {
-                    GeminiSchemaField::ResponseJsonSchema => "parametersJsonSchema",
-                    GeminiSchemaField::ResponseSchema => "parameters",
-                };
                 body.insert(
                     "tools".into(),
                     json!([{"functionDeclarations": [{"name": call.schema_name,
@@ -103,15 +147,35 @@ impl WireFormat for GeminiGenerateContent {
             .model
             .strip_prefix("models/")
             .unwrap_or(&config.model);
+        // A stream is `streamGenerateContent` with `alt=sse`: one response object per
+        // event, and no terminal sentinel.
+        let method = if config.stream {
+            "streamGenerateContent?alt=sse"
+        } else {
+            "generateContent"
+        };
         WireRequest {
             url: format!(
-                "{}/{}/models/{model}:generateContent",
+                "{}/{}/models/{model}:{method}",
                 config.base_url,
                 options.api_version.as_str()
             ),
             headers,
             body: Value::Object(body),
         }
+    }
+
+    /// A stream asked for (`stream = true`) is folded; one that arrives unasked is named.
+    fn decode_for(&self, body: &[u8], config: &ProviderConfig) -> Result<Reply, CallError> {
+        if !(config.stream && sse::is_event_stream(body)) {
+            return self.decode(body);
+        }
+        fold(body)
+            .and_then(|value| {
+                decode_response(&value)
+                    .map_err(|e| e.keep_served(usage_of(&value), model_of(&value), None))
+            })
+            .map_err(CallError::after_success)
     }
 
     fn decode(&self, body: &[u8]) -> Result<Reply, CallError> {
@@ -270,6 +334,7 @@ fn decode_response(value: &Value) -> Result<Reply, CallError> {
             .unwrap_or_default();
         return Ok(Reply {
             text: String::new(),
+            tool_calls: Vec::new(),
             finish: Finish {
                 kind: FinishKind::ContentFilter,
                 raw: Some(format!("prompt blocked ({reason}){detail}")),
@@ -286,21 +351,22 @@ fn decode_response(value: &Value) -> Result<Reply, CallError> {
         .map(Vec::as_slice)
         .unwrap_or_default();
     let mut text = String::new();
-    let mut call_args = None;
+    let mut tool_calls = Vec::new();
     for part in parts {
         if part.get("thought").and_then(Value::as_bool) == Some(true) {
             continue;
         }
         if let Some(t) = part.get("text").and_then(Value::as_str) {
             text.push_str(t);
-        } else if call_args.is_none() {
-            call_args = part.pointer("/functionCall/args");
+        } else if let Some(call) = part.get("functionCall") {
+            let name = call.get("name").and_then(Value::as_str).unwrap_or_default();
+            let id = call.get("id").and_then(Value::as_str).map(str::to_string);
+            // A call without arguments may leave `args` out.
+            let args = call.get("args").cloned().unwrap_or(json!({}));
+            tool_calls.push(ToolCall::from_value(id, name, &args));
         }
     }
-    if let Some(args) = call_args.filter(|_| text.is_empty()) {
-        text = serde_json::to_string(args)
-            .map_err(|e| invalid(&format!("the function call cannot be serialized: {e}")))?;
-    }
+    let text = Reply::text_or_first_arguments(text, &tool_calls);
     let raw = candidate.get("finishReason").and_then(Value::as_str);
     let kind = match raw {
         Some("STOP") => FinishKind::Stop,
@@ -319,6 +385,7 @@ fn decode_response(value: &Value) -> Result<Reply, CallError> {
     };
     Ok(Reply {
         text,
+        tool_calls,
         finish: Finish::new(kind, raw),
         refusal: None,
         usage,
@@ -344,6 +411,128 @@ fn model_of(value: &Value) -> Option<String> {
         .get("modelVersion")
         .and_then(Value::as_str)
         .map(str::to_string)
+}
+
+/// The conversation after its system prompt, as `contents`: the assistant is `model`,
+/// its calls `functionCall` parts (arguments an object) after its text; the results of
+/// one turn's calls are `functionResponse` parts of one user content, named by their tool,
+/// with `{"output": …}` or, for a failed tool, `{"error": …}` (a result that is JSON is
+/// sent as that JSON, other text as a string); a user message that follows them is added
+/// to that content as a text part.
+fn contents(turns: &[Message]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(turns.len());
+    let mut responses: Vec<Value> = Vec::new();
+    for m in turns {
+        match m.role {
+            Role::Tool => {
+                let text = m.content_str();
+                let value = serde_json::from_str::<Value>(text).unwrap_or(json!(text));
+                let key = if m.is_error { "error" } else { "output" };
+                responses.push(json!({"functionResponse": {
+                    "name": m.name.clone().unwrap_or_default(), "response": {key: value}}}));
+            }
+            Role::User if !responses.is_empty() => {
+                responses.push(json!({"text": m.content_str()}));
+                out.push(json!({"role": "user", "parts": std::mem::take(&mut responses)}));
+            }
+            role => {
+                if !responses.is_empty() {
+                    out.push(json!({"role": "user", "parts": std::mem::take(&mut responses)}));
+                }
+                let role = if role == Role::Assistant {
+                    "model"
+                } else {
+                    "user"
+                };
+                let mut parts = Vec::with_capacity(m.tool_calls.len() + 1);
+                if !m.content_str().is_empty() || m.tool_calls.is_empty() {
+                    parts.push(json!({"text": m.content_str()}));
+                }
+                for call in &m.tool_calls {
+                    parts.push(json!({"functionCall": {"name": call.function.name,
+                        "args": Value::Object(call.arguments_object().unwrap_or_default())}}));
+                }
+                out.push(json!({"role": role, "parts": parts}));
+            }
+        }
+    }
+    if !responses.is_empty() {
+        out.push(json!({"role": "user", "parts": responses}));
+    }
+    out
+}
+
+/// Folds a `streamGenerateContent?alt=sse` body into one response: the first candidate's
+/// parts joined in order (a `functionCall` arrives whole in one chunk), and the last
+/// finish reason, usage, model and prompt feedback any chunk gave. Gemini sends no
+/// terminal event: a stream that ends is complete, unless its last chunk is an error
+/// object (a trailing bare one included).
+fn fold(body: &[u8]) -> Result<Value, CallError> {
+    let events = sse::events(body)?;
+    let mut parts: Vec<Value> = Vec::new();
+    let mut folded = Map::new();
+    let mut finish: Option<Value> = None;
+    let mut saw = false;
+    for event in &events {
+        let chunk = sse::json(event)?;
+        if let Some((kind, message, code)) = error_object(&chunk) {
+            let mut e = CallError::new(kind.unwrap_or(ErrorKind::ServerError), message);
+            e.status = code;
+            return Err(e);
+        }
+        saw = true;
+        for key in [
+            "usageMetadata",
+            "modelVersion",
+            "promptFeedback",
+            "responseId",
+        ] {
+            if let Some(v) = chunk.get(key) {
+                folded.insert(key.into(), v.clone());
+            }
+        }
+        let candidate = chunk
+            .get("candidates")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first());
+        if let Some(candidate) = candidate {
+            parts.extend(
+                candidate
+                    .pointer("/content/parts")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            );
+            if let Some(reason) = candidate.get("finishReason") {
+                finish = Some(reason.clone());
+            }
+        }
+    }
+    if let Some(error) = streamed::reject(body, |doc| {
+        let (kind, message, code) = error_object(doc)?;
+        let mut e = CallError::new(kind.unwrap_or(ErrorKind::ServerError), message);
+        e.status = code;
+        Some(e)
+    })
+    .filter(|e| e.kind != ErrorKind::NonJsonBody)
+    {
+        return Err(error);
+    }
+    if !saw {
+        return Err(CallError::new(
+            ErrorKind::InvalidResponse,
+            "the event stream carried no response chunks",
+        ));
+    }
+    if finish.is_some() || !parts.is_empty() {
+        let mut candidate = json!({"content": {"role": "model", "parts": parts}, "index": 0});
+        if let Some(reason) = finish {
+            candidate["finishReason"] = reason;
+        }
+        folded.insert("candidates".into(), json!([candidate]));
+    }
+    Ok(Value::Object(folded))
 }
 
 /// JSON Schema to Gemini's OpenAPI `Schema`, translating only what translates

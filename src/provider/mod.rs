@@ -27,12 +27,12 @@ use std::sync::Arc;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-pub use completion::{Completion, Finish, FinishKind, Reply, Usage};
+pub use completion::{Completion, Finish, FinishKind, Reply, ToolCall, Usage};
 pub use error::{CallError, Effect, ErrorKind, Served};
 pub use policy::Stage;
 pub use transport::Transport;
 
-use crate::config::{Kind, Prompt, ProviderConfig};
+use crate::config::{Conversation, Kind, Prompt, ProviderConfig};
 use crate::secret::Secret;
 
 /// What to ask of the provider for one call.
@@ -43,6 +43,30 @@ pub struct CallSpec<'a> {
     pub schema: &'a Value,
     /// A name for the schema, where the wire format needs one (`[a-zA-Z0-9_-]{1,64}`).
     pub schema_name: &'a str,
+    /// The whole request, for a request-shaped case: the conversation replaces the
+    /// prompt's two messages, and its tools are declared.
+    pub conversation: Option<&'a Conversation>,
+}
+
+impl CallSpec<'_> {
+    /// Whether the suite's JSON answer is asked for with the provider's structured-output
+    /// mode: always for a template case; for a request, when it expects a JSON answer.
+    pub fn wants_json(&self) -> bool {
+        self.conversation.is_none_or(|c| c.json_answer)
+    }
+
+    /// The tools the request declares (none for a template case).
+    pub fn tools(&self) -> &[crate::config::Tool] {
+        self.conversation.map_or(&[], |c| &c.tools)
+    }
+
+    /// The system prompt, where a vendor keeps it apart from the conversation.
+    pub fn system(&self) -> Option<String> {
+        match self.conversation {
+            Some(c) => c.system(),
+            None => self.prompt.system.clone(),
+        }
+    }
 }
 
 /// An HTTP POST, ready to send.
@@ -68,6 +92,14 @@ pub trait WireFormat: Send + Sync {
 
     /// Decodes a 2xx body.
     fn decode(&self, body: &[u8]) -> Result<Reply, CallError>;
+
+    /// Decodes a 2xx body answering a request made with `config`. Vendors whose streams
+    /// are only folded when one was asked for (`stream = true`: Anthropic, Gemini)
+    /// override this; elsewhere a stream that arrives unasked is named for what it is.
+    fn decode_for(&self, body: &[u8], config: &ProviderConfig) -> Result<Reply, CallError> {
+        let _ = config;
+        self.decode(body)
+    }
 
     /// Classifies a non-2xx answer.
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError;
@@ -99,6 +131,15 @@ pub(crate) fn json_headers(credential: Option<(HeaderName, String)>) -> HeaderMa
         headers.insert(name, value);
     }
     headers
+}
+
+/// The chat messages a call is sent as, in OpenAI Chat's shape: the conversation, or
+/// the prompt's system message, if any, then the user's.
+pub(crate) fn call_messages(call: &CallSpec<'_>) -> Value {
+    match call.conversation {
+        Some(c) => Value::Array(c.openai_messages()),
+        None => chat_messages(call.prompt),
+    }
 }
 
 /// The chat messages a prompt is sent as: the system prompt, if any, then the user's.

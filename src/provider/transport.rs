@@ -205,7 +205,7 @@ impl Endpoint {
     ) -> Result<(Reply, Duration), CallError> {
         if is_success(status) {
             self.wire
-                .decode(body)
+                .decode_for(body, &self.config)
                 .map(|reply| (reply, latency))
                 .map_err(|e| {
                     // An error object's own code (Gemini's 499 inside a 200) says more

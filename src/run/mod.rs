@@ -18,6 +18,7 @@ use time::OffsetDateTime;
 
 use crate::check::stability::Stability;
 use crate::check::tokens::{self, PromptTokens};
+use crate::check::tool_metrics::ToolMetrics;
 use crate::check::{self, CallFacts, Checks, Outcome};
 use crate::config::{Diagnostics, Suite};
 use crate::provider::transport::Endpoint;
@@ -51,7 +52,8 @@ pub fn prepare(suites: Vec<Suite>) -> Result<Vec<Arc<PreparedSuite>>, Diagnostic
         for case_ref in &suite.cases {
             match case_ref.load() {
                 Ok(case) => {
-                    if let Err(d) = suite.render(&case, &case_ref.path()) {
+                    problems.extend(suite.case_problems(&case, &case_ref.path()));
+                    if let Err(d) = suite.request(&case, &case_ref.path()) {
                         problems.extend(d);
                     }
                 }
@@ -221,6 +223,13 @@ pub async fn execute(
             {
                 tally.stability = Some(Stability::new(repeats(&s.suite), spec));
             }
+            if !s.suite.tool_thresholds.is_empty() {
+                tally.tool_calls = Some(ToolMetrics::new(
+                    s.suite.tool_thresholds,
+                    repeats(&s.suite),
+                    spec.confidence,
+                ));
+            }
             tallies.push(tally);
         }
     }
@@ -319,21 +328,28 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i6
         Ok(case) => case,
         Err(d) => return not_run(d.to_string()),
     };
-    let prompt = match suite.render(&case, &case_ref.path()) {
-        Ok(prompt) => prompt,
+    let rendered = match suite.request(&case, &case_ref.path()) {
+        Ok(rendered) => rendered,
         Err(d) => return not_run(d.to_string()),
     };
+    let prompt = &rendered.prompt;
     let call = CallSpec {
-        prompt: &prompt,
+        prompt,
         schema: &suite.schema,
         schema_name: &schema_name(&suite.name),
+        conversation: rendered.conversation.as_ref(),
     };
-    let counted = target.counter.count(&prompt).await.map(|r| PromptTokens {
-        tokenizer: target.counter.describe().to_string(),
-        counted: r.map_err(|e| e.to_string()),
-        control: tokenize::control_tokens_in(&case.vars, target.counter.control_tokens()),
-        exact: tokens::count_is_exact(config),
-    });
+    let counted = target
+        .counter
+        .count_call(&call)
+        .await
+        .map(|r| PromptTokens {
+            tokenizer: target.counter.describe().to_string(),
+            exact: tokens::count_is_exact(config, call.conversation)
+                && r.as_ref().is_ok_and(|c| c.exact),
+            counted: r.map(|c| c.tokens).map_err(|e| e.to_string()),
+            control: tokenize::control_tokens_in(&case.vars, target.counter.control_tokens()),
+        });
     let request_digest = Some(target.endpoint.request_digest(&call));
     let mut record = CallRecord::new(&suite.name, &case.id, &config.name, item.repeat);
     record.request_digest = request_digest;
@@ -385,8 +401,9 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i6
             record.served_model = reply.served_model;
             record.system_fingerprint = reply.system_fingerprint;
             record.finish = Some(reply.finish);
-            record.output_digest = Some(record::output_digest(&reply.text));
+            record.output_digest = Some(record::reply_digest(&reply.text, &reply.tool_calls));
             record.output = Some(truncate(&reply.text, MAX_OUTPUT));
+            record.tool_calls = reply.tool_calls;
         }
         Err(mut error) => {
             // A failed call still made its retries, and a processed (2xx) body of the

@@ -49,6 +49,7 @@ pub fn entry(suite: &str, provider: &str, until: OffsetDateTime) -> Entry {
             pass_rate: 1.0,
             first_attempt_pass_rate: 0.96,
             checks,
+            tool_calls: None,
         },
         generated_at: stamp(until - time::Duration::days(7)),
         valid_until: stamp(until),

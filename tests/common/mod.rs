@@ -255,6 +255,7 @@ pub async fn call(
         prompt: &prompt,
         schema,
         schema_name,
+        conversation: None,
     };
     endpoint.call(&spec, 100).await
 }

@@ -53,6 +53,7 @@ fn entry(suite: &str, provider: &str, model: &str, until: OffsetDateTime, digest
             pass_rate: 1.0,
             first_attempt_pass_rate: 1.0,
             checks: BTreeMap::new(),
+            tool_calls: None,
         },
         generated_at: (until - time::Duration::days(7)).format(&Rfc3339).unwrap(),
         valid_until: until.format(&Rfc3339).unwrap(),

@@ -23,6 +23,7 @@ pub fn reply(
 ) -> Reply {
     Reply {
         text: text.to_string(),
+        tool_calls: Vec::new(),
         finish: Finish::new(kind, Some(raw)),
         refusal: None,
         usage: Usage {
@@ -32,6 +33,17 @@ pub fn reply(
         served_model: Some(model.to_string()),
         system_fingerprint: fingerprint.map(str::to_string),
     }
+}
+
+/// The reply a forced-call file must decode into: the call's arguments are the text, and
+/// the call itself is kept.
+pub fn call_reply(mut expected: Reply, id: &str, name: &str) -> Reply {
+    expected.tool_calls = vec![conform::provider::ToolCall::from_text(
+        Some(id.to_string()),
+        name,
+        expected.text.clone(),
+    )];
+    expected
 }
 
 /// The whole reply matches, and it took one request.
