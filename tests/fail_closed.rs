@@ -550,7 +550,7 @@ fn gate_and_export_refuse_a_suite_or_provider_the_project_does_not_have() {
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("no suite named `ticket-triag`"), "{text}");
     assert!(
-        text.contains("known: invoice-extraction, smollm2-smoke, ticket-triage"),
+        text.contains("known: invoice-extraction, smollm2-smoke, support-agent, ticket-triage"),
         "{text}"
     );
 

@@ -168,6 +168,21 @@ pub struct SimConfig {
     /// Completions). The runner talks to it with that vendor's adapter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<Kind>,
+    /// The share of answers in which the behaviour's drift shows [default: 1, every
+    /// answer it can]; the others are faithful. Which ones is decided by `seed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// Picks the answers that drift when `rate` is below 1 [default: 0].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// The suites the simulation is run on [default: every suite]: a tool-call drift
+    /// shows only in suites whose requests declare tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suites: Option<Vec<String>>,
+    /// The finding code that must be among a nonconformant verdict's reasons: the drift
+    /// is caught for what it is, not for something else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caught_by: Option<String>,
 }
 
 fn default_sim_latency() -> Duration {
@@ -420,6 +435,15 @@ impl ProviderConfig {
             ),
             _ => {}
         }
+        if let Some(rate) = file.sim.as_ref().and_then(|s| s.rate)
+            && !(0.0..=1.0).contains(&rate)
+        {
+            problem(
+                "sim.rate",
+                "rate",
+                format!("{rate} is not a share in [0, 1]"),
+            );
+        }
         let wire = match (file.kind, file.sim.as_ref().and_then(|s| s.wire)) {
             (Kind::Sim, Some(Kind::Sim | Kind::OpenaiResponses)) => {
                 problem(
@@ -548,6 +572,15 @@ impl ProviderConfig {
             (Kind::Sim, _) => Kind::OpenaiCompatible,
             (kind, _) => kind,
         }
+    }
+
+    /// Whether this provider is run on `suite`: every provider is, except a simulation
+    /// whose `[sim] suites` leaves the suite out.
+    pub fn runs_suite(&self, suite: &str) -> bool {
+        self.sim
+            .as_ref()
+            .and_then(|s| s.suites.as_ref())
+            .is_none_or(|suites| suites.iter().any(|s| s == suite))
     }
 
     /// The `[anthropic]` settings, defaults filled in.

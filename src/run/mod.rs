@@ -204,8 +204,14 @@ pub async fn execute(
     let mut writer = ResultsWriter::create(&results_path).map_err(io(&results_path))?;
 
     let repeats = |s: &Suite| options.repeats.unwrap_or(s.repeats);
-    let per_provider: u64 = suites
+    // A simulation may be pointed at some suites only (`[sim] suites`).
+    let planned: u64 = targets
         .iter()
+        .flat_map(|t| {
+            suites
+                .iter()
+                .filter(|s| t.endpoint.config.runs_suite(&s.suite.name))
+        })
         .map(|s| s.suite.cases.len() as u64 * u64::from(repeats(&s.suite)))
         .sum();
     let mut tallies: Vec<Tally> = Vec::with_capacity(suites.len() * targets.len());
@@ -236,14 +242,16 @@ pub async fn execute(
     // Rules see the run's start, never the wall clock of each call: a replay of the
     // same answers gives the same verdicts.
     let now = started_at.unix_timestamp();
-    let mut progress = Progress::new(per_provider * targets.len() as u64, options.progress);
+    let mut progress = Progress::new(planned, options.progress);
 
     let streams = targets.iter().enumerate().map(|(p, target)| {
         let suites: Vec<Arc<PreparedSuite>> = suites.to_vec();
+        let config = Arc::clone(&target.endpoint.config);
         let items = suites
             .clone()
             .into_iter()
             .enumerate()
+            .filter(move |(_, prepared)| config.runs_suite(&prepared.suite.name))
             .flat_map(move |(s, prepared)| {
                 let n = prepared.suite.cases.len();
                 let r = options.repeats.unwrap_or(prepared.suite.repeats);
@@ -287,6 +295,12 @@ pub async fn execute(
     let verdicts = tallies
         .into_iter()
         .enumerate()
+        .filter(|(i, _)| {
+            targets[i / n_suites]
+                .endpoint
+                .config
+                .runs_suite(&suites[i % n_suites].suite.name)
+        })
         .map(|(i, tally)| {
             let (provider_index, suite_index) = (i / n_suites, i % n_suites);
             let policy = Policy {
