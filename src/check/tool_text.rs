@@ -77,7 +77,8 @@ fn json_candidates(text: &str) -> Vec<Value> {
                 }
                 start = open + 1;
             }
-            None => break,
+            // Unbalanced (a model that forgot a brace): an inner object may still be whole.
+            None => start = open + 1,
         }
     }
     out

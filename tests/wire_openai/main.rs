@@ -9,6 +9,7 @@ mod requests;
 mod responses;
 mod streams;
 mod support;
+mod tools;
 
 use conform::provider::{Completion, Finish, FinishKind, Reply, Usage};
 
@@ -62,6 +63,7 @@ fn every_openai_and_compatible_payload_file_is_exercised() {
         include_str!("responses.rs"),
         include_str!("streams.rs"),
         include_str!("support.rs"),
+        include_str!("tools.rs"),
     ]
     .concat();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/wire");
