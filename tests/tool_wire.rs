@@ -78,7 +78,11 @@ const CHAT: &str = r"^/api/chat$";
 
 #[tokio::test]
 async fn anthropic_parallel_tool_use_decodes_every_call_after_the_text() {
-    let server = answering(MESSAGES, ok("anthropic_messages_parallel_tool_use_response.json")).await;
+    let server = answering(
+        MESSAGES,
+        ok("anthropic_messages_parallel_tool_use_response.json"),
+    )
+    .await;
     let recorded = wire("anthropic_messages_parallel_tool_use_request.json");
     let c = conversation(
         json!([{"role": "user", "content": recorded["messages"][0]["content"]}]),
@@ -141,7 +145,11 @@ async fn anthropic_gets_the_results_of_one_turn_in_one_user_message() {
     // Text then both tool_use blocks; then one user message holding both results.
     assert_eq!(sent["messages"], recorded["messages"]);
     assert!(done.reply.tool_calls.is_empty());
-    assert!(done.reply.text.starts_with("I've successfully used the test_tool twice"));
+    assert!(
+        done.reply
+            .text
+            .starts_with("I've successfully used the test_tool twice")
+    );
     assert_eq!(done.reply.finish.raw.as_deref(), Some("end_turn"));
 }
 
@@ -241,9 +249,15 @@ async fn anthropic_streams_fold_text_deltas_and_input_json_deltas() {
         .unwrap();
     assert_eq!(body(&requests(&server).await[0])["stream"], true);
     let reply = done.reply;
-    assert_eq!(reply.content(), "I'll check the current weather in Paris for you.");
+    assert_eq!(
+        reply.content(),
+        "I'll check the current weather in Paris for you."
+    );
     // `""` + `{"locati` + `on": "P` + `ar` + `is"}`.
-    assert_eq!(reply.tool_calls[0].arguments, Some(json!({"location": "Paris"})));
+    assert_eq!(
+        reply.tool_calls[0].arguments,
+        Some(json!({"location": "Paris"}))
+    );
     assert_eq!(
         reply.tool_calls[0].id.as_deref(),
         Some("toolu_01NRLabsLyVHZPKxbKvkfSMn")
@@ -285,8 +299,10 @@ fn cookbook_tools(declarations: &Value) -> Value {
             .as_array()
             .unwrap()
             .iter()
-            .map(|d| json!({"type": "function", "function": {"name": d["name"],
-                "description": d["description"], "parameters": d["parameters"]}}))
+            .map(|d| {
+                json!({"type": "function", "function": {"name": d["name"],
+                "description": d["description"], "parameters": d["parameters"]}})
+            })
             .collect(),
     )
 }
@@ -321,7 +337,11 @@ fn upper_camel(value: &Value) -> Value {
 
 #[tokio::test]
 async fn gemini_declares_functions_and_reads_the_call_back() {
-    let server = answering(GENERATE, ok("gemini_generatecontent_function_call_response.json")).await;
+    let server = answering(
+        GENERATE,
+        ok("gemini_generatecontent_function_call_response.json"),
+    )
+    .await;
     let recorded = wire("gemini_generatecontent_function_declarations_request.json");
     let declarations = &recorded["tools"][0]["function_declarations"];
     let c = conversation(
@@ -411,7 +431,11 @@ async fn gemini_sends_the_call_back_as_model_and_the_result_as_a_function_respon
 
 #[tokio::test]
 async fn gemini_tool_config_forces_a_named_function_with_any() {
-    let server = answering(GENERATE, ok("gemini_generatecontent_function_call_response.json")).await;
+    let server = answering(
+        GENERATE,
+        ok("gemini_generatecontent_function_call_response.json"),
+    )
+    .await;
     let recorded = wire("gemini_generatecontent_tool_config_any_allowed_names_request.json");
     let mut c = conversation(
         json!([
@@ -441,8 +465,11 @@ async fn gemini_tool_config_forces_a_named_function_with_any() {
         (ToolChoice::None, "NONE"),
         (ToolChoice::Required, "ANY"),
     ] {
-        let server =
-            answering(GENERATE, ok("gemini_generatecontent_function_call_response.json")).await;
+        let server = answering(
+            GENERATE,
+            ok("gemini_generatecontent_function_call_response.json"),
+        )
+        .await;
         c.tool_choice = Some(choice);
         call_conversation(
             &endpoint(gemini(&server.uri(), "", "responseJsonSchema")),
@@ -479,7 +506,10 @@ async fn gemini_parallel_calls_and_thought_signatures() {
         .map(|c| c.name.as_str())
         .collect();
     assert_eq!(names, ["sum", "multiply", "subtract"]);
-    assert_eq!(done.reply.tool_calls[2].arguments, Some(json!({"y": 5, "x": 6})));
+    assert_eq!(
+        done.reply.tool_calls[2].arguments,
+        Some(json!({"y": 5, "x": 6}))
+    );
 
     let server = answering(
         GENERATE,
@@ -550,7 +580,10 @@ async fn gemini_malformed_and_unexpected_calls_are_not_normal_stops() {
     .await
     .unwrap();
     assert_eq!(done.reply.finish.kind, FinishKind::Other);
-    assert_eq!(done.reply.finish.raw.as_deref(), Some("MALFORMED_FUNCTION_CALL"));
+    assert_eq!(
+        done.reply.finish.raw.as_deref(),
+        Some("MALFORMED_FUNCTION_CALL")
+    );
     assert!(done.reply.tool_calls.is_empty());
     assert_eq!(done.reply.usage.prompt_tokens, Some(2595));
     // The reporter's SDK dump of UNEXPECTED_TOOL_CALL (snake_case, not the REST casing):
@@ -610,7 +643,10 @@ async fn ollama_gets_the_history_with_object_arguments_and_tool_names() {
         .unwrap();
     let sent = body(&requests(&server).await[0]);
     assert_eq!(sent["messages"], documented["messages"]);
-    assert_eq!(done.reply.text, "The current temperature in Toronto is 11°C.");
+    assert_eq!(
+        done.reply.text,
+        "The current temperature in Toronto is 11°C."
+    );
 }
 
 #[tokio::test]

@@ -85,8 +85,14 @@ async fn parallel_calls_decode_each_with_its_id_and_parsed_arguments() {
 
     let calls = &done.reply.tool_calls;
     assert_eq!(calls.len(), 2);
-    assert_eq!(calls[0].id.as_deref(), Some("call_SOafgmSqA42A5VTHNCFzzclP"));
-    assert_eq!(calls[1].id.as_deref(), Some("call_vOoqWR3PM0cJycPOu020fsIB"));
+    assert_eq!(
+        calls[0].id.as_deref(),
+        Some("call_SOafgmSqA42A5VTHNCFzzclP")
+    );
+    assert_eq!(
+        calls[1].id.as_deref(),
+        Some("call_vOoqWR3PM0cJycPOu020fsIB")
+    );
     assert!(calls.iter().all(|c| c.name == "test_tool"));
     // Parallel arguments come spaced, `{"count": 1}`: parsed, and kept as sent.
     assert_eq!(calls[0].arguments, Some(json!({"count": 1})));
@@ -140,7 +146,10 @@ async fn a_parallel_stream_assembles_argument_fragments_by_index() {
         .unwrap();
     let calls = &done.reply.tool_calls;
     assert_eq!(calls.len(), 2);
-    assert_eq!(calls[0].id.as_deref(), Some("call_JMW1whyEaYG438VE1OIflxA2"));
+    assert_eq!(
+        calls[0].id.as_deref(),
+        Some("call_JMW1whyEaYG438VE1OIflxA2")
+    );
     assert_eq!(calls[0].name, "GetWeatherArgs");
     // `{"ci` + `ty": ` + `"Edinb` + `urgh` …: fragments split mid-token, joined by index.
     assert_eq!(
@@ -244,7 +253,8 @@ async fn responses_sends_calls_and_outputs_back_as_items_paired_by_call_id() {
     // `FunctionCallOutputItemParam`, and the calls go back before their outputs.
     let recorded = wire_json("openai_chat_tool_role_followup_request.json");
     let mut c = conversation(&recorded["messages"], &recorded["tools"]);
-    c.messages.insert(0, Message::text(conform::config::Role::System, "Be brief."));
+    c.messages
+        .insert(0, Message::text(conform::config::Role::System, "Be brief."));
     send(provider(&server, "openai-responses", "gpt-4o", ""), &c)
         .await
         .unwrap();
