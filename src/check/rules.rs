@@ -331,7 +331,7 @@ impl Check for RulesCheck {
 impl Rule {
     /// How the rule goes on `input` (jq's `.`) with `vars` bound in the order the rule
     /// was compiled with.
-    pub(crate) fn judge(&self, input: &Val, vars: Vec<Val>) -> Verdict {
+    pub(crate) fn judge(&self, input: &Val, vars: impl IntoIterator<Item = Val>) -> Verdict {
         let ctx = Ctx::<data::JustLut<Val>>::new(&self.filter.lut, Vars::new(vars));
         // Two values are enough to tell "exactly one `true`" from anything else, and
         // bound the work of a rule that would yield forever.
@@ -360,7 +360,7 @@ impl Rule {
 
     /// `None` when the rule holds.
     fn evaluate(&self, output: &Val, input: &Val, now: &Val, shown: &Value) -> Option<Finding> {
-        match self.judge(output, vec![input.clone(), now.clone()]) {
+        match self.judge(output, [input.clone(), now.clone()]) {
             Verdict::Holds => None,
             Verdict::Failed(yielded) => Some(
                 Finding::new(

@@ -333,7 +333,7 @@ impl ToolCallsCheck {
         let input = rules::to_val_map(&subject.case.vars);
         let now = Val::from(subject.now as isize);
         for r in applicable {
-            let vars = vec![call_val.clone(), input.clone(), now.clone()];
+            let vars = [call_val.clone(), input.clone(), now.clone()];
             match r.rule.judge(&args, vars) {
                 rules::Verdict::Holds => {}
                 rules::Verdict::Failed(yielded) => findings.push(
