@@ -13,9 +13,13 @@ use std::time::{Duration, Instant};
 use conform::check::rules::RulesCheck;
 use conform::check::schema::SchemaCheck;
 use conform::check::tokens::{PromptTokens, TokensCheck};
+use conform::check::tool_calls::ToolCallsCheck;
 use conform::check::{CallFacts, Check, Checks, Subject, all_passed};
+use conform::config::Answer;
 use conform::config::{Case, Prompt, ProviderConfig, Suite};
+use conform::provider::ToolCall;
 use conform::provider::{Finish, FinishKind, Reply, Usage};
+use conform::sim::tools::ToolAnswer;
 use conform::tokenize::huggingface::HuggingFace;
 use conform::tokenize::tiktoken::Tiktoken;
 use conform::tokenize::{self, Tokenizer};
@@ -95,6 +99,7 @@ fn main() {
                     .unwrap_or(0);
                 let reply = Reply {
                     text: answer.clone(),
+                    tool_calls: Vec::new(),
                     finish: Finish::new(FinishKind::Stop, Some("stop")),
                     refusal: None,
                     usage: Usage {
@@ -193,6 +198,8 @@ fn main() {
         println!("  {:<20} of which µs: {}", "", parts.join(", "));
     }
 
+    tool_calls(&provider, &o200k, budget);
+
     println!("Counting one prompt before the call (system + user message):");
     for name in ["invoice-extraction", "ticket-triage", "smollm2-smoke"] {
         let loaded = load(name);
@@ -216,6 +223,113 @@ fn main() {
             "  {name:<20} tiktoken o200k_base {:>7.1} µs, huggingface SmolLM2 (template + encode) {:>7.1} µs  (prompts of {chars} bytes on average)",
             micros(tiktoken),
             micros(hf)
+        );
+    }
+}
+
+/// Checks on outputs with tool calls: the support-agent suite's faithful answers (its
+/// expected calls with schema-valid arguments, its texts, its JSON handoff notes), every
+/// one passing: transport, tokens, the tool-calls check (declared name, arguments parsed
+/// and validated, no call written as text, the expectation matched, the finish reason,
+/// the tool rules) and, for JSON answers, json, schema, rules and agree.
+fn tool_calls(provider: &ProviderConfig, o200k: &Tiktoken, budget: Duration) {
+    let suite = Suite::load(&root().join("fixtures/support-agent")).expect("support-agent");
+    let checks = Checks::for_suite(&suite).expect("checks compile");
+    let mut prepared = Vec::new();
+    for case_ref in &suite.cases {
+        let case = case_ref.load().expect("case");
+        let rendered = suite.request(&case, &case_ref.path()).expect("renders");
+        let conversation = rendered.conversation.expect("a request");
+        let answer = ToolAnswer::of(&case, &conversation.tools);
+        let calls: Vec<ToolCall> = answer
+            .calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                ToolCall::from_value(Some(format!("call_{i}")), c.name.clone(), &c.arguments)
+            })
+            .collect();
+        let text = match case.answer() {
+            Answer::Json => case.expected.clone().expect("expected").to_string(),
+            Answer::Text => "Happy to help: your order is on its way.".to_string(),
+            Answer::ToolCalls(_) => String::new(),
+        };
+        let counted = o200k
+            .count_conversation(&conversation)
+            .map(|c| c.tokens)
+            .unwrap_or(0);
+        let finish = if calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        };
+        let reply = Reply {
+            text: Reply::text_or_first_arguments(text, &calls),
+            tool_calls: calls,
+            finish: Finish::new(FinishKind::Stop, Some(finish)),
+            refusal: None,
+            usage: Usage {
+                prompt_tokens: Some(counted),
+                output_tokens: Some(40),
+            },
+            served_model: Some("gpt-4o-mini-2024-07-18".into()),
+            system_fingerprint: None,
+        };
+        let tokens = PromptTokens {
+            tokenizer: o200k.describe().to_string(),
+            counted: Ok(counted),
+            exact: false,
+            control: tokenize::control_tokens_in(&case.vars, o200k.control_tokens()),
+        };
+        prepared.push((case, reply, tokens));
+    }
+    let facts = |tokens| CallFacts {
+        now: 1_800_000_000,
+        tokens: Some(tokens),
+    };
+    for (case, reply, tokens) in &prepared {
+        let outcomes = checks.evaluate(&suite, case, provider, Ok(reply), facts(tokens));
+        assert!(all_passed(&outcomes), "{}: {outcomes:?}", case.id);
+    }
+    println!("Checks per output with tool calls (support-agent, six tools, tool rules):");
+    let with_calls: Vec<usize> = (0..prepared.len())
+        .filter(|&i| !prepared[i].1.tool_calls.is_empty())
+        .collect();
+    let parallel: Vec<usize> = (0..prepared.len())
+        .filter(|&i| prepared[i].1.tool_calls.len() > 1)
+        .collect();
+    let tool_check = ToolCallsCheck::compile(&suite).expect("tool check");
+    for (label, set) in [
+        ("outputs with calls", &with_calls),
+        ("parallel calls", &parallel),
+        ("every output", &(0..prepared.len()).collect::<Vec<_>>()),
+    ] {
+        let mut i = 0;
+        let whole = time_per_call(budget, || {
+            let (case, reply, tokens) = &prepared[set[i % set.len()]];
+            i += 1;
+            black_box(checks.evaluate(&suite, case, provider, Ok(reply), facts(tokens)));
+        });
+        let mut i = 0;
+        let tool = time_per_call(budget / 3, || {
+            let (case, reply, tokens) = &prepared[set[i % set.len()]];
+            i += 1;
+            let subject = Subject {
+                suite: &suite,
+                case,
+                provider,
+                reply,
+                output: None,
+                now: 1_800_000_000,
+                tokens: Some(tokens),
+            };
+            black_box(tool_check.check(&subject));
+        });
+        println!(
+            "  {label:<20} {:>7.1} µs per output  (of which the tool-calls check {:.1}; {} outputs)",
+            micros(whole),
+            micros(tool),
+            set.len()
         );
     }
 }

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::Status;
 use crate::check::stability::Stability;
+use crate::check::tool_metrics::ToolMetrics;
 use crate::config::Slo;
 use crate::latency::{self, Histogram};
 use crate::provider::Effect;
@@ -100,6 +101,10 @@ pub struct Tally {
     /// holds the latencies to.
     #[serde(skip_serializing_if = "Slo::is_empty")]
     pub slo: Slo,
+    /// Tool-calling measures, when the suite's requests declare tools or it sets
+    /// `[tool_calls]` thresholds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<ToolMetrics>,
 }
 
 /// Latency percentiles of one (suite, provider), from histograms of bounded size.
@@ -169,6 +174,11 @@ impl Tally {
             }
         }
         for outcome in &record.checks {
+            if let Some(summary) = &outcome.tool_calls {
+                self.tool_calls
+                    .get_or_insert_with(ToolMetrics::default)
+                    .add(summary);
+            }
             let count = self.checks.entry(outcome.check.to_string()).or_default();
             match outcome.status {
                 Status::Pass => count.passed += 1,
@@ -235,12 +245,20 @@ impl Tally {
         };
         let stable = stability.is_none_or(|s| s.cases_below_agreement == 0);
         let slow = self.slo_breaches(&policy.slo);
-        if passes && stable && slow.is_empty() {
+        let tools_short = self
+            .tool_calls
+            .as_ref()
+            .map(ToolMetrics::failures)
+            .unwrap_or_default();
+        if passes && stable && slow.is_empty() && tools_short.is_empty() {
             (Verdict::Conformant, Vec::new())
         } else {
             let mut codes: Vec<(&String, &u64)> = self.codes.iter().collect();
             codes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
             let mut reasons: Vec<String> = codes.into_iter().map(|(c, _)| c.clone()).collect();
+            for (i, code) in tools_short.into_iter().enumerate() {
+                reasons.insert(i, code);
+            }
             if !stable {
                 reasons.insert(0, "unstable_repeats".into());
             }

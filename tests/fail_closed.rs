@@ -65,6 +65,7 @@ fn entry(project: &Project, provider: &str) -> Entry {
             first_attempt_pass_rate: 1.0,
             checks: BTreeMap::new(),
             latency: None,
+            tool_calls: None,
         },
         generated_at: stamp(now - time::Duration::hours(1)),
         valid_until: stamp(now + time::Duration::days(3)),
@@ -550,7 +551,7 @@ fn gate_and_export_refuse_a_suite_or_provider_the_project_does_not_have() {
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("no suite named `ticket-triag`"), "{text}");
     assert!(
-        text.contains("known: invoice-extraction, smollm2-smoke, ticket-triage"),
+        text.contains("known: invoice-extraction, smollm2-smoke, support-agent, ticket-triage"),
         "{text}"
     );
 

@@ -7,7 +7,9 @@
 //! that could not run never counts as passed), unless `CONFORM_REQUIRE_REAL_MODEL` is
 //! set, in which case they fail. Optionally, `CONFORM_LLAMA_URL_DEFAULT_SLOTS` points at
 //! a second server started with its default slots, for the stability measurement under
-//! concurrency.
+//! concurrency. The tool round trip needs the server started with `--jinja` and a
+//! tool-aware ChatML template (`.ci/run` does it): SmolLM2's own template has no tool
+//! syntax, and llama.cpp then drops the tools without a word.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -57,6 +59,17 @@ fn project(name: &str, tokenizer: &str, concurrency: u32) -> tempfile::TempDir {
 /// Runs `conform run PROVIDER --suite smollm2-smoke` at `url`; returns the exit code,
 /// the call records and the report.
 fn run(root: &Path, provider: &str, url: &str, repeats: u32) -> (i32, Vec<Value>, Value) {
+    run_suite(root, provider, "smollm2-smoke", url, repeats)
+}
+
+/// Runs `conform run PROVIDER --suite SUITE` at `url`.
+fn run_suite(
+    root: &Path,
+    provider: &str,
+    suite: &str,
+    url: &str,
+    repeats: u32,
+) -> (i32, Vec<Value>, Value) {
     let reports = tempfile::tempdir().unwrap();
     let out = Command::cargo_bin("conform")
         .unwrap()
@@ -66,7 +79,7 @@ fn run(root: &Path, provider: &str, url: &str, repeats: u32) -> (i32, Vec<Value>
         .arg(reports.path())
         .arg("--allowlist")
         .arg(reports.path().join("allowlist.json"))
-        .args(["run", provider, "--suite", "smollm2-smoke", "--no-progress"])
+        .args(["run", provider, "--suite", suite, "--no-progress"])
         .args(["--base-url", url, "--repeats", &repeats.to_string()])
         .output()
         .unwrap();
@@ -228,6 +241,109 @@ fn sequential_repeats_on_one_slot_agree_and_concurrency_is_measured(url: &str) {
     }
 }
 
+/// The support-agent cases the tool round trip sends: a lookup the model may make,
+/// a text answer from a tool result, two calls in parallel, a JSON handoff note with
+/// tools switched off, a call forced by `required`, and one forced by name.
+const TOOL_CASES: &[&str] = &[
+    "001-where-is-my-order",
+    "010-answer-from-the-lookup-result",
+    "015-two-orders-in-parallel",
+    "020-handoff-note-refund-over-limit",
+    "024-required-first-contact-lookup",
+    "028-named-lookup",
+];
+
+/// The shipped tool suite (those cases), sent to SmolLM2 with its six tools, counted by
+/// the server's own `/apply-template` + `/tokenize` (llama.cpp renders the tools into
+/// the prompt with its chat template, so only the server knows the count).
+fn the_tool_suite_round_trips_with_calls_decoded_and_counts_equal(url: &str) {
+    let _one = SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let shipped = root().join("fixtures/support-agent");
+    let into = tmp.path().join("fixtures/support-agent");
+    std::fs::create_dir_all(into.join("cases")).unwrap();
+    for file in ["suite.toml", "tools.json", "schema.json"] {
+        std::fs::copy(shipped.join(file), into.join(file)).unwrap();
+    }
+    for case in TOOL_CASES {
+        let file = format!("{case}.json");
+        std::fs::copy(
+            shipped.join("cases").join(&file),
+            into.join("cases").join(&file),
+        )
+        .unwrap();
+    }
+    let shipped = std::fs::read_to_string(root().join("providers/llamacpp-smollm2.toml")).unwrap();
+    let head = shipped.split("[limits]").next().unwrap();
+    std::fs::create_dir_all(tmp.path().join("providers")).unwrap();
+    std::fs::write(
+        tmp.path().join("providers/smollm2-tools.toml"),
+        format!("{head}[limits]\nconcurrency = 1\nmax_retries = 1\n\n[tokenizer]\nkind = \"provider\"\ncontext_window = 4096\n"),
+    )
+    .unwrap();
+    let (_, records, report) = run_suite(tmp.path(), "smollm2-tools", "support-agent", url, 1);
+    assert_eq!(records.len(), TOOL_CASES.len());
+    let declared: Vec<String> = serde_json::from_str::<Vec<Value>>(
+        &std::fs::read_to_string(into.join("tools.json")).unwrap(),
+    )
+    .unwrap()
+    .iter()
+    .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+    .collect();
+    for r in &records {
+        let reported = r["usage"]["prompt_tokens"].as_u64();
+        let counted = r["prompt_tokens_counted"].as_u64();
+        let calls: Vec<&str> = r["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        loud(&format!(
+            "  {}: usage.prompt_tokens = {reported:?}, counted by the server = {counted:?}, calls {calls:?}",
+            r["case"]
+        ));
+        // The tools are in the prompt, and counted the way the server saw them.
+        assert!(
+            reported.is_some_and(|n| n > 1000),
+            "the tools were not sent: {r}"
+        );
+        assert_eq!(reported, counted, "{}", r["case"]);
+        assert_eq!(tokens_outcome(r)["status"], "pass", "{r}");
+        // The tool contract was checked on every answer.
+        let tool_check = r["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == "tool_calls")
+            .unwrap_or_else(|| panic!("no tool_calls check in {r}"));
+        assert!(tool_check["tool_calls"].is_object(), "{tool_check}");
+        for name in &calls {
+            assert!(
+                declared.iter().any(|d| d == name),
+                "{name} is not a declared tool"
+            );
+        }
+    }
+    // `required` makes llama.cpp constrain the output to a call of a declared tool: a
+    // structured call comes back, decoded.
+    let forced = records
+        .iter()
+        .find(|r| r["case"] == "024-required-first-contact-lookup")
+        .unwrap();
+    assert!(
+        forced["tool_calls"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "no tool call came back where tool_choice was required: is the server started with \
+         --jinja and a tool-aware ChatML template (scripts/real-model.sh start --jinja \
+         --chat-template-file tests/templates/qwen2.5-7b-instruct.jinja)? {forced}"
+    );
+    let measures = &report["verdicts"][0]["tool_calls"];
+    loud(&format!("  tool measures: {measures}"));
+    assert_eq!(measures["answers"], TOOL_CASES.len());
+}
+
 /// A test that needs the server at the URL it is given.
 type RealTest = fn(&str);
 
@@ -248,6 +364,10 @@ const REAL: &[(&str, RealTest)] = &[
     (
         "sequential_repeats_on_one_slot_agree_and_concurrency_is_measured",
         sequential_repeats_on_one_slot_agree_and_concurrency_is_measured,
+    ),
+    (
+        "the_tool_suite_round_trips_with_calls_decoded_and_counts_equal",
+        the_tool_suite_round_trips_with_calls_decoded_and_counts_equal,
     ),
 ];
 

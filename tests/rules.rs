@@ -101,6 +101,7 @@ fn syntax_errors_and_unknown_functions_are_reported_for_every_rule() {
 fn reply(text: &str) -> Reply {
     Reply {
         text: text.to_string(),
+        tool_calls: Vec::new(),
         finish: Finish::new(FinishKind::Stop, Some("stop")),
         refusal: None,
         usage: Usage::default(),
@@ -173,10 +174,15 @@ fn shipped_rules_compile_and_hold_on_every_expected_answer() {
         let checks = Checks::for_suite(&suite).unwrap();
         for case_ref in &suite.cases {
             let case = case_ref.load().unwrap();
+            // A case that expects tool calls or text has no JSON answer for the rules;
+            // tests/tool_cases.rs holds its calls to the tool rules.
+            if !matches!(case.answer(), conform::config::Answer::Json) {
+                continue;
+            }
             let expected = case
                 .expected
                 .clone()
-                .expect("every shipped case has an expected answer");
+                .expect("every shipped case with a JSON answer has an expected answer");
             let outcomes = checks.evaluate(
                 &suite,
                 &case,

@@ -51,6 +51,7 @@ async fn ask(wire: &str, behaviour: &str, extra: &str) -> (conform::provider::Co
         prompt: &prompt,
         schema: &suite.schema,
         schema_name: "ticket-triage",
+        conversation: None,
     };
     let completion = endpoint
         .call(&spec, 100)
@@ -125,6 +126,7 @@ async fn a_rate_limited_anthropic_simulation_recovers_within_its_retries() {
         prompt: &prompt,
         schema: &suite.schema,
         schema_name: "ticket-triage",
+        conversation: None,
     };
     let completion = endpoint.call(&spec, 100).await.unwrap();
     assert_eq!(completion.retries, 3);

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::check::tool_metrics::{Bounds, ToolMetrics};
 use crate::latency::Percentiles;
 use crate::verdict::CheckCount;
 
@@ -111,6 +112,9 @@ pub struct Evidence {
     /// The calls' latency percentiles; absent in entries written before they were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencyEvidence>,
+    /// Tool-calling measures, when the suite's requests declare tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<ToolEvidence>,
 }
 
 /// Latency percentiles of the calls behind an entry, in milliseconds, each within
@@ -150,6 +154,36 @@ fn round(p: Percentiles) -> Percentiles {
         p50: r(p.p50),
         p95: r(p.p95),
         p99: r(p.p99),
+    }
+}
+
+/// K2 Vendor Verifier's measures of the run, as the entry keeps them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolEvidence {
+    /// Answers to requests that declare tools.
+    pub answers: u64,
+    /// Tool calls made.
+    pub calls: u64,
+    pub trigger_precision: Option<f64>,
+    pub trigger_recall: Option<f64>,
+    pub trigger_f1: Option<f64>,
+    pub schema_accuracy: Option<f64>,
+    /// With repeats: the Wilson lower bounds the thresholds were held to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lower_bounds: Option<Bounds>,
+}
+
+impl From<&ToolMetrics> for ToolEvidence {
+    fn from(m: &ToolMetrics) -> Self {
+        ToolEvidence {
+            answers: m.answers,
+            calls: m.calls,
+            trigger_precision: m.trigger_precision,
+            trigger_recall: m.trigger_recall,
+            trigger_f1: m.trigger_f1,
+            schema_accuracy: m.schema_accuracy,
+            lower_bounds: m.lower_bounds,
+        }
     }
 }
 

@@ -294,6 +294,7 @@ mod tests {
                 first_attempt_pass_rate: 1.0,
                 checks: BTreeMap::new(),
                 latency: None,
+                tool_calls: None,
             },
             generated_at: String::new(),
             valid_until: valid_until.into(),

@@ -120,6 +120,11 @@ pub fn changes_from_run(
                         first_attempt_pass_rate: t.first_attempt_pass_rate(),
                         checks: t.checks.clone(),
                         latency: LatencyEvidence::of(&t.latency),
+                        tool_calls: t
+                            .tool_calls
+                            .as_ref()
+                            .filter(|m| m.answers > 0)
+                            .map(Into::into),
                     },
                     generated_at: stamp(now),
                     valid_until: stamp(now + validity),

@@ -14,12 +14,15 @@ pub mod schema;
 pub mod stability;
 pub mod stream_agreement;
 pub mod tokens;
+pub mod tool_calls;
+pub mod tool_metrics;
+pub mod tool_text;
 pub mod transport;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::{Case, Diagnostics, ProviderConfig, Suite};
+use crate::config::{Answer, Case, Diagnostics, ProviderConfig, Suite};
 use crate::provider::{CallError, Reply};
 
 /// How one check went on one call.
@@ -65,6 +68,9 @@ pub struct Outcome {
     pub status: Status,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// What the tool-calls check counted for the suite's tool measures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<tool_calls::ToolSummary>,
 }
 
 impl Outcome {
@@ -78,6 +84,7 @@ impl Outcome {
             check,
             status,
             findings,
+            tool_calls: None,
         }
     }
 
@@ -86,6 +93,7 @@ impl Outcome {
             check,
             status: Status::Skip,
             findings: Vec::new(),
+            tool_calls: None,
         }
     }
 }
@@ -166,11 +174,16 @@ impl Checks {
         if !suite.agree.is_empty() {
             after_parse.push(Box::new(agree::AgreeCheck));
         }
+        let mut after_reply: Vec<Box<dyn Check>> = vec![Box::new(tokens::TokensCheck)];
+        match tool_calls::ToolCallsCheck::compile(suite) {
+            Ok(check) => after_reply.push(Box::new(check)),
+            Err(d) => problems.extend(d),
+        }
         if !problems.is_empty() {
             return Err(problems);
         }
         Ok(Checks {
-            after_reply: vec![Box::new(tokens::TokensCheck)],
+            after_reply,
             after_parse,
         })
     }
@@ -203,22 +216,40 @@ impl Checks {
         };
         let mut outcomes = Vec::with_capacity(2 + self.after_reply.len() + self.after_parse.len());
         outcomes.push(transport::outcome_of_reply(reply));
-        let parsed = json::parse_strict(&reply.text, provider.structured_output);
-        outcomes.push(match &parsed {
-            Ok(_) => Outcome::from_findings(json::NAME, Vec::new()),
-            Err(finding) => Outcome::from_findings(json::NAME, vec![finding.clone()]),
-        });
+        // A request that declares tools is answered in its text, not in a forced call;
+        // a case that expects calls or text has no JSON answer to parse at all.
+        let json_answer = matches!(case.answer(), Answer::Json);
+        let parsed = if !json_answer {
+            None
+        } else if suite.is_request(case) && !suite.tools_for(case).is_empty() {
+            Some(json::parse_strict(
+                reply.content(),
+                provider.structured_output,
+            ))
+        } else {
+            Some(json::parse_strict(&reply.text, provider.structured_output))
+        };
+        match &parsed {
+            None => {}
+            Some(Ok(_)) => outcomes.push(Outcome::from_findings(json::NAME, Vec::new())),
+            Some(Err(finding)) => {
+                outcomes.push(Outcome::from_findings(json::NAME, vec![finding.clone()]))
+            }
+        }
         let subject = Subject {
             suite,
             case,
             provider,
             reply,
-            output: parsed.as_ref().ok(),
+            output: parsed.as_ref().and_then(|p| p.as_ref().ok()),
             now: facts.now,
             tokens: facts.tokens,
         };
         for check in self.after_reply.iter().filter(|c| c.applies(&subject)) {
             outcomes.push(check.check(&subject));
+        }
+        if !json_answer {
+            return outcomes;
         }
         for check in self.after_parse.iter().filter(|c| c.applies(&subject)) {
             outcomes.push(if subject.output.is_some() {

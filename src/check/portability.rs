@@ -70,6 +70,25 @@ impl Mode {
         }
     }
 
+    /// The dialect a tool's `parameters` is held to: what a strict function (OpenAI,
+    /// Anthropic strict tool use) accepts, or Gemini's declaration field.
+    fn for_tool(provider: &ProviderConfig, strict: bool) -> Option<Mode> {
+        if provider.kind == Kind::Sim {
+            return None;
+        }
+        match provider.wire_kind() {
+            Kind::Openai | Kind::OpenaiCompatible | Kind::OpenaiResponses if strict => {
+                Some(Mode::OpenAiStrict)
+            }
+            Kind::Anthropic if strict => Some(Mode::AnthropicOutputConfig),
+            Kind::Gemini => Some(match provider.gemini_options().schema_field {
+                GeminiSchemaField::ResponseSchema => Mode::GeminiResponseSchema,
+                GeminiSchemaField::ResponseJsonSchema => Mode::GeminiResponseJsonSchema,
+            }),
+            _ => None,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Mode::OpenAiStrict => "OpenAI strict mode",
@@ -147,9 +166,27 @@ const ANTHROPIC_REJECTED: &[&str] = &[
 /// Every incompatibility of `schema` with `provider`'s structured-output mode, in
 /// document order; empty when the mode has no known dialect.
 pub fn lint(schema: &Value, provider: &ProviderConfig) -> Vec<Incompatibility> {
-    let Some(mode) = Mode::of(provider) else {
-        return Vec::new();
-    };
+    match Mode::of(provider) {
+        Some(mode) => lint_as(schema, mode),
+        None => Vec::new(),
+    }
+}
+
+/// Every incompatibility of a tool's parameter schema with how `provider` declares
+/// tools: Gemini's declaration dialect always, OpenAI's and Anthropic's strict rules for
+/// a tool declared `strict`. Paths are JSON pointers into the parameter schema.
+pub fn lint_tool(
+    parameters: &Value,
+    strict: bool,
+    provider: &ProviderConfig,
+) -> Vec<Incompatibility> {
+    match Mode::for_tool(provider, strict) {
+        Some(mode) => lint_as(parameters, mode),
+        None => Vec::new(),
+    }
+}
+
+fn lint_as(schema: &Value, mode: Mode) -> Vec<Incompatibility> {
     let mut found = Vec::new();
     if mode == Mode::OpenAiStrict && !is_object_type(schema) {
         found.push(Incompatibility {
@@ -437,6 +474,28 @@ mod tests {
         );
         let tool = provider("kind = \"anthropic\"\nmodel = \"m\"\nstructured_output = \"tool\"\n");
         assert!(lint(&schema, &tool).is_empty());
+    }
+
+    #[test]
+    fn tool_parameters_are_held_to_the_vendors_declaration_dialect() {
+        let params = json!({"type": "object", "properties": {"id": {"type": "string"}},
+            "additionalProperties": false});
+        let openai = provider("kind = \"openai\"\nmodel = \"m\"\n");
+        // A non-strict OpenAI function takes any schema; a strict one, all-required.
+        assert!(lint_tool(&params, false, &openai).is_empty());
+        assert_eq!(
+            paths(&lint_tool(&params, true, &openai)),
+            ["/properties/id"]
+        );
+        let gemini = provider(
+            "kind = \"gemini\"\nmodel = \"m\"\n[gemini]\nschema_field = \"responseSchema\"\n",
+        );
+        assert_eq!(
+            paths(&lint_tool(&params, false, &gemini)),
+            ["/additionalProperties"]
+        );
+        let anthropic = provider("kind = \"anthropic\"\nmodel = \"m\"\n");
+        assert!(lint_tool(&params, false, &anthropic).is_empty());
     }
 
     #[test]

@@ -39,12 +39,26 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ),
 ];
 
-type Filter = jaq_core::Filter<data::JustLut<Val>>;
+pub(crate) type Filter = jaq_core::Filter<data::JustLut<Val>>;
 
-struct Rule {
-    name: String,
-    message: String,
-    filter: Filter,
+/// The variables an output rule sees.
+const OUTPUT_VARS: &[&str] = &["$input", "$now"];
+
+/// One compiled rule.
+pub(crate) struct Rule {
+    pub(crate) name: String,
+    pub(crate) message: String,
+    pub(crate) filter: Filter,
+}
+
+/// How a rule went on one value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Holds,
+    /// It yielded something other than exactly `true`: what, as text.
+    Failed(String),
+    /// Its evaluation errored.
+    Error(String),
 }
 
 /// The suite's rules, compiled once.
@@ -67,7 +81,7 @@ impl RulesCheck {
                 Err(errors) => {
                     let base = locate(&suite.source, &spec.name, &spec.expr);
                     for e in errors {
-                        problems.push(diagnostic(suite, &spec.name, &spec.expr, base, &e));
+                        problems.push(diagnostic(suite, "rules", &spec.name, &spec.expr, base, &e));
                     }
                 }
             }
@@ -98,6 +112,31 @@ pub struct ExprError {
 
 /// Compiles one expression with `$input` and `$now` bound.
 fn compile_expr(expr: &str) -> Result<Filter, Vec<ExprError>> {
+    compile_with(expr, OUTPUT_VARS)
+}
+
+/// Compiles one expression with `globals` bound (in that order when evaluated), placing
+/// every problem in `suite.toml` under `section.NAME`.
+pub(crate) fn compile_rule(
+    suite: &Suite,
+    section: &str,
+    name: &str,
+    expr: &str,
+    globals: &[&str],
+) -> Result<Filter, Diagnostics> {
+    compile_with(expr, globals).map_err(|errors| {
+        let base = locate(&suite.source, name, expr);
+        Diagnostics(
+            errors
+                .iter()
+                .map(|e| diagnostic(suite, section, name, expr, base, e))
+                .collect(),
+        )
+    })
+}
+
+/// Compiles one expression with `globals` bound.
+fn compile_with(expr: &str, globals: &[&str]) -> Result<Filter, Vec<ExprError>> {
     let arena = Arena::default();
     let defs = jaq_core::defs()
         .chain(jaq_std::defs())
@@ -122,7 +161,7 @@ fn compile_expr(expr: &str) -> Result<Filter, Vec<ExprError>> {
         .filter(|(name, _, _)| !FORBIDDEN.iter().any(|(f, _)| f == name));
     Compiler::default()
         .with_funs(funs)
-        .with_global_vars(["$input", "$now"])
+        .with_global_vars(globals.iter().copied())
         .compile(modules)
         .map_err(|errs| {
             errs.into_iter()
@@ -184,7 +223,7 @@ fn lex_expect(expect: &load::lex::Expect<&str>) -> &'static str {
 fn undefined_error(expr: &str, name: &str, undefined: &compile::Undefined) -> ExprError {
     let message = match undefined {
         compile::Undefined::Var => format!(
-            "undefined variable `{name}`: rules see `$input` (the case's variables) and `$now` (the run's start time, unix seconds)"
+            "undefined variable `{name}`: rules see `$input` (the case's variables) and `$now` (the run's start time, unix seconds); tool rules also `$call`"
         ),
         compile::Undefined::Filter(arity) => match FORBIDDEN.iter().find(|(f, _)| *f == name) {
             Some((_, instead)) => format!("`{name}` is not available in rules: {instead}"),
@@ -229,6 +268,7 @@ fn locate(source: &str, rule: &str, expr: &str) -> (Option<usize>, bool) {
 
 fn diagnostic(
     suite: &Suite,
+    section: &str,
     rule: &str,
     expr: &str,
     (base, exact): (Option<usize>, bool),
@@ -238,7 +278,7 @@ fn diagnostic(
         &suite.file,
         format!("{}\n{}", error.message, render_span(expr, &error.span)),
     )
-    .field(format!("rules.{rule}"));
+    .field(format!("{section}.{rule}"));
     match base {
         Some(at) if exact => d.at_span(
             &suite.source,
@@ -289,18 +329,16 @@ impl Check for RulesCheck {
 }
 
 impl Rule {
-    /// `None` when the rule holds.
-    fn evaluate(&self, output: &Val, input: &Val, now: &Val, shown: &Value) -> Option<Finding> {
-        let ctx = Ctx::<data::JustLut<Val>>::new(
-            &self.filter.lut,
-            Vars::new([input.clone(), now.clone()]),
-        );
+    /// How the rule goes on `input` (jq's `.`) with `vars` bound in the order the rule
+    /// was compiled with.
+    pub(crate) fn judge(&self, input: &Val, vars: impl IntoIterator<Item = Val>) -> Verdict {
+        let ctx = Ctx::<data::JustLut<Val>>::new(&self.filter.lut, Vars::new(vars));
         // Two values are enough to tell "exactly one `true`" from anything else, and
         // bound the work of a rule that would yield forever.
         let results: Vec<_> = self
             .filter
             .id
-            .run((ctx, output.clone()))
+            .run((ctx, input.clone()))
             .take(2)
             .map(|r| {
                 r.map_err(|exn| match exn.get_err() {
@@ -309,8 +347,22 @@ impl Rule {
                 })
             })
             .collect();
-        let failed = |yielded: String| {
-            Some(
+        match results.as_slice() {
+            [Ok(Val::Bool(true))] => Verdict::Holds,
+            [Ok(value)] => Verdict::Failed(excerpt(&value.to_string())),
+            [] => Verdict::Failed("no value".into()),
+            [Ok(_), .., Ok(_)] => {
+                Verdict::Failed("several values (wrap the expression in all(…))".into())
+            }
+            [.., Err(error)] | [Err(error), ..] => Verdict::Error(excerpt(error)),
+        }
+    }
+
+    /// `None` when the rule holds.
+    fn evaluate(&self, output: &Val, input: &Val, now: &Val, shown: &Value) -> Option<Finding> {
+        match self.judge(output, [input.clone(), now.clone()]) {
+            Verdict::Holds => None,
+            Verdict::Failed(yielded) => Some(
                 Finding::new(
                     "rule_failed",
                     format!(
@@ -321,21 +373,13 @@ impl Rule {
                     ),
                 )
                 .at(format!("rules.{}", self.name)),
-            )
-        };
-        match results.as_slice() {
-            [Ok(Val::Bool(true))] => None,
-            [Ok(value)] => failed(excerpt(&value.to_string())),
-            [] => failed("no value".into()),
-            [Ok(_), .., Ok(_)] => failed("several values (wrap the expression in all(…))".into()),
-            [.., Err(error)] | [Err(error), ..] => Some(
+            ),
+            Verdict::Error(error) => Some(
                 Finding::new(
                     "rule_error",
                     format!(
-                        "rule `{}` could not be evaluated: {}; a rule that errors fails ({})",
-                        self.name,
-                        excerpt(error),
-                        self.message
+                        "rule `{}` could not be evaluated: {error}; a rule that errors fails ({})",
+                        self.name, self.message
                     ),
                 )
                 .at(format!("rules.{}", self.name)),
@@ -344,7 +388,7 @@ impl Rule {
     }
 }
 
-fn excerpt(text: &str) -> String {
+pub(crate) fn excerpt(text: &str) -> String {
     let mut out: String = text.chars().take(MAX_SHOWN).collect();
     if text.chars().count() > MAX_SHOWN {
         out.push('…');
@@ -368,7 +412,7 @@ pub fn to_val(value: &Value) -> Val {
     }
 }
 
-fn to_val_map(map: &serde_json::Map<String, Value>) -> Val {
+pub fn to_val_map(map: &serde_json::Map<String, Value>) -> Val {
     let mut out = jaq_json::Map::default();
     for (k, v) in map {
         out.insert(Val::utf8_str(k.clone()), to_val(v));

@@ -1,10 +1,11 @@
 //! A streamed answer is the answer: with a suite's `stream_agreement = true` and a
 //! provider that streams, each case is also sent unstreamed, and the folded stream must
-//! say the same thing (canonical JSON, so key order and spacing do not count).
+//! say the same thing (canonical JSON, so key order and spacing do not count), tool
+//! calls included (each call's name and parsed arguments).
 
 use super::{Finding, Outcome};
 use crate::provider::{CallError, Reply};
-use crate::run::record::{MAX_OUTPUT, output_digest, truncate};
+use crate::run::record::{MAX_OUTPUT, reply_digest, truncate};
 
 pub const NAME: &str = "stream_agreement";
 
@@ -19,7 +20,10 @@ pub fn outcome(streamed: Result<&Reply, &CallError>, plain: Result<&Reply, &Call
             "unstreamed_call_failed",
             format!("the same case unstreamed, to compare with, failed: {error}"),
         ),
-        Ok(plain) if output_digest(&plain.text) == output_digest(&streamed.text) => {
+        Ok(plain)
+            if reply_digest(&plain.text, &plain.tool_calls)
+                == reply_digest(&streamed.text, &streamed.tool_calls) =>
+        {
             return Outcome::from_findings(NAME, Vec::new());
         }
         Ok(plain) => Finding::new(
@@ -48,6 +52,7 @@ mod tests {
             usage: Usage::default(),
             served_model: None,
             system_fingerprint: None,
+            tool_calls: Vec::new(),
         }
     }
 

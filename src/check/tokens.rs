@@ -11,7 +11,7 @@
 use serde::Serialize;
 
 use super::{Check, Finding, Outcome, Subject};
-use crate::config::ProviderConfig;
+use crate::config::{Conversation, ProviderConfig};
 use crate::tokenize::ControlToken;
 
 pub const NAME: &str = "tokens";
@@ -35,10 +35,13 @@ pub struct PromptTokens {
 
 /// Whether a local count covers everything the provider bills for the prompt: not on
 /// OpenAI's own API with a schema to follow (servers that constrain decoding with a
-/// grammar, such as llama.cpp, add nothing to the prompt).
-pub fn count_is_exact(config: &ProviderConfig) -> bool {
+/// grammar, such as llama.cpp, add nothing to the prompt). A request that asks for no
+/// JSON answer (it expects tool calls or text) sends no schema.
+pub fn count_is_exact(config: &ProviderConfig, conversation: Option<&Conversation>) -> bool {
     use crate::config::{Kind, StructuredOutput};
+    let schema_sent = conversation.is_none_or(|c| c.json_answer);
     !(config.kind == Kind::Openai
+        && schema_sent
         && matches!(
             config.structured_output,
             StructuredOutput::JsonSchema | StructuredOutput::Tool

@@ -4,7 +4,7 @@ use clap::Args;
 
 use conform::check::portability::{self, Severity};
 use conform::config::{
-    CaseRef, Diagnostic, Diagnostics, Prompt, ProviderConfig, Selection, Workspace,
+    CaseRef, Diagnostic, Diagnostics, ProviderConfig, Rendered, Selection, Tool, Workspace,
 };
 use conform::tokenize::Counter;
 
@@ -47,8 +47,26 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
                     Severity::Ignored => warnings.push(d),
                 }
             }
+            // The suite's tools, as this provider declares them.
+            if let Some(file) = &suite.tools_file {
+                let source = std::fs::read_to_string(file).unwrap_or_default();
+                for (i, tool) in suite.tools.iter().enumerate() {
+                    let base = format!("/{i}/function/parameters");
+                    for found in tool_lint(tool, provider) {
+                        let d = Diagnostic::new(file, found.1)
+                            .at_pointer(&source, &format!("{base}{}", found.2));
+                        match found.0 {
+                            Severity::Rejected => problems.push(d),
+                            Severity::Ignored => warnings.push(d),
+                        }
+                    }
+                }
+            }
         }
     }
+    let (more, more_warnings) = request_problems(&workspace);
+    problems.extend(more);
+    warnings.extend(more_warnings);
     // What the last probes say a failover would lose (schema_keyword_ignored).
     let probes_path = conform::probe::file::beside(&global.allowlist_path());
     match conform::probe::file::load(&probes_path) {
@@ -89,6 +107,71 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
+/// A tool's parameter schema against how `provider` declares tools: `(severity,
+/// message naming the provider and tool, pointer into the parameters)`.
+fn tool_lint(tool: &Tool, provider: &ProviderConfig) -> Vec<(Severity, String, String)> {
+    portability::lint_tool(tool.parameters(), tool.strict(), provider)
+        .into_iter()
+        .map(|f| {
+            let path = if f.path == "/" { String::new() } else { f.path };
+            (
+                f.severity,
+                format!(
+                    "provider `{}`, tool `{}`: {}",
+                    provider.name,
+                    tool.name(),
+                    f.message
+                ),
+                path,
+            )
+        })
+        .collect()
+}
+
+/// What each provider refuses in the request-shaped cases: the order of their messages
+/// (Anthropic and Gemini keep the system prompt apart, begin with the user …) and the
+/// parameter schemas of the tools the cases declare themselves; as problems and warnings.
+fn request_problems(workspace: &Workspace) -> (Diagnostics, Diagnostics) {
+    let (mut problems, mut warnings) = (Diagnostics::default(), Diagnostics::default());
+    for suite in &workspace.suites {
+        for case_ref in &suite.cases {
+            // A case that does not load is reported by the suite's preparation.
+            let Ok(case) = case_ref.load() else { continue };
+            if !suite.is_request(&case) {
+                continue;
+            }
+            let path = case_ref.path();
+            let source = case
+                .tools
+                .as_ref()
+                .map(|_| std::fs::read_to_string(&path).unwrap_or_default());
+            for provider in &workspace.providers {
+                problems.extend(suite.vendor_problems(
+                    &case,
+                    &path,
+                    provider.wire_kind(),
+                    &provider.name,
+                ));
+                let (Some(tools), Some(source)) = (&case.tools, &source) else {
+                    continue;
+                };
+                for (i, tool) in tools.iter().enumerate() {
+                    let base = format!("/tools/{i}/function/parameters");
+                    for (severity, message, pointer) in tool_lint(tool, provider) {
+                        let d = Diagnostic::new(&path, message)
+                            .at_pointer(source, &format!("{base}{pointer}"));
+                        match severity {
+                            Severity::Rejected => problems.push(d),
+                            Severity::Ignored => warnings.push(d),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (problems, warnings)
+}
+
 /// Every provider's tokenizer loads, and every prompt fits every provider's context
 /// window with `max_output_tokens` to spare (counted offline: local tokenizers only).
 fn budget_problems(workspace: &Workspace) -> Diagnostics {
@@ -110,11 +193,11 @@ fn budget_problems(workspace: &Workspace) -> Diagnostics {
         for case_ref in &suite.cases {
             // A case that does not load or render is reported by the suite's preparation.
             let Ok(case) = case_ref.load() else { continue };
-            let Ok(prompt) = suite.render(&case, &case_ref.path()) else {
+            let Ok(rendered) = suite.request(&case, &case_ref.path()) else {
                 continue;
             };
             for (provider, counter) in &counters {
-                if let Some(d) = budget_problem(provider, counter, &prompt, case_ref) {
+                if let Some(d) = budget_problem(provider, counter, &rendered, case_ref) {
                     problems.push(d);
                 }
             }
@@ -126,11 +209,12 @@ fn budget_problems(workspace: &Workspace) -> Diagnostics {
 fn budget_problem(
     provider: &ProviderConfig,
     counter: &Counter,
-    prompt: &Prompt,
+    rendered: &Rendered,
     case: &CaseRef,
 ) -> Option<Diagnostic> {
     let window = provider.tokenizer.context_window?;
-    let message = match counter.count_local(prompt)? {
+    let counted = counter.count_call_local(&rendered.prompt, rendered.conversation.as_ref())?;
+    let message = match counted.map(|c| c.tokens) {
         Err(e) => format!("provider `{}` cannot count this prompt: {e}", provider.name),
         Ok(n) if n + u64::from(provider.max_output_tokens) > u64::from(window) => format!(
             "the prompt is {n} tokens ({}); with max_output_tokens {} it does not fit provider `{}`'s context window of {window}",

@@ -49,6 +49,17 @@ impl Diagnostic {
         self
     }
 
+    /// Places the diagnostic where the JSON pointer `pointer` leads in `source` (a JSON
+    /// text), and names the pointer as the field.
+    pub fn at_pointer(self, source: &str, pointer: &str) -> Self {
+        let field = if pointer.is_empty() { "/" } else { pointer };
+        let d = self.field(field);
+        match super::json_position::pointer_offset(source, pointer) {
+            Some(offset) => d.at_span(source, Some(offset..offset)),
+            None => d,
+        }
+    }
+
     /// Places the diagnostic at the first occurrence of `needle` in `source`, if any.
     pub fn near(self, source: &str, needle: &str) -> Self {
         match source.find(needle) {

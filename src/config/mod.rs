@@ -3,7 +3,9 @@
 //! Loading never stops at the first problem: every file is read and every problem is
 //! returned as a [`Diagnostic`] naming the file, the line and the field.
 
+pub mod conversation;
 pub mod diagnostic;
+pub mod expect;
 pub mod json_position;
 pub mod provider;
 pub mod schema_file;
@@ -12,12 +14,16 @@ pub mod suite;
 
 use std::path::{Path, PathBuf};
 
+pub use conversation::{Conversation, Message, Role, Tool, ToolChoice};
 pub use diagnostic::{Diagnostic, Diagnostics};
+pub use expect::{Answer, Expect, ExpectedCall, ExpectedCalls, ToolNames};
 pub use provider::{
     KeyError, Kind, Limits, ProviderConfig, StructuredOutput, TokenizerConfig, TokenizerKind,
 };
 pub use slo::Slo;
-pub use suite::{Case, CaseRef, Prompt, RuleSpec, StabilitySpec, Suite};
+pub use suite::{
+    Case, CaseRef, Prompt, Rendered, RuleSpec, StabilitySpec, Suite, ToolRuleSpec, ToolThresholds,
+};
 
 /// Where the configuration lives.
 #[derive(Debug, Clone)]

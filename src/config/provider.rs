@@ -193,6 +193,21 @@ pub struct SimConfig {
     /// for every other constraint keyword [default: enforce every keyword].
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub schema_keywords: std::collections::BTreeMap<String, crate::sim::keywords::Handling>,
+    /// The share of answers in which the behaviour's drift shows [default: 1, every
+    /// answer it can]; the others are faithful. Which ones is decided by `seed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// Picks the answers that drift when `rate` is below 1 [default: 0].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// The suites the simulation is run on [default: every suite]: a tool-call drift
+    /// shows only in suites whose requests declare tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suites: Option<Vec<String>>,
+    /// The finding code that must be among a nonconformant verdict's reasons: the drift
+    /// is caught for what it is, not for something else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caught_by: Option<String>,
 }
 
 fn default_sim_latency() -> Duration {
@@ -456,6 +471,15 @@ impl ProviderConfig {
             ),
             _ => {}
         }
+        if let Some(rate) = file.sim.as_ref().and_then(|s| s.rate)
+            && !(0.0..=1.0).contains(&rate)
+        {
+            problem(
+                "sim.rate",
+                "rate",
+                format!("{rate} is not a share in [0, 1]"),
+            );
+        }
         let wire = match (file.kind, file.sim.as_ref().and_then(|s| s.wire)) {
             (Kind::Sim, Some(Kind::Sim | Kind::OpenaiResponses)) => {
                 problem(
@@ -551,15 +575,23 @@ impl ProviderConfig {
                 "[tokenizer]",
                 "a huggingface tokenizer needs `path` to a tokenizer.json or its directory".into(),
             ),
-            TokenizerKind::Provider if file.kind != Kind::OpenaiCompatible => problem(
-                "tokenizer.kind",
-                "[tokenizer]",
-                format!(
-                    "tokenizer kind `provider` counts through llama.cpp's /apply-template and /tokenize, \
-                     which kind `{}` does not have: use tiktoken or huggingface",
-                    file.kind.as_str()
-                ),
-            ),
+            TokenizerKind::Provider
+                if !matches!(
+                    file.kind,
+                    Kind::OpenaiCompatible | Kind::Anthropic | Kind::Gemini | Kind::OpenaiResponses
+                ) =>
+            {
+                problem(
+                    "tokenizer.kind",
+                    "[tokenizer]",
+                    format!(
+                        "tokenizer kind `provider` counts through the provider's own count endpoint \
+                         (llama.cpp /apply-template + /tokenize, Anthropic count_tokens, Gemini countTokens, \
+                         OpenAI Responses input_tokens), which kind `{}` does not have: use tiktoken or huggingface",
+                        file.kind.as_str()
+                    ),
+                )
+            }
             _ => {}
         }
         if !problems.is_empty() {
@@ -613,6 +645,15 @@ impl ProviderConfig {
             (Kind::Sim, _) => Kind::OpenaiCompatible,
             (kind, _) => kind,
         }
+    }
+
+    /// Whether this provider is run on `suite`: every provider is, except a simulation
+    /// whose `[sim] suites` leaves the suite out.
+    pub fn runs_suite(&self, suite: &str) -> bool {
+        self.sim
+            .as_ref()
+            .and_then(|s| s.suites.as_ref())
+            .is_none_or(|suites| suites.iter().any(|s| s == suite))
     }
 
     /// The `[anthropic]` settings, defaults filled in.

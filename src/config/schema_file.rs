@@ -14,17 +14,26 @@ use super::json_position::pointer_offset;
 /// meta-schema), and the line and column are those of the keyword in the file. Empty when
 /// the schema compiles.
 pub fn problems(file: &Path, source: &str, schema: &Value) -> Diagnostics {
+    let mut out = Diagnostics::default();
+    for (pointer, message) in pointer_problems(schema) {
+        out.push(at_pointer(file, source, &pointer, message));
+    }
+    out
+}
+
+/// Every problem of `schema` as `(JSON pointer into the schema, message)`, one per
+/// offending keyword; empty when it compiles. For schemas that live inside another file
+/// (a tool's `parameters`), whose caller prefixes the pointer.
+pub fn pointer_problems(schema: &Value) -> Vec<(String, String)> {
     let meta = jsonschema::draft202012::meta::validator();
     let mut seen = BTreeSet::new();
-    let mut out = Diagnostics::default();
+    let mut out = Vec::new();
     for error in meta.iter_errors(schema) {
         let pointer = error.instance_path().to_string();
         let message = plainer(&pointer, error.to_string());
         if seen.insert((pointer.clone(), message.clone())) {
-            out.push(at_pointer(
-                file,
-                source,
-                &pointer,
+            out.push((
+                pointer,
                 format!("not a valid JSON Schema (draft 2020-12): {message}"),
             ));
         }
@@ -34,11 +43,8 @@ pub fn problems(file: &Path, source: &str, schema: &Value) -> Diagnostics {
     if out.is_empty()
         && let Err(error) = jsonschema::draft202012::new(schema)
     {
-        let pointer = error.instance_path().to_string();
-        out.push(at_pointer(
-            file,
-            source,
-            &pointer,
+        out.push((
+            error.instance_path().to_string(),
             format!("the JSON Schema does not compile: {error}"),
         ));
     }

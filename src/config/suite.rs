@@ -7,7 +7,9 @@ use minijinja::{Environment, UndefinedBehavior};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::conversation::{self, Conversation, Message, Role, Tool, ToolChoice};
 use super::diagnostic::{self, Diagnostic, Diagnostics};
+use super::expect::{self, Answer, Expect, ExpectedCalls};
 use super::schema_file;
 
 /// A business rule as written in `suite.toml`; [`crate::check::rules`] compiles it.
@@ -18,6 +20,43 @@ pub struct RuleSpec {
     /// A jq expression that must yield `true`.
     pub expr: String,
     pub message: String,
+}
+
+/// A business rule over every tool call (`[[tool_rules]]` in `suite.toml`): a jq
+/// expression with the call bound as `$call` (`{"id", "name", "arguments"}`), the case's
+/// variables as `$input` and the run's start as `$now`; `.` is the call's arguments.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolRuleSpec {
+    pub name: String,
+    /// Only calls to this tool are held to the rule [default: every call].
+    #[serde(default)]
+    pub tool: Option<String>,
+    pub expr: String,
+    pub message: String,
+}
+
+/// What a suite demands of tool calling as a whole (`[tool_calls]` in `suite.toml`),
+/// K2 Vendor Verifier's two measures: whether the model calls a tool when it should
+/// (trigger precision, recall, F1 against the cases' expectations) and whether the
+/// arguments validate against the tool's `parameters` (schema accuracy). With repeats,
+/// each is judged by the lower bound of its Wilson interval at the suite's confidence.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolThresholds {
+    pub min_trigger_precision: Option<f64>,
+    pub min_trigger_recall: Option<f64>,
+    pub min_trigger_f1: Option<f64>,
+    pub min_schema_accuracy: Option<f64>,
+}
+
+impl ToolThresholds {
+    pub fn is_empty(&self) -> bool {
+        self.min_trigger_precision.is_none()
+            && self.min_trigger_recall.is_none()
+            && self.min_trigger_f1.is_none()
+            && self.min_schema_accuracy.is_none()
+    }
 }
 
 /// What a suite demands of its repeats (`[stability]` in `suite.toml`).
@@ -40,9 +79,12 @@ struct SuiteFile {
     #[serde(default)]
     description: String,
     system: Option<String>,
-    user: String,
+    /// Needed by template cases (those without `messages`).
+    user: Option<String>,
     #[serde(default = "default_schema")]
     schema: String,
+    /// A JSON file holding the tools every case may call (OpenAI Chat's `tools` array).
+    tools: Option<String>,
     #[serde(default = "default_repeats")]
     repeats: u32,
     #[serde(default = "default_threshold")]
@@ -59,6 +101,10 @@ struct SuiteFile {
     max_p95_latency: Option<std::time::Duration>,
     #[serde(default, with = "super::slo::optional_duration")]
     max_p95_ttft: Option<std::time::Duration>,
+    #[serde(default)]
+    tool_rules: Vec<ToolRuleSpec>,
+    #[serde(default)]
+    tool_calls: ToolThresholds,
 }
 
 fn default_schema() -> String {
@@ -93,11 +139,18 @@ pub struct Suite {
     pub stream_agreement: bool,
     /// Latency objectives every provider's verdict on this suite is held to.
     pub slo: super::Slo,
+    /// The tools every case may call (`tools` in `suite.toml`); a case's own `tools`
+    /// replace them.
+    pub tools: Arc<[Tool]>,
+    pub tools_file: Option<PathBuf>,
+    pub tool_rules: Vec<ToolRuleSpec>,
+    pub tool_thresholds: ToolThresholds,
     pub cases: Vec<CaseRef>,
-    /// Digest of `suite.toml`, the schema and every case file.
+    /// Digest of `suite.toml`, the schema, the tools and every case file.
     pub digest: String,
     templates: Arc<Environment<'static>>,
     has_system: bool,
+    has_user: bool,
 }
 
 /// Where a case lives; [`CaseRef::load`] reads it.
@@ -110,7 +163,10 @@ pub struct CaseRef {
     dir: Arc<Path>,
 }
 
-/// One real input: the template variables and, optionally, the expected answer.
+/// One real input: the template variables and, optionally, the expected answer; or a
+/// whole request (`messages`, `tools`, `tool_choice`, `parallel_tool_calls`, see
+/// [`conversation`]) with what its answer must be (`expected` JSON, or `expect`: tool
+/// calls or none).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Case {
@@ -118,10 +174,47 @@ pub struct Case {
     pub id: String,
     #[serde(default)]
     pub description: String,
+    /// Template variables: of the suite's templates, and of the messages' contents.
+    #[serde(default)]
     pub vars: Map<String, Value>,
     /// The correct answer; the suite's `agree` pointers must match it.
     #[serde(default)]
     pub expected: Option<Value>,
+    /// The conversation, instead of the suite's `user` template.
+    #[serde(default)]
+    pub messages: Option<Vec<Message>>,
+    /// The tools this request declares, instead of the suite's.
+    #[serde(default)]
+    pub tools: Option<Vec<Tool>>,
+    #[serde(default)]
+    pub tool_choice: Option<ToolChoice>,
+    #[serde(default)]
+    pub parallel_tool_calls: Option<bool>,
+    /// The tool calls the answer must hold, or none.
+    #[serde(default)]
+    pub expect: Option<Expect>,
+}
+
+impl Case {
+    /// What the answer must be: tool calls when `expect` lists them; text when `expect`
+    /// forbids calls and nothing is `expected`; JSON otherwise, as for template cases.
+    pub fn answer(&self) -> Answer<'_> {
+        match self.expect.as_ref().map(|e| &e.tool_calls) {
+            Some(ExpectedCalls::Calls(calls)) if !calls.is_empty() => Answer::ToolCalls(calls),
+            Some(_) if self.expected.is_none() => Answer::Text,
+            _ => Answer::Json,
+        }
+    }
+
+    /// Whether the case says anything a template case cannot: its own messages or tools,
+    /// how tools may be called, or which calls it expects.
+    fn has_request_fields(&self) -> bool {
+        self.messages.is_some()
+            || self.tools.is_some()
+            || self.tool_choice.is_some()
+            || self.parallel_tool_calls.is_some()
+            || self.expect.is_some()
+    }
 }
 
 /// The prompt of one case, rendered.
@@ -129,6 +222,14 @@ pub struct Case {
 pub struct Prompt {
     pub system: Option<String>,
     pub user: String,
+}
+
+/// One case, rendered: the prompt, and for a request-shaped case the whole conversation
+/// (then `prompt` is its summary: the leading system text and the last user message).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub prompt: Prompt,
+    pub conversation: Option<Conversation>,
 }
 
 impl CaseRef {
@@ -227,9 +328,79 @@ impl Suite {
                 problems.push(at(name, name, format!("template does not parse: {e}")));
             }
         };
-        add("user", &spec.user, &mut env);
+        if let Some(user) = &spec.user {
+            add("user", user, &mut env);
+        }
         if let Some(system) = &spec.system {
             add("system", system, &mut env);
+        }
+        for (field, value) in [
+            (
+                "tool_calls.min_trigger_precision",
+                spec.tool_calls.min_trigger_precision,
+            ),
+            (
+                "tool_calls.min_trigger_recall",
+                spec.tool_calls.min_trigger_recall,
+            ),
+            ("tool_calls.min_trigger_f1", spec.tool_calls.min_trigger_f1),
+            (
+                "tool_calls.min_schema_accuracy",
+                spec.tool_calls.min_schema_accuracy,
+            ),
+        ] {
+            if !share(value) {
+                let key = field.rsplit('.').next().unwrap_or(field);
+                problems.push(at(field, key, "must be a share in (0, 1]".into()));
+            }
+        }
+        let mut tools_bytes = Vec::new();
+        let tools_file = spec.tools.as_ref().map(|name| dir.join(name));
+        let tools: Vec<Tool> = match &tools_file {
+            None => Vec::new(),
+            Some(path) => match std::fs::read_to_string(path) {
+                Err(e) => {
+                    problems.push(at(
+                        "tools",
+                        "tools",
+                        format!("cannot read {}: {e}", path.display()),
+                    ));
+                    Vec::new()
+                }
+                Ok(text) => {
+                    tools_bytes = text.clone().into_bytes();
+                    match serde_json::from_str::<Vec<Tool>>(&text) {
+                        Err(e) => {
+                            problems.push(diagnostic::from_json(path, &text, &e));
+                            Vec::new()
+                        }
+                        Ok(tools) => {
+                            for p in conversation::tool_problems(&tools, "") {
+                                problems.push(
+                                    Diagnostic::new(path, p.message).at_pointer(&text, &p.pointer),
+                                );
+                            }
+                            tools
+                        }
+                    }
+                }
+            },
+        };
+        for rule in &spec.tool_rules {
+            if let Some(tool) = &rule.tool
+                && !tools.iter().any(|t| t.name() == tool)
+                && spec.tools.is_some()
+            {
+                problems.push(at(
+                    &format!("tool_rules.{}", rule.name),
+                    tool,
+                    format!(
+                        "rule `{}` is for tool `{tool}`, which {} does not declare",
+                        rule.name,
+                        spec.tools.as_deref().unwrap_or("tools.json")
+                    ),
+                ));
+            }
         }
 
         let schema_file = dir.join(&spec.schema);
@@ -268,11 +439,15 @@ impl Suite {
         let mut digest = crate::digest::Parts::default();
         digest.add("suite.toml", source.as_bytes());
         digest.add("schema", schema.to_string().as_bytes());
+        if tools_file.is_some() {
+            digest.add("tools", &tools_bytes);
+        }
         for case in &cases {
             let bytes = std::fs::read(case.path()).unwrap_or_default();
             digest.add(&case.id, &bytes);
         }
         let has_system = spec.system.is_some();
+        let has_user = spec.user.is_some();
         Ok(Suite {
             name,
             dir: dir.to_path_buf(),
@@ -288,10 +463,15 @@ impl Suite {
             stability: spec.stability,
             stream_agreement: spec.stream_agreement,
             slo,
+            tools: tools.into(),
+            tools_file,
+            tool_rules: spec.tool_rules,
+            tool_thresholds: spec.tool_calls,
             cases,
             digest: digest.finish(),
             templates: Arc::new(env),
             has_system,
+            has_user,
         })
     }
 
@@ -307,9 +487,254 @@ impl Suite {
         vars
     }
 
+    /// Whether the case is sent as a whole request (a conversation, tools) rather than
+    /// the suite's two templates alone. A suite that declares tools makes every case one.
+    pub fn is_request(&self, case: &Case) -> bool {
+        case.has_request_fields() || !self.tools.is_empty()
+    }
+
+    /// The tools a case declares: its own, else the suite's.
+    pub fn tools_for<'a>(&'a self, case: &'a Case) -> &'a [Tool] {
+        case.tools.as_deref().unwrap_or(&self.tools)
+    }
+
     /// Renders the case's prompt. A variable the case does not define is an error
-    /// naming the case file and the variable, never an empty string.
+    /// naming the case file and the variable, never an empty string. For a case with its
+    /// own messages, the prompt summarizes them (see [`Rendered`]).
     pub fn render(&self, case: &Case, path: &Path) -> Result<Prompt, Diagnostics> {
+        if case.messages.is_some() {
+            return self.request(case, path).map(|r| r.prompt);
+        }
+        self.render_templates(case, path, true)
+    }
+
+    /// Renders what is sent for the case: the prompt, and for a request-shaped case the
+    /// whole conversation with every message's content rendered as a template, after
+    /// the suite's `system` template when the suite has one (the agent's instructions,
+    /// shared by every case; a case's own system messages follow it).
+    pub fn request(&self, case: &Case, path: &Path) -> Result<Rendered, Diagnostics> {
+        if !self.is_request(case) {
+            let prompt = self.render_templates(case, path, true)?;
+            return Ok(Rendered {
+                prompt,
+                conversation: None,
+            });
+        }
+        let messages = match &case.messages {
+            None => {
+                let prompt = self.render_templates(case, path, true)?;
+                let mut m = Vec::with_capacity(2);
+                if let Some(system) = prompt.system {
+                    m.push(Message::text(Role::System, system));
+                }
+                m.push(Message::text(Role::User, prompt.user));
+                m
+            }
+            Some(messages) => self.render_messages(case, messages, path)?,
+        };
+        let tools: Arc<[Tool]> = match &case.tools {
+            Some(own) => own.clone().into(),
+            None => Arc::clone(&self.tools),
+        };
+        let conversation = Conversation {
+            messages,
+            tools,
+            tool_choice: case.tool_choice.clone(),
+            parallel_tool_calls: case.parallel_tool_calls,
+            json_answer: matches!(case.answer(), Answer::Json),
+        };
+        let user = conversation
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.content_str().to_string())
+            .unwrap_or_default();
+        Ok(Rendered {
+            prompt: Prompt {
+                system: conversation.system(),
+                user,
+            },
+            conversation: Some(conversation),
+        })
+    }
+
+    /// What is wrong with a request-shaped case before anything is sent: its tools, the
+    /// order of its messages, its tool results, its expectation. Every problem is placed
+    /// in the case file. Empty for a template case.
+    pub fn case_problems(&self, case: &Case, path: &Path) -> Diagnostics {
+        let mut out = Diagnostics::default();
+        if !self.is_request(case) {
+            return out;
+        }
+        let source = std::fs::read_to_string(path).unwrap_or_default();
+        let mut place = |p: conversation::Problem| {
+            out.push(Diagnostic::new(path, p.message).at_pointer(&source, &p.pointer));
+        };
+        let tools = self.tools_for(case);
+        if let Some(own) = &case.tools {
+            conversation::tool_problems(own, "/tools")
+                .into_iter()
+                .for_each(&mut place);
+        }
+        let template = [Message::text(Role::User, "")];
+        let messages = case.messages.as_deref().unwrap_or(&template);
+        conversation::problems(messages, tools, case.tool_choice.as_ref())
+            .into_iter()
+            .for_each(&mut place);
+        if let Some(e) = &case.expect {
+            expect::problems(
+                e,
+                tools,
+                case.tool_choice.as_ref(),
+                case.parallel_tool_calls,
+            )
+            .into_iter()
+            .for_each(&mut place);
+        }
+        if case.expect.is_none()
+            && let Some(choice) = case.tool_choice.as_ref().filter(|c| c.forces_a_call())
+        {
+            place(conversation::Problem {
+                pointer: "/tool_choice".into(),
+                message: format!(
+                    "tool_choice is {} but the case expects a JSON answer: say which calls it expects in `expect`",
+                    choice.describe()
+                ),
+            });
+        }
+        out
+    }
+
+    /// What `kind`'s API refuses in the case's conversation (Anthropic and Gemini keep
+    /// the system prompt apart, begin with the user, …), placed in the case file.
+    pub fn vendor_problems(
+        &self,
+        case: &Case,
+        path: &Path,
+        kind: super::Kind,
+        provider: &str,
+    ) -> Diagnostics {
+        let mut out = Diagnostics::default();
+        let Some(messages) = &case.messages else {
+            return out;
+        };
+        let found = conversation::vendor_problems(messages, kind);
+        if found.is_empty() {
+            return out;
+        }
+        let source = std::fs::read_to_string(path).unwrap_or_default();
+        for p in found {
+            out.push(
+                Diagnostic::new(path, format!("provider `{provider}`: {}", p.message))
+                    .at_pointer(&source, &p.pointer),
+            );
+        }
+        out
+    }
+
+    /// The case's messages with every content rendered; a variable the case does not
+    /// define is an error at that message.
+    fn render_messages(
+        &self,
+        case: &Case,
+        messages: &[Message],
+        path: &Path,
+    ) -> Result<Vec<Message>, Diagnostics> {
+        let mut out = Vec::with_capacity(messages.len() + 1);
+        if self.has_system {
+            let system = self.render_one("system", case, path)?;
+            out.push(Message::text(Role::System, system));
+        }
+        let mut problems = Diagnostics::default();
+        let mut source = None;
+        let mut names: Vec<(String, String)> = Vec::new();
+        for (i, message) in messages.iter().enumerate() {
+            let mut m = message.clone();
+            if let Some(content) = m.content.as_deref().filter(|c| is_template(c)) {
+                match self.render_str(content, &case.vars) {
+                    Ok(text) => m.content = Some(text),
+                    Err(why) => {
+                        let source = source.get_or_insert_with(|| {
+                            std::fs::read_to_string(path).unwrap_or_default()
+                        });
+                        problems.push(
+                            Diagnostic::new(path, why)
+                                .at_pointer(source, &format!("/messages/{i}/content")),
+                        );
+                    }
+                }
+            }
+            for call in &m.tool_calls {
+                names.push((call.id.clone(), call.function.name.clone()));
+            }
+            // A tool result names its tool: Gemini and Ollama send the name, not the id.
+            if m.role == Role::Tool
+                && m.name.is_none()
+                && let Some(id) = &m.tool_call_id
+            {
+                m.name = names
+                    .iter()
+                    .rev()
+                    .find(|(call, _)| call == id)
+                    .map(|(_, name)| name.clone());
+            }
+            out.push(m);
+        }
+        if problems.is_empty() {
+            Ok(out)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Renders one message's content with the case's variables; an undefined variable
+    /// or a syntax error is the message.
+    fn render_str(&self, text: &str, vars: &Map<String, Value>) -> Result<String, String> {
+        let template = self
+            .templates
+            .template_from_str(text)
+            .map_err(|e| format!("the message is not a valid template: {e}"))?;
+        let mut missing: Vec<String> = template
+            .undeclared_variables(false)
+            .into_iter()
+            .filter(|v| !vars.contains_key(v))
+            .collect();
+        if !missing.is_empty() {
+            missing.sort();
+            let list: Vec<String> = missing.iter().map(|v| format!("{{{{ {v} }}}}")).collect();
+            return Err(format!(
+                "the message uses {} but this case does not define {} in `vars`",
+                list.join(", "),
+                if missing.len() == 1 { "it" } else { "them" }
+            ));
+        }
+        template
+            .render(minijinja::value::Serde(vars))
+            .map_err(|e| format!("rendering the message failed: {e}"))
+    }
+
+    /// Renders the suite's templates for a case: the system template, and the user
+    /// template when `with_user`.
+    fn render_templates(
+        &self,
+        case: &Case,
+        path: &Path,
+        with_user: bool,
+    ) -> Result<Prompt, Diagnostics> {
+        if with_user && !self.has_user {
+            let source = std::fs::read_to_string(path).unwrap_or_default();
+            return Err(Diagnostics(vec![
+                Diagnostic::new(
+                    path,
+                    format!(
+                        "this case has no `messages` and {} has no `user` template: give the case its messages, or the suite a user template",
+                        self.file.display()
+                    ),
+                )
+                .near(&source, "{"),
+            ]));
+        }
         let mut problems = Diagnostics::default();
         for var in self.variables() {
             if !case.vars.contains_key(&var) {
@@ -329,26 +754,39 @@ impl Suite {
         if !problems.is_empty() {
             return Err(problems);
         }
-        let render = |name: &str| -> Result<String, Diagnostic> {
-            let template = self
-                .templates
-                .get_template(name)
-                .map_err(|e| Diagnostic::new(&self.file, e.to_string()).field(name))?;
-            template
-                .render(minijinja::value::Serde(&case.vars))
-                .map_err(|e| {
-                    Diagnostic::new(path, format!("rendering the {name} template failed: {e}"))
-                        .field(name)
-                })
-        };
         let system = if self.has_system {
-            Some(render("system").map_err(|d| Diagnostics(vec![d]))?)
+            Some(self.render_one("system", case, path)?)
         } else {
             None
         };
-        let user = render("user").map_err(|d| Diagnostics(vec![d]))?;
+        let user = if with_user {
+            self.render_one("user", case, path)?
+        } else {
+            String::new()
+        };
         Ok(Prompt { system, user })
     }
+
+    /// Renders the suite's `name` template with the case's variables.
+    fn render_one(&self, name: &str, case: &Case, path: &Path) -> Result<String, Diagnostics> {
+        let template = self.templates.get_template(name).map_err(|e| {
+            Diagnostics(vec![Diagnostic::new(&self.file, e.to_string()).field(name)])
+        })?;
+        template
+            .render(minijinja::value::Serde(&case.vars))
+            .map_err(|e| {
+                Diagnostics(vec![
+                    Diagnostic::new(path, format!("rendering the {name} template failed: {e}"))
+                        .field(name),
+                ])
+            })
+    }
+}
+
+/// Whether a message's text holds template syntax at all: most do not, and need no
+/// compiling.
+fn is_template(text: &str) -> bool {
+    text.contains("{{") || text.contains("{%") || text.contains("{#")
 }
 
 fn list_cases(dir: &Path, problems: &mut Diagnostics) -> Vec<CaseRef> {

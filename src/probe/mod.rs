@@ -342,6 +342,7 @@ async fn ask(
         prompt: &prompt,
         schema,
         schema_name: &name,
+        conversation: None,
     };
     let tokens = (prompt.user.len() + schema.to_string().len()).div_ceil(4) as u32
         + endpoint.config.max_output_tokens;

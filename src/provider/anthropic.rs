@@ -18,7 +18,10 @@ use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
 use super::openai::{parse_body, wire_schema};
-use super::{CallSpec, Finish, FinishKind, Reply, Usage, WireFormat, WireRequest, sse, streamed};
+use super::{
+    CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, sse, streamed,
+};
+use crate::config::conversation::{Message, Role, Tool, ToolChoice};
 use crate::config::{ProviderConfig, StructuredOutput};
 use crate::secret::Secret;
 
@@ -38,27 +41,38 @@ impl WireFormat for AnthropicMessages {
         let mut body = Map::new();
         body.insert("model".into(), json!(config.model));
         body.insert("max_tokens".into(), json!(config.max_output_tokens));
-        if let Some(system) = &call.prompt.system {
+        if let Some(system) = call.system() {
             body.insert("system".into(), json!(system));
         }
         // The conversation ends with the user: prefill is rejected by newer models.
-        body.insert(
-            "messages".into(),
-            json!([{"role": "user", "content": call.prompt.user}]),
-        );
+        let messages = match call.conversation {
+            Some(c) => Value::Array(messages(c.turns())),
+            None => json!([{"role": "user", "content": call.prompt.user}]),
+        };
+        body.insert("messages".into(), messages);
         if config.sends_temperature() {
             body.insert("temperature".into(), json!(config.temperature));
         }
         if config.stream {
             body.insert("stream".into(), json!(true));
         }
+        if let Some(c) = call.conversation.filter(|c| !c.tools.is_empty()) {
+            body.insert("tools".into(), Value::Array(tools(&c.tools)));
+            if let Some(choice) = tool_choice(c.tool_choice.as_ref(), c.parallel_tool_calls) {
+                body.insert("tool_choice".into(), choice);
+            }
+        }
         let schema = wire_schema(call.schema);
+        let output_config = json!({"format": {"type": "json_schema", "schema": schema}});
         match config.structured_output {
+            _ if !call.wants_json() => {}
             StructuredOutput::JsonSchema => {
-                body.insert(
-                    "output_config".into(),
-                    json!({"format": {"type": "json_schema", "schema": schema}}),
-                );
+                body.insert("output_config".into(), output_config);
+            }
+            // The request declares tools of its own: the answer cannot be one more forced
+            // tool, so it is asked for with the native schema instead.
+            StructuredOutput::Tool if !call.tools().is_empty() => {
+                body.insert("output_config".into(), output_config);
             }
             StructuredOutput::Tool => {
                 body.insert(
@@ -73,6 +87,9 @@ impl WireFormat for AnthropicMessages {
             }
             // Refused at configuration time: Anthropic has no JSON mode.
             StructuredOutput::JsonObject | StructuredOutput::Prompt => {}
+        }
+        if config.stream {
+            body.insert("stream".into(), json!(true));
         }
 
         let mut headers = super::json_headers(
@@ -183,11 +200,19 @@ pub(super) fn decode_message(value: &Value) -> Result<Reply, CallError> {
         .and_then(Value::as_array)
         .ok_or_else(|| invalid("the response has no content array"))?;
     let mut text = String::new();
-    let mut tool_input = None;
+    let mut tool_calls = Vec::new();
     for block in content {
         match block.get("type").and_then(Value::as_str) {
             Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or("")),
-            Some("tool_use") if tool_input.is_none() => tool_input = block.get("input"),
+            Some("tool_use") => {
+                let name = block
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let id = block.get("id").and_then(Value::as_str).map(str::to_string);
+                let input = block.get("input").cloned().unwrap_or(json!({}));
+                tool_calls.push(ToolCall::from_value(id, name, &input));
+            }
             _ => {}
         }
     }
@@ -206,14 +231,12 @@ pub(super) fn decode_message(value: &Value) -> Result<Reply, CallError> {
             .map(str::to_string)
             .unwrap_or_else(|| text.clone())
     });
-    // A forced tool call carries the object itself, already parsed: serialize it so the
-    // checks read it like every other provider's text.
-    if let Some(input) = tool_input {
-        text = serde_json::to_string(input)
-            .map_err(|e| invalid(&format!("the tool input cannot be serialized: {e}")))?;
-    }
+    // A forced tool call carries the object itself, already parsed: serialized, it is the
+    // text the checks read, like every other provider's, when the model wrote none.
+    let text = Reply::text_or_first_arguments(text, &tool_calls);
     Ok(Reply {
         text,
+        tool_calls,
         finish: Finish::new(kind, raw_stop),
         refusal,
         usage: usage_of(value),
@@ -245,4 +268,90 @@ pub(super) fn model_of(value: &Value) -> Option<String> {
         .get("model")
         .and_then(Value::as_str)
         .map(str::to_string)
+}
+
+/// The conversation after its system prompt, as Messages takes it: an assistant's calls
+/// as `tool_use` blocks (their input an object) after its text; the results of one
+/// turn's calls as `tool_result` blocks (with `is_error`) in one user message, to which a
+/// user message that follows them is added as a text block.
+fn messages(turns: &[Message]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(turns.len());
+    let mut results: Vec<Value> = Vec::new();
+    for m in turns {
+        match m.role {
+            Role::Tool => {
+                let mut block = json!({"type": "tool_result",
+                    "tool_use_id": m.tool_call_id.clone().unwrap_or_default(),
+                    "content": m.content_str()});
+                if m.is_error {
+                    block["is_error"] = json!(true);
+                }
+                results.push(block);
+            }
+            Role::User if !results.is_empty() => {
+                results.push(json!({"type": "text", "text": m.content_str()}));
+                out.push(json!({"role": "user", "content": std::mem::take(&mut results)}));
+            }
+            role => {
+                if !results.is_empty() {
+                    out.push(json!({"role": "user", "content": std::mem::take(&mut results)}));
+                }
+                let role = if role == Role::Assistant {
+                    "assistant"
+                } else {
+                    "user"
+                };
+                if m.tool_calls.is_empty() {
+                    out.push(json!({"role": role, "content": m.content_str()}));
+                    continue;
+                }
+                let mut blocks = Vec::with_capacity(m.tool_calls.len() + 1);
+                if !m.content_str().is_empty() {
+                    blocks.push(json!({"type": "text", "text": m.content_str()}));
+                }
+                for call in &m.tool_calls {
+                    blocks.push(json!({"type": "tool_use", "id": call.id,
+                        "name": call.function.name,
+                        "input": Value::Object(call.arguments_object().unwrap_or_default())}));
+                }
+                out.push(json!({"role": role, "content": blocks}));
+            }
+        }
+    }
+    if !results.is_empty() {
+        out.push(json!({"role": "user", "content": results}));
+    }
+    out
+}
+
+/// Tools as Messages declares them: `input_schema`, and `strict` only where asked for.
+fn tools(tools: &[Tool]) -> Vec<Value> {
+    tools
+        .iter()
+        .map(|t| {
+            let mut tool = json!({"name": t.name(), "description": t.description(),
+                "input_schema": wire_schema(t.parameters())});
+            if t.strict() {
+                tool["strict"] = json!(true);
+            }
+            tool
+        })
+        .collect()
+}
+
+/// `auto`, `none`, `any` (OpenAI's `required`), or `tool` with its name; parallel calls
+/// are switched off with `disable_parallel_tool_use`.
+fn tool_choice(choice: Option<&ToolChoice>, parallel: Option<bool>) -> Option<Value> {
+    let mut out = match choice {
+        None if parallel == Some(false) => json!({"type": "auto"}),
+        None => return None,
+        Some(ToolChoice::Auto) => json!({"type": "auto"}),
+        Some(ToolChoice::None) => json!({"type": "none"}),
+        Some(ToolChoice::Required) => json!({"type": "any"}),
+        Some(ToolChoice::Tool(name)) => json!({"type": "tool", "name": name}),
+    };
+    if parallel == Some(false) && choice != Some(&ToolChoice::None) {
+        out["disable_parallel_tool_use"] = json!(true);
+    }
+    Some(out)
 }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use serde::Serialize;
+use serde_json::Value;
 
 /// Why the model stopped, normalized, with the vendor's raw value kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -43,11 +44,57 @@ pub struct Usage {
     pub output_tokens: Option<u64>,
 }
 
+/// One tool call, decoded from whichever vendor made it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCall {
+    /// The vendor's id for the call (`call_…`, `toolu_…`); Gemini and older Ollama
+    /// servers may send none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    /// The arguments parsed as JSON; `None` when the text is not JSON at all.
+    pub arguments: Option<Value>,
+    /// The arguments as the vendor sent them: its string (OpenAI, vLLM, llama.cpp), or
+    /// its object serialized (Anthropic, Gemini, Ollama).
+    pub raw_arguments: String,
+}
+
+impl ToolCall {
+    /// A call whose arguments came as a string of JSON.
+    pub fn from_text(id: Option<String>, name: impl Into<String>, raw: impl Into<String>) -> Self {
+        let raw = raw.into();
+        ToolCall {
+            id,
+            name: name.into(),
+            arguments: serde_json::from_str(&raw).ok(),
+            raw_arguments: raw,
+        }
+    }
+
+    /// A call whose arguments came as a JSON value: an object (as Anthropic, Gemini and
+    /// Ollama send them), or a string, which is read as text of JSON.
+    pub fn from_value(id: Option<String>, name: impl Into<String>, value: &Value) -> Self {
+        match value {
+            Value::String(raw) => ToolCall::from_text(id, name, raw.clone()),
+            other => ToolCall {
+                id,
+                name: name.into(),
+                arguments: Some(other.clone()),
+                raw_arguments: other.to_string(),
+            },
+        }
+    }
+}
+
 /// What a wire format decodes from a successful response.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Reply {
-    /// The answer text: what the checks parse as JSON.
+    /// The answer text: what the checks parse as JSON. When the model wrote no text but
+    /// called a tool, the first call's arguments (a forced tool call is the answer).
     pub text: String,
+    /// Every tool call, in the order the vendor gave them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
     pub finish: Finish,
     /// The refusal text, when the model refused.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -56,6 +103,26 @@ pub struct Reply {
     /// The model that actually answered (`gpt-4o-2024-08-06` for `gpt-4o`).
     pub served_model: Option<String>,
     pub system_fingerprint: Option<String>,
+}
+
+impl Reply {
+    /// What the model wrote as text: `text`, unless `text` only holds the first call's
+    /// arguments (the model wrote nothing), when it is empty.
+    pub fn content(&self) -> &str {
+        match self.tool_calls.first() {
+            Some(call) if call.raw_arguments == self.text => "",
+            _ => &self.text,
+        }
+    }
+
+    /// The text a reply carries when the model may have written none: its content, or
+    /// the first call's arguments.
+    pub fn text_or_first_arguments(content: String, calls: &[ToolCall]) -> String {
+        match calls.first() {
+            Some(call) if content.is_empty() => call.raw_arguments.clone(),
+            _ => content,
+        }
+    }
 }
 
 /// A reply with what the transport measured.

@@ -27,7 +27,10 @@ use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
 use super::openai::{is_daily_quota, parse_body, wire_schema};
-use super::{CallSpec, Finish, FinishKind, Reply, Usage, WireFormat, WireRequest, sse, streamed};
+use super::{
+    CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, sse, streamed,
+};
+use crate::config::conversation::{Message, Role, ToolChoice};
 use crate::config::provider::GeminiSchemaField;
 use crate::config::{ProviderConfig, StructuredOutput};
 use crate::secret::Secret;
@@ -48,15 +51,53 @@ impl WireFormat for GeminiGenerateContent {
             GeminiSchemaField::ResponseSchema => openapi_schema(&wire_schema(call.schema)),
         };
         let mut body = Map::new();
-        body.insert(
-            "contents".into(),
-            json!([{"role": "user", "parts": [{"text": call.prompt.user}]}]),
-        );
-        if let Some(system) = &call.prompt.system {
+        let contents = match call.conversation {
+            Some(c) => Value::Array(contents(c.turns())),
+            None => json!([{"role": "user", "parts": [{"text": call.prompt.user}]}]),
+        };
+        body.insert("contents".into(), contents);
+        if let Some(system) = call.system() {
             body.insert(
                 "systemInstruction".into(),
                 json!({"parts": [{"text": system}]}),
             );
+        }
+        let parameters = match options.schema_field {
+            GeminiSchemaField::ResponseJsonSchema => "parametersJsonSchema",
+            GeminiSchemaField::ResponseSchema => "parameters",
+        };
+        if let Some(c) = call.conversation.filter(|c| !c.tools.is_empty()) {
+            let declarations: Vec<Value> = c
+                .tools
+                .iter()
+                .map(|t| {
+                    let schema = match options.schema_field {
+                        GeminiSchemaField::ResponseJsonSchema => wire_schema(t.parameters()),
+                        GeminiSchemaField::ResponseSchema => {
+                            openapi_schema(&wire_schema(t.parameters()))
+                        }
+                    };
+                    json!({"name": t.name(), "description": t.description(), parameters: schema})
+                })
+                .collect();
+            body.insert(
+                "tools".into(),
+                json!([{"functionDeclarations": declarations}]),
+            );
+            if let Some(choice) = &c.tool_choice {
+                let config = match choice {
+                    ToolChoice::Auto => json!({"mode": "AUTO"}),
+                    ToolChoice::None => json!({"mode": "NONE"}),
+                    ToolChoice::Required => json!({"mode": "ANY"}),
+                    ToolChoice::Tool(name) => {
+                        json!({"mode": "ANY", "allowedFunctionNames": [name]})
+                    }
+                };
+                body.insert(
+                    "toolConfig".into(),
+                    json!({"functionCallingConfig": config}),
+                );
+            }
         }
         let mut generation = Map::new();
         generation.insert("temperature".into(), json!(config.temperature));
@@ -69,7 +110,14 @@ impl WireFormat for GeminiGenerateContent {
             GeminiSchemaField::ResponseSchema => "responseSchema",
         };
         match config.structured_output {
+            _ if !call.wants_json() => {}
             StructuredOutput::JsonSchema => {
+                generation.insert("responseMimeType".into(), json!("application/json"));
+                generation.insert(field.into(), schema);
+            }
+            // The request declares tools of its own: the answer cannot be one more forced
+            // function, so it is asked for with the schema instead.
+            StructuredOutput::Tool if !call.tools().is_empty() => {
                 generation.insert("responseMimeType".into(), json!("application/json"));
                 generation.insert(field.into(), schema);
             }
@@ -77,10 +125,6 @@ impl WireFormat for GeminiGenerateContent {
                 generation.insert("responseMimeType".into(), json!("application/json"));
             }
             StructuredOutput::Tool => {
-                let parameters = match options.schema_field {
-                    GeminiSchemaField::ResponseJsonSchema => "parametersJsonSchema",
-                    GeminiSchemaField::ResponseSchema => "parameters",
-                };
                 body.insert(
                     "tools".into(),
                     json!([{"functionDeclarations": [{"name": call.schema_name,
@@ -292,6 +336,7 @@ pub(super) fn decode_response(value: &Value) -> Result<Reply, CallError> {
             .unwrap_or_default();
         return Ok(Reply {
             text: String::new(),
+            tool_calls: Vec::new(),
             finish: Finish {
                 kind: FinishKind::ContentFilter,
                 raw: Some(format!("prompt blocked ({reason}){detail}")),
@@ -308,21 +353,22 @@ pub(super) fn decode_response(value: &Value) -> Result<Reply, CallError> {
         .map(Vec::as_slice)
         .unwrap_or_default();
     let mut text = String::new();
-    let mut call_args = None;
+    let mut tool_calls = Vec::new();
     for part in parts {
         if part.get("thought").and_then(Value::as_bool) == Some(true) {
             continue;
         }
         if let Some(t) = part.get("text").and_then(Value::as_str) {
             text.push_str(t);
-        } else if call_args.is_none() {
-            call_args = part.pointer("/functionCall/args");
+        } else if let Some(call) = part.get("functionCall") {
+            let name = call.get("name").and_then(Value::as_str).unwrap_or_default();
+            let id = call.get("id").and_then(Value::as_str).map(str::to_string);
+            // A call without arguments may leave `args` out.
+            let args = call.get("args").cloned().unwrap_or(json!({}));
+            tool_calls.push(ToolCall::from_value(id, name, &args));
         }
     }
-    if let Some(args) = call_args.filter(|_| text.is_empty()) {
-        text = serde_json::to_string(args)
-            .map_err(|e| invalid(&format!("the function call cannot be serialized: {e}")))?;
-    }
+    let text = Reply::text_or_first_arguments(text, &tool_calls);
     let raw = candidate.get("finishReason").and_then(Value::as_str);
     let kind = match raw {
         Some("STOP") => FinishKind::Stop,
@@ -341,6 +387,7 @@ pub(super) fn decode_response(value: &Value) -> Result<Reply, CallError> {
     };
     Ok(Reply {
         text,
+        tool_calls,
         finish: Finish::new(kind, raw),
         refusal: None,
         usage,
@@ -366,6 +413,55 @@ pub(super) fn model_of(value: &Value) -> Option<String> {
         .get("modelVersion")
         .and_then(Value::as_str)
         .map(str::to_string)
+}
+
+/// The conversation after its system prompt, as `contents`: the assistant is `model`,
+/// its calls `functionCall` parts (arguments an object) after its text; the results of
+/// one turn's calls are `functionResponse` parts of one user content, named by their tool,
+/// with `{"output": …}` or, for a failed tool, `{"error": …}` (a result that is JSON is
+/// sent as that JSON, other text as a string); a user message that follows them is added
+/// to that content as a text part.
+fn contents(turns: &[Message]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(turns.len());
+    let mut responses: Vec<Value> = Vec::new();
+    for m in turns {
+        match m.role {
+            Role::Tool => {
+                let text = m.content_str();
+                let value = serde_json::from_str::<Value>(text).unwrap_or(json!(text));
+                let key = if m.is_error { "error" } else { "output" };
+                responses.push(json!({"functionResponse": {
+                    "name": m.name.clone().unwrap_or_default(), "response": {key: value}}}));
+            }
+            Role::User if !responses.is_empty() => {
+                responses.push(json!({"text": m.content_str()}));
+                out.push(json!({"role": "user", "parts": std::mem::take(&mut responses)}));
+            }
+            role => {
+                if !responses.is_empty() {
+                    out.push(json!({"role": "user", "parts": std::mem::take(&mut responses)}));
+                }
+                let role = if role == Role::Assistant {
+                    "model"
+                } else {
+                    "user"
+                };
+                let mut parts = Vec::with_capacity(m.tool_calls.len() + 1);
+                if !m.content_str().is_empty() || m.tool_calls.is_empty() {
+                    parts.push(json!({"text": m.content_str()}));
+                }
+                for call in &m.tool_calls {
+                    parts.push(json!({"functionCall": {"name": call.function.name,
+                        "args": Value::Object(call.arguments_object().unwrap_or_default())}}));
+                }
+                out.push(json!({"role": role, "parts": parts}));
+            }
+        }
+    }
+    if !responses.is_empty() {
+        out.push(json!({"role": "user", "parts": responses}));
+    }
+    out
 }
 
 /// JSON Schema to Gemini's OpenAPI `Schema`, translating only what translates

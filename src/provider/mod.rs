@@ -31,12 +31,12 @@ use std::sync::Arc;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-pub use completion::{Completion, Finish, FinishKind, Reply, Usage};
+pub use completion::{Completion, Finish, FinishKind, Reply, ToolCall, Usage};
 pub use error::{CallError, Effect, ErrorKind, Served};
 pub use policy::Stage;
 pub use transport::Transport;
 
-use crate::config::{Kind, Prompt, ProviderConfig};
+use crate::config::{Conversation, Kind, Prompt, ProviderConfig};
 use crate::secret::Secret;
 
 /// What to ask of the provider for one call.
@@ -47,6 +47,30 @@ pub struct CallSpec<'a> {
     pub schema: &'a Value,
     /// A name for the schema, where the wire format needs one (`[a-zA-Z0-9_-]{1,64}`).
     pub schema_name: &'a str,
+    /// The whole request, for a request-shaped case: the conversation replaces the
+    /// prompt's two messages, and its tools are declared.
+    pub conversation: Option<&'a Conversation>,
+}
+
+impl CallSpec<'_> {
+    /// Whether the suite's JSON answer is asked for with the provider's structured-output
+    /// mode: always for a template case; for a request, when it expects a JSON answer.
+    pub fn wants_json(&self) -> bool {
+        self.conversation.is_none_or(|c| c.json_answer)
+    }
+
+    /// The tools the request declares (none for a template case).
+    pub fn tools(&self) -> &[crate::config::Tool] {
+        self.conversation.map_or(&[], |c| &c.tools)
+    }
+
+    /// The system prompt, where a vendor keeps it apart from the conversation.
+    pub fn system(&self) -> Option<String> {
+        match self.conversation {
+            Some(c) => c.system(),
+            None => self.prompt.system.clone(),
+        }
+    }
 }
 
 /// An HTTP POST, ready to send.
@@ -120,6 +144,15 @@ pub(crate) fn json_headers(credential: Option<(HeaderName, String)>) -> HeaderMa
         headers.insert(name, value);
     }
     headers
+}
+
+/// The chat messages a call is sent as, in OpenAI Chat's shape: the conversation, or
+/// the prompt's system message, if any, then the user's.
+pub(crate) fn call_messages(call: &CallSpec<'_>) -> Value {
+    match call.conversation {
+        Some(c) => Value::Array(c.openai_messages()),
+        None => chat_messages(call.prompt),
+    }
 }
 
 /// The chat messages a prompt is sent as: the system prompt, if any, then the user's.

@@ -17,7 +17,10 @@ use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
 use super::openai::{is_daily_quota, parse_body, wire_schema};
-use super::{CallSpec, Finish, FinishKind, Reply, Usage, WireFormat, WireRequest, streamed};
+use super::{
+    CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, streamed,
+};
+use crate::config::conversation::{Message, Role};
 use crate::config::{ProviderConfig, StructuredOutput};
 use crate::secret::Secret;
 
@@ -33,9 +36,19 @@ impl WireFormat for OllamaChat {
     ) -> WireRequest {
         let mut body = Map::new();
         body.insert("model".into(), json!(config.model));
-        body.insert("messages".into(), super::chat_messages(call.prompt));
+        let messages = match call.conversation {
+            Some(c) => Value::Array(c.messages.iter().map(message).collect()),
+            None => super::chat_messages(call.prompt),
+        };
+        body.insert("messages".into(), messages);
         body.insert("stream".into(), json!(config.stream));
+        // Ollama has no tool_choice and no parallel_tool_calls: the tools are declared
+        // and the model decides, as a gateway that drops those fields would have it.
+        if let Some(c) = call.conversation.filter(|c| !c.tools.is_empty()) {
+            body.insert("tools".into(), Value::Array(c.openai_tools()));
+        }
         match config.structured_output {
+            _ if !call.wants_json() => {}
             StructuredOutput::JsonSchema => {
                 body.insert("format".into(), wire_schema(call.schema));
             }
@@ -140,6 +153,21 @@ pub(super) fn decode_chat(value: &Value) -> Result<Reply, CallError> {
         .pointer("/message/content")
         .and_then(Value::as_str)
         .ok_or_else(|| invalid("the response has no message.content"))?;
+    // `{function: {name, arguments}}`, with `id` and `function.index` on newer servers;
+    // the arguments an object (a string from some proxies).
+    let tool_calls: Vec<ToolCall> = value
+        .pointer("/message/tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|call| {
+            let function = call.get("function")?;
+            let name = function.get("name").and_then(Value::as_str)?;
+            let id = call.get("id").and_then(Value::as_str).map(str::to_string);
+            let args = function.get("arguments").cloned().unwrap_or(json!({}));
+            Some(ToolCall::from_value(id, name, &args))
+        })
+        .collect();
     let raw = value.get("done_reason").and_then(Value::as_str);
     let done = value.get("done").and_then(Value::as_bool);
     let kind = match (raw, done) {
@@ -150,13 +178,37 @@ pub(super) fn decode_chat(value: &Value) -> Result<Reply, CallError> {
         _ => FinishKind::Other,
     };
     Ok(Reply {
-        text: text.to_string(),
+        text: Reply::text_or_first_arguments(text.to_string(), &tool_calls),
+        tool_calls,
         finish: Finish::new(kind, raw),
         refusal: None,
         usage: usage_of(value),
         served_model: model_of(value),
         system_fingerprint: None,
     })
+}
+
+/// One message as Ollama's chat takes it: an assistant's calls with their arguments as
+/// an object, a tool result with the tool's name (`tool_name`), and no ids.
+fn message(m: &Message) -> Value {
+    let mut out = json!({"role": m.role.as_str(), "content": m.content_str()});
+    if !m.tool_calls.is_empty() {
+        out["tool_calls"] = Value::Array(
+            m.tool_calls
+                .iter()
+                .map(|c| {
+                    json!({"function": {"name": c.function.name,
+                        "arguments": Value::Object(c.arguments_object().unwrap_or_default())}})
+                })
+                .collect(),
+        );
+    }
+    if m.role == Role::Tool
+        && let Some(name) = &m.name
+    {
+        out["tool_name"] = json!(name);
+    }
+    out
 }
 
 pub(super) fn usage_of(value: &Value) -> Usage {

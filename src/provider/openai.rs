@@ -10,7 +10,7 @@ use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status};
-use super::{CallSpec, Finish, FinishKind, Reply, Usage, WireFormat, WireRequest};
+use super::{CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest};
 use crate::config::{ProviderConfig, StructuredOutput};
 use crate::secret::Secret;
 
@@ -148,24 +148,37 @@ pub(crate) fn encode_chat(
 ) -> WireRequest {
     let mut body = Map::new();
     body.insert("model".into(), json!(config.model));
-    body.insert("messages".into(), super::chat_messages(call.prompt));
+    body.insert("messages".into(), super::call_messages(call));
     body.insert("temperature".into(), json!(config.temperature));
     body.insert(max_tokens_field.into(), json!(config.max_output_tokens));
     if let Some(seed) = config.seed {
         body.insert("seed".into(), json!(seed));
     }
+    if let Some(c) = call.conversation.filter(|c| !c.tools.is_empty()) {
+        body.insert("tools".into(), Value::Array(c.openai_tools()));
+        if let Some(choice) = &c.tool_choice {
+            body.insert("tool_choice".into(), Value::from(choice.clone()));
+        }
+        if let Some(parallel) = c.parallel_tool_calls {
+            body.insert("parallel_tool_calls".into(), json!(parallel));
+        }
+    }
     let schema = wire_schema(call.schema);
+    let json_schema = json!({"type": "json_schema", "json_schema": {
+        "name": call.schema_name, "strict": true, "schema": schema}});
     match config.structured_output {
+        _ if !call.wants_json() => {}
         StructuredOutput::JsonSchema => {
             // Always the nested shape: llama.cpp silently ignores a flat `schema`.
-            body.insert(
-                "response_format".into(),
-                json!({"type": "json_schema", "json_schema": {
-                    "name": call.schema_name, "strict": true, "schema": schema}}),
-            );
+            body.insert("response_format".into(), json_schema);
         }
         StructuredOutput::JsonObject => {
             body.insert("response_format".into(), json!({"type": "json_object"}));
+        }
+        // The request declares tools of its own: the answer cannot be one more forced
+        // tool, so it is asked for with the schema instead.
+        StructuredOutput::Tool if !call.tools().is_empty() => {
+            body.insert("response_format".into(), json_schema);
         }
         StructuredOutput::Tool => {
             body.insert(
@@ -265,19 +278,32 @@ fn decode_chat_value(value: &Value) -> Result<Reply, CallError> {
     ChatParts {
         content: text(message, "content"),
         refusal: text(message, "refusal"),
-        tool_arguments: message
+        tool_calls: message
             .get("tool_calls")
             .and_then(Value::as_array)
-            .and_then(|calls| calls.first())
-            .and_then(|call| call.pointer("/function/arguments"))
-            .and_then(Value::as_str)
-            .map(str::to_string),
+            .map(|calls| calls.iter().filter_map(tool_call).collect())
+            .unwrap_or_default(),
         finish_reason: text(choice, "finish_reason"),
         usage: usage(value.get("usage")),
         served_model: text(value, "model"),
         system_fingerprint: text(value, "system_fingerprint"),
     }
     .into_reply()
+}
+
+/// One entry of `message.tool_calls`: `{id, type, function: {name, arguments}}`, or the
+/// flat `{name, arguments}` of llama.cpp's older servers; arguments a string of JSON or,
+/// from some servers, the object itself. An entry without a name is no call.
+fn tool_call(entry: &Value) -> Option<ToolCall> {
+    let function = entry.get("function").unwrap_or(entry);
+    let name = function.get("name").and_then(Value::as_str)?;
+    let id = entry
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty())
+        .map(str::to_string);
+    let arguments = function.get("arguments").cloned().unwrap_or(json!(""));
+    Some(ToolCall::from_value(id, name, &arguments))
 }
 
 /// Prompt and output token counts from a Chat Completions `usage` object.
@@ -294,8 +320,9 @@ pub(crate) fn usage(usage: Option<&Value>) -> Usage {
 pub(crate) struct ChatParts {
     pub content: Option<String>,
     pub refusal: Option<String>,
-    /// The first tool call's arguments: the answer when output is a forced tool call.
-    pub tool_arguments: Option<String>,
+    /// Every tool call; the first one's arguments are the answer when output is a forced
+    /// tool call.
+    pub tool_calls: Vec<ToolCall>,
     pub finish_reason: Option<String>,
     pub usage: Usage,
     pub served_model: Option<String>,
@@ -306,7 +333,8 @@ impl ChatParts {
     pub(crate) fn into_reply(self) -> Result<Reply, CallError> {
         let raw_finish = self.finish_reason.as_deref();
         let mut kind = match raw_finish {
-            Some("stop" | "tool_calls" | "function_call") => FinishKind::Stop,
+            // `tool` is what llama.cpp's older servers said.
+            Some("stop" | "tool_calls" | "function_call" | "tool") => FinishKind::Stop,
             Some("length") => FinishKind::Length,
             Some("content_filter") => FinishKind::ContentFilter,
             _ => FinishKind::Other,
@@ -315,7 +343,12 @@ impl ChatParts {
         if self.refusal.is_some() && self.content.is_none() {
             kind = FinishKind::Refusal;
         }
-        let text = match (self.content, self.tool_arguments) {
+        let first_arguments = self.tool_calls.first().map(|c| c.raw_arguments.clone());
+        // vLLM and llama.cpp say `content: ""` beside their calls.
+        let content = self
+            .content
+            .filter(|c| !c.is_empty() || first_arguments.is_none());
+        let text = match (content, first_arguments) {
             (Some(text), _) => text,
             (None, Some(args)) => args,
             (None, None) if kind == FinishKind::Stop => {
@@ -328,6 +361,7 @@ impl ChatParts {
         };
         Ok(Reply {
             text,
+            tool_calls: self.tool_calls,
             finish: Finish::new(kind, raw_finish),
             refusal: self.refusal,
             usage: self.usage,

@@ -13,12 +13,17 @@
 //! ending with `response.completed`, `response.failed`, `response.incomplete` or `error`;
 //! there is no `[DONE]`, so a stream without one of those was cut off.
 
+use std::collections::BTreeMap;
+
 use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::error::{CallError, ErrorKind};
 use super::openai::{OpenAiChat, error_in_body, headers, parse_body, wire_schema};
-use super::{CallSpec, Finish, FinishKind, Reply, Usage, WireFormat, WireRequest, sse, stream};
+use super::{
+    CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, sse, stream,
+};
+use crate::config::conversation::{Message, Role, ToolChoice};
 use crate::config::{ProviderConfig, StructuredOutput};
 use crate::secret::Secret;
 
@@ -36,14 +41,41 @@ impl WireFormat for OpenAiResponses {
         body.insert("temperature".into(), json!(config.temperature));
         body.insert("max_output_tokens".into(), json!(config.max_output_tokens));
         body.insert("store".into(), json!(false));
+        if let Some(c) = call.conversation.filter(|c| !c.tools.is_empty()) {
+            // Flat, and `strict` always said: this API makes a function strict unless told
+            // otherwise, which a schema written for the others would fail.
+            let tools: Vec<Value> = c
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "name": t.name(), "description": t.description(),
+                        "parameters": wire_schema(t.parameters()), "strict": t.strict()})
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+            if let Some(choice) = &c.tool_choice {
+                let choice = match choice {
+                    ToolChoice::Tool(name) => json!({"type": "function", "name": name}),
+                    other => Value::from(other.clone()),
+                };
+                body.insert("tool_choice".into(), choice);
+            }
+            if let Some(parallel) = c.parallel_tool_calls {
+                body.insert("parallel_tool_calls".into(), json!(parallel));
+            }
+        }
         let schema = wire_schema(call.schema);
+        let json_schema = json!({"format": {"type": "json_schema", "name": call.schema_name,
+            "strict": true, "schema": schema}});
         match config.structured_output {
+            _ if !call.wants_json() => {}
             StructuredOutput::JsonSchema => {
-                body.insert(
-                    "text".into(),
-                    json!({"format": {"type": "json_schema", "name": call.schema_name,
-                        "strict": true, "schema": schema}}),
-                );
+                body.insert("text".into(), json_schema);
+            }
+            // The request declares tools of its own: the answer cannot be one more forced
+            // function, so it is asked for with the schema instead.
+            StructuredOutput::Tool if !call.tools().is_empty() => {
+                body.insert("text".into(), json_schema);
             }
             StructuredOutput::JsonObject => {
                 body.insert("text".into(), json!({"format": {"type": "json_object"}}));
@@ -102,11 +134,46 @@ impl WireFormat for OpenAiResponses {
 fn prompt_body(call: &CallSpec<'_>, config: &ProviderConfig) -> Map<String, Value> {
     let mut body = Map::new();
     body.insert("model".into(), json!(config.model));
-    body.insert("input".into(), json!(call.prompt.user));
-    if let Some(system) = &call.prompt.system {
+    let input = match call.conversation {
+        Some(c) => input(c.turns()),
+        None => json!(call.prompt.user),
+    };
+    body.insert("input".into(), input);
+    if let Some(system) = call.system() {
         body.insert("instructions".into(), json!(system));
     }
     body
+}
+
+/// The conversation after its system prompt as `input`: one user message is its text
+/// alone; anything longer is a list of items, messages by role, an assistant's calls as
+/// `function_call` items and tool results as `function_call_output` items paired by
+/// `call_id` (this API has no way to say a tool failed but its output).
+fn input(turns: &[Message]) -> Value {
+    if let [only] = turns
+        && only.role == Role::User
+    {
+        return json!(only.content_str());
+    }
+    let mut items = Vec::with_capacity(turns.len());
+    for m in turns {
+        match m.role {
+            Role::Tool => items.push(json!({"type": "function_call_output",
+                "call_id": m.tool_call_id.clone().unwrap_or_default(),
+                "output": m.content_str()})),
+            Role::Assistant => {
+                if !m.content_str().is_empty() {
+                    items.push(json!({"role": "assistant", "content": m.content_str()}));
+                }
+                for call in &m.tool_calls {
+                    items.push(json!({"type": "function_call", "call_id": call.id,
+                        "name": call.function.name, "arguments": call.arguments_text()}));
+                }
+            }
+            role => items.push(json!({"role": role.as_str(), "content": m.content_str()})),
+        }
+    }
+    Value::Array(items)
 }
 
 /// `POST /v1/responses/input_tokens`: the provider's own count of the prompt's input
@@ -141,7 +208,18 @@ pub fn decode_input_tokens(body: &[u8]) -> Result<u64, CallError> {
 struct Streamed {
     text: Option<String>,
     refusal: Option<String>,
-    arguments: Option<String>,
+    /// Function calls by `output_index`: their deltas carry neither `call_id` nor `name`,
+    /// which the `output_item` events give.
+    calls: BTreeMap<u64, StreamedCall>,
+}
+
+#[derive(Debug, Default)]
+struct StreamedCall {
+    call_id: Option<String>,
+    name: Option<String>,
+    arguments: String,
+    /// `function_call_arguments.done` or `output_item.done` gave the whole text.
+    whole: bool,
 }
 
 /// The usage and model a response object reports.
@@ -157,6 +235,13 @@ fn served_of(response: &Value) -> (Usage, Option<String>) {
         .and_then(Value::as_str)
         .map(str::to_string);
     (usage, model)
+}
+
+/// The `output_index` an event is about (0 when it names none).
+fn output_index(data: &Value) -> u64 {
+    data.get("output_index")
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
 }
 
 /// A processed response that could not be used still says what it cost and who served it.
@@ -207,10 +292,30 @@ fn fold_events(body: &[u8], last: &mut Option<Value>) -> Result<Reply, CallError
             }
             "response.refusal.done" => streamed.refusal = Some(text("refusal").to_string()),
             "response.function_call_arguments.delta" => {
-                streamed
-                    .arguments
-                    .get_or_insert_default()
-                    .push_str(text("delta"));
+                let call = streamed.calls.entry(output_index(&data)).or_default();
+                if !call.whole {
+                    call.arguments.push_str(text("delta"));
+                }
+            }
+            "response.function_call_arguments.done" => {
+                let call = streamed.calls.entry(output_index(&data)).or_default();
+                call.arguments = text("arguments").to_string();
+                call.whole = true;
+            }
+            "response.output_item.added" | "response.output_item.done" => {
+                let Some(item) = data.get("item").filter(|i| i["type"] == "function_call") else {
+                    continue;
+                };
+                let call = streamed.calls.entry(output_index(&data)).or_default();
+                let field = |name: &str| item.get(name).and_then(Value::as_str);
+                call.call_id = call.call_id.take().or(field("call_id").map(str::to_string));
+                call.name = call.name.take().or(field("name").map(str::to_string));
+                if kind == "response.output_item.done"
+                    && let Some(arguments) = field("arguments")
+                {
+                    call.arguments = arguments.to_string();
+                    call.whole = true;
+                }
             }
             "response.completed" | "response.incomplete" | "response.failed" => {
                 let response = data.get("response").ok_or_else(|| {
@@ -247,7 +352,8 @@ fn reply(response: &Value, streamed: Streamed) -> Result<Reply, CallError> {
             "the response failed without an error object",
         ));
     }
-    let (mut text, mut refusal, mut arguments) = (None::<String>, None::<String>, None);
+    let (mut text, mut refusal) = (None::<String>, None::<String>);
+    let mut tool_calls = Vec::new();
     for item in response
         .get("output")
         .and_then(Value::as_array)
@@ -272,15 +378,28 @@ fn reply(response: &Value, streamed: Streamed) -> Result<Reply, CallError> {
                     }
                 }
             }
-            Some("function_call") if arguments.is_none() => {
-                arguments = item.get("arguments").and_then(Value::as_str);
+            Some("function_call") => {
+                let field = |name: &str| item.get(name).and_then(Value::as_str);
+                // Only `call_id` pairs with the output sent back; `id` is the item's.
+                tool_calls.push(ToolCall::from_text(
+                    field("call_id").map(str::to_string),
+                    field("name").unwrap_or_default(),
+                    field("arguments").unwrap_or_default(),
+                ));
             }
             _ => {}
         }
     }
     let text = text.or(streamed.text);
     let refusal = refusal.or(streamed.refusal).filter(|r| !r.is_empty());
-    let arguments = arguments.map(str::to_string).or(streamed.arguments);
+    if tool_calls.is_empty() {
+        tool_calls = streamed
+            .calls
+            .into_values()
+            .map(|c| ToolCall::from_text(c.call_id, c.name.unwrap_or_default(), c.arguments))
+            .collect();
+    }
+    let arguments = tool_calls.first().map(|c| c.raw_arguments.clone());
 
     let reason = response
         .pointer("/incomplete_details/reason")
@@ -309,6 +428,7 @@ fn reply(response: &Value, streamed: Streamed) -> Result<Reply, CallError> {
     let (usage, served_model) = served_of(response);
     Ok(Reply {
         text,
+        tool_calls,
         finish: Finish::new(kind, reason.or(status)),
         refusal,
         usage,

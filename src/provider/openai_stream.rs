@@ -6,12 +6,28 @@
 //! the end is `data: [DONE]`. A stream without it, or without a `finish_reason` before
 //! it, was cut off (`stream_truncated`), however plausible its text; a
 //! `data: {"error": …}` chunk inside the 200 is the call's error.
+//!
+//! Tool calls arrive in pieces keyed by `index`: the first delta of a call carries its
+//! `id`, `type` and `function.name` with `arguments: ""`, later ones only `index` and an
+//! `arguments` fragment split anywhere (mid-token, mid-string). They are accumulated per
+//! index and parsed only once the stream is complete. vLLM repeats `function.name` on
+//! every delta of a named-choice stream, so a name is taken once, never appended.
+
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use super::error::{CallError, ErrorKind};
 use super::openai::{ChatParts, error_in_body, usage};
-use super::{Reply, sse, stream};
+use super::{Reply, ToolCall, sse, stream};
+
+/// A tool call being assembled from its deltas.
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: Option<String>,
+    name: Option<String>,
+    arguments: String,
+}
 
 /// Folds a complete event-stream body into one reply. A stream that fails part-way
 /// keeps, on its error, the usage, model and fingerprint its chunks had said.
@@ -31,6 +47,7 @@ pub(crate) fn fold(body: &[u8]) -> Result<Reply, CallError> {
 fn collect(body: &[u8], parts: &mut ChatParts) -> Result<(), CallError> {
     let events = sse::events(body)?;
     let (mut saw_choice, mut done) = (false, false);
+    let mut calls: BTreeMap<u64, PartialCall> = BTreeMap::new();
     for event in &events {
         if event.data.trim() == "[DONE]" {
             done = true;
@@ -53,9 +70,30 @@ fn collect(body: &[u8], parts: &mut ChatParts) -> Result<(), CallError> {
         let delta = choice.get("delta");
         append(&mut parts.content, delta.and_then(|d| d.get("content")));
         append(&mut parts.refusal, delta.and_then(|d| d.get("refusal")));
-        let arguments = first(delta.and_then(|d| d.get("tool_calls")))
-            .and_then(|call| call.pointer("/function/arguments"));
-        append(&mut parts.tool_arguments, arguments);
+        for delta in delta
+            .and_then(|d| d.get("tool_calls"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let index = delta.get("index").and_then(Value::as_u64).unwrap_or(0);
+            let call = calls.entry(index).or_default();
+            let text = |pointer: &str| {
+                delta
+                    .pointer(pointer)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+            };
+            call.id = call.id.take().or_else(|| text("/id"));
+            call.name = call.name.take().or_else(|| text("/function/name"));
+            match delta.pointer("/function/arguments") {
+                Some(Value::String(fragment)) => call.arguments.push_str(fragment),
+                // A server that sends the whole object at once.
+                Some(object @ Value::Object(_)) => call.arguments.push_str(&object.to_string()),
+                _ => {}
+            }
+        }
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
             parts.finish_reason = Some(reason.to_string());
         }
@@ -80,6 +118,10 @@ fn collect(body: &[u8], parts: &mut ChatParts) -> Result<(), CallError> {
     if parts.refusal.as_deref() == Some("") {
         parts.refusal = None;
     }
+    parts.tool_calls = calls
+        .into_values()
+        .filter_map(|c| Some(ToolCall::from_text(c.id, c.name?, c.arguments)))
+        .collect();
     Ok(())
 }
 

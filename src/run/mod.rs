@@ -19,6 +19,7 @@ use time::OffsetDateTime;
 use crate::check::stability::Stability;
 use crate::check::stream_agreement;
 use crate::check::tokens::{self, PromptTokens};
+use crate::check::tool_metrics::ToolMetrics;
 use crate::check::{self, CallFacts, Checks, Outcome};
 use crate::config::{Diagnostics, Suite};
 use crate::provider::transport::Endpoint;
@@ -52,7 +53,8 @@ pub fn prepare(suites: Vec<Suite>) -> Result<Vec<Arc<PreparedSuite>>, Diagnostic
         for case_ref in &suite.cases {
             match case_ref.load() {
                 Ok(case) => {
-                    if let Err(d) = suite.render(&case, &case_ref.path()) {
+                    problems.extend(suite.case_problems(&case, &case_ref.path()));
+                    if let Err(d) = suite.request(&case, &case_ref.path()) {
                         problems.extend(d);
                     }
                 }
@@ -203,8 +205,14 @@ pub async fn execute(
     let mut writer = ResultsWriter::create(&results_path).map_err(io(&results_path))?;
 
     let repeats = |s: &Suite| options.repeats.unwrap_or(s.repeats);
-    let per_provider: u64 = suites
+    // A simulation may be pointed at some suites only (`[sim] suites`).
+    let planned: u64 = targets
         .iter()
+        .flat_map(|t| {
+            suites
+                .iter()
+                .filter(|s| t.endpoint.config.runs_suite(&s.suite.name))
+        })
         .map(|s| s.suite.cases.len() as u64 * u64::from(repeats(&s.suite)))
         .sum();
     let mut tallies: Vec<Tally> = Vec::with_capacity(suites.len() * targets.len());
@@ -223,20 +231,29 @@ pub async fn execute(
             {
                 tally.stability = Some(Stability::new(repeats(&s.suite), spec));
             }
+            if !s.suite.tool_thresholds.is_empty() {
+                tally.tool_calls = Some(ToolMetrics::new(
+                    s.suite.tool_thresholds,
+                    repeats(&s.suite),
+                    spec.confidence,
+                ));
+            }
             tallies.push(tally);
         }
     }
     // Rules see the run's start, never the wall clock of each call: a replay of the
     // same answers gives the same verdicts.
     let now = started_at.unix_timestamp();
-    let mut progress = Progress::new(per_provider * targets.len() as u64, options.progress);
+    let mut progress = Progress::new(planned, options.progress);
 
     let streams = targets.iter().enumerate().map(|(p, target)| {
         let suites: Vec<Arc<PreparedSuite>> = suites.to_vec();
+        let config = Arc::clone(&target.endpoint.config);
         let items = suites
             .clone()
             .into_iter()
             .enumerate()
+            .filter(move |(_, prepared)| config.runs_suite(&prepared.suite.name))
             .flat_map(move |(s, prepared)| {
                 let n = prepared.suite.cases.len();
                 let r = options.repeats.unwrap_or(prepared.suite.repeats);
@@ -280,6 +297,12 @@ pub async fn execute(
     let verdicts = tallies
         .into_iter()
         .enumerate()
+        .filter(|(i, _)| {
+            targets[i / n_suites]
+                .endpoint
+                .config
+                .runs_suite(&suites[i % n_suites].suite.name)
+        })
         .map(|(i, tally)| {
             let (provider_index, suite_index) = (i / n_suites, i % n_suites);
             let policy = Policy {
@@ -322,21 +345,28 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i6
         Ok(case) => case,
         Err(d) => return not_run(d.to_string()),
     };
-    let prompt = match suite.render(&case, &case_ref.path()) {
-        Ok(prompt) => prompt,
+    let rendered = match suite.request(&case, &case_ref.path()) {
+        Ok(rendered) => rendered,
         Err(d) => return not_run(d.to_string()),
     };
+    let prompt = &rendered.prompt;
     let call = CallSpec {
-        prompt: &prompt,
+        prompt,
         schema: &suite.schema,
         schema_name: &schema_name(&suite.name),
+        conversation: rendered.conversation.as_ref(),
     };
-    let counted = target.counter.count(&prompt).await.map(|r| PromptTokens {
-        tokenizer: target.counter.describe().to_string(),
-        counted: r.map_err(|e| e.to_string()),
-        control: tokenize::control_tokens_in(&case.vars, target.counter.control_tokens()),
-        exact: tokens::count_is_exact(config),
-    });
+    let counted = target
+        .counter
+        .count_call(&call)
+        .await
+        .map(|r| PromptTokens {
+            tokenizer: target.counter.describe().to_string(),
+            exact: tokens::count_is_exact(config, call.conversation)
+                && r.as_ref().is_ok_and(|c| c.exact),
+            counted: r.map(|c| c.tokens).map_err(|e| e.to_string()),
+            control: tokenize::control_tokens_in(&case.vars, target.counter.control_tokens()),
+        });
     let request_digest = Some(target.endpoint.request_digest(&call));
     let mut record = CallRecord::new(&suite.name, &case.id, &config.name, item.repeat);
     record.request_digest = request_digest;
@@ -406,8 +436,9 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i6
             record.served_model = reply.served_model;
             record.system_fingerprint = reply.system_fingerprint;
             record.finish = Some(reply.finish);
-            record.output_digest = Some(record::output_digest(&reply.text));
+            record.output_digest = Some(record::reply_digest(&reply.text, &reply.tool_calls));
             record.output = Some(truncate(&reply.text, MAX_OUTPUT));
+            record.tool_calls = reply.tool_calls;
         }
         Err(mut error) => {
             // A failed call still made its retries, and a processed (2xx) body of the

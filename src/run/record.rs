@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::check::Outcome;
-use crate::provider::{CallError, Finish, Usage};
+use crate::provider::{CallError, Finish, ToolCall, Usage};
 
 /// Longest answer text kept in a record.
 pub const MAX_OUTPUT: usize = 4096;
@@ -42,6 +42,9 @@ pub struct CallRecord {
     pub checks: Vec<Outcome>,
     /// The answer text, cut at [`MAX_OUTPUT`] bytes.
     pub output: Option<String>,
+    /// The tool calls the answer made.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
     /// Digest of the whole answer: canonical JSON when it parses, its bytes otherwise.
     /// Repeats agree when their digests are equal.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -79,6 +82,7 @@ impl CallRecord {
             error: None,
             checks: Vec::new(),
             output: None,
+            tool_calls: Vec::new(),
             output_digest: None,
         }
     }
@@ -91,6 +95,27 @@ pub fn output_digest(text: &str) -> String {
         Ok(value) => crate::digest::canonical(&value),
         Err(_) => crate::digest::bytes_hex(text.as_bytes()),
     }
+}
+
+/// The digest repeats are compared by when the answer may hold tool calls: the text's
+/// digest when it made none; else the canonical JSON of its text and of every call's name
+/// and (parsed) arguments, so that argument spacing does not count as disagreement.
+pub fn reply_digest(text: &str, calls: &[ToolCall]) -> String {
+    if calls.is_empty() {
+        return output_digest(text);
+    }
+    let content = calls
+        .first()
+        .filter(|c| c.raw_arguments == text)
+        .map_or(text, |_| "");
+    let calls: Vec<serde_json::Value> = calls
+        .iter()
+        .map(|c| {
+            serde_json::json!({"name": c.name, "arguments": c.arguments.clone()
+                .unwrap_or_else(|| serde_json::Value::String(c.raw_arguments.clone()))})
+        })
+        .collect();
+    crate::digest::canonical(&serde_json::json!({"content": content, "tool_calls": calls}))
 }
 
 /// Cuts `text` to at most `max` bytes on a character boundary.

@@ -41,6 +41,7 @@ pub fn allowlist(task: &str, entries: &[(&str, &str)]) -> Vec<u8> {
                     first_attempt_pass_rate: 1.0,
                     checks: BTreeMap::new(),
                     latency: None,
+                    tool_calls: None,
                 },
                 generated_at: now.clone(),
                 valid_until: valid_until.to_string(),

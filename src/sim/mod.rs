@@ -10,10 +10,11 @@
 pub mod keywords;
 pub mod latency;
 mod shape;
+pub mod tools;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -44,6 +45,20 @@ pub enum Behaviour {
     /// Answers faithfully when asked for one document, but streams a different answer
     /// (the last field dropped), as a proxy that rewrites streamed chunks does.
     StreamDrift,
+    /// Calls a tool although the request's `tool_choice` is `none`.
+    CallsDespiteNone,
+    /// Calls a tool the request does not declare (the expected name with `_v2`).
+    InventsTool,
+    /// Sends the arguments as a JSON string holding the JSON.
+    DoubleEncodes,
+    /// Leaves out a required argument.
+    DropsRequired,
+    /// Writes the call into the text, in a JSON code block, instead of making it.
+    CallAsText,
+    /// Answers in text when the request's `tool_choice` is `required`.
+    IgnoresRequired,
+    /// Makes only the first of the calls a case needs in parallel.
+    OneOfParallel,
 }
 
 /// How many requests a [`Behaviour::RateLimited`] provider turns away.
@@ -52,12 +67,23 @@ pub const RATE_LIMITED_REQUESTS: u64 = 3;
 /// The expected answer of every case, by prompt.
 #[derive(Debug, Default)]
 pub struct AnswerBook {
-    answers: HashMap<String, Value>,
+    answers: HashMap<String, Entry>,
+}
+
+/// What a simulation answers to one case.
+#[derive(Debug, Clone, PartialEq)]
+struct Entry {
+    /// The expected JSON answer, when the answer is JSON.
+    json: Option<Value>,
+    /// For a request-shaped case: its tool calls (or none); usage then counts its tools.
+    tools: Option<tools::ToolAnswer>,
 }
 
 impl AnswerBook {
-    /// Renders every case of every suite; a case without `expected` is a problem, since
-    /// the simulation would have nothing to answer.
+    /// Renders every case of every suite; a case that expects JSON without `expected` is
+    /// a problem, since the simulation would have nothing to answer, and so are two cases
+    /// that a simulation cannot tell apart (the same user messages) but answer
+    /// differently.
     pub fn from_suites(suites: &[&Suite]) -> Result<AnswerBook, Diagnostics> {
         let mut book = AnswerBook::default();
         let mut problems = Diagnostics::default();
@@ -70,25 +96,45 @@ impl AnswerBook {
                         continue;
                     }
                 };
-                let prompt = match suite.render(&case, &case_ref.path()) {
-                    Ok(p) => p,
+                let rendered = match suite.request(&case, &case_ref.path()) {
+                    Ok(r) => r,
                     Err(d) => {
                         problems.extend(d);
                         continue;
                     }
                 };
-                match case.expected {
-                    Some(expected) => {
-                        book.answers.insert(key(&prompt.user), expected);
-                    }
-                    None => problems.push(
+                let json_answer = matches!(case.answer(), crate::config::Answer::Json);
+                if json_answer && case.expected.is_none() {
+                    problems.push(
                         Diagnostic::new(
                             &case_ref.path(),
                             "a simulated provider needs the case's expected answer",
                         )
                         .field("expected"),
-                    ),
+                    );
+                    continue;
                 }
+                let key = match &rendered.conversation {
+                    Some(c) => key_of(&c.user_texts()),
+                    None => key(&rendered.prompt.user),
+                };
+                let entry = Entry {
+                    json: case.expected.clone().filter(|_| json_answer),
+                    tools: rendered
+                        .conversation
+                        .as_ref()
+                        .map(|c| tools::ToolAnswer::of(&case, &c.tools)),
+                };
+                if let Some(other) = book.answers.get(&key)
+                    && *other != entry
+                {
+                    problems.push(Diagnostic::new(
+                        &case_ref.path(),
+                        "another case has the same user messages but another answer: a simulated provider cannot tell them apart",
+                    ));
+                    continue;
+                }
+                book.answers.insert(key, entry);
             }
         }
         if problems.is_empty() {
@@ -100,7 +146,19 @@ impl AnswerBook {
 
     /// The expected answer for a rendered user prompt.
     pub fn answer(&self, user_prompt: &str) -> Option<&Value> {
-        self.answers.get(&key(user_prompt))
+        self.answers.get(&key(user_prompt))?.json.as_ref()
+    }
+
+    fn entry(&self, user_texts: &[&str]) -> Option<&Entry> {
+        self.answers.get(&key_of(user_texts))
+    }
+}
+
+/// The key of a conversation: its user messages' texts.
+fn key_of(user_texts: &[&str]) -> String {
+    match user_texts {
+        [one] => key(one),
+        many => key(&many.join("\u{1f}")),
     }
 }
 
@@ -150,6 +208,9 @@ impl SimServer {
                 model: format!("{}-sim-2026-06-01", config.model),
                 requests: Arc::clone(&requests),
                 tokenizer,
+                rate: config.sim.as_ref().and_then(|s| s.rate).unwrap_or(1.0),
+                seed: config.sim.as_ref().and_then(|s| s.seed).unwrap_or(0),
+                seen: Mutex::new(HashMap::new()),
             })
             .mount(&server)
             .await;
@@ -178,6 +239,12 @@ struct SimResponder {
     model: String,
     requests: Arc<AtomicU64>,
     tokenizer: Option<Arc<dyn Tokenizer>>,
+    /// The share of answers that drift, and what picks them.
+    rate: f64,
+    seed: u64,
+    /// How many times each case has been asked, so that its repeats drift
+    /// independently but every run with the same seed drifts alike.
+    seen: Mutex<HashMap<String, u32>>,
 }
 
 impl Respond for SimResponder {
@@ -204,18 +271,30 @@ impl Respond for SimResponder {
             let message = format!("Invalid schema: the keyword `{refused}` is not supported");
             return reply(shape::error(self.wire, 400, &message));
         }
-        let probe = asked.user.and_then(crate::probe::catalogue::recognize);
-        let expected = asked.user.and_then(|u| self.book.answer(u));
-        let probe_free_expected = expected.filter(|_| probe.is_none());
-        let (content, finish) = match (probe, expected) {
-            (Some((probe, push)), _) => {
+        let probe = asked
+            .user_texts
+            .last()
+            .and_then(|u| crate::probe::catalogue::recognize(u));
+        let mut probe_free_expected = None;
+        let (content, finish) = match probe {
+            Some((probe, push)) => {
                 let present = used.iter().any(|k| k == probe.keyword);
                 (self.probe_answer(&probe, push, present), "stop")
             }
-            (None, Some(expected)) => self.render(expected, asked.output_limit),
-            (None, None) => {
-                let message = "the simulation has no answer for this prompt";
-                return reply(shape::error(self.wire, 400, message));
+            None => {
+                let Some(entry) = self.book.entry(&asked.user_texts) else {
+                    let message = "the simulation has no answer for this prompt";
+                    return reply(shape::error(self.wire, 400, message));
+                };
+                if let Some(answer) = &entry.tools {
+                    return reply(self.answer_request(entry, answer, &asked, &body, n));
+                }
+                let Some(expected) = entry.json.as_ref() else {
+                    let message = "the simulation has no answer for this prompt";
+                    return reply(shape::error(self.wire, 400, message));
+                };
+                probe_free_expected = Some(expected);
+                self.render(expected, asked.output_limit)
             }
         };
         let answer = shape::Answer {
@@ -276,6 +355,88 @@ impl SimResponder {
         }
     }
 
+    /// The answer to a request-shaped case: its calls, its text or its JSON, as the
+    /// behaviour gives them.
+    fn answer_request(
+        &self,
+        entry: &Entry,
+        answer: &tools::ToolAnswer,
+        asked: &shape::Asked<'_>,
+        body: &Value,
+        n: u64,
+    ) -> ResponseTemplate {
+        let json = entry.json.as_ref().map(|expected| {
+            let (text, _) = self.render(expected, asked.output_limit);
+            text
+        });
+        let cut_json = entry.json.is_some() && self.behaviour == Behaviour::Truncated;
+        let drifts = self.drifts(&key_of(&asked.user_texts));
+        let mut planned = tools::plan(self.behaviour, answer, json, asked.choice, drifts);
+        planned.cut_off |= cut_json;
+        let result = shape::Answer {
+            content: planned.content,
+            cut_off: planned.cut_off,
+            model: &self.model,
+            n,
+            prompt_tokens: self.request_tokens(body, asked.prompt_chars),
+            tool: None,
+        };
+        let named = asked.choice == tools::Choice::Named;
+        ResponseTemplate::new(200).set_body_json(shape::success_with_calls(
+            self.wire,
+            &result,
+            &planned.calls,
+            named,
+        ))
+    }
+
+    /// Whether this answer to the case keyed `key` is one where the drift shows: always
+    /// at rate 1; otherwise decided by the seed, the case and how often it was asked.
+    fn drifts(&self, key: &str) -> bool {
+        if self.rate >= 1.0 {
+            return true;
+        }
+        let occurrence = match self.seen.lock() {
+            Ok(mut seen) => {
+                let n = seen.entry(key.to_string()).or_insert(0);
+                *n += 1;
+                *n
+            }
+            Err(_) => 0,
+        };
+        let digest =
+            crate::digest::bytes_hex(format!("{}:{key}:{occurrence}", self.seed).as_bytes());
+        let hex = digest.trim_start_matches("sha256:");
+        let draw = u64::from_str_radix(hex.get(..16).unwrap_or("0"), 16).unwrap_or(0);
+        (draw as f64 / u64::MAX as f64) < self.rate
+    }
+
+    /// The prompt tokens of a request-shaped case: counted by the configured tokenizer
+    /// over the whole Chat Completions request (messages and tools), as the runner's
+    /// counter counts the conversation; else estimated at four bytes a token.
+    fn request_tokens(&self, body: &Value, prompt_chars: usize) -> u64 {
+        let conversation = || -> Option<crate::config::Conversation> {
+            let messages = serde_json::from_value(body.get("messages")?.clone()).ok()?;
+            let tools: Vec<crate::config::Tool> = match body.get("tools") {
+                Some(t) => serde_json::from_value(t.clone()).ok()?,
+                None => Vec::new(),
+            };
+            Some(crate::config::Conversation {
+                messages,
+                tools: tools.into(),
+                tool_choice: None,
+                parallel_tool_calls: None,
+                json_answer: false,
+            })
+        };
+        if let (Some(t), Some(c)) = (self.tokenizer.as_ref(), conversation())
+            && let Ok(count) = t.count_conversation(&c)
+        {
+            return count.tokens;
+        }
+        prompt_chars.div_ceil(4) as u64
+    }
+
     /// The prompt tokens of the request: counted by the configured tokenizer over the
     /// Chat Completions messages, else estimated at four bytes a token.
     fn prompt_tokens(&self, body: &Value, prompt_chars: usize) -> u64 {
@@ -294,9 +455,17 @@ impl SimResponder {
     fn render(&self, expected: &Value, output_limit: Option<u64>) -> (String, &'static str) {
         let compact = expected.to_string();
         match self.behaviour {
-            Behaviour::Steady | Behaviour::RateLimited | Behaviour::StreamDrift => {
-                (compact, "stop")
-            }
+            // The tool-call drifts answer JSON faithfully: what they change is calls.
+            Behaviour::Steady
+            | Behaviour::RateLimited
+            | Behaviour::StreamDrift
+            | Behaviour::CallsDespiteNone
+            | Behaviour::InventsTool
+            | Behaviour::DoubleEncodes
+            | Behaviour::DropsRequired
+            | Behaviour::CallAsText
+            | Behaviour::IgnoresRequired
+            | Behaviour::OneOfParallel => (compact, "stop"),
             Behaviour::ExtraKey => {
                 let mut v = expected.clone();
                 if let Some(map) = v.as_object_mut() {

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
+use super::tools::{Choice, SimCall};
 use crate::config::Kind;
 
 /// The path a simulation answers on, as a regular expression.
@@ -23,8 +24,6 @@ pub(super) fn route(wire: Kind) -> &'static str {
 /// What the simulation reads from a request.
 #[derive(Debug, Default)]
 pub(super) struct Asked<'a> {
-    /// The last user message.
-    pub user: Option<&'a str>,
     /// Characters of system and user text, for a plausible token count.
     pub prompt_chars: usize,
     pub output_limit: Option<u64>,
@@ -32,22 +31,41 @@ pub(super) struct Asked<'a> {
     pub tool: Option<&'a str>,
     /// The schema the answer is held to, wherever the vendor's request carries it.
     pub schema: Option<&'a Value>,
+    /// The text of every user message, in order: what identifies a case whichever wire
+    /// carried it (tool results, which vendors put in user turns, are left out).
+    pub user_texts: Vec<&'a str>,
+    /// Whether, and how, tools may be called.
+    pub choice: Choice,
 }
 
 pub(super) fn read(wire: Kind, body: &Value) -> Asked<'_> {
     let str_at = |pointer: &str| body.pointer(pointer).and_then(Value::as_str);
     match wire {
         Kind::Gemini => {
-            let user = body
+            let user_texts: Vec<&str> = body
                 .get("contents")
                 .and_then(Value::as_array)
-                .and_then(|c| c.iter().rev().find(|m| m["role"] == "user"))
-                .and_then(|m| m.pointer("/parts/0/text"))
-                .and_then(Value::as_str);
+                .into_iter()
+                .flatten()
+                .filter(|c| c["role"] == "user")
+                .flat_map(|c| c["parts"].as_array().into_iter().flatten())
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect();
             let system = str_at("/systemInstruction/parts/0/text").map_or(0, str::len);
+            let choice = match str_at("/toolConfig/functionCallingConfig/mode") {
+                Some("NONE") => Choice::None,
+                Some("ANY")
+                    if body
+                        .pointer("/toolConfig/functionCallingConfig/allowedFunctionNames")
+                        .is_some() =>
+                {
+                    Choice::Named
+                }
+                Some("ANY") => Choice::Required,
+                _ => Choice::Auto,
+            };
             Asked {
-                user,
-                prompt_chars: system + user.map_or(0, str::len),
+                prompt_chars: system + user_texts.iter().map(|t| t.len()).sum::<usize>(),
                 output_limit: body
                     .pointer("/generationConfig/maxOutputTokens")
                     .and_then(Value::as_u64),
@@ -60,13 +78,27 @@ pub(super) fn read(wire: Kind, body: &Value) -> Asked<'_> {
                 ]
                 .iter()
                 .find_map(|p| body.pointer(p)),
+                user_texts,
+                choice,
             }
         }
         _ => {
             let messages = body.get("messages").and_then(Value::as_array);
-            let user = messages
-                .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-                .and_then(|m| m["content"].as_str());
+            // A user turn is a string, or (Anthropic) blocks of which the text ones count.
+            let user_texts: Vec<&str> = messages
+                .into_iter()
+                .flatten()
+                .filter(|m| m["role"] == "user")
+                .flat_map(|m| match &m["content"] {
+                    Value::String(s) => vec![s.as_str()],
+                    Value::Array(blocks) => blocks
+                        .iter()
+                        .filter(|b| b["type"] == "text")
+                        .filter_map(|b| b["text"].as_str())
+                        .collect(),
+                    _ => Vec::new(),
+                })
+                .collect();
             let chars: usize = messages
                 .map(|m| {
                     m.iter()
@@ -100,12 +132,25 @@ pub(super) fn read(wire: Kind, body: &Value) -> Asked<'_> {
                 .iter()
                 .find_map(|p| body.pointer(p)),
             };
+            let choice = match (wire, body.get("tool_choice")) {
+                (Kind::Anthropic, Some(c)) => match c["type"].as_str() {
+                    Some("none") => Choice::None,
+                    Some("any") => Choice::Required,
+                    Some("tool") => Choice::Named,
+                    _ => Choice::Auto,
+                },
+                (_, Some(Value::String(s))) if s == "none" => Choice::None,
+                (_, Some(Value::String(s))) if s == "required" => Choice::Required,
+                (_, Some(Value::Object(_))) => Choice::Named,
+                _ => Choice::Auto,
+            };
             Asked {
-                user,
                 prompt_chars: chars + system,
                 output_limit,
                 tool,
                 schema,
+                user_texts,
+                choice,
             }
         }
     }
@@ -123,6 +168,130 @@ pub(super) struct Answer<'a> {
     pub prompt_tokens: u64,
     /// The forced tool, when the content is its JSON input.
     pub tool: Option<&'a str>,
+}
+
+/// A 200 body in the vendor's shape, carrying `calls` (a request-shaped case's tool
+/// calls) after the content; `named` says the request forced a tool by name (OpenAI
+/// then finishes with `stop`).
+pub(super) fn success_with_calls(
+    wire: Kind,
+    a: &Answer<'_>,
+    calls: &[SimCall],
+    named: bool,
+) -> Value {
+    let output_tokens = (a.content.len() + calls.iter().map(|c| c.raw.len()).sum::<usize>())
+        .div_ceil(4)
+        .max(1) as u64;
+    // An object as Anthropic, Gemini and Ollama carry arguments; a drift that made them
+    // something else (double-encoded, cut off) goes as the string it became.
+    let object = |c: &SimCall| {
+        serde_json::from_str::<Value>(&c.raw)
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| Value::String(c.raw.clone()))
+    };
+    match wire {
+        Kind::Anthropic => {
+            let mut blocks = Vec::new();
+            if !a.content.is_empty() {
+                blocks.push(json!({"type": "text", "text": a.content}));
+            }
+            for (i, c) in calls.iter().enumerate() {
+                blocks.push(
+                    json!({"type": "tool_use", "id": format!("toolu_sim{:016}{i:04}", a.n),
+                    "name": c.name, "input": object(c), "caller": {"type": "direct"}}),
+                );
+            }
+            let stop = match (a.cut_off, calls.is_empty()) {
+                (true, _) => "max_tokens",
+                (false, false) => "tool_use",
+                (false, true) => "end_turn",
+            };
+            json!({
+                "model": a.model, "id": format!("msg_sim{:020}", a.n), "type": "message",
+                "role": "assistant", "content": blocks, "stop_reason": stop,
+                "stop_sequence": null,
+                "usage": {"input_tokens": a.prompt_tokens, "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0, "output_tokens": output_tokens,
+                    "service_tier": "standard"},
+            })
+        }
+        Kind::Gemini => {
+            let mut parts = Vec::new();
+            if !a.content.is_empty() {
+                parts.push(json!({"text": a.content}));
+            }
+            for c in calls {
+                parts.push(json!({"functionCall": {"name": c.name, "args": object(c)}}));
+            }
+            json!({
+                "candidates": [{"content": {"parts": parts, "role": "model"},
+                    "finishReason": if a.cut_off { "MAX_TOKENS" } else { "STOP" }, "index": 0}],
+                "usageMetadata": {"promptTokenCount": a.prompt_tokens,
+                    "candidatesTokenCount": output_tokens,
+                    "totalTokenCount": a.prompt_tokens + output_tokens},
+                "modelVersion": a.model,
+                "responseId": format!("sim{:020}", a.n),
+            })
+        }
+        Kind::Ollama => {
+            let mut message = json!({"role": "assistant", "content": a.content});
+            if !calls.is_empty() {
+                message["tool_calls"] = Value::Array(
+                    calls
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| {
+                            json!({"id": format!("call_{:08}", a.n * 16 + i as u64),
+                                "function": {"index": i, "name": c.name, "arguments": object(c)}})
+                        })
+                        .collect(),
+                );
+            }
+            json!({
+                "model": a.model, "created_at": "2026-06-01T00:00:00.000000Z",
+                "message": message,
+                "done_reason": if a.cut_off { "length" } else { "stop" }, "done": true,
+                "prompt_eval_count": a.prompt_tokens, "eval_count": output_tokens,
+            })
+        }
+        Kind::Openai | Kind::OpenaiCompatible | Kind::OpenaiResponses | Kind::Sim => {
+            let content = if a.content.is_empty() && !calls.is_empty() {
+                Value::Null
+            } else {
+                json!(a.content)
+            };
+            let mut message = json!({"role": "assistant", "content": content, "refusal": null});
+            if !calls.is_empty() {
+                message["tool_calls"] = Value::Array(
+                    calls
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| {
+                            json!({"id": format!("call_sim{}_{i}", a.n), "type": "function",
+                                "function": {"name": c.name, "arguments": c.raw}})
+                        })
+                        .collect(),
+                );
+            }
+            let finish = match (a.cut_off, calls.is_empty(), named) {
+                (true, _, _) => "length",
+                (false, false, false) => "tool_calls",
+                _ => "stop",
+            };
+            json!({
+                "id": format!("chatcmpl-sim-{}", a.n),
+                "object": "chat.completion",
+                "created": 1_780_000_000u64 + a.n,
+                "model": a.model,
+                "system_fingerprint": "fp_sim0001",
+                "choices": [{"index": 0, "message": message, "logprobs": null,
+                             "finish_reason": finish}],
+                "usage": {"prompt_tokens": a.prompt_tokens, "completion_tokens": output_tokens,
+                          "total_tokens": a.prompt_tokens + output_tokens},
+            })
+        }
+    }
 }
 
 /// A 200 body in the vendor's shape.

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde_json::{Value, json};
 
 use super::chat_template::ChatTemplate;
-use super::{Message, TokenizeError, Tokenizer};
+use super::{Count, Message, TokenizeError, Tokenizer};
+use crate::config::{Conversation, Role};
 
 /// A Hugging Face tokenizer with its chat template.
 pub struct HuggingFace {
@@ -103,6 +104,20 @@ impl HuggingFace {
             .map_err(|e| TokenizeError::Template(e.to_string()))
     }
 
+    /// A whole conversation as the model sees it: its messages as transformers takes them
+    /// (an assistant's calls with their arguments as an object, a tool result with its
+    /// `tool_call_id` and tool `name`, a missing content as ""), and the declared tools
+    /// passed as the template's `tools`.
+    pub fn render_conversation(
+        &self,
+        conversation: &Conversation,
+    ) -> Result<String, TokenizeError> {
+        let tools = (!conversation.tools.is_empty()).then(|| transformers_tools(conversation));
+        self.template
+            .render(&transformers_messages(conversation), tools.as_ref(), true)
+            .map_err(|e| TokenizeError::Template(e.to_string()))
+    }
+
     /// The template itself, for rendering with tools.
     pub fn template(&self) -> &ChatTemplate {
         &self.template
@@ -129,6 +144,56 @@ impl Tokenizer for HuggingFace {
     fn control_tokens(&self) -> &[String] {
         &self.control
     }
+
+    fn count_conversation(&self, conversation: &Conversation) -> Result<Count, TokenizeError> {
+        Ok(Count {
+            tokens: self.count_text(&self.render_conversation(conversation)?)?,
+            exact: true,
+        })
+    }
+}
+
+/// The messages as `apply_chat_template` takes them, in the shape Hugging Face documents
+/// for tool use.
+pub fn transformers_messages(conversation: &Conversation) -> Value {
+    let messages: Vec<Value> = conversation
+        .messages
+        .iter()
+        .map(|m| {
+            let mut v = json!({"role": m.role.as_str(), "content": m.content_str()});
+            let Some(map) = v.as_object_mut() else {
+                return v;
+            };
+            if let Some(name) = &m.name {
+                map.insert("name".into(), json!(name));
+            }
+            if !m.tool_calls.is_empty() {
+                let calls: Vec<Value> = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| {
+                        json!({"id": c.id, "type": "function", "function": {
+                            "name": c.function.name,
+                            "arguments": Value::Object(c.arguments_object().unwrap_or_default())}})
+                    })
+                    .collect();
+                map.insert("tool_calls".into(), Value::Array(calls));
+            }
+            if m.role == Role::Tool
+                && let Some(id) = &m.tool_call_id
+            {
+                map.insert("tool_call_id".into(), json!(id));
+            }
+            v
+        })
+        .collect();
+    Value::Array(messages)
+}
+
+/// The tools as `apply_chat_template(tools=…)` takes JSON-schema tools: OpenAI Chat's
+/// `{"type": "function", "function": {…}}`.
+pub fn transformers_tools(conversation: &Conversation) -> Value {
+    Value::Array(conversation.openai_tools())
 }
 
 /// `chat_template` from the config (a string, or a list of named templates, of which

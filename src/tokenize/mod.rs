@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::config::{Diagnostic, Diagnostics, Prompt, ProviderConfig, TokenizerKind};
+use crate::config::{Conversation, Diagnostic, Diagnostics, Prompt, ProviderConfig, TokenizerKind};
+use crate::provider::CallSpec;
 
 /// One chat message as a tokenizer sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +64,31 @@ pub fn messages(prompt: &Prompt) -> Vec<Message<'_>> {
     out
 }
 
+/// The messages of a conversation as a tokenizer without tool support sees them: roles,
+/// texts and names; calls and their arguments are left out.
+pub fn conversation_messages(conversation: &Conversation) -> Vec<Message<'_>> {
+    conversation
+        .messages
+        .iter()
+        .map(|m| Message {
+            role: m.role.as_str(),
+            content: m.content_str(),
+            name: m
+                .name
+                .as_deref()
+                .filter(|_| m.role != crate::config::Role::Tool),
+        })
+        .collect()
+}
+
+/// A count, and whether it is all the provider bills (`false`: a lower bound, since the
+/// provider adds text by a rule it does not publish).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Count {
+    pub tokens: u64,
+    pub exact: bool,
+}
+
 /// Why a prompt could not be counted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TokenizeError {
@@ -84,6 +110,22 @@ pub trait Tokenizer: Send + Sync {
 
     /// Text that this tokenizer turns into special or control tokens.
     fn control_tokens(&self) -> &[String];
+
+    /// The prompt tokens of a whole request: its messages, their tool calls and results,
+    /// and the tools it declares. This default counts the messages' texts only, so it is
+    /// exact only for a conversation without tools.
+    fn count_conversation(&self, conversation: &Conversation) -> Result<Count, TokenizeError> {
+        let tokens = self.count_messages(&conversation_messages(conversation))?;
+        let plain = conversation.tools.is_empty()
+            && conversation
+                .messages
+                .iter()
+                .all(|m| m.tool_calls.is_empty() && m.role != crate::config::Role::Tool);
+        Ok(Count {
+            tokens,
+            exact: plain,
+        })
+    }
 }
 
 /// How one provider's prompts are counted.
@@ -171,6 +213,34 @@ impl Counter {
             Counter::None => None,
             Counter::Local(t) => Some(t.count_messages(&messages(prompt))),
             Counter::Remote(p) => Some(p.count(&messages(prompt)).await),
+        }
+    }
+
+    /// Counts what one call sends: the conversation with its tools when it has one, the
+    /// prompt otherwise; `None` when no tokenizer is configured.
+    pub async fn count_call(&self, call: &CallSpec<'_>) -> Option<Result<Count, TokenizeError>> {
+        match self {
+            Counter::None => None,
+            Counter::Local(_) => self.count_call_local(call.prompt, call.conversation),
+            Counter::Remote(p) => Some(p.count_call(call).await),
+        }
+    }
+
+    /// [`Counter::count_call`] without I/O; `None` when that needs the provider.
+    pub fn count_call_local(
+        &self,
+        prompt: &Prompt,
+        conversation: Option<&Conversation>,
+    ) -> Option<Result<Count, TokenizeError>> {
+        match (self, conversation) {
+            (Counter::Local(t), Some(c)) => Some(t.count_conversation(c)),
+            (Counter::Local(t), None) => {
+                Some(t.count_messages(&messages(prompt)).map(|tokens| Count {
+                    tokens,
+                    exact: true,
+                }))
+            }
+            _ => None,
         }
     }
 

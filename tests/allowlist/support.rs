@@ -50,6 +50,7 @@ pub fn entry(suite: &str, provider: &str, until: OffsetDateTime) -> Entry {
             first_attempt_pass_rate: 0.96,
             checks,
             latency: None,
+            tool_calls: None,
         },
         generated_at: stamp(until - time::Duration::days(7)),
         valid_until: stamp(until),

@@ -255,6 +255,27 @@ pub async fn call(
         prompt: &prompt,
         schema,
         schema_name,
+        conversation: None,
+    };
+    endpoint.call(&spec, 100).await
+}
+
+/// One call of a whole request (a conversation with its tools); the answer schema is
+/// [`small_schema`], asked for only when the conversation expects a JSON answer.
+pub async fn call_conversation(
+    endpoint: &Endpoint,
+    conversation: &conform::config::Conversation,
+) -> Result<Completion, CallError> {
+    let prompt = Prompt {
+        system: None,
+        user: String::new(),
+    };
+    let schema = small_schema();
+    let spec = CallSpec {
+        prompt: &prompt,
+        schema: &schema,
+        schema_name: "answer",
+        conversation: Some(conversation),
     };
     endpoint.call(&spec, 100).await
 }

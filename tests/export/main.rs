@@ -54,6 +54,7 @@ fn entry(suite: &str, provider: &str, model: &str, until: OffsetDateTime, digest
             first_attempt_pass_rate: 1.0,
             checks: BTreeMap::new(),
             latency: None,
+            tool_calls: None,
         },
         generated_at: (until - time::Duration::days(7)).format(&Rfc3339).unwrap(),
         valid_until: until.format(&Rfc3339).unwrap(),

@@ -9,6 +9,7 @@ mod requests;
 mod responses;
 mod streams;
 mod support;
+mod tools;
 
 use conform::provider::{Completion, Finish, FinishKind, Reply, Usage};
 
@@ -23,6 +24,7 @@ pub fn reply(
 ) -> Reply {
     Reply {
         text: text.to_string(),
+        tool_calls: Vec::new(),
         finish: Finish::new(kind, Some(raw)),
         refusal: None,
         usage: Usage {
@@ -32,6 +34,17 @@ pub fn reply(
         served_model: Some(model.to_string()),
         system_fingerprint: fingerprint.map(str::to_string),
     }
+}
+
+/// The reply a forced-call file must decode into: the call's arguments are the text, and
+/// the call itself is kept.
+pub fn call_reply(mut expected: Reply, id: &str, name: &str) -> Reply {
+    expected.tool_calls = vec![conform::provider::ToolCall::from_text(
+        Some(id.to_string()),
+        name,
+        expected.text.clone(),
+    )];
+    expected
 }
 
 /// The whole reply matches, and it took one request.
@@ -50,6 +63,7 @@ fn every_openai_and_compatible_payload_file_is_exercised() {
         include_str!("responses.rs"),
         include_str!("streams.rs"),
         include_str!("support.rs"),
+        include_str!("tools.rs"),
     ]
     .concat();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/wire");

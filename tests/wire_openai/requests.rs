@@ -7,7 +7,7 @@ use conform::provider::{CallSpec, FinishKind, wire_format};
 use serde_json::{Value, json};
 
 use crate::support::*;
-use crate::{expect_reply, reply};
+use crate::{call_reply, expect_reply, reply};
 
 #[tokio::test]
 async fn chat_strict_schema_request_matches_the_sdk_capture() {
@@ -202,13 +202,17 @@ async fn chat_tool_curl_example_becomes_a_forced_strict_call() {
 
     expect_reply(
         &done,
-        reply(
-            "{\n\"location\": \"Boston, MA\"\n}",
-            FinishKind::Stop,
-            "tool_calls",
-            (Some(82), Some(17)),
-            "gpt-4o-mini",
-            None,
+        call_reply(
+            reply(
+                "{\n\"location\": \"Boston, MA\"\n}",
+                FinishKind::Stop,
+                "tool_calls",
+                (Some(82), Some(17)),
+                "gpt-4o-mini",
+                None,
+            ),
+            "call_abc123",
+            "get_current_weather",
         ),
     );
 }
@@ -312,6 +316,7 @@ fn responses_system_text_goes_in_instructions() {
         prompt: &prompt,
         schema: &schema,
         schema_name: "Location",
+        conversation: None,
     };
     let request = wire_format(config.kind).encode(&spec, &config, None);
     assert_eq!(request.url, "https://api.openai.com/v1/responses");
@@ -341,6 +346,7 @@ fn responses_input_token_count_request_and_response() {
         prompt: &prompt,
         schema: &schema,
         schema_name: "x",
+        conversation: None,
     };
     let request = input_tokens_request(
         &spec,

@@ -4,7 +4,7 @@
 use conform::provider::{Finish, FinishKind};
 
 use crate::support::*;
-use crate::{expect_reply, reply};
+use crate::{call_reply, expect_reply, reply};
 
 async fn replay(file: &str) -> conform::provider::Completion {
     let server = serve(CHAT, 200, wire_bytes(file), JSON).await;
@@ -53,13 +53,17 @@ async fn strict_tool_call_arguments_are_the_answer() {
     let done = replay("openai_chat_strict_tool_call_response.json").await;
     expect_reply(
         &done,
-        reply(
-            r#"{"city":"San Francisco","state":"CA"}"#,
-            FinishKind::Stop,
-            "tool_calls",
-            (Some(48), Some(19)),
-            "gpt-4o-2024-08-06",
-            Some("fp_5050236cbd"),
+        call_reply(
+            reply(
+                r#"{"city":"San Francisco","state":"CA"}"#,
+                FinishKind::Stop,
+                "tool_calls",
+                (Some(48), Some(19)),
+                "gpt-4o-2024-08-06",
+                Some("fp_5050236cbd"),
+            ),
+            "call_CUdUoJpsWWVdxXntucvnol1M",
+            "get_weather",
         ),
     );
 }

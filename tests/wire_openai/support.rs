@@ -125,6 +125,7 @@ pub async fn call(config: ProviderConfig, ask: &Ask) -> Result<Completion, CallE
         prompt: &prompt,
         schema: &ask.schema,
         schema_name: ask.name,
+        conversation: None,
     };
     endpoint.call(&spec, 100).await
 }
