@@ -37,3 +37,24 @@ impl fmt::Display for Secret {
         f.write_str("***")
     }
 }
+
+/// `url` without its password, fit for an error message or a log: `postgres://u:***@h/db`.
+/// The password ends at the last `@`, so one that holds an `@` is hidden whole.
+///
+/// ```
+/// use conform::secret::redact_url;
+/// assert_eq!(redact_url("postgres://app:s3@cret@db/jobs"), "postgres://app:***@db/jobs");
+/// assert_eq!(redact_url("postgres://app@db/jobs"), "postgres://app@db/jobs");
+/// ```
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}

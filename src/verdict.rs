@@ -11,12 +11,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::check::Status;
+use crate::check::record::CallRecord;
 use crate::check::stability::Stability;
 use crate::check::tool_metrics::ToolMetrics;
 use crate::config::Slo;
+use crate::config::simulation::ExpectedVerdict;
 use crate::latency::{self, Histogram};
 use crate::provider::Effect;
-use crate::run::record::CallRecord;
 
 /// The verdict on one provider for one suite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -30,8 +31,15 @@ pub enum Verdict {
     Inconclusive,
 }
 
-/// What `conform demo` expects of a simulated provider.
-pub type Expectation = Verdict;
+impl From<ExpectedVerdict> for Verdict {
+    fn from(expected: ExpectedVerdict) -> Verdict {
+        match expected {
+            ExpectedVerdict::Conformant => Verdict::Conformant,
+            ExpectedVerdict::Nonconformant => Verdict::Nonconformant,
+            ExpectedVerdict::Inconclusive => Verdict::Inconclusive,
+        }
+    }
+}
 
 impl Verdict {
     pub fn as_str(self) -> &'static str {

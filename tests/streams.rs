@@ -111,7 +111,7 @@ async fn every_vendors_recorded_transcripts_decode() {
         ),
         (
             "anthropic_messages_stream_tool_use_response.sse",
-            "{\"location\":\"Paris\"}",
+            "I'll check the current weather in Paris for you.",
             FinishKind::Stop,
         ),
     ] {
@@ -129,6 +129,24 @@ async fn every_vendors_recorded_transcripts_decode() {
             .reply;
         assert_eq!(reply.text, text, "{file}");
         assert_eq!(reply.finish.kind, finish, "{file}");
+        // The tool_use block's partial JSON pieces fold into one call, not into the text.
+        let calls: Vec<_> = reply
+            .tool_calls
+            .iter()
+            .map(|c| (c.name.as_str(), c.arguments.clone()))
+            .collect();
+        if file.contains("tool_use") {
+            assert_eq!(
+                calls,
+                [(
+                    "get_weather",
+                    Some(serde_json::json!({"location": "Paris"}))
+                )],
+                "{file}"
+            );
+        } else {
+            assert!(calls.is_empty(), "{file}: {calls:?}");
+        }
         assert!(reply.usage.output_tokens.is_some(), "{file}");
         assert_eq!(body(&requests(&server).await[0])["stream"], true);
     }

@@ -51,6 +51,19 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Whether a new run of the provider on the suite is what lifts this denial.
+    pub fn lifted_by_rerun(self) -> bool {
+        matches!(
+            self,
+            Reason::NoEntry
+                | Reason::Revoked
+                | Reason::Expired
+                | Reason::SuiteChanged
+                | Reason::ProviderChanged
+                | Reason::ModelDrift
+        )
+    }
+
     /// The stable, machine-readable code, e.g. `no_entry` or `suite_changed`.
     pub fn code(self) -> &'static str {
         match self {

@@ -56,15 +56,8 @@ impl ProviderFacts {
     /// there is no such file, [`Reason::InvalidConfig`] when it does not load.
     pub fn read(paths: &Paths, provider: &str) -> Result<ProviderFacts, Denial> {
         let file = paths.providers.join(format!("{provider}.toml"));
-        if !is_name(provider) || !file.is_file() {
-            return Err(Denial::new(
-                Reason::UnknownProvider,
-                format!(
-                    "no provider named `{provider}` in {}; known: {}",
-                    paths.providers.display(),
-                    known(&provider_names(&paths.providers))
-                ),
-            ));
+        if let Some(unknown) = unknown_provider(paths, provider) {
+            return Err(unknown);
         }
         let config = ProviderConfig::load(&file).map_err(|problems| {
             Denial::new(
@@ -82,15 +75,8 @@ impl ProviderFacts {
 /// The digest of `fixtures/SUITE` as it is now.
 pub fn suite_digest(paths: &Paths, suite: &str) -> Result<String, Denial> {
     let dir = paths.fixtures.join(suite);
-    if !is_name(suite) || !dir.join("suite.toml").is_file() {
-        return Err(Denial::new(
-            Reason::UnknownSuite,
-            format!(
-                "no suite named `{suite}` in {}; known: {}",
-                paths.fixtures.display(),
-                known(&suite_names(&paths.fixtures))
-            ),
-        ));
+    if let Some(unknown) = unknown_suite(paths, suite) {
+        return Err(unknown);
     }
     Suite::load(&dir).map(|s| s.digest).map_err(|problems| {
         Denial::new(
@@ -115,6 +101,37 @@ pub fn provider_names(providers: &Path) -> Vec<String> {
 /// A plain file or folder name: never a path that leaves its folder.
 fn is_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\'])
+}
+
+/// [`Reason::UnknownSuite`] when the project has no suite `suite`, naming the ones it has.
+pub fn unknown_suite(paths: &Paths, suite: &str) -> Option<Denial> {
+    let present = is_name(suite) && paths.fixtures.join(suite).join("suite.toml").is_file();
+    (!present).then(|| {
+        Denial::new(
+            Reason::UnknownSuite,
+            format!(
+                "no suite named `{suite}` in {}; known: {}",
+                paths.fixtures.display(),
+                known(&suite_names(&paths.fixtures))
+            ),
+        )
+    })
+}
+
+/// [`Reason::UnknownProvider`] when the project has no provider file `provider`, naming
+/// the ones it has.
+pub fn unknown_provider(paths: &Paths, provider: &str) -> Option<Denial> {
+    let file = paths.providers.join(format!("{provider}.toml"));
+    (!(is_name(provider) && file.is_file())).then(|| {
+        Denial::new(
+            Reason::UnknownProvider,
+            format!(
+                "no provider named `{provider}` in {}; known: {}",
+                paths.providers.display(),
+                known(&provider_names(&paths.providers))
+            ),
+        )
+    })
 }
 
 fn known(names: &[String]) -> String {

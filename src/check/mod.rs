@@ -9,6 +9,7 @@
 pub mod agree;
 pub mod json;
 pub mod portability;
+pub mod record;
 pub mod rules;
 pub mod schema;
 pub mod stability;

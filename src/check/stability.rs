@@ -12,8 +12,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use crate::check::record::CallRecord;
 use crate::config::StabilitySpec;
-use crate::run::record::CallRecord;
 
 /// The confidence of the Wilson bound when the suite names none.
 pub const DEFAULT_CONFIDENCE: f64 = 0.95;

@@ -4,8 +4,8 @@
 //! calls included (each call's name and parsed arguments).
 
 use super::{Finding, Outcome};
+use crate::check::record::{MAX_OUTPUT, reply_digest, truncate};
 use crate::provider::{CallError, Reply};
-use crate::run::record::{MAX_OUTPUT, reply_digest, truncate};
 
 pub const NAME: &str = "stream_agreement";
 

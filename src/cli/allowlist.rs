@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use conform::allowlist::{
-    self, Allowlist, Change, Denial, Entry, LatencyEvidence, Permit, Query, Reason, decide, status,
+    self, Allowlist, Change, Denial, Entry, LatencyEvidence, Permit, Query, decide, status,
 };
 
 use super::gate::Format;
@@ -162,7 +162,7 @@ fn show(global: &Global, args: &ShowArgs) -> anyhow::Result<u8> {
                     e.suite,
                     e.provider,
                     e.valid_until,
-                    left(&e.valid_until, now)
+                    allowlist::explain::time_left(&e.valid_until, now)
                 );
                 print_evidence(e);
             }
@@ -180,7 +180,7 @@ fn show(global: &Global, args: &ShowArgs) -> anyhow::Result<u8> {
                 println!("\n{code} ({}):", items.len());
                 for (e, denial) in items {
                     println!("  {} × {}  {}", e.suite, e.provider, denial.detail);
-                    if rerun_fixes(denial.reason) {
+                    if denial.reason.lifted_by_rerun() {
                         println!(
                             "    to renew: `conform run {} --suite {}`",
                             e.provider, e.suite
@@ -216,26 +216,13 @@ fn show(global: &Global, args: &ShowArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
-/// Whether a new run of the provider on the suite is what lifts this denial.
-fn rerun_fixes(reason: Reason) -> bool {
-    matches!(
-        reason,
-        Reason::NoEntry
-            | Reason::Revoked
-            | Reason::Expired
-            | Reason::SuiteChanged
-            | Reason::ProviderChanged
-            | Reason::ModelDrift
-    )
-}
-
 fn print_evidence(e: &Entry) {
     let ev = &e.evidence;
     println!(
         "    model {}; served {}; fingerprints {}; tokenizer {}",
         e.model,
-        list_or_none(&e.served_models),
-        list_or_none(&e.system_fingerprints),
+        allowlist::explain::list_or_none(&e.served_models),
+        allowlist::explain::list_or_none(&e.system_fingerprints),
         e.tokenizer
     );
     println!(
@@ -274,31 +261,11 @@ fn print_evidence(e: &Entry) {
     println!("    report: {}", ev.report);
 }
 
-fn list_or_none(items: &[String]) -> String {
-    if items.is_empty() {
-        "none".into()
-    } else {
-        items.join(", ")
-    }
-}
-
 fn reasons(codes: &[String]) -> String {
     if codes.is_empty() {
         "(no finding recorded)".into()
     } else {
         codes.join(", ")
-    }
-}
-
-fn left(until: &str, now: OffsetDateTime) -> String {
-    match OffsetDateTime::parse(until, &Rfc3339) {
-        Ok(t) if t > now => {
-            let secs = (t - now).whole_seconds().max(0) as u64;
-            // Minutes are precise enough for a lifetime counted in days.
-            let rounded = std::time::Duration::from_secs(secs - secs % 60);
-            humantime::format_duration(rounded).to_string()
-        }
-        _ => "none".into(),
     }
 }
 
@@ -351,7 +318,7 @@ fn explain(global: &Global, args: &ExplainArgs) -> anyhow::Result<u8> {
                     let mut v = json!({
                         "suite": suite,
                         "status": status(decision),
-                        "detail": describe(decision, suite, provider, now),
+                        "detail": allowlist::explain::sentence(decision, suite, provider, now),
                     });
                     if let Some(map) = v.as_object_mut() {
                         match decision {
@@ -385,7 +352,7 @@ fn explain(global: &Global, args: &ExplainArgs) -> anyhow::Result<u8> {
                 println!(
                     "  {suite}: {}: {}",
                     status(decision),
-                    describe(decision, suite, provider, now)
+                    allowlist::explain::sentence(decision, suite, provider, now)
                 );
             }
         }
@@ -400,42 +367,6 @@ fn explain(global: &Global, args: &ExplainArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_NONCONFORMANT
     })
-}
-
-/// The decision in a sentence for people, with what to do about it.
-fn describe(
-    decision: &Result<Permit, Denial>,
-    suite: &str,
-    provider: &str,
-    now: OffsetDateTime,
-) -> String {
-    match decision {
-        Ok(permit) => {
-            let entry = &permit.entry;
-            let ev = &entry.evidence;
-            format!(
-                "failover is permitted until {} ({} left), on run {}: {}/{} calls passed \
-({:.0}% after retries, {:.0}% first attempt), served {}; report {}",
-                entry.valid_until,
-                left(&entry.valid_until, now),
-                ev.run_id,
-                ev.passed,
-                ev.calls,
-                ev.pass_rate * 100.0,
-                ev.first_attempt_pass_rate * 100.0,
-                list_or_none(&entry.served_models),
-                ev.report
-            )
-        }
-        Err(denial) if denial.reason == Reason::NoEntry => format!(
-            "never run: no conclusive run of {provider} on {suite} is recorded; run `conform run {provider} --suite {suite}`"
-        ),
-        Err(denial) if rerun_fixes(denial.reason) => format!(
-            "{}; rerun `conform run {provider} --suite {suite}`",
-            denial.detail
-        ),
-        Err(denial) => denial.detail.clone(),
-    }
 }
 
 fn rewrite_loop(global: &Global, args: &RewriteLoopArgs) -> anyhow::Result<u8> {

@@ -6,7 +6,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use conform::allowlist::Allowlist;
-use conform::allowlist::local::{provider_names, suite_names};
+use conform::allowlist::local::{suite_names, unknown_provider, unknown_suite};
 use conform::config::ProviderConfig;
 use conform::export::{self, Chain, Names, Plan, SuiteRef, litellm, portkey};
 
@@ -142,9 +142,8 @@ fn prepare(global: &Global, common: &Common) -> Option<Prepared> {
         }
     };
     let paths = global.paths();
-    let known_suites = suite_names(&paths.fixtures);
     let names: Vec<String> = if common.suites.is_empty() {
-        known_suites.clone()
+        suite_names(&paths.fixtures)
     } else {
         common.suites.clone()
     };
@@ -156,26 +155,10 @@ fn prepare(global: &Global, common: &Common) -> Option<Prepared> {
         return None;
     }
     // A name the project does not have is a typo, not a quiet "nothing to export".
-    let known_providers = provider_names(&paths.providers);
-    let mut unknown = Vec::new();
-    for name in &names {
-        if !known_suites.contains(name) {
-            unknown.push(format!(
-                "no suite named `{name}` in {}; known: {}",
-                paths.fixtures.display(),
-                or_none(&known_suites)
-            ));
-        }
-    }
-    for name in common.primaries.iter().chain(&common.fallbacks) {
-        if !known_providers.contains(name) {
-            unknown.push(format!(
-                "no provider named `{name}` in {}; known: {}",
-                paths.providers.display(),
-                or_none(&known_providers)
-            ));
-        }
-    }
+    let suites = names.iter().filter_map(|name| unknown_suite(&paths, name));
+    let providers = (common.primaries.iter().chain(&common.fallbacks))
+        .filter_map(|name| unknown_provider(&paths, name));
+    let unknown: Vec<String> = suites.chain(providers).map(|d| d.detail).collect();
     if !unknown.is_empty() {
         for problem in unknown {
             eprintln!("error: {problem}");
@@ -218,14 +201,6 @@ fn prepare(global: &Global, common: &Common) -> Option<Prepared> {
         ));
     }
     Some((chains, names_map, header))
-}
-
-fn or_none(names: &[String]) -> String {
-    if names.is_empty() {
-        "none".into()
-    } else {
-        names.join(", ")
-    }
 }
 
 /// On stderr, so that stdout stays a config.

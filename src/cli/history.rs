@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::json;
 
-use conform::history::diff::{self, EntryChange, Flip, RunDiff};
-use conform::history::drift::{self, Flag, Policy, Span};
+use conform::history::diff;
+use conform::history::drift::{self, Flag, Policy, percent};
 use conform::history::{self, Line};
 
 use super::gate::Format;
@@ -122,61 +122,13 @@ pub fn history(global: &Global, args: HistoryArgs) -> anyhow::Result<u8> {
                     );
                 }
                 for flag in flags {
-                    println!("  {}", describe(flag));
+                    println!("  {}", flag);
                 }
                 println!();
             }
         }
     }
     Ok(if warned { EXIT_NONCONFORMANT } else { EXIT_OK })
-}
-
-fn describe(flag: &Flag) -> String {
-    let span = |s: &Span| {
-        let runs = if s.runs == 1 {
-            format!("run {}", s.first_run)
-        } else {
-            format!("{} runs, {} … {}", s.runs, s.first_run, s.last_run)
-        };
-        format!(
-            "{} ({} of {} calls failed; {runs})",
-            percent(s.failed, s.calls),
-            s.failed,
-            s.calls
-        )
-    };
-    match flag {
-        Flag::Slipped {
-            at_run,
-            baseline,
-            window,
-            p_value,
-        } => format!(
-            "slipped at {at_run}: failure rate {} against {} before (p = {p_value:.1e})",
-            span(window),
-            span(baseline)
-        ),
-        Flag::ServedModelChanged {
-            at_run,
-            before,
-            after,
-        } => format!(
-            "served model changed at {at_run}: {} → {}",
-            before.join(", "),
-            after.join(", ")
-        ),
-        Flag::Reset { at_run, what } => {
-            format!("note: the {what} changed at {at_run}; earlier runs are not compared")
-        }
-    }
-}
-
-fn percent(part: u64, whole: u64) -> String {
-    if whole == 0 {
-        "–".into()
-    } else {
-        format!("{:.1}%", part as f64 * 100.0 / whole as f64)
-    }
 }
 
 fn at_second(rfc3339: &str) -> String {
@@ -204,67 +156,11 @@ pub fn diff(global: &Global, args: DiffArgs) -> anyhow::Result<u8> {
     };
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&diff)?),
-        Format::Text => print!("{}", text(&diff)),
+        Format::Text => print!("{diff}"),
     }
     Ok(if diff.regressed() {
         EXIT_NONCONFORMANT
     } else {
         EXIT_OK
     })
-}
-
-fn text(diff: &RunDiff) -> String {
-    use std::fmt::Write;
-    let mut out = format!("{} → {}\n", diff.run_a, diff.run_b);
-    if diff.pairs.is_empty() {
-        out.push_str("  nothing changed: the same verdicts, the same outcome for every call\n");
-        return out;
-    }
-    let verdict = |v: Option<conform::verdict::Verdict>| v.map_or("absent", |v| v.as_str());
-    for p in &diff.pairs {
-        let _ = writeln!(
-            out,
-            "\n{} × {}: {} → {}{}",
-            p.suite,
-            p.provider,
-            verdict(p.verdict_a),
-            verdict(p.verdict_b),
-            match p.entry {
-                EntryChange::WouldGrant => "; the allowlist entry would be granted",
-                EntryChange::WouldRevoke => "; the allowlist entry would be revoked",
-                EntryChange::Same => "",
-            }
-        );
-        if !p.new_codes.is_empty() {
-            let _ = writeln!(out, "  new finding codes: {}", p.new_codes.join(", "));
-        }
-        if !p.gone_codes.is_empty() {
-            let _ = writeln!(out, "  codes gone: {}", p.gone_codes.join(", "));
-        }
-        let list = |out: &mut String, what: &str, flips: &[Flip], total: u64| {
-            if total == 0 {
-                return;
-            }
-            let _ = writeln!(out, "  {what} ({total}):");
-            for f in flips {
-                let _ = writeln!(
-                    out,
-                    "    {} (repeat {}){}",
-                    f.case,
-                    f.repeat,
-                    if f.codes.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", f.codes.join(", "))
-                    }
-                );
-            }
-            if total > flips.len() as u64 {
-                let _ = writeln!(out, "    … and {} more", total - flips.len() as u64);
-            }
-        };
-        list(&mut out, "now failing", &p.now_failing, p.now_failing_total);
-        list(&mut out, "now passing", &p.now_passing, p.now_passing_total);
-    }
-    out
 }

@@ -139,32 +139,7 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<u8> {
     if !result.complete {
         return Ok(EXIT_INCONCLUSIVE);
     }
-    let mut surprises = Vec::new();
-    for v in &result.verdicts {
-        let config = &workspace.providers[v.provider_index];
-        let expected = config.sim.as_ref().map(|s| s.expect);
-        let caught_by = config.sim.as_ref().and_then(|s| s.caught_by.as_deref());
-        if expected != Some(v.verdict) {
-            surprises.push(format!(
-                "{} × {}: expected {}, got {}",
-                v.tally.suite,
-                config.name,
-                expected.map_or("?", Verdict::as_str),
-                v.verdict.as_str()
-            ));
-        } else if let Some(code) = caught_by.filter(|_| v.verdict == Verdict::Nonconformant)
-            && !v.reasons.iter().any(|r| r == code)
-        {
-            // Caught, but for something else: the drift it was built for went unseen.
-            surprises.push(format!(
-                "{} × {}: {} as expected, but not caught by `{code}` (reasons: {})",
-                v.tally.suite,
-                config.name,
-                v.verdict.as_str(),
-                v.reasons.join(", ")
-            ));
-        }
-    }
+    let surprises = result.surprises(&workspace.providers);
     if surprises.is_empty() {
         println!("\ndemo: every simulated provider earned the verdict it was built to earn.");
         Ok(EXIT_OK)

@@ -12,6 +12,7 @@ use conform::scenarios::api::Api;
 use conform::scenarios::providers::{NAMES, Providers};
 use conform::scenarios::runner::{self, SuiteReport};
 use conform::scenarios::spawn::{Launch, Spawned};
+use conform::scenarios::workdir::{WorkDir, free_port};
 use conform::scenarios::{self as suite, Env, Evidence, Outcome, Timing, gatefile, job};
 
 use super::gate::Format;
@@ -120,7 +121,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
     };
     let allowlist = match (&args.target, &global.allowlist) {
         (Some(_), Some(path)) => path.clone(),
-        _ => work.path.join("allowlist.json"),
+        _ => work.path().join("allowlist.json"),
     };
     gatefile::write(&allowlist, &gatefile::standard())
         .with_context(|| format!("cannot write the allowlist {}", allowlist.display()))?;
@@ -130,7 +131,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
         let database = args
             .database_url
             .clone()
-            .unwrap_or_else(|| format!("sqlite://{}", work.path.join("ledger.db").display()));
+            .unwrap_or_else(|| format!("sqlite://{}", work.path().join("ledger.db").display()));
         let api = Api::new(&format!("http://{listen}")).context("cannot build the HTTP client")?;
         let launch = Launch {
             command: command.clone(),
@@ -148,7 +149,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
                 ("CONFORM_PROVIDERS".into(), providers.env_value()),
                 ("CONFORM_ALLOWLIST".into(), allowlist.display().to_string()),
             ],
-            log: work.path.join("orchestrator.log"),
+            log: work.path().join("orchestrator.log"),
             startup: args.startup_timeout,
         };
         let spawned = match Spawned::start(launch, api.clone()).await {
@@ -159,7 +160,10 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
                 return Ok(EXIT_INCONCLUSIVE);
             }
         };
-        let described = format!("`{command}` on {listen}, database {}", redact(&database));
+        let described = format!(
+            "`{command}` on {listen}, database {}",
+            conform::secret::redact_url(&database)
+        );
         (api, Some(spawned), described)
     } else {
         let url = args.target.clone().unwrap_or_default();
@@ -205,7 +209,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
     }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Text => print_summary(&report, spawned.as_deref(), &work.path),
+        Format::Text => print_summary(&report, spawned.as_deref(), work.path()),
     }
     let passed = report.all_passed();
     if !passed || args.keep {
@@ -350,86 +354,15 @@ fn write_junit(path: &Path, report: &SuiteReport) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write the JUnit report {}", path.display()))
 }
 
-/// A fresh directory for the database, the allowlist and the orchestrator's log. It is
-/// removed when dropped unless kept, so that no way out of a run (an early error
-/// included) leaves a `conform-scenarios-*` folder behind that nobody was told about.
-struct WorkDir {
-    path: PathBuf,
-    keep: bool,
-}
-
-impl WorkDir {
-    fn create(parent: Option<&Path>, keep: bool) -> anyhow::Result<WorkDir> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
-        let path = parent.join(format!(
-            "conform-scenarios-{}-{nanos:09}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        Ok(WorkDir { path, keep })
-    }
-
-    /// Keeps it, for a person to look into; the caller prints where.
-    fn keep(&mut self) -> &Path {
-        self.keep = true;
-        &self.path
-    }
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        if self.keep {
-            return;
-        }
-        if let Err(e) = std::fs::remove_dir_all(&self.path)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            eprintln!(
-                "warning: cannot remove the working directory {}: {e}",
-                self.path.display()
-            );
-        }
-    }
-}
-
-fn free_port() -> std::io::Result<String> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.to_string())
-}
-
-/// The URL without its password.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn parses_mock_ports_and_redacts_passwords() {
+    fn parses_mock_ports() {
         let ports = parse_ports("primary=40001, fallback=40002").unwrap();
         assert_eq!(ports["fallback"], 40002);
         assert!(parse_ports("primary:1").is_err());
         assert!(parse_ports("primary=99999").is_err());
-        assert_eq!(
-            redact("postgres://u:secret@127.0.0.1/db"),
-            "postgres://u:***@127.0.0.1/db"
-        );
-        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
     }
 }

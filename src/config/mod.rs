@@ -9,6 +9,7 @@ pub mod expect;
 pub mod json_position;
 pub mod provider;
 pub mod schema_file;
+pub mod simulation;
 pub mod slo;
 pub mod suite;
 

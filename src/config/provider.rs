@@ -20,7 +20,7 @@ pub enum Kind {
     Anthropic,
     Gemini,
     Ollama,
-    /// A simulated provider started in-process on loopback (see [`crate::sim`]).
+    /// A simulated provider started in-process on loopback (see `crate::sim`).
     Sim,
     /// The OpenAI Responses API (`POST /v1/responses`).
     OpenaiResponses,
@@ -159,9 +159,9 @@ pub enum TokenizerKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SimConfig {
-    pub behaviour: crate::sim::Behaviour,
+    pub behaviour: super::simulation::Behaviour,
     /// The verdict the demo expects; a different one makes `conform demo` fail.
-    pub expect: crate::verdict::Expectation,
+    pub expect: super::simulation::ExpectedVerdict,
     /// Fixed latency of every answer.
     #[serde(default = "default_sim_latency", with = "humantime_serde_compat")]
     pub latency: Duration,
@@ -192,7 +192,7 @@ pub struct SimConfig {
     /// `conform probe`): `enforce`, `reject`, `strip` or `ignore`, by keyword, with `"*"`
     /// for every other constraint keyword [default: enforce every keyword].
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub schema_keywords: std::collections::BTreeMap<String, crate::sim::keywords::Handling>,
+    pub schema_keywords: std::collections::BTreeMap<String, super::simulation::Handling>,
     /// The share of answers in which the behaviour's drift shows [default: 1, every
     /// answer it can]; the others are faithful. Which ones is decided by `seed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

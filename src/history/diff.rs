@@ -312,3 +312,63 @@ fn each_call(path: &Path, mut f: impl FnMut(Call)) -> Result<(), DiffError> {
     }
     Ok(())
 }
+
+/// The diff for people: each pair whose verdict or outcomes changed, its new and gone
+/// finding codes, and the calls that flipped.
+impl std::fmt::Display for RunDiff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write;
+        let mut out = format!("{} → {}\n", self.run_a, self.run_b);
+        if self.pairs.is_empty() {
+            out.push_str("  nothing changed: the same verdicts, the same outcome for every call\n");
+            return f.write_str(&out);
+        }
+        let verdict = |v: Option<crate::verdict::Verdict>| v.map_or("absent", |v| v.as_str());
+        for p in &self.pairs {
+            let _ = writeln!(
+                out,
+                "\n{} × {}: {} → {}{}",
+                p.suite,
+                p.provider,
+                verdict(p.verdict_a),
+                verdict(p.verdict_b),
+                match p.entry {
+                    EntryChange::WouldGrant => "; the allowlist entry would be granted",
+                    EntryChange::WouldRevoke => "; the allowlist entry would be revoked",
+                    EntryChange::Same => "",
+                }
+            );
+            if !p.new_codes.is_empty() {
+                let _ = writeln!(out, "  new finding codes: {}", p.new_codes.join(", "));
+            }
+            if !p.gone_codes.is_empty() {
+                let _ = writeln!(out, "  codes gone: {}", p.gone_codes.join(", "));
+            }
+            let list = |out: &mut String, what: &str, flips: &[Flip], total: u64| {
+                if total == 0 {
+                    return;
+                }
+                let _ = writeln!(out, "  {what} ({total}):");
+                for f in flips {
+                    let _ = writeln!(
+                        out,
+                        "    {} (repeat {}){}",
+                        f.case,
+                        f.repeat,
+                        if f.codes.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {}", f.codes.join(", "))
+                        }
+                    );
+                }
+                if total > flips.len() as u64 {
+                    let _ = writeln!(out, "    … and {} more", total - flips.len() as u64);
+                }
+            };
+            list(&mut out, "now failing", &p.now_failing, p.now_failing_total);
+            list(&mut out, "now passing", &p.now_passing, p.now_passing_total);
+        }
+        f.write_str(&out)
+    }
+}

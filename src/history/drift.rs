@@ -205,6 +205,61 @@ fn upper_tail(k: u64, n: u64, q: f64) -> f64 {
     total.min(1.0)
 }
 
+/// The flag in a line for people: `slipped at run-7: failure rate 10.0% (…) against 2.0% …`.
+impl std::fmt::Display for Flag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let line = {
+            let span = |s: &Span| {
+                let runs = if s.runs == 1 {
+                    format!("run {}", s.first_run)
+                } else {
+                    format!("{} runs, {} … {}", s.runs, s.first_run, s.last_run)
+                };
+                format!(
+                    "{} ({} of {} calls failed; {runs})",
+                    percent(s.failed, s.calls),
+                    s.failed,
+                    s.calls
+                )
+            };
+            match self {
+                Flag::Slipped {
+                    at_run,
+                    baseline,
+                    window,
+                    p_value,
+                } => format!(
+                    "slipped at {at_run}: failure rate {} against {} before (p = {p_value:.1e})",
+                    span(window),
+                    span(baseline)
+                ),
+                Flag::ServedModelChanged {
+                    at_run,
+                    before,
+                    after,
+                } => format!(
+                    "served model changed at {at_run}: {} → {}",
+                    before.join(", "),
+                    after.join(", ")
+                ),
+                Flag::Reset { at_run, what } => {
+                    format!("note: the {what} changed at {at_run}; earlier runs are not compared")
+                }
+            }
+        };
+        f.write_str(&line)
+    }
+}
+
+/// `part` of `whole` as a percentage with one decimal, or "–" of nothing.
+pub fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "–".into()
+    } else {
+        format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

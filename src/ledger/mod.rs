@@ -141,7 +141,7 @@ impl Ledger {
         } else if url.starts_with("sqlite:") {
             Inner::Sqlite(connect_sqlite(url, options).await?)
         } else {
-            return Err(LedgerError::Url(redact(url)));
+            return Err(LedgerError::Url(crate::secret::redact_url(url)));
         };
         let ledger = Ledger { inner };
         on_store!(ledger.migrate())?;
@@ -427,7 +427,7 @@ async fn connect_postgres(
     options: &LedgerOptions,
 ) -> Result<Store<Postgres>, LedgerError> {
     let connect_error = |error| LedgerError::Connect {
-        url: redact(url),
+        url: crate::secret::redact_url(url),
         error,
     };
     // Job creation is one statement in its own transaction: pin that transaction to
@@ -456,20 +456,6 @@ async fn connect_postgres(
         read: pool,
         creations: None,
     })
-}
-
-/// The URL without its password, fit for an error message.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let Some((userinfo, host)) = rest.split_once('@') else {
-        return url.to_string();
-    };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
-    }
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -508,10 +494,13 @@ mod tests {
     #[test]
     fn passwords_never_reach_an_error_message() {
         assert_eq!(
-            redact("postgres://app:s3cret@db:5432/jobs"),
+            crate::secret::redact_url("postgres://app:s3cret@db:5432/jobs"),
             "postgres://app:***@db:5432/jobs"
         );
-        assert_eq!(redact("postgres://app@db/jobs"), "postgres://app@db/jobs");
+        assert_eq!(
+            crate::secret::redact_url("postgres://app@db/jobs"),
+            "postgres://app@db/jobs"
+        );
     }
 
     #[test]

@@ -5,8 +5,8 @@
 
 pub mod html;
 pub mod json;
-pub mod jsonl;
 pub mod junit;
 pub mod markdown;
-pub mod progress;
 pub mod terminal;
+// TRANSITION: removed once the feature branches that name them here are merged.
+pub use crate::run::{journal as jsonl, progress};

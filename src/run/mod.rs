@@ -6,7 +6,11 @@
 //! planned call ends as exactly one record (passed, failed, or not run because its
 //! provider was stopped); an interrupt stops the run with `complete = false`.
 
-pub mod record;
+pub mod journal;
+pub mod preflight;
+pub mod progress;
+// TRANSITION: removed once the feature branches that name `run::record` are merged.
+pub use crate::check::record;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -16,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use futures::stream::{self, StreamExt};
 use time::OffsetDateTime;
 
+use crate::check::record::{CallRecord, MAX_OUTPUT, truncate};
 use crate::check::stability::Stability;
 use crate::check::stream_agreement;
 use crate::check::tokens::{self, PromptTokens};
@@ -24,11 +29,10 @@ use crate::check::{self, CallFacts, Checks, Outcome};
 use crate::config::{Diagnostics, Suite};
 use crate::provider::transport::Endpoint;
 use crate::provider::{CallError, CallSpec, Effect};
-use crate::report::jsonl::ResultsWriter;
-use crate::report::progress::Progress;
 use crate::tokenize::{self, Counter};
 use crate::verdict::{Policy, Tally, Verdict};
-use record::{CallRecord, MAX_OUTPUT, truncate};
+use journal::ResultsWriter;
+use progress::Progress;
 
 /// A suite with its checks compiled.
 #[derive(Debug)]
@@ -163,6 +167,39 @@ pub struct RunResult {
 }
 
 impl RunResult {
+    /// For `conform demo`: each simulated provider whose verdict is not the one its
+    /// `[sim] expect` declares, or that was caught for something other than the finding
+    /// its `caught_by` names (then the drift it was built for went unseen). Empty when
+    /// every simulation earned its verdict for the reason it was built to.
+    pub fn surprises(&self, providers: &[crate::config::ProviderConfig]) -> Vec<String> {
+        let mut surprises = Vec::new();
+        for v in &self.verdicts {
+            let config = &providers[v.provider_index];
+            let expected = config.sim.as_ref().map(|s| Verdict::from(s.expect));
+            let caught_by = config.sim.as_ref().and_then(|s| s.caught_by.as_deref());
+            if expected != Some(v.verdict) {
+                surprises.push(format!(
+                    "{} × {}: expected {}, got {}",
+                    v.tally.suite,
+                    config.name,
+                    expected.map_or("?", Verdict::as_str),
+                    v.verdict.as_str()
+                ));
+            } else if let Some(code) = caught_by.filter(|_| v.verdict == Verdict::Nonconformant)
+                && !v.reasons.iter().any(|r| r == code)
+            {
+                surprises.push(format!(
+                    "{} × {}: {} as expected, but not caught by `{code}` (reasons: {})",
+                    v.tally.suite,
+                    config.name,
+                    v.verdict.as_str(),
+                    v.reasons.join(", ")
+                ));
+            }
+        }
+        surprises
+    }
+
     /// The verdicts that need explaining: every one that is not conformant.
     pub fn not_conformant(&self) -> impl Iterator<Item = &PairVerdict> {
         self.verdicts

@@ -36,6 +36,7 @@ pub mod robustness;
 pub mod runner;
 pub mod spawn;
 pub mod timeout;
+pub mod workdir;
 
 use futures::future::BoxFuture;
 

@@ -9,23 +9,9 @@
 //! keeps it), or stripped into the description and the prompt does not push against it
 //! (the model reads the advice and keeps it).
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// What a simulated provider does with one keyword.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Handling {
-    /// Decoding keeps to it: the answer satisfies it whatever the prompt asks.
-    Enforce,
-    /// A schema that uses it is refused with a 400.
-    Reject,
-    /// Removed from the schema and written into its description: not enforced, but the
-    /// model sees it.
-    Strip,
-    /// Accepted and neither enforced nor shown to the model.
-    Ignore,
-}
+pub use crate::config::simulation::Handling;
 
 /// The handling of `keyword` under `table`. `"*"` stands for every constraint keyword not
 /// named (those `conform probe` probes, but `required` and `additionalProperties`, which

@@ -17,49 +17,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+pub use crate::config::simulation::Behaviour;
 use crate::config::{Diagnostic, Diagnostics, Kind, ProviderConfig, Suite};
 use crate::tokenize::{Counter, Tokenizer};
-
-/// How a simulated provider answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Behaviour {
-    /// The expected answer, as JSON, every time.
-    Steady,
-    /// The expected answer plus an invented top-level key.
-    ExtraKey,
-    /// The expected answer wrapped in markdown fences.
-    Fenced,
-    /// Ignores the requested format and answers in prose.
-    Prose,
-    /// Stops at the token limit: half the JSON, `finish_reason: "length"`.
-    Truncated,
-    /// Answers the first [`RATE_LIMITED_REQUESTS`] requests with 429 and `Retry-After: 1`,
-    /// then behaves.
-    RateLimited,
-    /// Answers faithfully when asked for one document, but streams a different answer
-    /// (the last field dropped), as a proxy that rewrites streamed chunks does.
-    StreamDrift,
-    /// Calls a tool although the request's `tool_choice` is `none`.
-    CallsDespiteNone,
-    /// Calls a tool the request does not declare (the expected name with `_v2`).
-    InventsTool,
-    /// Sends the arguments as a JSON string holding the JSON.
-    DoubleEncodes,
-    /// Leaves out a required argument.
-    DropsRequired,
-    /// Writes the call into the text, in a JSON code block, instead of making it.
-    CallAsText,
-    /// Answers in text when the request's `tool_choice` is `required`.
-    IgnoresRequired,
-    /// Makes only the first of the calls a case needs in parallel.
-    OneOfParallel,
-}
 
 /// How many requests a [`Behaviour::RateLimited`] provider turns away.
 pub const RATE_LIMITED_REQUESTS: u64 = 3;

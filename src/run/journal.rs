@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
-use crate::run::record::CallRecord;
+use crate::check::record::CallRecord;
 
 pub struct ResultsWriter {
     out: BufWriter<File>,

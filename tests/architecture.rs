@@ -1,0 +1,176 @@
+//! The layer order of `src/`, kept (as rust-analyzer's tidy tests keep theirs).
+//!
+//! ARCHITECTURE.md writes the order once, in the fenced block after `<!-- layers -->`:
+//! one line per layer, lowest first, the top-level modules of `src/` on it separated by
+//! spaces. A module may name (`crate::x`) only modules on lower lines: never one above
+//! it, never one beside it, so no cycle between folders can form. The binary
+//! (`main.rs`, `cli/`) sits on top of everything and is not listed.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Each module's layer, lowest 0, read from ARCHITECTURE.md.
+fn layers(architecture: &str) -> Result<BTreeMap<String, usize>, String> {
+    let after = architecture
+        .split_once("<!-- layers -->")
+        .ok_or("ARCHITECTURE.md has no `<!-- layers -->` marker")?
+        .1;
+    let block = after
+        .trim_start()
+        .strip_prefix("```")
+        .and_then(|rest| rest.split_once('\n'))
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .ok_or("the `<!-- layers -->` marker must be followed by a fenced block")?
+        .0;
+    let mut order = BTreeMap::new();
+    for (layer, line) in block.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+        for module in line.split_whitespace() {
+            if order.insert(module.to_string(), layer).is_some() {
+                return Err(format!("`{module}` is listed twice in the layers"));
+            }
+        }
+    }
+    Ok(order)
+}
+
+/// The top-level module a file of `src/` belongs to; `None` for the crate root and the
+/// binary.
+fn module_of(relative: &Path) -> Option<String> {
+    let first = relative.components().next()?.as_os_str().to_str()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    match name {
+        "lib" | "main" | "cli" => None,
+        _ => Some(name.to_string()),
+    }
+}
+
+/// The code of a line, without what a `//` comment says.
+fn code(line: &str) -> &str {
+    match line.find("//") {
+        Some(at) => &line[..at],
+        None => line,
+    }
+}
+
+/// Every `crate::NAME` a line of code names (in `use`, a path, or a macro).
+fn named_modules(line: &str) -> impl Iterator<Item = &str> {
+    code(line).match_indices("crate::").filter_map(|(at, _)| {
+        let rest = &line[at + "crate::".len()..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        (end > 0).then(|| &rest[..end])
+    })
+}
+
+/// Every import that breaks the order, as `file:line: message`.
+fn violations(src: &Path, order: &BTreeMap<String, usize>) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut files = Vec::new();
+    collect(src, &mut files);
+    files.sort();
+    for file in files {
+        let relative = file.strip_prefix(src).unwrap_or(&file);
+        let Some(module) = module_of(relative) else {
+            continue;
+        };
+        let Some(&own) = order.get(&module) else {
+            found.push(format!(
+                "src/{}: module `{module}` is not in ARCHITECTURE.md's layers; add it to the line it belongs on",
+                relative.display()
+            ));
+            continue;
+        };
+        let text = fs::read_to_string(&file).unwrap_or_default();
+        for (number, line) in text.lines().enumerate() {
+            for named in named_modules(line) {
+                if named == module {
+                    continue;
+                }
+                let verdict = match order.get(named) {
+                    None => continue, // a crate-root item (a macro or type in lib.rs)
+                    Some(&layer) if layer < own => continue,
+                    Some(&layer) if layer == own => "beside it on the same layer",
+                    Some(_) => "above it",
+                };
+                found.push(format!(
+                    "src/{}:{}: `{module}` names `crate::{named}`, which is {verdict} in ARCHITECTURE.md's layers",
+                    relative.display(),
+                    number + 1
+                ));
+            }
+        }
+    }
+    found
+}
+
+fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect(&path, files);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_import_points_down_the_documented_layers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let architecture = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let order = layers(&architecture).unwrap();
+    let found = violations(&root.join("src"), &order);
+    assert!(
+        found.is_empty(),
+        "imports against the layer order:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn every_module_of_src_is_placed_on_a_layer() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let order = layers(&fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap()).unwrap();
+    for entry in fs::read_dir(root.join("src")).unwrap().flatten() {
+        if let Some(module) = module_of(Path::new(&entry.file_name())) {
+            assert!(
+                order.contains_key(&module),
+                "src/{module} is not in the layers"
+            );
+        }
+    }
+}
+
+/// The checker itself has teeth: an upward import, a sideways one and an unlisted module
+/// are each caught, with the file and line; a downward one and a comment are not.
+#[test]
+fn the_checker_catches_an_upward_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    fs::create_dir_all(src.join("config")).unwrap();
+    fs::write(
+        src.join("config/provider.rs"),
+        "use std::fmt;\n// see crate::report for why\npub x: crate::report::Table,\n",
+    )
+    .unwrap();
+    fs::write(src.join("report.rs"), "use crate::config::Provider;\n").unwrap();
+    fs::write(src.join("export.rs"), "use crate::history::Run;\n").unwrap();
+    fs::write(src.join("history.rs"), "fn f() {}\n").unwrap();
+    fs::write(src.join("stray.rs"), "fn f() {}\n").unwrap();
+    fs::write(src.join("lib.rs"), "pub mod config;\n").unwrap();
+    let order = layers("<!-- layers -->\n```text\nconfig\nreport\nexport history\n```\n").unwrap();
+    let found = violations(src, &order);
+    assert_eq!(
+        found,
+        [
+            "src/config/provider.rs:3: `config` names `crate::report`, which is above it in ARCHITECTURE.md's layers",
+            "src/export.rs:1: `export` names `crate::history`, which is beside it on the same layer in ARCHITECTURE.md's layers",
+            "src/stray.rs: module `stray` is not in ARCHITECTURE.md's layers; add it to the line it belongs on",
+        ]
+    );
+}
