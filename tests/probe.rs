@@ -203,3 +203,50 @@ fn the_cost_comes_first_results_go_to_probes_json_and_check_warns_offline() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("schema_keyword_ignored"), "{stderr}");
 }
+
+/// The keywords only a tool's parameters use are probed too, and `conform check` places
+/// what a fallback ignores of them in the tools file, at the keyword.
+#[test]
+fn keywords_of_tool_parameters_are_probed_and_warned_about_in_the_tools_file() {
+    let project = Project::new(&[]);
+    sim_provider(&project, "primary", "enforce");
+    sim_provider(&project, "fallback", "ignore");
+    for provider in ["primary", "fallback"] {
+        let out = project
+            .cmd()
+            .args(["probe", provider, "--suite", "support-agent"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // support-agent's answer schema uses no length or bound; its tools do.
+        let probed = stdout
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("probed: "))
+            .unwrap_or_else(|| panic!("the probed keywords:\n{stdout}"));
+        for keyword in ["maxLength", "minLength", "maximum", "exclusiveMinimum"] {
+            assert!(probed.contains(keyword), "{keyword} in `{probed}`");
+        }
+    }
+    let probes: Value =
+        serde_json::from_slice(&std::fs::read(project.path("probes.json")).unwrap()).unwrap();
+    assert_eq!(
+        probes["providers"]["fallback"]["keywords"]["maxLength"]["support"],
+        "ignores"
+    );
+
+    let out = project
+        .cmd()
+        .args(["check", "--suite", "support-agent", "--primary", "primary"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let warning = stderr
+        .lines()
+        .find(|l| l.contains("schema_keyword_ignored") && l.contains("maxLength"))
+        .unwrap_or_else(|| panic!("a warning about maxLength:\n{stderr}"));
+    assert!(
+        warning.contains("fixtures/support-agent/tools.json:"),
+        "placed in the tools file: {warning}"
+    );
+}

@@ -1,7 +1,52 @@
 //! Which JSON Schema keywords a suite's schemas use, and where: what `conform probe`
 //! probes and `conform check` warns about.
 
+use std::path::PathBuf;
+
 use serde_json::Value;
+
+use crate::config::Suite;
+
+/// A schema a suite sends to the provider, and where it is written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchemaSource {
+    pub schema: Value,
+    /// The file that holds it.
+    pub file: PathBuf,
+    /// JSON pointer to it in that file ("" when it is the whole file).
+    pub pointer: String,
+}
+
+/// Every schema `suite` sends: its answer schema, the parameters of its tools, and those
+/// of the tools its request-shaped cases declare themselves (a case that does not load
+/// is `conform check`'s to report, and is passed over here).
+pub fn suite_schemas(suite: &Suite) -> Vec<SchemaSource> {
+    let mut found = vec![SchemaSource {
+        schema: suite.schema.as_ref().clone(),
+        file: suite.schema_file.clone(),
+        pointer: String::new(),
+    }];
+    if let Some(file) = &suite.tools_file {
+        for (i, tool) in suite.tools.iter().enumerate() {
+            found.push(SchemaSource {
+                schema: tool.parameters().clone(),
+                file: file.clone(),
+                pointer: format!("/{i}/function/parameters"),
+            });
+        }
+    }
+    for case_ref in &suite.cases {
+        let Ok(case) = case_ref.load() else { continue };
+        for (i, tool) in case.tools.iter().flatten().enumerate() {
+            found.push(SchemaSource {
+                schema: tool.parameters().clone(),
+                file: case_ref.path(),
+                pointer: format!("/tools/{i}/function/parameters"),
+            });
+        }
+    }
+    found
+}
 
 /// One keyword as a schema uses it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,6 +7,8 @@ use std::path::Path;
 
 use crate::check::portability::{self, Severity};
 use crate::config::{CaseRef, Diagnostic, Diagnostics, ProviderConfig, Rendered, Tool, Workspace};
+use crate::probe::findings::ignored;
+use crate::probe::inventory::suite_schemas;
 use crate::tokenize::Counter;
 
 /// The problems (the run would fail or be refused) and the warnings (it would run, but a
@@ -51,13 +53,15 @@ pub fn preflight(workspace: Workspace, probes_path: &Path, primary: Option<&str>
     match crate::probe::file::load(probes_path) {
         Ok(probes) => {
             let providers: Vec<&ProviderConfig> = workspace.providers.iter().collect();
-            for suite in &workspace.suites {
-                for f in
-                    crate::probe::findings::ignored(&probes, &suite.schema, &providers, primary)
-                {
-                    found
-                        .warnings
-                        .push(Diagnostic::new(&suite.schema_file, f.message()).field(f.path));
+            for schema in workspace.suites.iter().flat_map(suite_schemas) {
+                let source = (!schema.pointer.is_empty())
+                    .then(|| std::fs::read_to_string(&schema.file).unwrap_or_default());
+                for f in ignored(&probes, &schema.schema, &providers, primary) {
+                    let d = Diagnostic::new(&schema.file, f.message());
+                    found.warnings.push(match &source {
+                        Some(text) => d.at_pointer(text, &format!("{}{}", schema.pointer, f.path)),
+                        None => d.field(f.path),
+                    });
                 }
             }
         }
