@@ -37,14 +37,21 @@ impl Respond for Flaky {
     }
 }
 
+/// The runs in the order they ran: as `history.jsonl` appended them (two runs in the same
+/// second have ids that do not sort by time).
 fn run_ids(project: &Project) -> Vec<String> {
-    let mut ids: Vec<String> = std::fs::read_dir(project.path("reports"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("report.json").is_file())
-        .map(|p| p.file_name().unwrap().to_str().unwrap().to_string())
-        .collect();
-    ids.sort();
+    let text = std::fs::read_to_string(project.path("reports/history.jsonl")).unwrap();
+    let mut ids: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let line: Value = serde_json::from_str(line).unwrap();
+        let id = line["run_id"].as_str().unwrap().to_string();
+        if ids.last() != Some(&id) {
+            ids.push(id);
+        }
+    }
+    for id in &ids {
+        assert!(project.path(&format!("reports/{id}/report.json")).is_file());
+    }
     ids
 }
 
