@@ -286,7 +286,7 @@ async fn anthropic_a_stream_cut_before_message_stop_is_no_answer() {
     let err = call_conversation(&endpoint(anthropic(&server.uri(), "stream = true")), &c)
         .await
         .unwrap_err();
-    assert_eq!(err.kind, ErrorKind::TruncatedBody, "{err}");
+    assert_eq!(err.kind, ErrorKind::StreamTruncated, "{err}");
     // Not sent again after the 2xx, and what the stream said it cost is kept.
     assert_eq!(requests(&server).await.len(), 1);
     assert_eq!(err.served.unwrap().usage.prompt_tokens, Some(377));

@@ -386,12 +386,29 @@ async fn a_vllm_named_choice_stream_names_the_tool_once_and_a_cut_stream_is_no_a
     )
     .await
     .unwrap_err();
-    assert_eq!(err.kind, ErrorKind::TruncatedBody, "{err}");
-    // Ended: the name that every delta repeats is the call's name, once.
+    assert_eq!(err.kind, ErrorKind::StreamTruncated, "{err}");
+    // `[DONE]` alone does not end it either: no chunk said why the answer stopped.
     let server = serve(
         CHAT,
         200,
         format!("{transcript}\ndata: [DONE]\n\n").into_bytes(),
+        SSE,
+    )
+    .await;
+    let err = send(
+        provider(&server, "openai-compatible", "qwen", "stream = true"),
+        &c,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::StreamTruncated, "{err}");
+    // Ended (a finishing chunk, then `[DONE]`): the name that every delta repeats is the
+    // call's name, once.
+    let finish = r#"data: {"id":"chatcmpl-4f37bbbaef1b4a73b737731599a4453d","object":"chat.completion.chunk","created":1739261756,"model":"Qwen/Qwen2.5-14B-Instruct-GPTQ-Int4","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}]}"#;
+    let server = serve(
+        CHAT,
+        200,
+        format!("{transcript}\n{finish}\n\ndata: [DONE]\n\n").into_bytes(),
         SSE,
     )
     .await;
