@@ -31,6 +31,7 @@ pub mod export;
 pub mod history;
 pub mod latency;
 pub mod ledger;
+pub mod merge;
 pub mod orchestrator;
 pub mod probe;
 pub mod provider;

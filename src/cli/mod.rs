@@ -21,6 +21,7 @@ mod check;
 mod export;
 mod gate;
 mod history;
+mod merge;
 mod probe;
 mod run;
 mod scenarios;
@@ -103,7 +104,8 @@ conform run openai                      one provider, every suite\n  \
 conform run vllm --suite ticket-triage  one provider, one suite\n  \
 conform run openai --base-url http://127.0.0.1:8080   another address for one provider\n  \
 conform run openai --record tapes       also keep the answers, sanitized\n  \
-conform run openai --replay tapes       re-check them: no network, no key, no allowlist change\n\n\
+conform run openai --replay tapes       re-check them: no network, no key, no allowlist change\n  \
+conform run openai --shard 2/4          one CI job's share; then `conform merge reports/shards`\n\n\
 Exit codes: 0 every provider conformant, 1 a provider is not conformant, 2 usage or \
 configuration error, 3 inconclusive (unreachable, auth failed, too many transport errors, \
 interrupted): an inconclusive run changes nothing in the allowlist.")]
@@ -115,6 +117,20 @@ interrupted): an inconclusive run changes nothing in the allowlist.")]
 providers must be caught, the faithful ones allowlisted."
     )]
     Demo(run::DemoArgs),
+    /// Join the shard reports of `run --shard K/N` into one run: verdicts over every call,
+    /// every report, one allowlist update, one history line.
+    #[command(after_help = "Examples:\n  \
+conform run openai --shard 1/2 && conform run openai --shard 2/2\n  \
+conform merge reports/shards                      every shard folder under it\n  \
+conform merge shard-1-of-2 shard-2-of-2           folders downloaded from CI jobs\n\n\
+The merge refuses (exit 3, nothing written, the allowlist untouched) when a shard is missing \
+or given twice, was interrupted, or when the shards disagree on the conform version or the run \
+plan (suite and provider digests, cases, repeats, options), or the workspace here plans another \
+run. Shards replayed from tapes merge into a replayed run: the allowlist stays untouched and the \
+one the evidence would write goes to REPORT_DIR/allowlist.replayed.json.\n\n\
+Exit codes: as `conform run`: 0 conformant, 1 not conformant, 2 configuration error, 3 \
+inconclusive or refused.")]
+    Merge(merge::MergeArgs),
     /// Validate every provider, suite, schema and case offline, listing every problem.
     Check(check::CheckArgs),
     /// Exit 0 if the allowlist permits failover to PROVIDER for SUITE, 1 with the reason if not.
@@ -176,6 +192,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Run(args) => run::run(&cli.global, args).await,
         Command::Demo(args) => run::demo(&cli.global, args).await,
+        Command::Merge(args) => merge::merge(&cli.global, args).await,
         Command::Check(args) => check::check(&cli.global, args),
         Command::Gate(args) => gate::gate(&cli.global, args),
         Command::Allowlist(args) => allowlist::allowlist(&cli.global, args),

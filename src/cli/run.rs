@@ -13,7 +13,8 @@ use conform::provider::tape::{Recorder, Replayer};
 use conform::provider::transport::{Endpoint, Tape, Transport};
 use conform::provider::wire_format;
 use conform::report;
-use conform::run::{self, RunOptions, RunResult, Target};
+use conform::run::shard::{self, Manifest, Plan, PlanOptions, Shard};
+use conform::run::{self, PreparedSuite, RunOptions, RunResult, Target};
 use conform::sim::{AnswerBook, SimServer};
 use conform::tokenize::Counter;
 use conform::verdict::Verdict;
@@ -39,6 +40,12 @@ pub struct RunArgs {
     /// about the provider today, so it never touches the allowlist.
     #[arg(long, value_name = "DIR")]
     pub replay: Option<PathBuf>,
+    /// Run only shard K of N: the cases whose digest of (suite, case id) falls in K, the
+    /// same split on every machine. Writes REPORTS/shards/shard-K-of-N/ (records and a
+    /// manifest) and never the allowlist or history: `conform merge` joins the shards
+    /// into one run and decides.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<Shard>,
 }
 
 /// Where a run's answers go besides the reports, or come from instead of the network.
@@ -107,9 +114,25 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
         (None, Some(dir)) => Some(TapeMode::Replay(dir)),
         (None, None) => None,
     };
-    let result = execute(global, workspace, &args.common, tape, Destination::Real).await?;
+    let result = execute(
+        global,
+        workspace,
+        &args.common,
+        tape,
+        Destination::Real,
+        args.shard,
+    )
+    .await?;
+    let shard = args.shard.is_some();
     Ok(result.map_or(EXIT_CONFIG, |(result, config_error)| {
-        exit_code(&result, config_error)
+        // A shard's partial verdicts decide nothing: it succeeds when its share is
+        // recorded whole, and the merge gives the run's exit code.
+        match (shard, config_error, result.complete) {
+            (true, true, _) => EXIT_CONFIG,
+            (true, false, false) => EXIT_INCONCLUSIVE,
+            (true, false, true) => EXIT_OK,
+            (false, ..) => exit_code(&result, config_error),
+        }
     }))
 }
 
@@ -131,6 +154,7 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<u8> {
         &args.common,
         None,
         Destination::Demo,
+        None,
     )
     .await?
     else {
@@ -174,7 +198,7 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<u8> {
     }
 }
 
-fn load(global: &Global, providers: &[String], suites: &[String]) -> Option<Workspace> {
+pub(super) fn load(global: &Global, providers: &[String], suites: &[String]) -> Option<Workspace> {
     let selection = Selection {
         providers: providers.to_vec(),
         suites: suites.to_vec(),
@@ -202,6 +226,7 @@ async fn execute(
     common: &Common,
     tape: Option<TapeMode>,
     destination: Destination,
+    shard: Option<Shard>,
 ) -> anyhow::Result<Option<(RunResult, bool)>> {
     let suites = match run::prepare(workspace.suites) {
         Ok(suites) => suites,
@@ -288,17 +313,137 @@ async fn execute(
     }
 
     let run_id = run::new_run_id();
+    let dir = match shard {
+        Some(shard) => shard_dir(global, shard),
+        None => global.reports_dir().join(&run_id),
+    };
     let options = RunOptions {
-        dir: global.reports_dir().join(&run_id),
+        dir,
         run_id,
         repeats: common.repeats,
         max_transport_error_share: common.max_transport_errors,
         progress: !common.no_progress,
+        shard,
+        budget: None,
+    };
+    let plan_options = PlanOptions {
+        repeats: common.repeats,
+        max_transport_error_share: common.max_transport_errors,
+        stream: common.stream,
     };
     let result = run::execute(&suites, &targets, &options, interrupted()).await?;
     drop(sims);
+    let replayed = match &tape {
+        Some(TapeMode::Replay(dir)) => Some(dir.clone()),
+        _ => None,
+    };
+    if let Some(shard) = shard {
+        write_shard(&result, &suites, &targets, shard, plan_options, replayed)?;
+        for recorder in &recorders {
+            println!("tape: {}", recorder.finish()?.display());
+        }
+        let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
+        return Ok(Some((result, config_error)));
+    }
+    conclude(
+        global,
+        &result,
+        &suites,
+        &targets,
+        replayed,
+        destination,
+        common.valid_for,
+        &recorders,
+    )?;
+    let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
+    Ok(Some((result, config_error)))
+}
+
+/// Where shard K of N writes its report: one folder per shard, named for it, so a CI
+/// job uploads a known path and `conform merge REPORTS/shards` finds every one.
+fn shard_dir(global: &Global, shard: Shard) -> PathBuf {
+    global.reports_dir().join("shards").join(shard.folder())
+}
+
+/// A shard's report: its records are already in `results.jsonl`; the manifest says
+/// which run they belong to. No verdict, no allowlist, no history: the merge decides.
+fn write_shard(
+    result: &RunResult,
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    shard: Shard,
+    options: PlanOptions,
+    replayed: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let configs: Vec<_> = targets.iter().map(|t| t.endpoint.config.as_ref()).collect();
+    let plan = Plan::new(suites, &configs, options);
+    let calls: u64 = result
+        .verdicts
+        .iter()
+        .map(|v| v.tally.passed + v.tally.failed + v.tally.not_run)
+        .sum();
+    let manifest = Manifest {
+        format: shard::FORMAT.into(),
+        shard,
+        conform_version: env!("CARGO_PKG_VERSION").into(),
+        plan_digest: plan.digest(suites),
+        plan,
+        run_id: result.run_id.clone(),
+        started_at: rfc3339(result.started_at),
+        finished_at: rfc3339(result.finished_at),
+        complete: result.complete,
+        replayed_from: replayed,
+        calls,
+    };
+    let path = manifest.write(&result.dir).with_context(|| {
+        format!(
+            "cannot write the shard manifest in {}",
+            result.dir.display()
+        )
+    })?;
+    let planned: u64 = result.verdicts.iter().map(|v| v.tally.planned).sum();
+    println!(
+        "shard {shard}: {calls} of {planned} planned call{} recorded{}",
+        if planned == 1 { "" } else { "s" },
+        if result.complete {
+            ""
+        } else {
+            " (interrupted: the merge will refuse this shard)"
+        }
+    );
+    println!("shard report: {}", result.dir.display());
+    println!("manifest: {}", path.display());
+    println!(
+        "no verdict and no allowlist change from a shard: run every shard, then `conform merge {}`",
+        result.dir.parent().unwrap_or(&result.dir).display()
+    );
+    Ok(())
+}
+
+fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// Everything after the calls, for a run and for a merge of shards alike: report.json,
+/// junit.xml, the allowlist update under its lock, summary.md, report.html, the terminal
+/// summary and the history line. A replayed run leaves the allowlist alone and writes
+/// the allowlist its evidence would have produced beside its report
+/// (`allowlist.replayed.json`), so a replay can be compared with a live run.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn conclude(
+    global: &Global,
+    result: &RunResult,
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    replayed: Option<PathBuf>,
+    destination: Destination,
+    valid_for: Duration,
+    recorders: &[Arc<Recorder>],
+) -> anyhow::Result<()> {
+    let result = result.clone();
     // report.json first: it is the evidence the allowlist entries point to.
-    let report_path = report::json::write(&result, &suites, &targets)
+    let report_path = report::json::write(&result, suites, targets)
         .with_context(|| format!("cannot write the report in {}", result.dir.display()))?;
     report::junit::write(&result.dir, &result.run_id)
         .with_context(|| format!("cannot write junit.xml in {}", result.dir.display()))?;
@@ -311,7 +456,16 @@ async fn execute(
         Destination::Demo => result.dir.join("allowlist.json"),
     };
     let mut update_error = None;
-    let decision = if let Some(TapeMode::Replay(dir)) = &tape {
+    let decision = if let Some(dir) = &replayed {
+        write_replayed_allowlist(
+            &allowlist_path,
+            &result,
+            suites,
+            targets,
+            &report_path,
+            valid_for,
+            destination,
+        )?;
         RunOutcome::untouched(
             &allowlist_path,
             &result,
@@ -320,10 +474,10 @@ async fn execute(
     } else if result.complete {
         let changes = allowlist::changes_from_run(
             &result,
-            &suites,
-            &targets,
+            suites,
+            targets,
             &report_path,
-            common.valid_for,
+            valid_for,
             destination,
         );
         match allowlist::update(&allowlist_path, &changes) {
@@ -342,7 +496,7 @@ async fn execute(
                         allowlist_path.display()
                     );
                 }
-                RunOutcome::applied(&allowlist_path, &result, &targets, &changes, &updated)
+                RunOutcome::applied(&allowlist_path, &result, targets, &changes, &updated)
             }
             // The file is replaced by rename or not at all: a failed update left it as
             // it was. The reports still say so before the error ends the command.
@@ -368,11 +522,11 @@ async fn execute(
     };
     report::markdown::write(&result.dir, &result, &decision)
         .with_context(|| format!("cannot write summary.md in {}", result.dir.display()))?;
-    let page = report::html::write(&result, &targets, &decision)
+    let page = report::html::write(&result, targets, &decision)
         .with_context(|| format!("cannot write report.html in {}", result.dir.display()))?;
     print!("{}", report::terminal::summary(&result));
     if !result.complete {
-        println!("\n{}", interrupted_counts(&result, &targets));
+        println!("\n{}", interrupted_counts(&result, targets));
     }
     println!(
         "\nreport: {} (for people: {})",
@@ -381,7 +535,7 @@ async fn execute(
     );
     println!("results: {}", result.dir.join("results.jsonl").display());
 
-    for recorder in &recorders {
+    for recorder in recorders {
         println!("tape: {}", recorder.finish()?.display());
     }
     let simulated: Vec<&str> = targets
@@ -407,8 +561,8 @@ async fn execute(
     }
     // A conclusive run of real answers goes into the history; a replay or an interrupted
     // run says nothing new about the providers.
-    if result.complete && !matches!(tape, Some(TapeMode::Replay(_))) {
-        let lines = conform::history::lines_from_run(&result, &suites, &targets, &report_path);
+    if result.complete && replayed.is_none() {
+        let lines = conform::history::lines_from_run(&result, suites, targets, &report_path);
         if let Err(e) = conform::history::append(&super::history::history_path(global), &lines) {
             eprintln!("warning: {e}");
         }
@@ -416,8 +570,33 @@ async fn execute(
     if let Some(e) = update_error {
         return Err(e.into());
     }
-    let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
-    Ok(Some((result, config_error)))
+    Ok(())
+}
+
+/// The allowlist a replayed run's evidence would have written, from the current one:
+/// REPORT_DIR/allowlist.replayed.json. The allowlist itself is never touched by a replay.
+fn write_replayed_allowlist(
+    allowlist_path: &Path,
+    result: &RunResult,
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    report_path: &Path,
+    valid_for: Duration,
+    destination: Destination,
+) -> anyhow::Result<()> {
+    let would = result.dir.join("allowlist.replayed.json");
+    match std::fs::read(allowlist_path) {
+        Ok(bytes) => std::fs::write(&would, bytes)
+            .with_context(|| format!("cannot write {}", would.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot read {}", allowlist_path.display()));
+        }
+    }
+    let changes =
+        allowlist::changes_from_run(result, suites, targets, report_path, valid_for, destination);
+    allowlist::update(&would, &changes)?;
+    Ok(())
 }
 
 /// A missing key, placed at the provider file's `api_key_env` line.
@@ -446,7 +625,7 @@ fn interrupted_counts(result: &RunResult, targets: &[Arc<Target>]) -> String {
     )
 }
 
-fn exit_code(result: &RunResult, config_error: bool) -> u8 {
+pub(super) fn exit_code(result: &RunResult, config_error: bool) -> u8 {
     if config_error {
         EXIT_CONFIG
     } else if !result.complete {
