@@ -33,6 +33,7 @@ pub mod latency;
 pub mod ledger;
 pub mod merge;
 pub mod orchestrator;
+pub mod plan;
 pub mod probe;
 pub mod provider;
 pub mod report;

@@ -87,6 +87,22 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
             )))
         })
         .collect();
+    // The estimate the reports set beside the actual cost, when a provider is priced.
+    let estimate = if targets.iter().any(|t| t.endpoint.config.pricing.is_some()) {
+        let configs: Vec<_> = targets
+            .iter()
+            .map(|t| Arc::clone(&t.endpoint.config))
+            .collect();
+        match super::plan::make(&suites, &configs, plan.options.repeats, None) {
+            Ok(estimate) => Some(estimate),
+            Err(problems) => {
+                print_problems(&problems);
+                return Ok(EXIT_CONFIG);
+            }
+        }
+    } else {
+        None
+    };
     let suite_index: HashMap<&str, usize> = suites
         .iter()
         .enumerate()
@@ -127,7 +143,7 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
         .filter_map(|r| parse(&r.manifest.started_at))
         .min()
         .unwrap_or_else(time::OffsetDateTime::now_utc);
-    let result = RunResult {
+    let mut result = RunResult {
         run_id,
         dir,
         started_at,
@@ -140,6 +156,9 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
             true,
         ),
     };
+    if let Some(estimate) = &estimate {
+        conform::plan::attach_estimates(&mut result.verdicts, estimate);
+    }
     println!(
         "merged {} shard{} of {} into run {}",
         reports.len(),

@@ -22,6 +22,7 @@ mod export;
 mod gate;
 mod history;
 mod merge;
+mod plan;
 mod probe;
 mod run;
 mod scenarios;
@@ -131,6 +132,20 @@ one the evidence would write goes to REPORT_DIR/allowlist.replayed.json.\n\n\
 Exit codes: as `conform run`: 0 conformant, 1 not conformant, 2 configuration error, 3 \
 inconclusive or refused.")]
     Merge(merge::MergeArgs),
+    /// What a run would send and cost: per provider and suite the calls, the exact prompt
+    /// tokens, the output-token ceiling and the cost range from `[pricing]`. Sends nothing.
+    #[command(after_help = "Examples:\n  \
+conform plan                                every non-simulated provider, every suite\n  \
+conform plan openai --suite ticket-triage --repeats 5\n  \
+conform plan openai --format json           every case's prompt tokens and cost range\n  \
+conform run openai --dry-run                the same, from `run`\n  \
+conform run openai --budget 2.50            stop before the spend could pass $2.50\n\n\
+Prices come from the provider file:\n  [pricing]\n  input_per_mtok = 0.15          # USD per million prompt tokens\n  \
+output_per_mtok = 0.60\n  cached_input_per_mtok = 0.075  # where the vendor bills cached prompt tokens apart\n\n\
+A call's range runs from every prompt token at the cheapest input price with no output, to the \
+full input price plus max_tokens of output. Prompts no local tokenizer counts exactly are marked \
+≈ and their range widened by 25%.")]
+    Plan(plan::PlanArgs),
     /// Validate every provider, suite, schema and case offline, listing every problem.
     Check(check::CheckArgs),
     /// Exit 0 if the allowlist permits failover to PROVIDER for SUITE, 1 with the reason if not.
@@ -193,6 +208,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Run(args) => run::run(&cli.global, args).await,
         Command::Demo(args) => run::demo(&cli.global, args).await,
         Command::Merge(args) => merge::merge(&cli.global, args).await,
+        Command::Plan(args) => plan::plan(&cli.global, args),
         Command::Check(args) => check::check(&cli.global, args),
         Command::Gate(args) => gate::gate(&cli.global, args),
         Command::Allowlist(args) => allowlist::allowlist(&cli.global, args),

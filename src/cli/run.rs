@@ -13,6 +13,7 @@ use conform::provider::tape::{Recorder, Replayer};
 use conform::provider::transport::{Endpoint, Tape, Transport};
 use conform::provider::wire_format;
 use conform::report;
+use conform::run::budget::Budget;
 use conform::run::shard::{self, Manifest, Plan, PlanOptions, Shard};
 use conform::run::{self, PreparedSuite, RunOptions, RunResult, Target};
 use conform::sim::{AnswerBook, SimServer};
@@ -46,6 +47,15 @@ pub struct RunArgs {
     /// into one run and decides.
     #[arg(long, value_name = "K/N")]
     pub shard: Option<Shard>,
+    /// Send nothing: print the plan (as `conform plan` does) and exit.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Stop before the spend can exceed USD: no call starts whose ceiling (prompt tokens at
+    /// the full input price plus max_tokens of output) could take it over; the calls in
+    /// flight finish and the run ends inconclusive (exit 3), nothing allowlisted. Every
+    /// provider needs [pricing].
+    #[arg(long, value_name = "USD")]
+    pub budget: Option<f64>,
 }
 
 /// Where a run's answers go besides the reports, or come from instead of the network.
@@ -109,6 +119,33 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
             p.base_url = url.trim_end_matches('/').to_string();
         }
     }
+    if args.dry_run {
+        return Ok(super::plan::print(
+            workspace,
+            args.common.repeats,
+            args.shard,
+            super::plan::Format::Text,
+        ));
+    }
+    if let Some(budget) = args.budget {
+        if !(budget.is_finite() && budget >= 0.0) {
+            eprintln!("error: --budget {budget} is not an amount of USD");
+            return Ok(EXIT_CONFIG);
+        }
+        let unpriced: Vec<String> = workspace
+            .providers
+            .iter()
+            .filter(|p| p.pricing.is_none())
+            .map(|p| p.file.display().to_string())
+            .collect();
+        if !unpriced.is_empty() {
+            eprintln!(
+                "error: --budget needs the price of every call: add [pricing] (input_per_mtok, output_per_mtok, USD per million tokens) to {}",
+                unpriced.join(", ")
+            );
+            return Ok(EXIT_CONFIG);
+        }
+    }
     let tape = match (args.record, args.replay) {
         (Some(dir), _) => Some(TapeMode::Record(dir)),
         (None, Some(dir)) => Some(TapeMode::Replay(dir)),
@@ -121,6 +158,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
         tape,
         Destination::Real,
         args.shard,
+        args.budget,
     )
     .await?;
     let shard = args.shard.is_some();
@@ -154,6 +192,7 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<u8> {
         &args.common,
         None,
         Destination::Demo,
+        None,
         None,
     )
     .await?
@@ -227,6 +266,7 @@ async fn execute(
     tape: Option<TapeMode>,
     destination: Destination,
     shard: Option<Shard>,
+    budget: Option<f64>,
 ) -> anyhow::Result<Option<(RunResult, bool)>> {
     let suites = match run::prepare(workspace.suites) {
         Ok(suites) => suites,
@@ -284,6 +324,36 @@ async fn execute(
         return Ok(None);
     }
 
+    // The estimate the reports set beside the actual cost, when a provider is priced.
+    let estimate = if ready.iter().any(|(c, _, _)| c.pricing.is_some()) {
+        let counted: Vec<_> = ready
+            .iter()
+            .map(|(c, _, counter)| (Arc::new(c.clone()), counter.clone()))
+            .collect();
+        match conform::plan::plan(&suites, &counted, common.repeats, shard) {
+            Ok(plan) => Some(plan),
+            Err(problems) => {
+                print_problems(&problems);
+                return Ok(None);
+            }
+        }
+    } else {
+        None
+    };
+    if let (Some(limit), Some(high)) = (budget, estimate.as_ref().and_then(|p| p.cost)) {
+        println!(
+            "budget: {} USD; the plan costs {} – {}{}",
+            limit,
+            conform::plan::usd(high.low),
+            conform::plan::usd(high.high),
+            if high.high > limit {
+                ": the run stops before a call could take the spend over the budget"
+            } else {
+                ""
+            }
+        );
+    }
+    let budget = budget.map(|limit| Arc::new(Budget::new(limit)));
     let transport = Transport::new()?;
     let mut targets = Vec::new();
     let mut recorders = Vec::new();
@@ -324,15 +394,18 @@ async fn execute(
         max_transport_error_share: common.max_transport_errors,
         progress: !common.no_progress,
         shard,
-        budget: None,
+        budget: budget.clone(),
     };
     let plan_options = PlanOptions {
         repeats: common.repeats,
         max_transport_error_share: common.max_transport_errors,
         stream: common.stream,
     };
-    let result = run::execute(&suites, &targets, &options, interrupted()).await?;
+    let mut result = run::execute(&suites, &targets, &options, interrupted()).await?;
     drop(sims);
+    if let Some(plan) = &estimate {
+        conform::plan::attach_estimates(&mut result.verdicts, plan);
+    }
     let replayed = match &tape {
         Some(TapeMode::Replay(dir)) => Some(dir.clone()),
         _ => None,
@@ -355,6 +428,14 @@ async fn execute(
         common.valid_for,
         &recorders,
     )?;
+    if let Some(budget) = budget.filter(|b| b.stopped()) {
+        println!(
+            "budget: stopped before a call could take the spend over {} USD ({} spent by the calls' usage); \
+             the run is inconclusive and nothing was allowlisted",
+            budget.limit(),
+            conform::plan::usd(budget.spent())
+        );
+    }
     let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
     Ok(Some((result, config_error)))
 }

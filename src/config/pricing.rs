@@ -85,6 +85,47 @@ impl Pricing {
     }
 }
 
+/// What one (suite, provider) cost, beside what the plan said it would: the run's
+/// reports show both.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PairCost {
+    pub pricing: Pricing,
+    /// The plan's range for the pair's planned calls, when it was made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<CostRange>,
+    /// USD by the usage the calls reported (prompt tokens at the full input price).
+    pub actual_usd: f64,
+    pub prompt_tokens: u64,
+    pub output_tokens: u64,
+    /// Calls that came back without a usage count: their cost is not in `actual_usd`.
+    pub calls_without_usage: u64,
+}
+
+impl PairCost {
+    pub fn new(pricing: Pricing) -> PairCost {
+        PairCost {
+            pricing,
+            estimate: None,
+            actual_usd: 0.0,
+            prompt_tokens: 0,
+            output_tokens: 0,
+            calls_without_usage: 0,
+        }
+    }
+
+    /// Adds one call's reported usage; a call not sent is no call.
+    pub fn add(&mut self, prompt_tokens: Option<u64>, output_tokens: Option<u64>) {
+        match (prompt_tokens, output_tokens) {
+            (Some(p), Some(o)) => {
+                self.prompt_tokens += p;
+                self.output_tokens += o;
+                self.actual_usd += self.pricing.cost(p, o);
+            }
+            _ => self.calls_without_usage += 1,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@ use super::{PairVerdict, PreparedSuite, Target};
 use crate::check::stability::Stability;
 use crate::check::tool_metrics::ToolMetrics;
 use crate::config::Suite;
+use crate::config::pricing::PairCost;
 use crate::verdict::{Policy, Tally};
 
 /// One tally per (provider, suite), provider-major, for the pairs the plan holds.
@@ -51,6 +52,7 @@ impl Tallies {
                     planned_calls(&s.suite, repeats(&s.suite), shard),
                 );
                 tally.slo = target.endpoint.config.slo.and(s.suite.slo);
+                tally.cost = target.endpoint.config.pricing.map(PairCost::new);
                 let spec = &s.suite.stability;
                 if repeats(&s.suite) > 1
                     || spec.min_agreement.is_some()
