@@ -25,6 +25,7 @@ pub mod allowlist;
 #[doc(hidden)]
 pub mod broken;
 pub mod check;
+pub mod ci;
 pub mod config;
 pub mod digest;
 pub mod export;

@@ -18,6 +18,7 @@ macro_rules! print {
 mod allocator;
 mod allowlist;
 mod check;
+mod ci;
 mod export;
 mod gate;
 mod history;
@@ -146,6 +147,8 @@ A call's range runs from every prompt token at the cheapest input price with no 
 full input price plus max_tokens of output. Prompts no local tokenizer counts exactly are marked \
 ≈ and their range widened by 25%.")]
     Plan(plan::PlanArgs),
+    /// For CI jobs: the pull-request comment body after a merged run (see docs/ci.md).
+    Ci(ci::CiArgs),
     /// Validate every provider, suite, schema and case offline, listing every problem.
     Check(check::CheckArgs),
     /// Exit 0 if the allowlist permits failover to PROVIDER for SUITE, 1 with the reason if not.
@@ -209,6 +212,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Demo(args) => run::demo(&cli.global, args).await,
         Command::Merge(args) => merge::merge(&cli.global, args).await,
         Command::Plan(args) => plan::plan(&cli.global, args),
+        Command::Ci(args) => ci::ci(&cli.global, args),
         Command::Check(args) => check::check(&cli.global, args),
         Command::Gate(args) => gate::gate(&cli.global, args),
         Command::Allowlist(args) => allowlist::allowlist(&cli.global, args),

@@ -227,7 +227,7 @@ pub fn render(plan: &Plan) -> String {
         Some(c) => {
             let _ = writeln!(
                 out,
-                "\ntotal: {calls} calls, {} – {} USD (the low end: every prompt token at the \
+                "\ntotal: {calls} calls, {} – {} (the low end: every prompt token at the \
                  cheapest input price and no output; the high end: the full input price and \
                  max_tokens of output on every call)",
                 usd(c.low),
