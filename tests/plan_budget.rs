@@ -227,23 +227,7 @@ async fn a_budget_below_the_plan_stops_within_a_wave_and_allowlists_nothing() {
     );
 
     let sent = server.received_requests().await.unwrap().len() - sent_before;
-    // No call started whose ceiling could take the spend over the budget: at most as many
-    // as the cheapest ceilings that fit, and the run stopped well short of the plan.
-    let mut sorted = highs.clone();
-    sorted.sort_by(f64::total_cmp);
-    let mut fit = 0;
-    let mut sum = 0.0;
-    for h in sorted {
-        if sum + h > budget {
-            break;
-        }
-        sum += h;
-        fit += 1;
-    }
-    assert!(
-        sent >= 1 && sent <= fit,
-        "sent {sent}, {fit} fit in the budget"
-    );
+    assert!(sent >= 1, "the budget allowed some calls");
     assert!(sent < 26);
     let report: Value =
         serde_json::from_slice(&std::fs::read(run_dir(&out).join("report.json")).unwrap()).unwrap();
@@ -253,6 +237,14 @@ async fn a_budget_below_the_plan_stops_within_a_wave_and_allowlists_nothing() {
         .as_f64()
         .unwrap();
     assert!(actual <= budget, "spent {actual} of {budget}");
+    // It stopped when the next call's ceiling no longer fitted beside the calls in
+    // flight (at most `concurrency` = 8 of them), not while a wave's worth of room was left.
+    let max_high = highs.iter().copied().fold(0.0, f64::max);
+    assert!(
+        budget - actual < 9.0 * max_high,
+        "stopped with {} of {budget} left",
+        budget - actual
+    );
     let not_sent = report["calls"]
         .as_array()
         .unwrap()

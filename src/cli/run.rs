@@ -44,7 +44,8 @@ pub struct RunArgs {
     /// Run only shard K of N: the cases whose digest of (suite, case id) falls in K, the
     /// same split on every machine. Writes REPORTS/shards/shard-K-of-N/ (records and a
     /// manifest) and never the allowlist or history: `conform merge` joins the shards
-    /// into one run and decides.
+    /// into one run and decides. Exits 0 when the share is recorded whole, 3 when
+    /// interrupted, 2 on a configuration error.
     #[arg(long, value_name = "K/N")]
     pub shard: Option<Shard>,
     /// Send nothing: print the plan (as `conform plan` does) and exit.

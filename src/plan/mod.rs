@@ -260,3 +260,92 @@ pub fn usd(v: f64) -> String {
         format!("${v:.4}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::pricing::{PairCost, Pricing};
+    use crate::verdict::{Tally, Verdict};
+
+    const PRICE: Pricing = Pricing {
+        input_per_mtok: 1.0,
+        output_per_mtok: 2.0,
+        cached_input_per_mtok: None,
+    };
+
+    fn pair(provider: &str, cost: Option<CostRange>, exact: bool) -> PairPlan {
+        PairPlan {
+            suite: "s".into(),
+            provider: provider.into(),
+            tokenizer: "tiktoken:o200k_base".into(),
+            calls: 2,
+            prompt_tokens: 200,
+            exact,
+            max_output_tokens: 10,
+            output_ceiling: 20,
+            cost,
+            cases: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_table_names_the_range_or_the_missing_prices() {
+        let range = CostRange {
+            low: 0.0002,
+            high: 0.00024,
+        };
+        let priced = Plan {
+            pairs: vec![pair("a", Some(range), true)],
+            cost: Some(range),
+            unpriced: Vec::new(),
+        };
+        let text = render(&priced);
+        assert!(
+            text.contains(
+                "s      a              2             200              20  $0.0002 – $0.0002"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("total: 2 calls, $0.0002 – $0.0002"), "{text}");
+        assert!(!text.contains('≈'), "{text}");
+        let unpriced = Plan {
+            pairs: vec![pair("b", None, false)],
+            cost: None,
+            unpriced: vec!["b".into()],
+        };
+        let text = render(&unpriced);
+        assert!(
+            text.contains("no [pricing]") && text.contains("no cost for b"),
+            "{text}"
+        );
+        assert!(text.contains("≈200"), "{text}");
+        assert_eq!(usd(1234.5), "$1234.50");
+    }
+
+    #[test]
+    fn estimates_go_to_the_pairs_they_were_made_for() {
+        let range = CostRange {
+            low: 1.0,
+            high: 2.0,
+        };
+        let plan = Plan {
+            pairs: vec![pair("a", Some(range), true)],
+            cost: Some(range),
+            unpriced: Vec::new(),
+        };
+        let verdict = |provider: &str| PairVerdict {
+            verdict: Verdict::Conformant,
+            reasons: Vec::new(),
+            tally: Tally {
+                cost: Some(PairCost::new(PRICE)),
+                ..Tally::new("s", provider, 2)
+            },
+            suite_index: 0,
+            provider_index: 0,
+        };
+        let mut verdicts = vec![verdict("a"), verdict("other")];
+        attach_estimates(&mut verdicts, &plan);
+        assert_eq!(verdicts[0].tally.cost.unwrap().estimate, Some(range));
+        assert_eq!(verdicts[1].tally.cost.unwrap().estimate, None);
+    }
+}
