@@ -130,6 +130,8 @@ fn one(calls: u64, uri: &str) {
             repeats: None,
             max_transport_error_share: 0.1,
             progress: false,
+            shard: None,
+            budget: None,
         };
         let started = Instant::now();
         let result = run::execute(&suites, &targets, &options, std::future::pending())

@@ -25,13 +25,16 @@ pub mod allowlist;
 #[doc(hidden)]
 pub mod broken;
 pub mod check;
+pub mod ci;
 pub mod config;
 pub mod digest;
 pub mod export;
 pub mod history;
 pub mod latency;
 pub mod ledger;
+pub mod merge;
 pub mod orchestrator;
+pub mod plan;
 pub mod probe;
 pub mod provider;
 pub mod report;

@@ -15,6 +15,7 @@ use crate::check::record::CallRecord;
 use crate::check::stability::Stability;
 use crate::check::tool_metrics::ToolMetrics;
 use crate::config::Slo;
+use crate::config::pricing::PairCost;
 use crate::config::simulation::ExpectedVerdict;
 use crate::latency::{self, Histogram};
 use crate::provider::Effect;
@@ -113,6 +114,10 @@ pub struct Tally {
     /// `[tool_calls]` thresholds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<ToolMetrics>,
+    /// What the calls cost by their usage, beside the plan's estimate, when the provider
+    /// file has `[pricing]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<PairCost>,
 }
 
 /// Latency percentiles of one (suite, provider), from histograms of bounded size.
@@ -141,6 +146,9 @@ impl Tally {
         if record.not_run.is_some() {
             self.not_run += 1;
             return;
+        }
+        if let Some(cost) = &mut self.cost {
+            cost.add(record.usage.prompt_tokens, record.usage.output_tokens);
         }
         self.retries += u64::from(record.retries);
         // A call was timed when its first byte was: a replayed answer was not sent at all.

@@ -83,6 +83,8 @@ async fn verdict(suite: Suite, flip: bool, dir: &Path) -> run::PairVerdict {
         repeats: None,
         max_transport_error_share: 1.0,
         progress: false,
+        shard: None,
+        budget: None,
     };
     let prepared = Arc::new(PreparedSuite::new(suite).unwrap());
     let result = run::execute(

@@ -263,6 +263,8 @@ async fn run(suite: Suite, config: ProviderConfig, reports: &Path) -> Vec<Value>
         repeats: None,
         max_transport_error_share: 1.0,
         progress: false,
+        shard: None,
+        budget: None,
     };
     let prepared = Arc::new(PreparedSuite::new(suite).unwrap());
     run::execute(

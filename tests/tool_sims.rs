@@ -98,6 +98,8 @@ async fn run_once(
         repeats: None,
         max_transport_error_share: 0.1,
         progress: false,
+        shard: None,
+        budget: None,
     };
     let result = run::execute(
         std::slice::from_ref(suite),

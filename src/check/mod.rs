@@ -20,14 +20,14 @@ pub mod tool_metrics;
 pub mod tool_text;
 pub mod transport;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::{Answer, Case, Diagnostics, ProviderConfig, Suite};
 use crate::provider::{CallError, Reply};
 
 /// How one check went on one call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Pass,
@@ -45,6 +45,79 @@ pub struct Finding {
     /// The JSON pointer (instance path) the finding concerns, when it concerns one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+}
+
+/// A [`Finding`] as a results file holds it (`conform merge` reads them back).
+#[derive(Deserialize)]
+struct FindingFile {
+    code: String,
+    message: String,
+    #[serde(default)]
+    path: Option<String>,
+}
+
+// By hand: a derive would borrow the `&'static str` from the input.
+impl<'de> Deserialize<'de> for Finding {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        FindingFile::deserialize(d).map(Into::into)
+    }
+}
+
+impl<'de> Deserialize<'de> for Outcome {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        OutcomeFile::deserialize(d).map(Into::into)
+    }
+}
+
+impl From<FindingFile> for Finding {
+    fn from(f: FindingFile) -> Self {
+        Finding {
+            code: static_name(f.code),
+            message: f.message,
+            path: f.path,
+        }
+    }
+}
+
+/// An [`Outcome`] as a results file holds it.
+#[derive(Deserialize)]
+struct OutcomeFile {
+    check: String,
+    status: Status,
+    #[serde(default)]
+    findings: Vec<Finding>,
+    #[serde(default)]
+    tool_calls: Option<tool_calls::ToolSummary>,
+}
+
+impl From<OutcomeFile> for Outcome {
+    fn from(o: OutcomeFile) -> Self {
+        Outcome {
+            check: static_name(o.check),
+            status: o.status,
+            findings: o.findings,
+            tool_calls: o.tool_calls,
+        }
+    }
+}
+
+/// A check name or finding code read back from a results file, as the `&'static str`
+/// the checks use. Each distinct name is leaked once and reused, so memory grows with
+/// the number of distinct codes, not of records.
+fn static_name(name: String) -> &'static str {
+    use std::collections::BTreeSet;
+    use std::sync::{Mutex, OnceLock};
+    static NAMES: OnceLock<Mutex<BTreeSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(known) = names.get(name.as_str()) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.into_boxed_str());
+    names.insert(leaked);
+    leaked
 }
 
 impl Finding {

@@ -1,6 +1,6 @@
 //! One line of `results.jsonl`: one call of one case to one provider.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::check::Outcome;
 use crate::provider::{CallError, Finish, ToolCall, Usage};
@@ -8,7 +8,7 @@ use crate::provider::{CallError, Finish, ToolCall, Usage};
 /// Longest answer text kept in a record.
 pub const MAX_OUTPUT: usize = 4096;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallRecord {
     pub suite: String,
     pub case: String,
@@ -43,7 +43,7 @@ pub struct CallRecord {
     /// The answer text, cut at [`MAX_OUTPUT`] bytes.
     pub output: Option<String>,
     /// The tool calls the answer made.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
     /// Digest of the whole answer: canonical JSON when it parses, its bytes otherwise.
     /// Repeats agree when their digests are equal.

@@ -118,11 +118,11 @@ impl Stability {
         }
         self.sum_agreement += agreement;
         self.mean_agreement = self.sum_agreement / self.cases as f64;
-        if self
-            .least_stable
-            .as_ref()
-            .is_none_or(|l| agreement < l.agreement)
-        {
+        // Ties go to the first case id, not the first to arrive: a run's cases finish in
+        // any order, and a sharded run merged must read as the unsharded one.
+        if self.least_stable.as_ref().is_none_or(|l| {
+            agreement < l.agreement || (agreement == l.agreement && case < l.case.as_str())
+        }) {
             self.least_stable = Some(CaseAgreement {
                 case: case.to_string(),
                 agreement,

@@ -41,7 +41,7 @@ pub const NAME: &str = "tool_calls";
 const MAX_ERRORS_PER_CALL: usize = 8;
 
 /// What one answer adds to the suite's tool measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ToolSummary {
     /// Whether the case expects a call; `None` when the request declares no tools.
     pub expected_call: Option<bool>,

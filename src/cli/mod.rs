@@ -18,9 +18,12 @@ macro_rules! print {
 mod allocator;
 mod allowlist;
 mod check;
+mod ci;
 mod export;
 mod gate;
 mod history;
+mod merge;
+mod plan;
 mod probe;
 mod run;
 mod scenarios;
@@ -103,7 +106,8 @@ conform run openai                      one provider, every suite\n  \
 conform run vllm --suite ticket-triage  one provider, one suite\n  \
 conform run openai --base-url http://127.0.0.1:8080   another address for one provider\n  \
 conform run openai --record tapes       also keep the answers, sanitized\n  \
-conform run openai --replay tapes       re-check them: no network, no key, no allowlist change\n\n\
+conform run openai --replay tapes       re-check them: no network, no key, no allowlist change\n  \
+conform run openai --shard 2/4          one CI job's share; then `conform merge reports/shards`\n\n\
 Exit codes: 0 every provider conformant, 1 a provider is not conformant, 2 usage or \
 configuration error, 3 inconclusive (unreachable, auth failed, too many transport errors, \
 interrupted): an inconclusive run changes nothing in the allowlist.")]
@@ -115,6 +119,36 @@ interrupted): an inconclusive run changes nothing in the allowlist.")]
 providers must be caught, the faithful ones allowlisted."
     )]
     Demo(run::DemoArgs),
+    /// Join the shard reports of `run --shard K/N` into one run: verdicts over every call,
+    /// every report, one allowlist update, one history line.
+    #[command(after_help = "Examples:\n  \
+conform run openai --shard 1/2 && conform run openai --shard 2/2\n  \
+conform merge reports/shards                      every shard folder under it\n  \
+conform merge shard-1-of-2 shard-2-of-2           folders downloaded from CI jobs\n\n\
+The merge refuses (exit 3, nothing written, the allowlist untouched) when a shard is missing \
+or given twice, was interrupted, or when the shards disagree on the conform version or the run \
+plan (suite and provider digests, cases, repeats, options), or the workspace here plans another \
+run. Shards replayed from tapes merge into a replayed run: the allowlist stays untouched and the \
+one the evidence would write goes to REPORT_DIR/allowlist.replayed.json.\n\n\
+Exit codes: as `conform run`: 0 conformant, 1 not conformant, 2 configuration error, 3 \
+inconclusive or refused.")]
+    Merge(merge::MergeArgs),
+    /// What a run would send and cost: per provider and suite the calls, the exact prompt
+    /// tokens, the output-token ceiling and the cost range from `[pricing]`. Sends nothing.
+    #[command(after_help = "Examples:\n  \
+conform plan                                every non-simulated provider, every suite\n  \
+conform plan openai --suite ticket-triage --repeats 5\n  \
+conform plan openai --format json           every case's prompt tokens and cost range\n  \
+conform run openai --dry-run                the same, from `run`\n  \
+conform run openai --budget 2.50            stop before the spend could pass $2.50\n\n\
+Prices come from the provider file:\n  [pricing]\n  input_per_mtok = 0.15          # USD per million prompt tokens\n  \
+output_per_mtok = 0.60\n  cached_input_per_mtok = 0.075  # where the vendor bills cached prompt tokens apart\n\n\
+A call's range runs from every prompt token at the cheapest input price with no output, to the \
+full input price plus max_tokens of output. Prompts no local tokenizer counts exactly are marked \
+≈ and their range widened by 25%.")]
+    Plan(plan::PlanArgs),
+    /// For CI jobs: the pull-request comment body after a merged run (see docs/ci.md).
+    Ci(ci::CiArgs),
     /// Validate every provider, suite, schema and case offline, listing every problem.
     Check(check::CheckArgs),
     /// Exit 0 if the allowlist permits failover to PROVIDER for SUITE, 1 with the reason if not.
@@ -176,6 +210,9 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Run(args) => run::run(&cli.global, args).await,
         Command::Demo(args) => run::demo(&cli.global, args).await,
+        Command::Merge(args) => merge::merge(&cli.global, args).await,
+        Command::Plan(args) => plan::plan(&cli.global, args),
+        Command::Ci(args) => ci::ci(&cli.global, args),
         Command::Check(args) => check::check(&cli.global, args),
         Command::Gate(args) => gate::gate(&cli.global, args),
         Command::Allowlist(args) => allowlist::allowlist(&cli.global, args),

@@ -13,7 +13,9 @@ use conform::provider::tape::{Recorder, Replayer};
 use conform::provider::transport::{Endpoint, Tape, Transport};
 use conform::provider::wire_format;
 use conform::report;
-use conform::run::{self, RunOptions, RunResult, Target};
+use conform::run::budget::Budget;
+use conform::run::shard::{self, Manifest, Plan, PlanOptions, Shard};
+use conform::run::{self, PreparedSuite, RunOptions, RunResult, Target};
 use conform::sim::{AnswerBook, SimServer};
 use conform::tokenize::Counter;
 use conform::verdict::Verdict;
@@ -39,6 +41,22 @@ pub struct RunArgs {
     /// about the provider today, so it never touches the allowlist.
     #[arg(long, value_name = "DIR")]
     pub replay: Option<PathBuf>,
+    /// Run only shard K of N: the cases whose digest of (suite, case id) falls in K, the
+    /// same split on every machine. Writes REPORTS/shards/shard-K-of-N/ (records and a
+    /// manifest) and never the allowlist or history: `conform merge` joins the shards
+    /// into one run and decides. Exits 0 when the share is recorded whole, 3 when
+    /// interrupted, 2 on a configuration error.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<Shard>,
+    /// Send nothing: print the plan (as `conform plan` does) and exit.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Stop before the spend can exceed USD: no call starts whose ceiling (prompt tokens at
+    /// the full input price plus max_tokens of output) could take it over; the calls in
+    /// flight finish and the run ends inconclusive (exit 3), nothing allowlisted. Every
+    /// provider needs [pricing].
+    #[arg(long, value_name = "USD")]
+    pub budget: Option<f64>,
 }
 
 /// Where a run's answers go besides the reports, or come from instead of the network.
@@ -102,14 +120,58 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
             p.base_url = url.trim_end_matches('/').to_string();
         }
     }
+    if args.dry_run {
+        return Ok(super::plan::print(
+            workspace,
+            args.common.repeats,
+            args.shard,
+            super::plan::Format::Text,
+        ));
+    }
+    if let Some(budget) = args.budget {
+        if !(budget.is_finite() && budget >= 0.0) {
+            eprintln!("error: --budget {budget} is not an amount of USD");
+            return Ok(EXIT_CONFIG);
+        }
+        let unpriced: Vec<String> = workspace
+            .providers
+            .iter()
+            .filter(|p| p.pricing.is_none())
+            .map(|p| p.file.display().to_string())
+            .collect();
+        if !unpriced.is_empty() {
+            eprintln!(
+                "error: --budget needs the price of every call: add [pricing] (input_per_mtok, output_per_mtok, USD per million tokens) to {}",
+                unpriced.join(", ")
+            );
+            return Ok(EXIT_CONFIG);
+        }
+    }
     let tape = match (args.record, args.replay) {
         (Some(dir), _) => Some(TapeMode::Record(dir)),
         (None, Some(dir)) => Some(TapeMode::Replay(dir)),
         (None, None) => None,
     };
-    let result = execute(global, workspace, &args.common, tape, Destination::Real).await?;
+    let result = execute(
+        global,
+        workspace,
+        &args.common,
+        tape,
+        Destination::Real,
+        args.shard,
+        args.budget,
+    )
+    .await?;
+    let shard = args.shard.is_some();
     Ok(result.map_or(EXIT_CONFIG, |(result, config_error)| {
-        exit_code(&result, config_error)
+        // A shard's partial verdicts decide nothing: it succeeds when its share is
+        // recorded whole, and the merge gives the run's exit code.
+        match (shard, config_error, result.complete) {
+            (true, true, _) => EXIT_CONFIG,
+            (true, false, false) => EXIT_INCONCLUSIVE,
+            (true, false, true) => EXIT_OK,
+            (false, ..) => exit_code(&result, config_error),
+        }
     }))
 }
 
@@ -131,6 +193,8 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<u8> {
         &args.common,
         None,
         Destination::Demo,
+        None,
+        None,
     )
     .await?
     else {
@@ -149,7 +213,7 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<u8> {
     }
 }
 
-fn load(global: &Global, providers: &[String], suites: &[String]) -> Option<Workspace> {
+pub(super) fn load(global: &Global, providers: &[String], suites: &[String]) -> Option<Workspace> {
     let selection = Selection {
         providers: providers.to_vec(),
         suites: suites.to_vec(),
@@ -177,6 +241,8 @@ async fn execute(
     common: &Common,
     tape: Option<TapeMode>,
     destination: Destination,
+    shard: Option<Shard>,
+    budget: Option<f64>,
 ) -> anyhow::Result<Option<(RunResult, bool)>> {
     let suites = match run::prepare(workspace.suites) {
         Ok(suites) => suites,
@@ -234,6 +300,36 @@ async fn execute(
         return Ok(None);
     }
 
+    // The estimate the reports set beside the actual cost, when a provider is priced.
+    let estimate = if ready.iter().any(|(c, _, _)| c.pricing.is_some()) {
+        let counted: Vec<_> = ready
+            .iter()
+            .map(|(c, _, counter)| (Arc::new(c.clone()), counter.clone()))
+            .collect();
+        match conform::plan::plan(&suites, &counted, common.repeats, shard) {
+            Ok(plan) => Some(plan),
+            Err(problems) => {
+                print_problems(&problems);
+                return Ok(None);
+            }
+        }
+    } else {
+        None
+    };
+    if let (Some(limit), Some(high)) = (budget, estimate.as_ref().and_then(|p| p.cost)) {
+        println!(
+            "budget: {} USD; the plan costs {} – {}{}",
+            limit,
+            conform::plan::usd(high.low),
+            conform::plan::usd(high.high),
+            if high.high > limit {
+                ": the run stops before a call could take the spend over the budget"
+            } else {
+                ""
+            }
+        );
+    }
+    let budget = budget.map(|limit| Arc::new(Budget::new(limit)));
     let transport = Transport::new()?;
     let mut targets = Vec::new();
     let mut recorders = Vec::new();
@@ -263,17 +359,148 @@ async fn execute(
     }
 
     let run_id = run::new_run_id();
+    let dir = match shard {
+        Some(shard) => shard_dir(global, shard),
+        None => global.reports_dir().join(&run_id),
+    };
     let options = RunOptions {
-        dir: global.reports_dir().join(&run_id),
+        dir,
         run_id,
         repeats: common.repeats,
         max_transport_error_share: common.max_transport_errors,
         progress: !common.no_progress,
+        shard,
+        budget: budget.clone(),
     };
-    let result = run::execute(&suites, &targets, &options, interrupted()).await?;
+    let plan_options = PlanOptions {
+        repeats: common.repeats,
+        max_transport_error_share: common.max_transport_errors,
+        stream: common.stream,
+    };
+    let mut result = run::execute(&suites, &targets, &options, interrupted()).await?;
     drop(sims);
+    if let Some(plan) = &estimate {
+        conform::plan::attach_estimates(&mut result.verdicts, plan);
+    }
+    let replayed = match &tape {
+        Some(TapeMode::Replay(dir)) => Some(dir.clone()),
+        _ => None,
+    };
+    if let Some(shard) = shard {
+        write_shard(&result, &suites, &targets, shard, plan_options, replayed)?;
+        for recorder in &recorders {
+            println!("tape: {}", recorder.finish()?.display());
+        }
+        let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
+        return Ok(Some((result, config_error)));
+    }
+    conclude(
+        global,
+        &result,
+        &suites,
+        &targets,
+        replayed,
+        destination,
+        common.valid_for,
+        &recorders,
+    )?;
+    if let Some(budget) = budget.filter(|b| b.stopped()) {
+        println!(
+            "budget: stopped before a call could take the spend over {} USD ({} spent by the calls' usage); \
+             the run is inconclusive and nothing was allowlisted",
+            budget.limit(),
+            conform::plan::usd(budget.spent())
+        );
+    }
+    let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
+    Ok(Some((result, config_error)))
+}
+
+/// Where shard K of N writes its report: one folder per shard, named for it, so a CI
+/// job uploads a known path and `conform merge REPORTS/shards` finds every one.
+fn shard_dir(global: &Global, shard: Shard) -> PathBuf {
+    global.reports_dir().join("shards").join(shard.folder())
+}
+
+/// A shard's report: its records are already in `results.jsonl`; the manifest says
+/// which run they belong to. No verdict, no allowlist, no history: the merge decides.
+fn write_shard(
+    result: &RunResult,
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    shard: Shard,
+    options: PlanOptions,
+    replayed: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let configs: Vec<_> = targets.iter().map(|t| t.endpoint.config.as_ref()).collect();
+    let plan = Plan::new(suites, &configs, options);
+    let calls: u64 = result
+        .verdicts
+        .iter()
+        .map(|v| v.tally.passed + v.tally.failed + v.tally.not_run)
+        .sum();
+    let manifest = Manifest {
+        format: shard::FORMAT.into(),
+        shard,
+        conform_version: env!("CARGO_PKG_VERSION").into(),
+        plan_digest: plan.digest(suites),
+        plan,
+        run_id: result.run_id.clone(),
+        started_at: rfc3339(result.started_at),
+        finished_at: rfc3339(result.finished_at),
+        complete: result.complete,
+        replayed_from: replayed,
+        calls,
+    };
+    let path = manifest.write(&result.dir).with_context(|| {
+        format!(
+            "cannot write the shard manifest in {}",
+            result.dir.display()
+        )
+    })?;
+    let planned: u64 = result.verdicts.iter().map(|v| v.tally.planned).sum();
+    println!(
+        "shard {shard}: {calls} of {planned} planned call{} recorded{}",
+        if planned == 1 { "" } else { "s" },
+        if result.complete {
+            ""
+        } else {
+            " (interrupted: the merge will refuse this shard)"
+        }
+    );
+    println!("shard report: {}", result.dir.display());
+    println!("manifest: {}", path.display());
+    println!(
+        "no verdict and no allowlist change from a shard: run every shard, then `conform merge {}`",
+        result.dir.parent().unwrap_or(&result.dir).display()
+    );
+    Ok(())
+}
+
+fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// Everything after the calls, for a run and for a merge of shards alike: report.json,
+/// junit.xml, the allowlist update under its lock, summary.md, report.html, the terminal
+/// summary and the history line. A replayed run leaves the allowlist alone and writes
+/// the allowlist its evidence would have produced beside its report
+/// (`allowlist.replayed.json`), so a replay can be compared with a live run.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn conclude(
+    global: &Global,
+    result: &RunResult,
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    replayed: Option<PathBuf>,
+    destination: Destination,
+    valid_for: Duration,
+    recorders: &[Arc<Recorder>],
+) -> anyhow::Result<()> {
+    let result = result.clone();
     // report.json first: it is the evidence the allowlist entries point to.
-    let report_path = report::json::write(&result, &suites, &targets)
+    let report_path = report::json::write(&result, suites, targets)
         .with_context(|| format!("cannot write the report in {}", result.dir.display()))?;
     report::junit::write(&result.dir, &result.run_id)
         .with_context(|| format!("cannot write junit.xml in {}", result.dir.display()))?;
@@ -286,7 +513,16 @@ async fn execute(
         Destination::Demo => result.dir.join("allowlist.json"),
     };
     let mut update_error = None;
-    let decision = if let Some(TapeMode::Replay(dir)) = &tape {
+    let decision = if let Some(dir) = &replayed {
+        write_replayed_allowlist(
+            &allowlist_path,
+            &result,
+            suites,
+            targets,
+            &report_path,
+            valid_for,
+            destination,
+        )?;
         RunOutcome::untouched(
             &allowlist_path,
             &result,
@@ -295,10 +531,10 @@ async fn execute(
     } else if result.complete {
         let changes = allowlist::changes_from_run(
             &result,
-            &suites,
-            &targets,
+            suites,
+            targets,
             &report_path,
-            common.valid_for,
+            valid_for,
             destination,
         );
         match allowlist::update(&allowlist_path, &changes) {
@@ -317,7 +553,7 @@ async fn execute(
                         allowlist_path.display()
                     );
                 }
-                RunOutcome::applied(&allowlist_path, &result, &targets, &changes, &updated)
+                RunOutcome::applied(&allowlist_path, &result, targets, &changes, &updated)
             }
             // The file is replaced by rename or not at all: a failed update left it as
             // it was. The reports still say so before the error ends the command.
@@ -343,11 +579,11 @@ async fn execute(
     };
     report::markdown::write(&result.dir, &result, &decision)
         .with_context(|| format!("cannot write summary.md in {}", result.dir.display()))?;
-    let page = report::html::write(&result, &targets, &decision)
+    let page = report::html::write(&result, targets, &decision)
         .with_context(|| format!("cannot write report.html in {}", result.dir.display()))?;
     print!("{}", report::terminal::summary(&result));
     if !result.complete {
-        println!("\n{}", interrupted_counts(&result, &targets));
+        println!("\n{}", interrupted_counts(&result, targets));
     }
     println!(
         "\nreport: {} (for people: {})",
@@ -356,7 +592,7 @@ async fn execute(
     );
     println!("results: {}", result.dir.join("results.jsonl").display());
 
-    for recorder in &recorders {
+    for recorder in recorders {
         println!("tape: {}", recorder.finish()?.display());
     }
     let simulated: Vec<&str> = targets
@@ -382,8 +618,8 @@ async fn execute(
     }
     // A conclusive run of real answers goes into the history; a replay or an interrupted
     // run says nothing new about the providers.
-    if result.complete && !matches!(tape, Some(TapeMode::Replay(_))) {
-        let lines = conform::history::lines_from_run(&result, &suites, &targets, &report_path);
+    if result.complete && replayed.is_none() {
+        let lines = conform::history::lines_from_run(&result, suites, targets, &report_path);
         if let Err(e) = conform::history::append(&super::history::history_path(global), &lines) {
             eprintln!("warning: {e}");
         }
@@ -391,8 +627,33 @@ async fn execute(
     if let Some(e) = update_error {
         return Err(e.into());
     }
-    let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
-    Ok(Some((result, config_error)))
+    Ok(())
+}
+
+/// The allowlist a replayed run's evidence would have written, from the current one:
+/// REPORT_DIR/allowlist.replayed.json. The allowlist itself is never touched by a replay.
+fn write_replayed_allowlist(
+    allowlist_path: &Path,
+    result: &RunResult,
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    report_path: &Path,
+    valid_for: Duration,
+    destination: Destination,
+) -> anyhow::Result<()> {
+    let would = result.dir.join("allowlist.replayed.json");
+    match std::fs::read(allowlist_path) {
+        Ok(bytes) => std::fs::write(&would, bytes)
+            .with_context(|| format!("cannot write {}", would.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot read {}", allowlist_path.display()));
+        }
+    }
+    let changes =
+        allowlist::changes_from_run(result, suites, targets, report_path, valid_for, destination);
+    allowlist::update(&would, &changes)?;
+    Ok(())
 }
 
 /// A missing key, placed at the provider file's `api_key_env` line.
@@ -421,7 +682,7 @@ fn interrupted_counts(result: &RunResult, targets: &[Arc<Target>]) -> String {
     )
 }
 
-fn exit_code(result: &RunResult, config_error: bool) -> u8 {
+pub(super) fn exit_code(result: &RunResult, config_error: bool) -> u8 {
     if config_error {
         EXIT_CONFIG
     } else if !result.complete {

@@ -7,6 +7,7 @@ pub mod conversation;
 pub mod diagnostic;
 pub mod expect;
 pub mod json_position;
+pub mod pricing;
 pub mod provider;
 pub mod schema_file;
 pub mod simulation;

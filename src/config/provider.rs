@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::diagnostic::{self, Diagnostic, Diagnostics};
+use super::pricing::Pricing;
 use super::slo::{Slo, optional_duration};
 use crate::secret::Secret;
 
@@ -317,6 +318,7 @@ struct ProviderFile {
     max_p95_ttft: Option<Duration>,
     anthropic: Option<AnthropicOptions>,
     gemini: Option<GeminiOptions>,
+    pricing: Option<Pricing>,
 }
 
 fn default_max_output_tokens() -> u32 {
@@ -364,6 +366,10 @@ pub struct ProviderConfig {
     pub anthropic: Option<AnthropicOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gemini: Option<GeminiOptions>,
+    /// USD per million tokens (`[pricing]`); left out of the digest: a price does not
+    /// shape an answer.
+    #[serde(skip)]
+    pub pricing: Option<Pricing>,
 }
 
 /// Why an API key could not be had.
@@ -555,6 +561,10 @@ impl ProviderConfig {
                 );
             }
         }
+        for (field, message) in file.pricing.iter().flat_map(Pricing::problems) {
+            let key = field.rsplit('.').next().unwrap_or(field);
+            problem(field, key, message);
+        }
         let tok = &file.tokenizer;
         match tok.kind {
             TokenizerKind::Tiktoken => match tok.encoding.as_deref() {
@@ -620,6 +630,7 @@ impl ProviderConfig {
             slo,
             anthropic: file.anthropic,
             gemini: file.gemini,
+            pricing: file.pricing,
         })
     }
 

@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Why the model stopped, normalized, with the vendor's raw value kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishKind {
     /// A normal end of the answer (including a forced tool call that completed).
@@ -21,7 +21,7 @@ pub enum FinishKind {
     Other,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finish {
     pub kind: FinishKind,
     /// The vendor's own word (`stop`, `end_turn`, `MAX_TOKENS` …), when it sent one.
@@ -38,14 +38,14 @@ impl Finish {
 }
 
 /// Token usage as the provider reported it. A missing count is unknown, never 0.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
 }
 
 /// One tool call, decoded from whichever vendor made it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// The vendor's id for the call (`call_…`, `toolu_…`); Gemini and older Ollama
     /// servers may send none.

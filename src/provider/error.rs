@@ -10,7 +10,7 @@ use super::policy::{self, Stage};
 
 /// The classification of a failed call. Each kind has a stable [`ErrorKind::code`]
 /// that reports and CI can match on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// 401/403, or a vendor's "invalid key": the provider is stopped, the run inconclusive.
@@ -138,13 +138,15 @@ impl ErrorKind {
 ///
 /// A failure after a 2xx also keeps what the body did say (usage, the served model), and
 /// a failure after retries says how many were made: the run's record carries both.
-#[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, thiserror::Error)]
 pub struct CallError {
     pub kind: ErrorKind,
     pub status: Option<u16>,
     pub message: String,
-    /// Whether a 2xx status had arrived: after one, nothing is retried.
-    #[serde(skip)]
+    /// Whether a 2xx status had arrived: after one, nothing is retried. Written only
+    /// when one had (`"stage": "after_success"`), so `conform merge` reads the same
+    /// effect back from a record.
+    #[serde(default, skip_serializing_if = "Stage::is_before_success")]
     pub stage: Stage,
     /// Requests sent after the first one, when this is the call's final error.
     #[serde(skip)]

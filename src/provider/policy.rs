@@ -11,7 +11,10 @@
 use super::error::{Effect, ErrorKind};
 
 /// Where in a call a failure happened.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum Stage {
     /// No 2xx status arrived: the connection failed or broke, the call timed out before
     /// a status, the provider answered with an error status, or a tape held no answer.
@@ -20,6 +23,12 @@ pub enum Stage {
     /// A 2xx status arrived: the provider processed (and billed) the request, whatever
     /// its body turned out to be.
     AfterSuccess,
+}
+
+impl Stage {
+    pub fn is_before_success(&self) -> bool {
+        *self == Stage::BeforeSuccess
+    }
 }
 
 /// What happens to a failure of one kind at one stage.

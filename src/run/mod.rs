@@ -6,9 +6,12 @@
 //! planned call ends as exactly one record (passed, failed, or not run because its
 //! provider was stopped); an interrupt stops the run with `complete = false`.
 
+pub mod budget;
 pub mod journal;
 pub mod preflight;
 pub mod progress;
+pub mod shard;
+pub mod tallies;
 // TRANSITION: removed once the feature branches that name `run::record` are merged.
 pub use crate::check::record;
 
@@ -21,18 +24,17 @@ use futures::stream::{self, StreamExt};
 use time::OffsetDateTime;
 
 use crate::check::record::{CallRecord, MAX_OUTPUT, truncate};
-use crate::check::stability::Stability;
 use crate::check::stream_agreement;
 use crate::check::tokens::{self, PromptTokens};
-use crate::check::tool_metrics::ToolMetrics;
 use crate::check::{self, CallFacts, Checks, Outcome};
 use crate::config::{Diagnostics, Suite};
 use crate::provider::transport::Endpoint;
 use crate::provider::{CallError, CallSpec, Effect};
 use crate::tokenize::{self, Counter};
-use crate::verdict::{Policy, Tally, Verdict};
+use crate::verdict::{Tally, Verdict};
 use journal::ResultsWriter;
 use progress::Progress;
+use tallies::Tallies;
 
 /// A suite with its checks compiled.
 #[derive(Debug)]
@@ -142,6 +144,11 @@ pub struct RunOptions {
     pub repeats: Option<u32>,
     pub max_transport_error_share: f64,
     pub progress: bool,
+    /// Run only this shard's cases (`--shard K/N`).
+    pub shard: Option<shard::Shard>,
+    /// Send no call that could take the spend over this budget (`--budget USD`); every
+    /// provider then has `[pricing]`.
+    pub budget: Option<Arc<budget::Budget>>,
 }
 
 /// The verdict on one (suite, provider), with the counts behind it.
@@ -242,6 +249,7 @@ pub async fn execute(
     let mut writer = ResultsWriter::create(&results_path).map_err(io(&results_path))?;
 
     let repeats = |s: &Suite| options.repeats.unwrap_or(s.repeats);
+    let shard = options.shard;
     // A simulation may be pointed at some suites only (`[sim] suites`).
     let planned: u64 = targets
         .iter()
@@ -250,34 +258,9 @@ pub async fn execute(
                 .iter()
                 .filter(|s| t.endpoint.config.runs_suite(&s.suite.name))
         })
-        .map(|s| s.suite.cases.len() as u64 * u64::from(repeats(&s.suite)))
+        .map(|s| tallies::planned_calls(&s.suite, repeats(&s.suite), shard))
         .sum();
-    let mut tallies: Vec<Tally> = Vec::with_capacity(suites.len() * targets.len());
-    for target in targets {
-        for s in suites {
-            let mut tally = Tally::new(
-                &s.suite.name,
-                &target.endpoint.config.name,
-                s.suite.cases.len() as u64 * u64::from(repeats(&s.suite)),
-            );
-            tally.slo = target.endpoint.config.slo.and(s.suite.slo);
-            let spec = &s.suite.stability;
-            if repeats(&s.suite) > 1
-                || spec.min_agreement.is_some()
-                || spec.min_case_pass_lower_bound.is_some()
-            {
-                tally.stability = Some(Stability::new(repeats(&s.suite), spec));
-            }
-            if !s.suite.tool_thresholds.is_empty() {
-                tally.tool_calls = Some(ToolMetrics::new(
-                    s.suite.tool_thresholds,
-                    repeats(&s.suite),
-                    spec.confidence,
-                ));
-            }
-            tallies.push(tally);
-        }
-    }
+    let mut tallies = Tallies::new(suites, targets, options.repeats, shard);
     // Rules see the run's start, never the wall clock of each call: a replay of the
     // same answers gives the same verdicts.
     let now = started_at.unix_timestamp();
@@ -294,7 +277,13 @@ pub async fn execute(
             .flat_map(move |(s, prepared)| {
                 let n = prepared.suite.cases.len();
                 let r = options.repeats.unwrap_or(prepared.suite.repeats);
-                (0..n).flat_map(move |case| {
+                // The shard's share is filtered as the plan streams: still no list of cases.
+                let mine = (0..n).filter(move |&c| {
+                    shard.is_none_or(|shard| {
+                        shard.owns(&prepared.suite.name, &prepared.suite.cases[c].id)
+                    })
+                });
+                mine.flat_map(move |case| {
                     (0..r).map(move |repeat| Item {
                         suite: s,
                         case,
@@ -308,19 +297,23 @@ pub async fn execute(
             .map(move |item| {
                 let target = Arc::clone(&target);
                 let prepared = Arc::clone(&suites[item.suite]);
-                async move { (p, item.suite, call_one(&prepared, &target, item, now).await) }
+                let budget = options.budget.clone();
+                async move {
+                    let s = item.suite;
+                    let record = call_one(&prepared, &target, item, now, budget.as_deref()).await;
+                    (p, s, record)
+                }
             })
             .buffer_unordered(concurrency)
             .boxed()
     });
     let mut merged = stream::select_all(streams);
 
-    let n_suites = suites.len();
     let consume = async {
         while let Some((p, s, record)) = merged.next().await {
             writer.write(&record)?;
             progress.record(record.passed);
-            tallies[p * n_suites + s].add(&record);
+            tallies.add(p, s, &record);
         }
         Ok::<(), std::io::Error>(())
     };
@@ -329,35 +322,11 @@ pub async fn execute(
         () = interrupt => false,
     };
     writer.finish().map_err(io(&results_path))?;
+    // Calls the budget did not let start leave the run incomplete: nothing is concluded.
+    let complete = complete && !options.budget.as_ref().is_some_and(|b| b.stopped());
     progress.finish(complete);
 
-    let verdicts = tallies
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| {
-            targets[i / n_suites]
-                .endpoint
-                .config
-                .runs_suite(&suites[i % n_suites].suite.name)
-        })
-        .map(|(i, tally)| {
-            let (provider_index, suite_index) = (i / n_suites, i % n_suites);
-            let policy = Policy {
-                pass_threshold: suites[suite_index].suite.pass_threshold,
-                max_transport_error_share: options.max_transport_error_share,
-                complete,
-                slo: tally.slo,
-            };
-            let (verdict, reasons) = tally.verdict(&policy);
-            PairVerdict {
-                verdict,
-                reasons,
-                tally,
-                suite_index,
-                provider_index,
-            }
-        })
-        .collect();
+    let verdicts = tallies.verdicts(suites, targets, options.max_transport_error_share, complete);
     Ok(RunResult {
         run_id: options.run_id.clone(),
         dir: options.dir.clone(),
@@ -368,7 +337,13 @@ pub async fn execute(
     })
 }
 
-async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i64) -> CallRecord {
+async fn call_one(
+    prepared: &PreparedSuite,
+    target: &Target,
+    item: Item,
+    now: i64,
+    budget: Option<&budget::Budget>,
+) -> CallRecord {
     let suite = &prepared.suite;
     let config = &target.endpoint.config;
     let case_ref = &suite.cases[item.case];
@@ -428,6 +403,28 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i6
     let tokens = u32::try_from(estimate)
         .unwrap_or(u32::MAX)
         .saturating_add(config.max_output_tokens);
+    // The most this call (and its unstreamed twin, when one is asked) may cost.
+    let sends = if suite.stream_agreement && config.stream {
+        2.0
+    } else {
+        1.0
+    };
+    let exact = counted
+        .as_ref()
+        .is_some_and(|t| t.exact && t.counted.is_ok());
+    let ceiling = config.pricing.map(|p| {
+        sends
+            * p.call_range(estimate, exact, u64::from(config.max_output_tokens))
+                .high
+    });
+    if let Some(budget) = budget
+        && !budget.reserve(ceiling.unwrap_or(f64::INFINITY))
+    {
+        return not_run(format!(
+            "not sent: it could take the spend over the budget of {} USD",
+            budget.limit()
+        ));
+    }
     let result = target.endpoint.call(&call, tokens).await;
     if let Err(error) = &result
         && matches!(error.effect(), Effect::HaltProvider | Effect::ConfigError)
@@ -460,6 +457,18 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i6
         ));
     }
     record.passed = check::all_passed(&record.checks);
+    if let (Some(budget), Some(ceiling)) = (budget, ceiling) {
+        // The twin's usage is not kept: its share stays at its ceiling.
+        let usage = match &result {
+            Ok(c) => Some(c.reply.usage),
+            Err(e) => e.served.as_ref().map(|s| s.usage),
+        };
+        let actual = usage.and_then(|u| {
+            let p = config.pricing?;
+            Some(p.cost(u.prompt_tokens?, u.output_tokens?) + ceiling * (sends - 1.0) / sends)
+        });
+        budget.settle(ceiling, actual);
+    }
     match result {
         Ok(completion) => {
             // A simulation with a faster clock stands for the latency it simulates.

@@ -1,0 +1,109 @@
+//! `conform ci …`: what a CI job posts after a merged run.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use conform::allowlist::{Allowlist, FORMAT, Reason};
+use conform::ci::{self, CommentPlan};
+use conform::export::Names;
+
+use super::{EXIT_CONFIG, EXIT_OK, Global};
+
+#[derive(Debug, Args)]
+pub struct CiArgs {
+    #[command(subcommand)]
+    pub command: CiCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CiCommand {
+    /// The pull-request comment body (Markdown): fallbacks added, revoked (with finding
+    /// codes) or expiring soon, and the diff of the exported LiteLLM fallbacks.
+    #[command(after_help = "Example (as the CI workflow runs it):\n  \
+cp allowlist.json allowlist.before.json\n  \
+conform merge shards/\n  \
+conform ci comment --before allowlist.before.json --after allowlist.json \\\n    \
+--expiring-within 7d --primary openai --out comment.md\n\n\
+A missing --before file is an empty allowlist (the first run). Each pair is decided as \
+`conform gate` decides it, against this project's suites and providers.")]
+    Comment(CommentArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CommentArgs {
+    /// The allowlist before the run (a copy taken before `conform merge`).
+    #[arg(long, value_name = "FILE")]
+    pub before: PathBuf,
+    /// The allowlist after the run [default: the allowlist].
+    #[arg(long, value_name = "FILE")]
+    pub after: Option<PathBuf>,
+    /// List the permitted fallbacks that expire within this window.
+    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = humantime::parse_duration)]
+    pub expiring_within: Duration,
+    /// A primary whose LiteLLM fallbacks are diffed (repeatable); none: no config diff.
+    #[arg(long = "primary", value_name = "PROVIDER")]
+    pub primaries: Vec<String>,
+    /// The gateway's name for a provider: PROVIDER=NAME (repeatable).
+    #[arg(long = "name", value_name = "PROVIDER=NAME", value_parser = parse_name)]
+    pub names: Vec<(String, String)>,
+    /// Write the body here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+fn parse_name(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((p, n)) if !p.is_empty() && !n.is_empty() => Ok((p.to_string(), n.to_string())),
+        _ => Err(format!(
+            "`{s}` is not PROVIDER=NAME, e.g. --name openai=gpt-4o"
+        )),
+    }
+}
+
+pub fn ci(global: &Global, args: CiArgs) -> anyhow::Result<u8> {
+    match args.command {
+        CiCommand::Comment(args) => comment(global, args),
+    }
+}
+
+fn read(path: &std::path::Path) -> Result<Allowlist, String> {
+    match Allowlist::load(path) {
+        Ok(list) => Ok(list),
+        Err(denial) if denial.reason == Reason::Missing => {
+            let empty = format!("{{\"format\":\"{FORMAT}\",\"entries\":[],\"revocations\":[]}}");
+            Allowlist::parse(empty.as_bytes()).map_err(|d| d.detail)
+        }
+        Err(denial) => Err(format!("{}: {}", path.display(), denial.detail)),
+    }
+}
+
+fn comment(global: &Global, args: CommentArgs) -> anyhow::Result<u8> {
+    let after_path = args.after.unwrap_or_else(|| global.allowlist_path());
+    let (before, after) = match (read(&args.before), read(&after_path)) {
+        (Ok(b), Ok(a)) => (b, a),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_CONFIG);
+        }
+    };
+    let paths = global.paths();
+    let within = time::Duration::try_from(args.expiring_within).unwrap_or(time::Duration::MAX);
+    let comment = ci::compare(&CommentPlan {
+        before: &before,
+        after: &after,
+        at: time::OffsetDateTime::now_utc(),
+        expiring_within: within,
+        project: Some(&paths),
+        primaries: args.primaries,
+        names: Names(args.names.into_iter().collect()),
+    });
+    let body = ci::markdown(&comment, within);
+    match &args.out {
+        Some(path) => std::fs::write(path, &body)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?,
+        None => print!("{body}"),
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,181 @@
+//! `conform merge`: shard reports joined into one run, judged and reported as a run is.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use conform::allowlist::Destination;
+use conform::merge::{self, MergeError, ShardReport};
+use conform::provider::transport::{Endpoint, Transport};
+use conform::provider::wire_format;
+use conform::run::shard::Plan;
+use conform::run::tallies::Tallies;
+use conform::run::{self, RunResult, Target};
+
+use super::run::{conclude, exit_code, load, print_problems};
+use super::{EXIT_CONFIG, EXIT_INCONCLUSIVE, Global};
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Shard report folders (REPORTS/shards/shard-K-of-N), or folders holding them.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// How long an allowlist entry made by the merged run stays valid.
+    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = humantime::parse_duration)]
+    pub valid_for: Duration,
+}
+
+pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
+    let refuse = |e: MergeError| {
+        eprintln!("refused: {e}");
+        eprintln!("nothing was merged and the allowlist was not touched");
+        Ok(EXIT_INCONCLUSIVE)
+    };
+    let mut reports = match merge::collect(&args.dirs) {
+        Ok(reports) => reports,
+        Err(e) => return refuse(e),
+    };
+    if let Err(e) = merge::validate(&mut reports) {
+        return refuse(e);
+    }
+    let first: &ShardReport = &reports[0];
+    let plan = &first.manifest.plan;
+
+    // The suites and providers the shards ran, as this workspace has them now.
+    let providers: Vec<String> = plan.providers.iter().map(|p| p.name.clone()).collect();
+    let suite_names: Vec<String> = plan.suites.iter().map(|s| s.name.clone()).collect();
+    let Some(workspace) = load(global, &providers, &suite_names) else {
+        return Ok(EXIT_CONFIG);
+    };
+    let suites = match run::prepare(workspace.suites) {
+        Ok(suites) => suites,
+        Err(problems) => {
+            print_problems(&problems);
+            return Ok(EXIT_CONFIG);
+        }
+    };
+    let mut configs = workspace.providers;
+    if plan.options.stream {
+        for p in configs.iter_mut().filter(|p| !p.stream) {
+            p.stream = true;
+            p.stream_forced = true;
+        }
+    }
+    let here = Plan::new(
+        &suites,
+        &configs.iter().collect::<Vec<_>>(),
+        plan.options.clone(),
+    );
+    if let Err(e) = merge::check_workspace(first, &here, &here.digest(&suites)) {
+        return refuse(e);
+    }
+
+    // Nothing is sent: the endpoints are there for what the reports say of each provider.
+    let transport = Transport::new()?;
+    let targets: Vec<Arc<Target>> = configs
+        .into_iter()
+        .map(|config| {
+            let wire = wire_format(config.wire_kind());
+            Arc::new(Target::new(Endpoint::new(
+                Arc::new(config),
+                wire,
+                None,
+                transport.clone(),
+            )))
+        })
+        .collect();
+    // The estimate the reports set beside the actual cost, when a provider is priced.
+    let estimate = if targets.iter().any(|t| t.endpoint.config.pricing.is_some()) {
+        let configs: Vec<_> = targets
+            .iter()
+            .map(|t| Arc::clone(&t.endpoint.config))
+            .collect();
+        match super::plan::make(&suites, &configs, plan.options.repeats, None) {
+            Ok(estimate) => Some(estimate),
+            Err(problems) => {
+                print_problems(&problems);
+                return Ok(EXIT_CONFIG);
+            }
+        }
+    } else {
+        None
+    };
+    let suite_index: HashMap<&str, usize> = suites
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.suite.name.as_str(), i))
+        .collect();
+    let provider_index: HashMap<&str, usize> = targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.endpoint.config.name.as_str(), i))
+        .collect();
+
+    let run_id = run::new_run_id();
+    let dir = global.reports_dir().join(&run_id);
+    std::fs::create_dir_all(&dir)?;
+    let mut tallies = Tallies::new(&suites, &targets, plan.options.repeats, None);
+    let copied = merge::copy_records(&reports, &dir.join("results.jsonl"), |record| {
+        match (
+            provider_index.get(record.provider.as_str()),
+            suite_index.get(record.suite.as_str()),
+        ) {
+            (Some(&p), Some(&s)) => {
+                tallies.add(p, s, record);
+                true
+            }
+            _ => false,
+        }
+    });
+    if let Err(e) = copied {
+        // The half-made run folder would read as a run: it goes.
+        let _ = std::fs::remove_dir_all(&dir);
+        return refuse(e);
+    }
+    let parse = |t: &str| {
+        time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+    };
+    let started_at = reports
+        .iter()
+        .filter_map(|r| parse(&r.manifest.started_at))
+        .min()
+        .unwrap_or_else(time::OffsetDateTime::now_utc);
+    let mut result = RunResult {
+        run_id,
+        dir,
+        started_at,
+        finished_at: time::OffsetDateTime::now_utc(),
+        complete: true,
+        verdicts: tallies.verdicts(
+            &suites,
+            &targets,
+            plan.options.max_transport_error_share,
+            true,
+        ),
+    };
+    if let Some(estimate) = &estimate {
+        conform::plan::attach_estimates(&mut result.verdicts, estimate);
+    }
+    println!(
+        "merged {} shard{} of {} into run {}",
+        reports.len(),
+        if reports.len() == 1 { "" } else { "s" },
+        first.manifest.shard.n,
+        result.run_id
+    );
+    conclude(
+        global,
+        &result,
+        &suites,
+        &targets,
+        first.manifest.replayed_from.clone(),
+        Destination::Real,
+        args.valid_for,
+        &[],
+    )?;
+    let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
+    Ok(exit_code(&result, config_error))
+}

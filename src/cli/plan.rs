@@ -1,0 +1,102 @@
+//! `conform plan` (and `conform run --dry-run`): what a run would send and cost.
+
+use std::sync::Arc;
+
+use clap::{Args, ValueEnum};
+
+use conform::config::{Diagnostics, Kind, Workspace};
+use conform::plan::{self, Plan};
+use conform::run::shard::Shard;
+use conform::run::{self, PreparedSuite};
+use conform::tokenize::Counter;
+
+use super::run::{load, print_problems};
+use super::{EXIT_CONFIG, EXIT_OK, Global};
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Providers to plan, by file name in providers/ [default: every non-simulated one].
+    pub providers: Vec<String>,
+    /// Suites to plan, by folder name in fixtures/ [default: all].
+    #[arg(long = "suite", value_name = "SUITE")]
+    pub suites: Vec<String>,
+    /// Plan every case this many times instead of the suite's `repeats`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeats: Option<u32>,
+    /// Plan only shard K of N (`run --shard K/N`).
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<Shard>,
+    /// `text` for people, `json` with every case's prompt tokens and cost range.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+pub fn plan(global: &Global, args: PlanArgs) -> anyhow::Result<u8> {
+    let Some(mut workspace) = load(global, &args.providers, &args.suites) else {
+        return Ok(EXIT_CONFIG);
+    };
+    if args.providers.is_empty() {
+        workspace.providers.retain(|p| p.kind != Kind::Sim);
+    }
+    Ok(print(workspace, args.repeats, args.shard, args.format))
+}
+
+/// Prints the plan of `workspace`; the exit code says whether it could be made.
+pub fn print(
+    workspace: Workspace,
+    repeats: Option<u32>,
+    shard: Option<Shard>,
+    format: Format,
+) -> u8 {
+    let suites = match run::prepare(workspace.suites) {
+        Ok(suites) => suites,
+        Err(problems) => {
+            print_problems(&problems);
+            return EXIT_CONFIG;
+        }
+    };
+    let providers: Vec<_> = workspace.providers.into_iter().map(Arc::new).collect();
+    match make(&suites, &providers, repeats, shard) {
+        Ok(plan) => {
+            match format {
+                Format::Text => print!("{}", plan::render(&plan)),
+                Format::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&plan).unwrap_or_default()
+                ),
+            }
+            EXIT_OK
+        }
+        Err(problems) => {
+            print_problems(&problems);
+            EXIT_CONFIG
+        }
+    }
+}
+
+/// The plan of these suites and providers, each counted by its own tokenizer.
+pub fn make(
+    suites: &[Arc<PreparedSuite>],
+    providers: &[Arc<conform::config::ProviderConfig>],
+    repeats: Option<u32>,
+    shard: Option<Shard>,
+) -> Result<Plan, Diagnostics> {
+    let mut problems = Diagnostics::default();
+    let mut counted = Vec::new();
+    for config in providers {
+        match Counter::for_provider(config) {
+            Ok(counter) => counted.push((Arc::clone(config), counter)),
+            Err(d) => problems.extend(d),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    plan::plan(suites, &counted, repeats, shard)
+}
