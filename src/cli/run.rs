@@ -39,6 +39,13 @@ pub struct RunArgs {
     /// about the provider today, so it never touches the allowlist.
     #[arg(long, value_name = "DIR")]
     pub replay: Option<PathBuf>,
+    /// Judge every provider against PRIMARY: every case also goes to PRIMARY, both with
+    /// the suite's repeats, and a provider fails a field (`reference_disagreement`) when
+    /// it agrees with PRIMARY significantly less than PRIMARY agrees with itself.
+    /// Overrides the suites' `reference`. Needs repeats >= 2 (a floor); else the verdict
+    /// is inconclusive.
+    #[arg(long, value_name = "PRIMARY")]
+    pub reference: Option<String>,
 }
 
 /// Where a run's answers go besides the reports, or come from instead of the network.
@@ -97,6 +104,14 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_CONFIG);
         }
     }
+    if let Err(problems) = conform::config::reference::add_live_references(
+        &mut workspace,
+        &global.paths(),
+        args.reference.as_deref(),
+    ) {
+        print_problems(&problems);
+        return Ok(EXIT_CONFIG);
+    }
     if let Some(url) = &args.base_url {
         for p in &mut workspace.providers {
             p.base_url = url.trim_end_matches('/').to_string();
@@ -118,6 +133,12 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_CONFIG);
     };
     workspace.providers.retain(|p| p.kind == Kind::Sim);
+    if let Err(problems) =
+        conform::config::reference::add_live_references(&mut workspace, &global.paths(), None)
+    {
+        print_problems(&problems);
+        return Ok(EXIT_CONFIG);
+    }
     if workspace.providers.is_empty() {
         eprintln!(
             "error: no simulated providers (kind = \"sim\") in {}",

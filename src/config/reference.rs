@@ -168,6 +168,61 @@ impl DifferentialSpec {
     }
 }
 
+/// Points every suite at the live reference `cli` names (`--reference`), or keeps each
+/// suite's own `reference`, and loads every reference provider the selection left out.
+/// A reference that names no provider file is a problem at the suite's `reference` line
+/// (or, for `--reference`, one that lists the files there are).
+pub fn add_live_references(
+    workspace: &mut super::Workspace,
+    paths: &super::Paths,
+    cli: Option<&str>,
+) -> Result<(), super::Diagnostics> {
+    let mut problems = super::Diagnostics::default();
+    if let Some(name) = cli {
+        for suite in &mut workspace.suites {
+            suite.reference = Some(name.to_string());
+        }
+    }
+    let mut wanted: Vec<(String, Option<&super::Suite>)> = Vec::new();
+    for suite in &workspace.suites {
+        if let Some(name) = &suite.reference
+            && !wanted.iter().any(|(w, _)| w == name)
+        {
+            wanted.push((name.clone(), cli.is_none().then_some(suite)));
+        }
+    }
+    let mut loaded = Vec::new();
+    for (name, suite) in wanted {
+        if workspace.providers.iter().any(|p| p.name == name) {
+            continue;
+        }
+        let file = paths.providers.join(format!("{name}.toml"));
+        if !file.is_file() {
+            let message = format!(
+                "the reference `{name}` is not a provider: there is no {}",
+                file.display()
+            );
+            problems.push(match suite {
+                Some(s) => super::Diagnostic::new(&s.file, message)
+                    .field("reference")
+                    .near(&s.source, "reference"),
+                None => super::Diagnostic::new(&paths.providers, message).field("--reference"),
+            });
+            continue;
+        }
+        match super::ProviderConfig::load(&file) {
+            Ok(p) => loaded.push(p),
+            Err(d) => problems.extend(d),
+        }
+    }
+    workspace.providers.extend(loaded);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

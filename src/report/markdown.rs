@@ -58,6 +58,7 @@ pub fn render(result: &RunResult, decision: &RunOutcome) -> String {
         };
         let _ = writeln!(out, "- {} × {}: {what}", p.suite, p.provider);
     }
+    out.push_str(&super::differential::markdown(result));
     if result.not_conformant().next().is_some() {
         out.push_str("\n### First failures\n\n");
     }

@@ -3,6 +3,7 @@
 //! test reporters, `summary.md` for a CI job summary, `report.html` for people, and the
 //! terminal summary with a progress display.
 
+pub mod differential;
 pub mod html;
 pub mod json;
 pub mod jsonl;

@@ -108,6 +108,7 @@ pub fn summary(result: &RunResult) -> String {
         out.push('\n');
     }
     out.push_str(&latency(result));
+    out.push_str(&super::differential::text(result));
     if result.not_conformant().next().is_some() {
         out.push_str("\nWhy:\n");
     }

@@ -6,7 +6,9 @@
 //! planned call ends as exactly one record (passed, failed, or not run because its
 //! provider was stopped); an interrupt stops the run with `complete = false`.
 
+pub mod differential;
 pub mod record;
+pub mod reference_tape;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -279,11 +281,29 @@ pub async fn execute(
     let mut merged = stream::select_all(streams);
 
     let n_suites = suites.len();
+    let mut collector = {
+        let plain: Vec<&Suite> = suites.iter().map(|s| &s.suite).collect();
+        let names: Vec<&str> = targets
+            .iter()
+            .map(|t| t.endpoint.config.name.as_str())
+            .collect();
+        let runs: Vec<Vec<usize>> = plain
+            .iter()
+            .map(|s| {
+                (0..targets.len())
+                    .filter(|p| targets[*p].endpoint.config.runs_suite(&s.name))
+                    .collect()
+            })
+            .collect();
+        let r: Vec<u32> = plain.iter().map(|s| repeats(s)).collect();
+        differential::Collector::new(&plain, &names, &runs, &r)
+    };
     let consume = async {
-        while let Some((p, s, record)) = merged.next().await {
+        while let Some((p, s, mut record)) = merged.next().await {
             writer.write(&record)?;
             progress.record(record.passed);
             tallies[p * n_suites + s].add(&record);
+            collector.add(p, s, &mut record);
         }
         Ok::<(), std::io::Error>(())
     };
@@ -293,6 +313,9 @@ pub async fn execute(
     };
     writer.finish().map_err(io(&results_path))?;
     progress.finish(complete);
+    for ((s, p), d) in collector.finish() {
+        tallies[p * n_suites + s].differential = Some(d);
+    }
 
     let verdicts = tallies
         .into_iter()
@@ -423,6 +446,12 @@ async fn call_one(prepared: &PreparedSuite, target: &Target, item: Item, now: i6
         ));
     }
     record.passed = check::all_passed(&record.checks);
+    record.differential = differential::observe(
+        suite,
+        &case,
+        result.as_ref().ok().map(|c| &c.reply),
+        item.repeat,
+    );
     match result {
         Ok(completion) => {
             // A simulation with a faster clock stands for the latency it simulates.

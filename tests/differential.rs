@@ -1,0 +1,354 @@
+//! Differential conformance against the primary, measured on simulated providers.
+//!
+//! A suite of 100 support tickets (an enum `category` and a free-text `summary`, no
+//! `expected` answers) runs with 3 repeats through a simulated primary whose summary
+//! varies in 30 % of its answers (its run-to-run noise) and three candidates: one that
+//! flips the category in 15 % of its answers, a faithful one, and a faithful one that is
+//! as noisy as the primary. Over 20 seeds, the flipping one is revoked every time and
+//! the faithful ones are not blamed for the primary's noise; the figures are printed and
+//! kept in BENCHMARKS.md. Then the same with the primary's answers recorded in the
+//! cases (no live call), and the cases where no floor can be measured.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use conform::check::differential::{CODE, FieldVerdict, NO_FLOOR};
+use conform::config::{ProviderConfig, Suite};
+use conform::provider::transport::{Endpoint, Transport};
+use conform::provider::wire_format;
+use conform::run::{self, PairVerdict, RunOptions, RunResult, Target};
+use conform::sim::{AnswerBook, SimServer};
+use conform::tokenize::Counter;
+use conform::verdict::Verdict;
+use serde_json::{Value, json};
+
+const SEEDS: u64 = 20;
+const CASES: usize = 100;
+const CATEGORIES: [&str; 4] = ["billing", "shipping", "technical", "account"];
+
+fn canonical_answer(i: usize) -> Value {
+    json!({
+        "category": CATEGORIES[i % CATEGORIES.len()],
+        "summary": format!("Customer {i} asks about their {}", CATEGORIES[i % 4])
+    })
+}
+
+/// `fixtures/tickets`: 100 cases, none with `expected`. Each carries a recorded
+/// reference of `recorded` answers, the first the canonical one (which the simulations
+/// answer), the others reworded in every third case.
+fn ticket_suite(root: &Path, reference: Option<&str>, recorded: usize) -> PathBuf {
+    let dir = root.join("fixtures/tickets");
+    std::fs::create_dir_all(dir.join("cases")).unwrap();
+    let reference = reference
+        .map(|r| format!("reference = \"{r}\"\n"))
+        .unwrap_or_default();
+    std::fs::write(
+        dir.join("suite.toml"),
+        format!(
+            "description = \"tickets\"\nuser = \"Ticket: {{{{ text }}}}\"\nrepeats = 3\n\
+             agree = [\"/category\"]\n{reference}\n[differential]\nmargin = 0.05\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("schema.json"),
+        json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "category": {"type": "string", "enum": CATEGORIES},
+                "summary": {"type": "string"}
+            },
+            "required": ["category", "summary"],
+            "additionalProperties": false
+        })
+        .to_string(),
+    )
+    .unwrap();
+    for i in 0..CASES {
+        let answer = canonical_answer(i);
+        let answers: Vec<Value> = (0..recorded)
+            .map(|k| {
+                let mut a = answer.clone();
+                if k > 0 && i % 3 == 0 {
+                    a["summary"] = json!(format!("Ticket {i}, take {k}: a question"));
+                }
+                json!({"text": a.to_string()})
+            })
+            .collect();
+        let case = json!({
+            "description": "a ticket",
+            "vars": {"text": format!("ticket number {i}: something about {}", CATEGORIES[i % 4])},
+            "reference": {
+                "provider": "primary", "model": "primary-model",
+                "recorded_at": "2026-11-30T12:00:00Z", "answers": answers
+            }
+        });
+        std::fs::write(
+            dir.join(format!("cases/{i:03}.json")),
+            serde_json::to_string_pretty(&case).unwrap(),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+fn sim(name: &str, behaviour: &str, extra: &str) -> ProviderConfig {
+    let toml = format!(
+        "kind = \"sim\"\nmodel = \"{name}\"\ntimeout = \"10s\"\n[limits]\nconcurrency = 32\n\
+         [sim]\nbehaviour = \"{behaviour}\"\nexpect = \"conformant\"\nlatency = \"0ms\"\n{extra}\n"
+    );
+    ProviderConfig::parse(Path::new(&format!("providers/{name}.toml")), &toml).unwrap()
+}
+
+async fn run_with(
+    suite: &Arc<run::PreparedSuite>,
+    book: &Arc<AnswerBook>,
+    mut configs: Vec<ProviderConfig>,
+    dir: PathBuf,
+) -> RunResult {
+    let mut servers = Vec::new();
+    for c in &mut configs {
+        let server = SimServer::start(c, Arc::clone(book)).await;
+        c.base_url = server.uri();
+        servers.push(server);
+    }
+    let transport = Transport::new().unwrap();
+    let targets: Vec<Arc<Target>> = configs
+        .into_iter()
+        .map(|c| {
+            let wire = wire_format(c.wire_kind());
+            let counter = Counter::for_provider(&c).unwrap();
+            Arc::new(
+                Target::new(Endpoint::new(Arc::new(c), wire, None, transport.clone()))
+                    .with_counter(counter),
+            )
+        })
+        .collect();
+    let options = RunOptions {
+        run_id: dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("run")
+            .into(),
+        dir,
+        repeats: None,
+        max_transport_error_share: 0.1,
+        progress: false,
+    };
+    run::execute(
+        std::slice::from_ref(suite),
+        &targets,
+        &options,
+        std::future::pending(),
+    )
+    .await
+    .unwrap()
+}
+
+fn verdict_of<'a>(result: &'a RunResult, provider: &str) -> &'a PairVerdict {
+    result
+        .verdicts
+        .iter()
+        .find(|v| v.tally.provider == provider)
+        .unwrap()
+}
+
+fn prepared(dir: &Path) -> (Arc<run::PreparedSuite>, Arc<AnswerBook>) {
+    let suite = Suite::load(dir).unwrap();
+    let book = Arc::new(AnswerBook::from_suites(&[&suite]).unwrap());
+    (run::prepare(vec![suite]).unwrap().remove(0), book)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fifteen_percent_enum_flip_is_revoked_every_time_and_the_primarys_noise_is_not_blamed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ticket_suite(tmp.path(), Some("primary"), 1);
+    let (suite, book) = prepared(&dir);
+    let started = std::time::Instant::now();
+    let (mut flipper_revoked, mut steady_revoked, mut noisy_revoked) = (0, 0, 0);
+    let (mut floors, mut flipper_agreement) = (Vec::new(), Vec::new());
+    for seed in 1..=SEEDS {
+        let configs = vec![
+            sim(
+                "primary",
+                "varies-text",
+                &format!("rate = 0.3\nseed = {seed}\n"),
+            ),
+            sim(
+                "flipper",
+                "flips-enum",
+                &format!("rate = 0.15\nseed = {seed}\n"),
+            ),
+            sim("faithful", "steady", ""),
+            sim(
+                "noisy",
+                "varies-text",
+                &format!("rate = 0.3\nseed = {}\n", seed + 1000),
+            ),
+        ];
+        let result = run_with(
+            &suite,
+            &book,
+            configs,
+            tmp.path().join(format!("reports/seed-{seed}")),
+        )
+        .await;
+        let primary = verdict_of(&result, "primary");
+        assert_eq!(
+            primary.verdict,
+            Verdict::Conformant,
+            "{:?}",
+            primary.reasons
+        );
+        assert!(
+            primary.tally.differential.is_none(),
+            "the reference is not judged against itself"
+        );
+
+        let flipper = verdict_of(&result, "flipper");
+        let d = flipper.tally.differential.as_ref().unwrap();
+        let category = d.fields.iter().find(|f| f.field == "/category").unwrap();
+        let answer = d.fields.iter().find(|f| f.field == "answer").unwrap();
+        floors.push(answer.reference_agreement.unwrap());
+        flipper_agreement.push(category.candidate_agreement.unwrap());
+        assert_eq!(
+            category.reference_agreement,
+            Some(1.0),
+            "the primary never varies its category"
+        );
+        if flipper.verdict == Verdict::Nonconformant {
+            flipper_revoked += 1;
+            assert_eq!(
+                flipper.reasons,
+                [CODE],
+                "only the differential can see a valid flip"
+            );
+            assert_eq!(category.verdict, FieldVerdict::Fail);
+            // The cases that disagree most come first, and name the field.
+            assert!(
+                d.worst_cases[0].fields.iter().any(|f| f == "/category"),
+                "{:?}",
+                d.worst_cases
+            );
+        }
+        // The tool fields apply to no case of this suite: compared on nothing.
+        let made = d
+            .fields
+            .iter()
+            .find(|f| f.field == "tool_call.made")
+            .unwrap();
+        assert_eq!(made.verdict, FieldVerdict::NotCompared);
+
+        for (name, count) in [
+            ("faithful", &mut steady_revoked),
+            ("noisy", &mut noisy_revoked),
+        ] {
+            let v = verdict_of(&result, name);
+            assert_ne!(v.verdict, Verdict::Inconclusive, "{name}: {:?}", v.reasons);
+            *count += u32::from(v.verdict == Verdict::Nonconformant);
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    eprintln!(
+        "differential, {CASES} cases x 3 repeats, {SEEDS} seeds: enum flip at 15% revoked \
+         {flipper_revoked}/{SEEDS} (missed {}; its category agreement {:.3}); faithful revoked \
+         {steady_revoked}/{SEEDS}, faithful-and-as-noisy revoked {noisy_revoked}/{SEEDS} (false \
+         alarms); the primary's whole-answer floor {:.3}; {:.1} s",
+        SEEDS as u32 - flipper_revoked,
+        mean(&flipper_agreement),
+        mean(&floors),
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(flipper_revoked, SEEDS as u32, "a 15% enum flip went unseen");
+    assert!(
+        steady_revoked <= 1,
+        "the faithful candidate was blamed {steady_revoked} times"
+    );
+    assert!(
+        noisy_revoked <= 1,
+        "the noisy faithful candidate was blamed {noisy_revoked} times"
+    );
+    // The primary's noise is real: its whole answers agree in about half of the pairs.
+    assert!(
+        (0.35..0.65).contains(&mean(&floors)),
+        "floor {}",
+        mean(&floors)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn recorded_answers_give_the_floor_with_no_live_primary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ticket_suite(tmp.path(), None, 3);
+    let (suite, book) = prepared(&dir);
+    let configs = vec![
+        sim("flipper", "flips-enum", "rate = 0.15\nseed = 7\n"),
+        sim("faithful", "steady", ""),
+    ];
+    let result = run_with(&suite, &book, configs, tmp.path().join("reports/recorded")).await;
+    let flipper = verdict_of(&result, "flipper");
+    assert_eq!(
+        flipper.verdict,
+        Verdict::Nonconformant,
+        "{:?}",
+        flipper.reasons
+    );
+    assert!(flipper.reasons.iter().any(|r| r == CODE));
+    let faithful = verdict_of(&result, "faithful");
+    assert_eq!(
+        faithful.verdict,
+        Verdict::Conformant,
+        "{:?}",
+        faithful.reasons
+    );
+    let d = faithful.tally.differential.as_ref().unwrap();
+    assert_eq!(d.reference, "recorded");
+    assert_eq!(d.cases, CASES as u64);
+    let answer = &d.fields[0];
+    // Every third case's three recorded answers all differ: none of its 3 pairs agree.
+    let expected_floor = 1.0 - (34.0 * 3.0) / (CASES as f64 * 3.0);
+    let floor = answer.reference_agreement.unwrap();
+    assert!((floor - expected_floor).abs() < 1e-9, "{floor}");
+    // The category never varies in the recorded answers.
+    assert_eq!(d.fields[1].reference_agreement, Some(1.0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_recorded_answer_gives_no_floor_and_no_grant() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ticket_suite(tmp.path(), None, 1);
+    let (suite, book) = prepared(&dir);
+    let result = run_with(
+        &suite,
+        &book,
+        vec![sim("faithful", "steady", "")],
+        tmp.path().join("reports/one"),
+    )
+    .await;
+    let faithful = verdict_of(&result, "faithful");
+    assert_eq!(faithful.verdict, Verdict::Inconclusive);
+    assert_eq!(faithful.reasons, [NO_FLOOR]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_reference_missing_from_the_run_is_inconclusive() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ticket_suite(tmp.path(), Some("primary"), 1);
+    let (suite, book) = prepared(&dir);
+    let result = run_with(
+        &suite,
+        &book,
+        vec![sim("faithful", "steady", "")],
+        tmp.path().join("reports/missing"),
+    )
+    .await;
+    let faithful = verdict_of(&result, "faithful");
+    assert_eq!(faithful.verdict, Verdict::Inconclusive);
+    assert_eq!(
+        faithful.reasons,
+        [conform::check::differential::NO_REFERENCE]
+    );
+}
