@@ -352,3 +352,323 @@ async fn a_live_reference_missing_from_the_run_is_inconclusive() {
         [conform::check::differential::NO_REFERENCE]
     );
 }
+
+// The command line: `--reference`, the reports, the allowlist evidence, recorded tapes.
+
+/// A project with only the tickets suite and the given simulated providers.
+fn project(providers: &[(&str, &str, &str)], recorded: usize) -> common::Project {
+    let project = common::Project::new(&[]);
+    std::fs::remove_dir_all(project.path("fixtures")).unwrap();
+    ticket_suite(project.root(), None, recorded);
+    for (name, behaviour, extra) in providers {
+        project.write(
+            &format!("providers/{name}.toml"),
+            &format!(
+                "kind = \"sim\"\nmodel = \"{name}-model\"\ntimeout = \"10s\"\n[limits]\nconcurrency = 16\n\
+                 [sim]\nbehaviour = \"{behaviour}\"\nlatency = \"0ms\"\n{extra}\n"
+            ),
+        );
+    }
+    project
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn verdict_in(report: &Value, provider: &str) -> Value {
+    report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["provider"] == provider)
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn run_reference_reports_the_table_everywhere_and_revokes_through_the_verdict() {
+    let project = project(
+        &[
+            (
+                "primary",
+                "varies-text",
+                "expect = \"conformant\"\nrate = 0.3\nseed = 3",
+            ),
+            (
+                "flipper",
+                "flips-enum",
+                "expect = \"nonconformant\"\nrate = 0.15\nseed = 3",
+            ),
+        ],
+        1,
+    );
+    let out = project
+        .cmd()
+        .args([
+            "run",
+            "flipper",
+            "--reference",
+            "primary",
+            "--suite",
+            "tickets",
+            "--no-progress",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("Against the reference `primary` (tickets × flipper"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("reference_disagreement"), "{stdout}");
+    let run = project.last_run();
+    let report = read_json(&run.join("report.json"));
+    let flipper = verdict_in(&report, "flipper");
+    assert_eq!(flipper["verdict"], "nonconformant");
+    let fields = flipper["differential"]["fields"].as_array().unwrap();
+    let category = fields.iter().find(|f| f["field"] == "/category").unwrap();
+    assert_eq!(category["verdict"], "fail");
+    assert_eq!(category["reference_agreement"], 1.0);
+    assert!(category["candidate_agreement"].as_f64().unwrap() < 0.95);
+    assert!(
+        !flipper["differential"]["worst_cases"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    // The reference ran too, and is judged on its own.
+    assert_eq!(verdict_in(&report, "primary")["verdict"], "conformant");
+    let summary = std::fs::read_to_string(run.join("summary.md")).unwrap();
+    assert!(summary.contains("| `/category` | 100.0% ("), "{summary}");
+    assert!(summary.contains("| FAIL |"), "{summary}");
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(
+        html.contains("Against the reference <code>primary</code>"),
+        "{html}"
+    );
+    // The field is escaped as everything shown is (`/` too).
+    assert!(
+        html.contains("<tr class=\"fail\"><td><code>&#x2f;category</code>"),
+        "{html}"
+    );
+}
+
+#[test]
+fn the_demo_grants_with_the_differential_evidence_in_a_schema_valid_allowlist() {
+    let project = project(
+        &[
+            (
+                "primary",
+                "varies-text",
+                "expect = \"conformant\"\nrate = 0.3\nseed = 5",
+            ),
+            ("faithful", "steady", "expect = \"conformant\""),
+            (
+                "flipper",
+                "flips-enum",
+                "expect = \"nonconformant\"\ncaught_by = \"reference_disagreement\"\nrate = 0.15\nseed = 5",
+            ),
+        ],
+        1,
+    );
+    let toml = project.path("fixtures/tickets/suite.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, format!("reference = \"primary\"\n{text}")).unwrap();
+    let out = project
+        .cmd()
+        .args(["demo", "--no-progress"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let allowlist = read_json(&project.last_run().join("allowlist.json"));
+    let entry = allowlist["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["provider"] == "faithful")
+        .unwrap();
+    let evidence = &entry["evidence"]["differential"];
+    assert_eq!(evidence["reference"], "primary");
+    assert_eq!(evidence["cases"], CASES);
+    assert_eq!(evidence["fields"][0]["field"], "answer");
+    assert_eq!(evidence["fields"][0]["verdict"], "pass");
+    let schema: Value = serde_json::from_str(conform::allowlist::format::SCHEMA).unwrap();
+    let validator = jsonschema::draft202012::new(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&allowlist)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+#[test]
+fn one_repeat_of_a_live_reference_is_inconclusive_and_an_unknown_reference_a_usage_error() {
+    let project = project(
+        &[
+            ("primary", "steady", "expect = \"conformant\""),
+            ("faithful", "steady", "expect = \"conformant\""),
+        ],
+        1,
+    );
+    let run = |args: &[&str]| {
+        let out = project.cmd().args(args).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, stdout, _) = run(&[
+        "run",
+        "faithful",
+        "--reference",
+        "primary",
+        "--suite",
+        "tickets",
+        "--repeats",
+        "1",
+        "--no-progress",
+    ]);
+    assert_eq!(code, Some(3), "{stdout}");
+    assert!(stdout.contains("reference_no_floor"), "{stdout}");
+    let (code, _, stderr) = run(&["run", "faithful", "--reference", "nobody", "--no-progress"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the reference `nobody` is not a provider"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_recorded_tape_of_the_primary_becomes_the_cases_references() {
+    let project = project(
+        &[
+            (
+                "primary",
+                "varies-text",
+                "expect = \"conformant\"\nrate = 0.3\nseed = 9",
+            ),
+            (
+                "flipper",
+                "flips-enum",
+                "expect = \"nonconformant\"\nrate = 0.15\nseed = 9",
+            ),
+        ],
+        1,
+    );
+    let out = project
+        .cmd()
+        .args([
+            "run",
+            "primary",
+            "--suite",
+            "tickets",
+            "--no-progress",
+            "--record",
+            "tapes",
+        ])
+        .output()
+        .unwrap();
+    // One recorded answer per case: the primary itself is judged without a floor.
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = project
+        .cmd()
+        .args([
+            "tape",
+            "to-reference",
+            "tapes/primary.jsonl",
+            "--suite",
+            "tickets",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("100 cases now carry 300 recorded answers of primary"),
+        "{stdout}"
+    );
+    let case = read_json(&project.path("fixtures/tickets/cases/000.json"));
+    let reference = &case["reference"];
+    assert_eq!(reference["provider"], "primary");
+    assert_eq!(reference["model"], "primary-model");
+    assert_eq!(reference["served_model"], "primary-model-sim-2026-06-01");
+    assert_eq!(reference["answers"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        case["description"], "a ticket",
+        "the rest of the case is kept"
+    );
+    let check = project.cmd().arg("check").output().unwrap();
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    // Judged against the recorded answers, no live call to the primary.
+    let out = project
+        .cmd()
+        .args(["run", "flipper", "--suite", "tickets", "--no-progress"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let report = read_json(&project.last_run().join("report.json"));
+    let flipper = verdict_in(&report, "flipper");
+    assert_eq!(flipper["differential"]["reference"], "recorded");
+    assert!(
+        flipper["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r == "reference_disagreement")
+    );
+    assert!(
+        report["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v["provider"] != "primary")
+    );
+}
+
+#[test]
+fn conform_check_places_a_bad_reference_at_its_line() {
+    let project = project(&[("faithful", "steady", "expect = \"conformant\"")], 1);
+    project.write(
+        "fixtures/tickets/cases/000.json",
+        "{\n  \"vars\": {\"text\": \"x\"},\n  \"reference\": {\n    \"model\": \"m\",\n    \"recorded_at\": \"yesterday\",\n    \"answers\": []\n  }\n}\n",
+    );
+    let out = project.cmd().arg("check").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let all = format!("{stdout}{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains("cases/000.json:5:5: /reference/recorded_at: `yesterday` is not an RFC 3339"),
+        "{all}"
+    );
+    assert!(
+        all.contains("cases/000.json:6:5: /reference/answers: no recorded answers"),
+        "{all}"
+    );
+}
