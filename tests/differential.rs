@@ -25,6 +25,16 @@ use conform::verdict::Verdict;
 use serde_json::{Value, json};
 
 const SEEDS: u64 = 20;
+
+/// How many seeds the measuring test runs: 20, or `CONFORM_DIFFERENTIAL_SEEDS` for a
+/// tighter estimate of the rates in BENCHMARKS.md (the bars hold for the first 20).
+fn seeds() -> u64 {
+    std::env::var("CONFORM_DIFFERENTIAL_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|n| *n >= SEEDS)
+        .unwrap_or(SEEDS)
+}
 const CASES: usize = 100;
 const CATEGORIES: [&str; 4] = ["billing", "shipping", "technical", "account"];
 
@@ -170,7 +180,12 @@ async fn a_fifteen_percent_enum_flip_is_revoked_every_time_and_the_primarys_nois
     let started = std::time::Instant::now();
     let (mut flipper_revoked, mut steady_revoked, mut noisy_revoked) = (0, 0, 0);
     let (mut floors, mut flipper_agreement) = (Vec::new(), Vec::new());
-    for seed in 1..=SEEDS {
+    let seeds = seeds();
+    let mut first_twenty = (0, 0, 0);
+    for seed in 1..=seeds {
+        if seed == SEEDS + 1 {
+            first_twenty = (flipper_revoked, steady_revoked, noisy_revoked);
+        }
         let configs = vec![
             sim(
                 "primary",
@@ -251,25 +266,35 @@ async fn a_fifteen_percent_enum_flip_is_revoked_every_time_and_the_primarys_nois
             *count += u32::from(v.verdict == Verdict::Nonconformant);
         }
     }
+    if seeds == SEEDS {
+        first_twenty = (flipper_revoked, steady_revoked, noisy_revoked);
+    }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (lo, hi) = flipper_agreement
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
     eprintln!(
-        "differential, {CASES} cases x 3 repeats, {SEEDS} seeds: enum flip at 15% revoked \
-         {flipper_revoked}/{SEEDS} (missed {}; its category agreement {:.3}); faithful revoked \
-         {steady_revoked}/{SEEDS}, faithful-and-as-noisy revoked {noisy_revoked}/{SEEDS} (false \
-         alarms); the primary's whole-answer floor {:.3}; {:.1} s",
-        SEEDS as u32 - flipper_revoked,
+        "differential, {CASES} cases x 3 repeats, {seeds} seeds: enum flip at 15% revoked \
+         {flipper_revoked}/{seeds} (missed {}; its category agreement {lo:.3}..{hi:.3}, mean \
+         {:.3}); faithful revoked {steady_revoked}/{seeds}, faithful-and-as-noisy revoked \
+         {noisy_revoked}/{seeds} (false alarms); the primary's whole-answer floor {:.3}; {:.1} s",
+        seeds as u32 - flipper_revoked,
         mean(&flipper_agreement),
         mean(&floors),
         started.elapsed().as_secs_f64()
     );
-    assert_eq!(flipper_revoked, SEEDS as u32, "a 15% enum flip went unseen");
-    assert!(
-        steady_revoked <= 1,
-        "the faithful candidate was blamed {steady_revoked} times"
+    let (flipped, steady, noisy) = first_twenty;
+    assert_eq!(
+        flipped, SEEDS as u32,
+        "a 15% enum flip went unseen in 20 runs"
     );
     assert!(
-        noisy_revoked <= 1,
-        "the noisy faithful candidate was blamed {noisy_revoked} times"
+        steady <= 1,
+        "the faithful candidate was blamed {steady} times in 20"
+    );
+    assert!(
+        noisy <= 1,
+        "the noisy faithful candidate was blamed {noisy} times in 20"
     );
     // The primary's noise is real: its whole answers agree in about half of the pairs.
     assert!(
