@@ -697,3 +697,101 @@ fn conform_check_places_a_bad_reference_at_its_line() {
         "{all}"
     );
 }
+
+/// 40 order lookups with the support agent's tools, each expecting its call and carrying
+/// the primary's two recorded answers: that call.
+fn lookup_suite(root: &Path) -> PathBuf {
+    let dir = root.join("fixtures/lookups");
+    let shipped = Path::new(common::REPO).join("fixtures/support-agent");
+    std::fs::create_dir_all(dir.join("cases")).unwrap();
+    for file in ["tools.json", "schema.json"] {
+        std::fs::copy(shipped.join(file), dir.join(file)).unwrap();
+    }
+    std::fs::write(
+        dir.join("suite.toml"),
+        "system = \"You are a support agent. Use the tools.\"\ntools = \"tools.json\"\nrepeats = 2\n",
+    )
+    .unwrap();
+    for i in 0..40 {
+        let order = format!("BR-{:05}", 30_000 + i);
+        let call = json!({"name": "lookup_order", "arguments": {"order_id": order}});
+        let case = json!({
+            "messages": [{"role": "user", "content": format!("Where is my order {order}?")}],
+            "expect": {"tool_calls": [{"name": "lookup_order", "arguments": {"/order_id": order}}]},
+            "reference": {"model": "primary-model", "recorded_at": "2026-11-30T12:00:00Z",
+                "answers": [{"text": "", "tool_calls": [call]}, {"text": "", "tool_calls": [call]}]}
+        });
+        std::fs::write(
+            dir.join(format!("cases/{i:03}.json")),
+            serde_json::to_string_pretty(&case).unwrap(),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tool_calls_are_compared_by_whether_which_and_with_what() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = lookup_suite(tmp.path());
+    let (suite, book) = prepared(&dir);
+    let configs = vec![
+        sim("faithful", "steady", ""),
+        sim("dropper", "drops-required", ""),
+    ];
+    let result = run_with(&suite, &book, configs, tmp.path().join("reports/tools")).await;
+    let field = |provider: &str, name: &str| {
+        verdict_of(&result, provider)
+            .tally
+            .differential
+            .as_ref()
+            .unwrap()
+            .fields
+            .iter()
+            .find(|f| f.field == name)
+            .unwrap()
+            .clone()
+    };
+    let faithful = verdict_of(&result, "faithful");
+    assert_eq!(
+        faithful.verdict,
+        Verdict::Conformant,
+        "{:?}",
+        faithful.reasons
+    );
+    for name in [
+        "answer",
+        "tool_call.made",
+        "tool_call.name",
+        "tool_call.arguments",
+    ] {
+        let f = field("faithful", name);
+        assert_eq!(f.verdict, FieldVerdict::Pass, "{name}");
+        assert_eq!(f.candidate.pairs, 40 * 2 * 2, "{name}");
+        assert_eq!(f.candidate_agreement, Some(1.0), "{name}");
+    }
+    // The dropped argument: the call is made, to the right tool, with other arguments.
+    let dropper = verdict_of(&result, "dropper");
+    assert_eq!(dropper.verdict, Verdict::Nonconformant);
+    assert!(
+        dropper.reasons.iter().any(|r| r == CODE),
+        "{:?}",
+        dropper.reasons
+    );
+    assert_eq!(
+        field("dropper", "tool_call.made").verdict,
+        FieldVerdict::Pass
+    );
+    assert_eq!(
+        field("dropper", "tool_call.name").verdict,
+        FieldVerdict::Pass
+    );
+    assert_eq!(
+        field("dropper", "tool_call.arguments").verdict,
+        FieldVerdict::Fail
+    );
+    assert_eq!(
+        field("dropper", "tool_call.arguments").candidate_agreement,
+        Some(0.0)
+    );
+}
