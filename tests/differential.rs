@@ -696,6 +696,16 @@ fn conform_check_places_a_bad_reference_at_its_line() {
         all.contains("cases/000.json:6:5: /reference/answers: no recorded answers"),
         "{all}"
     );
+    let toml = project.path("fixtures/tickets/suite.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, format!("reference = \"nobody\"\n{text}")).unwrap();
+    let out = project.cmd().arg("check").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("suite.toml:1:1: reference: the reference `nobody` is not a provider"),
+        "{stderr}"
+    );
 }
 
 /// 40 order lookups with the support agent's tools, each expecting its call and carrying
