@@ -453,6 +453,11 @@ fn run_reference_reports_the_table_everywhere_and_revokes_through_the_verdict() 
         "{stdout}"
     );
     assert!(stdout.contains("reference_disagreement"), "{stdout}");
+    // The why names the field, both agreements and the reference.
+    assert!(
+        stdout.contains("reference_disagreement: `/category` agrees with `primary` in "),
+        "{stdout}"
+    );
     let run = project.last_run();
     let report = read_json(&run.join("report.json"));
     let flipper = verdict_in(&report, "flipper");
@@ -564,6 +569,7 @@ fn one_repeat_of_a_live_reference_is_inconclusive_and_an_unknown_reference_a_usa
     ]);
     assert_eq!(code, Some(3), "{stdout}");
     assert!(stdout.contains("reference_no_floor"), "{stdout}");
+    assert!(stdout.contains("run with --repeats 2 or more"), "{stdout}");
     let (code, _, stderr) = run(&["run", "faithful", "--reference", "nobody", "--no-progress"]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(

@@ -135,3 +135,38 @@ pub fn markdown(result: &RunResult) -> String {
     }
     out
 }
+
+/// Why a pair failed against its reference, one sentence per failed field, for the
+/// "why" of the terminal summary and `summary.md`.
+pub fn why(d: &Differential) -> Vec<String> {
+    use crate::check::differential::{NO_FLOOR, NO_REFERENCE};
+    match d.judgement() {
+        Err(code) if code == NO_REFERENCE => {
+            return vec![format!(
+                "{code}: {}",
+                d.unavailable.as_deref().unwrap_or("no reference answers")
+            )];
+        }
+        Err(code) if code == NO_FLOOR => {
+            return vec![format!(
+                "{code}: `{}` gave at most one answer per case, so how much it varies is unknown and a disagreement cannot be told from its noise: run with --repeats 2 or more (or record more answers)",
+                d.reference
+            )];
+        }
+        _ => {}
+    }
+    d.failed()
+        .map(|f| {
+            format!(
+                "{}: `{}` agrees with `{}` in {} of pairs, significantly below `{}`'s own {} (less the {:.0}-point margin)",
+                crate::check::differential::CODE,
+                f.field,
+                d.reference,
+                percent(f.candidate_agreement),
+                d.reference,
+                percent(f.reference_agreement),
+                d.margin * 100.0
+            )
+        })
+        .collect()
+}

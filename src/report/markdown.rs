@@ -63,6 +63,21 @@ pub fn render(result: &RunResult, decision: &RunOutcome) -> String {
         out.push_str("\n### First failures\n\n");
     }
     for v in result.not_conformant() {
+        for line in v
+            .tally
+            .differential
+            .as_ref()
+            .map(super::differential::why)
+            .unwrap_or_default()
+        {
+            let _ = writeln!(
+                out,
+                "- **{} × {}**: {}",
+                v.tally.suite,
+                v.tally.provider,
+                line.replace('|', "\\|")
+            );
+        }
         for e in &v.tally.examples {
             let at = e
                 .path

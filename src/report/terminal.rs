@@ -155,6 +155,14 @@ pub fn summary(result: &RunResult) -> String {
                 );
             }
         }
+        for line in t
+            .differential
+            .as_ref()
+            .map(super::differential::why)
+            .unwrap_or_default()
+        {
+            let _ = writeln!(out, "    {line}");
+        }
         for e in &t.examples {
             let at = e
                 .path
