@@ -138,6 +138,40 @@ fn signature(suite: &Suite, case: &Case, content: &str, calls: &[Call<'_>]) -> S
     out
 }
 
+/// What one call contributes: its own answer's signature (none when the call failed),
+/// and on a candidate's first repeat the case's recorded reference answers.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Observed {
+    pub own: Option<Signature>,
+    pub recorded: Option<Vec<Signature>>,
+}
+
+/// What a call of `case` contributes, when its suite has a reference (live, or recorded
+/// in the case); `None` otherwise. A live reference takes precedence over recorded
+/// answers.
+pub fn observe(
+    suite: &Suite,
+    case: &Case,
+    reply: Option<&Reply>,
+    repeat: u32,
+) -> Option<Box<Observed>> {
+    let live = suite.reference.is_some();
+    if !live && case.reference.is_none() {
+        return None;
+    }
+    let own = reply.map(|r| of_reply(suite, case, r));
+    let recorded = match (&case.reference, live, repeat) {
+        (Some(r), false, 0) => Some(
+            r.answers
+                .iter()
+                .map(|a| of_recorded(suite, case, a))
+                .collect(),
+        ),
+        _ => None,
+    };
+    Some(Box::new(Observed { own, recorded }))
+}
+
 /// Numbers compare by value, as the agree check compares them: 5.50 and 5.5 agree.
 fn number_agnostic(v: &Value) -> Value {
     match v.as_f64() {

@@ -52,7 +52,7 @@ pub struct CallRecord {
     /// What differential conformance compares, when the suite has a reference; held
     /// only until the runner has counted it, never written.
     #[serde(skip)]
-    pub differential: Option<Box<super::differential::Observed>>,
+    pub differential: Option<Box<crate::check::differential::Observed>>,
 }
 
 impl CallRecord {
