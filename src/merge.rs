@@ -239,7 +239,7 @@ pub fn check_workspace(
 pub fn copy_records(
     reports: &[ShardReport],
     out: &Path,
-    mut each: impl FnMut(&CallRecord) -> bool,
+    mut each: impl FnMut(&mut CallRecord) -> bool,
 ) -> Result<u64, MergeError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -256,13 +256,13 @@ pub fn copy_records(
             if line.trim().is_empty() {
                 continue;
             }
-            let record: CallRecord =
+            let mut record: CallRecord =
                 serde_json::from_str(&line).map_err(|e| MergeError::Record {
                     path: path.clone(),
                     line: i + 1,
                     message: e.to_string(),
                 })?;
-            if !each(&record) {
+            if !each(&mut record) {
                 return Err(MergeError::Foreign {
                     path: path.clone(),
                     line: i + 1,

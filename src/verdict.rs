@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::check::Status;
+use crate::check::differential::Differential;
 use crate::check::record::CallRecord;
 use crate::check::stability::Stability;
 use crate::check::tool_metrics::ToolMetrics;
@@ -118,6 +119,9 @@ pub struct Tally {
     /// file has `[pricing]`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<PairCost>,
+    /// The candidate against the reference, when the suite has one (live or recorded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub differential: Option<Differential>,
 }
 
 /// Latency percentiles of one (suite, provider), from histograms of bounded size.
@@ -232,8 +236,28 @@ impl Tally {
         ratio(self.passed_first_attempt, self.planned)
     }
 
-    /// The verdict, with the reasons that decided it (finding or error codes).
+    /// The verdict, with the reasons that decided it (finding or error codes). A field
+    /// significantly below the reference's own agreement fails it
+    /// (`reference_disagreement`); a reference that gives no floor leaves a verdict that
+    /// would pass inconclusive, never conformant.
     pub fn verdict(&self, policy: &Policy) -> (Verdict, Vec<String>) {
+        let (verdict, mut reasons) = self.verdict_alone(policy);
+        let Some(d) = &self.differential else {
+            return (verdict, reasons);
+        };
+        match (verdict, d.judgement()) {
+            (Verdict::Inconclusive, _) | (_, Ok(false)) => (verdict, reasons),
+            (_, Ok(true)) => {
+                reasons.push(crate::check::differential::CODE.into());
+                (Verdict::Nonconformant, reasons)
+            }
+            (Verdict::Nonconformant, Err(_)) => (verdict, reasons),
+            (Verdict::Conformant, Err(why)) => (Verdict::Inconclusive, vec![why.into()]),
+        }
+    }
+
+    /// The verdict on the calls' own checks, before any reference is consulted.
+    fn verdict_alone(&self, policy: &Policy) -> (Verdict, Vec<String>) {
         if let Some((code, _)) = &self.halted {
             return (Verdict::Inconclusive, vec![code.clone()]);
         }

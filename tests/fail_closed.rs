@@ -66,6 +66,7 @@ fn entry(project: &Project, provider: &str) -> Entry {
             checks: BTreeMap::new(),
             latency: None,
             tool_calls: None,
+            differential: None,
         },
         generated_at: stamp(now - time::Duration::hours(1)),
         valid_until: stamp(now + time::Duration::days(3)),

@@ -115,6 +115,9 @@ pub struct Evidence {
     /// Tool-calling measures, when the suite's requests declare tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<ToolEvidence>,
+    /// The candidate against the primary, when the suite has a reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub differential: Option<DifferentialEvidence>,
 }
 
 /// Latency percentiles of the calls behind an entry, in milliseconds, each within
@@ -183,6 +186,56 @@ impl From<&ToolMetrics> for ToolEvidence {
             trigger_f1: m.trigger_f1,
             schema_accuracy: m.schema_accuracy,
             lower_bounds: m.lower_bounds,
+        }
+    }
+}
+
+/// Differential conformance as the entry keeps it: per compared field, the reference's
+/// agreement with itself and the candidate's with the reference.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DifferentialEvidence {
+    /// The reference provider, or `recorded`.
+    pub reference: String,
+    pub margin: f64,
+    pub confidence: f64,
+    pub cases: u64,
+    pub fields: Vec<FieldEvidence>,
+}
+
+/// One compared field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FieldEvidence {
+    pub field: String,
+    pub reference_agreement: Option<f64>,
+    pub candidate_agreement: Option<f64>,
+    pub reference_pairs: u64,
+    pub candidate_pairs: u64,
+    /// `pass`, `fail`, `no_floor` or `not_compared`.
+    pub verdict: String,
+}
+
+impl From<&crate::check::differential::Differential> for DifferentialEvidence {
+    fn from(d: &crate::check::differential::Differential) -> Self {
+        DifferentialEvidence {
+            reference: d.reference.clone(),
+            margin: d.margin,
+            confidence: d.confidence,
+            cases: d.cases,
+            fields: d
+                .fields
+                .iter()
+                .map(|f| FieldEvidence {
+                    field: f.field.clone(),
+                    reference_agreement: f.reference_agreement,
+                    candidate_agreement: f.candidate_agreement,
+                    reference_pairs: f.reference.pairs,
+                    candidate_pairs: f.candidate.pairs,
+                    verdict: serde_json::to_value(f.verdict)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                })
+                .collect(),
         }
     }
 }

@@ -295,6 +295,7 @@ mod tests {
                 checks: BTreeMap::new(),
                 latency: None,
                 tool_calls: None,
+                differential: None,
             },
             generated_at: String::new(),
             valid_until: valid_until.into(),

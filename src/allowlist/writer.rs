@@ -125,6 +125,7 @@ pub fn changes_from_run(
                             .as_ref()
                             .filter(|m| m.answers > 0)
                             .map(Into::into),
+                        differential: t.differential.as_ref().map(Into::into),
                     },
                     generated_at: stamp(now),
                     valid_until: stamp(now + validity),

@@ -7,6 +7,7 @@
 //! parsed output.
 
 pub mod agree;
+pub mod differential;
 pub mod json;
 pub mod portability;
 pub mod record;

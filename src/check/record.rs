@@ -49,6 +49,10 @@ pub struct CallRecord {
     /// Repeats agree when their digests are equal.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_digest: Option<String>,
+    /// What differential conformance compares, when the suite has a reference: written,
+    /// so that `conform merge` compares shards exactly as the run would have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub differential: Option<Box<crate::check::differential::Observed>>,
 }
 
 impl CallRecord {
@@ -84,6 +88,7 @@ impl CallRecord {
             output: None,
             tool_calls: Vec::new(),
             output_digest: None,
+            differential: None,
         }
     }
 }

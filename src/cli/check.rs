@@ -26,7 +26,13 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
         providers: args.providers,
         suites: args.suites,
     };
-    let (workspace, mut problems) = Workspace::load_partial(&global.paths(), &selection);
+    let (mut workspace, mut problems) = Workspace::load_partial(&global.paths(), &selection);
+    // A suite's live reference must be a provider file; it is checked like the others.
+    if let Err(d) =
+        conform::config::reference::add_live_references(&mut workspace, &global.paths(), None)
+    {
+        problems.extend(d);
+    }
     let cases: usize = workspace.suites.iter().map(|s| s.cases.len()).sum();
     let (n_providers, n_suites) = (workspace.providers.len(), workspace.suites.len());
     let probes = conform::probe::file::beside(&global.allowlist_path());

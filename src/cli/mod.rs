@@ -28,6 +28,7 @@ mod probe;
 mod run;
 mod scenarios;
 mod serve;
+mod tape;
 
 use std::path::PathBuf;
 
@@ -108,6 +109,7 @@ conform run openai --base-url http://127.0.0.1:8080   another address for one pr
 conform run openai --record tapes       also keep the answers, sanitized\n  \
 conform run openai --replay tapes       re-check them: no network, no key, no allowlist change\n  \
 conform run openai --shard 2/4          one CI job's share; then `conform merge reports/shards`\n\n\
+conform run fallback --reference openai judged against openai's own run-to-run agreement\n\n\
 Exit codes: 0 every provider conformant, 1 a provider is not conformant, 2 usage or \
 configuration error, 3 inconclusive (unreachable, auth failed, too many transport errors, \
 interrupted): an inconclusive run changes nothing in the allowlist.")]
@@ -204,6 +206,8 @@ Failover to another provider is gated by the allowlist (--allowlist / CONFORM_AL
 read at every decision. State changes are logged to stderr, one line each."
     )]
     Serve(serve::ServeArgs),
+    /// Work with `conform run --record` tapes: turn the primary's into recorded references.
+    Tape(tape::TapeArgs),
 }
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
@@ -222,6 +226,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Probe(args) => probe::probe(&cli.global, args).await,
         Command::Scenarios(args) => scenarios::scenarios(&cli.global, args).await,
         Command::Serve(args) => serve::serve(&cli.global, args).await,
+        Command::Tape(args) => tape::tape(&cli.global, args),
     }
 }
 

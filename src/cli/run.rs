@@ -57,6 +57,13 @@ pub struct RunArgs {
     /// provider needs [pricing].
     #[arg(long, value_name = "USD")]
     pub budget: Option<f64>,
+    /// Judge every provider against PRIMARY: every case also goes to PRIMARY, both with
+    /// the suite's repeats, and a provider fails a field (`reference_disagreement`) when
+    /// it agrees with PRIMARY significantly less than PRIMARY agrees with itself.
+    /// Overrides the suites' `reference`. Needs repeats >= 2 (a floor); else the verdict
+    /// is inconclusive.
+    #[arg(long, value_name = "PRIMARY")]
+    pub reference: Option<String>,
 }
 
 /// Where a run's answers go besides the reports, or come from instead of the network.
@@ -114,6 +121,14 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
             );
             return Ok(EXIT_CONFIG);
         }
+    }
+    if let Err(problems) = conform::config::reference::add_live_references(
+        &mut workspace,
+        &global.paths(),
+        args.reference.as_deref(),
+    ) {
+        print_problems(&problems);
+        return Ok(EXIT_CONFIG);
     }
     if let Some(url) = &args.base_url {
         for p in &mut workspace.providers {
@@ -180,6 +195,12 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_CONFIG);
     };
     workspace.providers.retain(|p| p.kind == Kind::Sim);
+    if let Err(problems) =
+        conform::config::reference::add_live_references(&mut workspace, &global.paths(), None)
+    {
+        print_problems(&problems);
+        return Ok(EXIT_CONFIG);
+    }
     if workspace.providers.is_empty() {
         eprintln!(
             "error: no simulated providers (kind = \"sim\") in {}",

@@ -9,6 +9,7 @@ pub mod expect;
 pub mod json_position;
 pub mod pricing;
 pub mod provider;
+pub mod reference;
 pub mod schema_file;
 pub mod simulation;
 pub mod slo;
@@ -22,6 +23,7 @@ pub use expect::{Answer, Expect, ExpectedCall, ExpectedCalls, ToolNames};
 pub use provider::{
     KeyError, Kind, Limits, ProviderConfig, StructuredOutput, TokenizerConfig, TokenizerKind,
 };
+pub use reference::{DifferentialSpec, RecordedAnswer, RecordedCall, Reference, ReferenceKind};
 pub use slo::Slo;
 pub use suite::{
     Case, CaseRef, Prompt, Rendered, RuleSpec, StabilitySpec, Suite, ToolRuleSpec, ToolThresholds,

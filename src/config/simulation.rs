@@ -39,6 +39,12 @@ pub enum Behaviour {
     IgnoresRequired,
     /// Makes only the first of the calls a case needs in parallel.
     OneOfParallel,
+    /// Answers the first top-level field the schema gives an `enum` with the enum's next
+    /// value: valid, and wrong (at `rate`).
+    FlipsEnum,
+    /// Rewords the first top-level free-text field (a string the schema gives no
+    /// `enum`), differently each time (at `rate`): the run-to-run noise of a primary.
+    VariesText,
 }
 
 /// What a simulated provider does with one keyword.

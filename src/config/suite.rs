@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use super::conversation::{self, Conversation, Message, Role, Tool, ToolChoice};
 use super::diagnostic::{self, Diagnostic, Diagnostics};
 use super::expect::{self, Answer, Expect, ExpectedCalls};
+use super::reference::{DifferentialSpec, Reference, ReferenceKind};
 use super::schema_file;
 
 /// A business rule as written in `suite.toml`; [`crate::check::rules`] compiles it.
@@ -105,6 +106,10 @@ struct SuiteFile {
     tool_rules: Vec<ToolRuleSpec>,
     #[serde(default)]
     tool_calls: ToolThresholds,
+    /// A provider every case is also sent to: the candidates are judged against it.
+    reference: Option<String>,
+    #[serde(default)]
+    differential: DifferentialSpec,
 }
 
 fn default_schema() -> String {
@@ -145,6 +150,10 @@ pub struct Suite {
     pub tools_file: Option<PathBuf>,
     pub tool_rules: Vec<ToolRuleSpec>,
     pub tool_thresholds: ToolThresholds,
+    /// The live reference provider (`reference = "…"`), which `--reference` overrides.
+    pub reference: Option<String>,
+    /// How candidates are held to the reference (`[differential]`).
+    pub differential: DifferentialSpec,
     pub cases: Vec<CaseRef>,
     /// Digest of `suite.toml`, the schema, the tools and every case file.
     pub digest: String,
@@ -193,15 +202,27 @@ pub struct Case {
     /// The tool calls the answer must hold, or none.
     #[serde(default)]
     pub expect: Option<Expect>,
+    /// The primary's answers, recorded earlier: the case is judged against them.
+    #[serde(default)]
+    pub reference: Option<Reference>,
 }
 
 impl Case {
     /// What the answer must be: tool calls when `expect` lists them; text when `expect`
     /// forbids calls and nothing is `expected`; JSON otherwise, as for template cases.
+    /// With neither, a recorded `reference` decides: calls if any recorded answer holds
+    /// calls (none pinned), JSON if every recorded text is JSON, else text.
     pub fn answer(&self) -> Answer<'_> {
         match self.expect.as_ref().map(|e| &e.tool_calls) {
             Some(ExpectedCalls::Calls(calls)) if !calls.is_empty() => Answer::ToolCalls(calls),
             Some(_) if self.expected.is_none() => Answer::Text,
+            None if self.expected.is_none() && self.reference.is_some() => {
+                match self.reference.as_ref().map(Reference::kind) {
+                    Some(ReferenceKind::ToolCalls) => Answer::ToolCalls(&[]),
+                    Some(ReferenceKind::Text) => Answer::Text,
+                    _ => Answer::Json,
+                }
+            }
             _ => Answer::Json,
         }
     }
@@ -302,6 +323,28 @@ impl Suite {
                 "stability.confidence",
                 "confidence",
                 "must be in (0, 1), e.g. 0.95".into(),
+            ));
+        }
+        if !spec
+            .differential
+            .margin
+            .is_none_or(|m| (0.0..1.0).contains(&m))
+        {
+            problems.push(at(
+                "differential.margin",
+                "margin",
+                "must be a share in [0, 1), e.g. 0.05: how far below the reference's own agreement a candidate may fall".into(),
+            ));
+        }
+        if spec
+            .reference
+            .as_deref()
+            .is_some_and(|r| r.trim().is_empty())
+        {
+            problems.push(at(
+                "reference",
+                "reference",
+                "is empty: name a provider file (providers/NAME.toml), or remove the line".into(),
             ));
         }
         let slo = super::Slo {
@@ -467,6 +510,8 @@ impl Suite {
             tools_file,
             tool_rules: spec.tool_rules,
             tool_thresholds: spec.tool_calls,
+            reference: spec.reference,
+            differential: spec.differential,
             cases,
             digest: digest.finish(),
             templates: Arc::new(env),
@@ -564,6 +609,15 @@ impl Suite {
     /// in the case file. Empty for a template case.
     pub fn case_problems(&self, case: &Case, path: &Path) -> Diagnostics {
         let mut out = Diagnostics::default();
+        if let Some(reference) = &case.reference {
+            let found = reference.problems();
+            if !found.is_empty() {
+                let source = std::fs::read_to_string(path).unwrap_or_default();
+                for p in found {
+                    out.push(Diagnostic::new(path, p.message).at_pointer(&source, &p.pointer));
+                }
+            }
+        }
         if !self.is_request(case) {
             return out;
         }

@@ -59,10 +59,26 @@ pub fn render(result: &RunResult, decision: &RunOutcome) -> String {
         let _ = writeln!(out, "- {} × {}: {what}", p.suite, p.provider);
     }
     out.push_str(&super::cost::markdown(result));
+    out.push_str(&super::differential::markdown(result));
     if result.not_conformant().next().is_some() {
         out.push_str("\n### First failures\n\n");
     }
     for v in result.not_conformant() {
+        for line in v
+            .tally
+            .differential
+            .as_ref()
+            .map(super::differential::why)
+            .unwrap_or_default()
+        {
+            let _ = writeln!(
+                out,
+                "- **{} × {}**: {}",
+                v.tally.suite,
+                v.tally.provider,
+                line.replace('|', "\\|")
+            );
+        }
         for e in &v.tally.examples {
             let at = e
                 .path

@@ -4,6 +4,7 @@
 //! terminal summary with a progress display.
 
 pub mod cost;
+pub mod differential;
 pub mod html;
 pub mod json;
 pub mod junit;

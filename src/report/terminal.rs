@@ -109,6 +109,7 @@ pub fn summary(result: &RunResult) -> String {
     }
     out.push_str(&latency(result));
     out.push_str(&super::cost::text(result));
+    out.push_str(&super::differential::text(result));
     if result.not_conformant().next().is_some() {
         out.push_str("\nWhy:\n");
     }
@@ -154,6 +155,14 @@ pub fn summary(result: &RunResult) -> String {
                     crate::latency::words(bound.as_secs_f64() * 1000.0)
                 );
             }
+        }
+        for line in t
+            .differential
+            .as_ref()
+            .map(super::differential::why)
+            .unwrap_or_default()
+        {
+            let _ = writeln!(out, "    {line}");
         }
         for e in &t.examples {
             let at = e

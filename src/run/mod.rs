@@ -7,9 +7,11 @@
 //! provider was stopped); an interrupt stops the run with `complete = false`.
 
 pub mod budget;
+pub mod differential;
 pub mod journal;
 pub mod preflight;
 pub mod progress;
+pub mod reference_tape;
 pub mod shard;
 pub mod tallies;
 // TRANSITION: removed once the feature branches that name `run::record` are merged.
@@ -310,10 +312,10 @@ pub async fn execute(
     let mut merged = stream::select_all(streams);
 
     let consume = async {
-        while let Some((p, s, record)) = merged.next().await {
+        while let Some((p, s, mut record)) = merged.next().await {
             writer.write(&record)?;
             progress.record(record.passed);
-            tallies.add(p, s, &record);
+            tallies.add(p, s, &mut record);
         }
         Ok::<(), std::io::Error>(())
     };
@@ -457,6 +459,12 @@ async fn call_one(
         ));
     }
     record.passed = check::all_passed(&record.checks);
+    record.differential = differential::observe(
+        suite,
+        &case,
+        result.as_ref().ok().map(|c| &c.reply),
+        item.repeat,
+    );
     if let (Some(budget), Some(ceiling)) = (budget, ceiling) {
         // The twin's usage is not kept: its share stays at its ceiling.
         let usage = match &result {

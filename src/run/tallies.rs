@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use super::differential::Collector;
 use super::record::CallRecord;
 use super::shard::Shard;
 use super::{PairVerdict, PreparedSuite, Target};
@@ -16,10 +17,11 @@ use crate::config::pricing::PairCost;
 use crate::verdict::{Policy, Tally};
 
 /// One tally per (provider, suite), provider-major, for the pairs the plan holds.
-#[derive(Debug)]
 pub struct Tallies {
     n_suites: usize,
     tallies: Vec<Tally>,
+    /// The candidates against their reference, case by case.
+    differential: Collector,
 }
 
 /// The calls of `suite` the plan holds: every case (or the shard's cases) × repeats.
@@ -70,16 +72,35 @@ impl Tallies {
                 tallies.push(tally);
             }
         }
+        let differential = {
+            let plain: Vec<&Suite> = suites.iter().map(|s| &s.suite).collect();
+            let names: Vec<&str> = (targets.iter())
+                .map(|t| t.endpoint.config.name.as_str())
+                .collect();
+            let runs: Vec<Vec<usize>> = (plain.iter())
+                .map(|s| {
+                    (0..targets.len())
+                        .filter(|p| targets[*p].endpoint.config.runs_suite(&s.name))
+                        .collect()
+                })
+                .collect();
+            let r: Vec<u32> = plain.iter().map(|s| repeats(s)).collect();
+            Collector::new(&plain, &names, &runs, &r)
+        };
         Tallies {
             n_suites: suites.len(),
             tallies,
+            differential,
         }
     }
 
     /// Counts one record of `targets[provider]` on `suites[suite]`.
-    pub fn add(&mut self, provider: usize, suite: usize, record: &CallRecord) {
+    /// Takes its differential observation, which the comparison with the reference keeps
+    /// until the case is complete.
+    pub fn add(&mut self, provider: usize, suite: usize, record: &mut CallRecord) {
         if let Some(tally) = self.tallies.get_mut(provider * self.n_suites + suite) {
             tally.add(record);
+            self.differential.add(provider, suite, record);
         }
     }
 
@@ -92,7 +113,13 @@ impl Tallies {
         complete: bool,
     ) -> Vec<PairVerdict> {
         let n_suites = self.n_suites;
-        self.tallies
+        let mut tallies = self.tallies;
+        for ((s, p), d) in self.differential.finish() {
+            if let Some(tally) = tallies.get_mut(p * n_suites + s) {
+                tally.differential = Some(d);
+            }
+        }
+        tallies
             .into_iter()
             .enumerate()
             .filter(|(i, _)| {

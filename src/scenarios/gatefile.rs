@@ -42,6 +42,7 @@ pub fn allowlist(task: &str, entries: &[(&str, &str)]) -> Vec<u8> {
                     checks: BTreeMap::new(),
                     latency: None,
                     tool_calls: None,
+                    differential: None,
                 },
                 generated_at: now.clone(),
                 valid_until: valid_until.to_string(),

@@ -68,7 +68,15 @@ impl AnswerBook {
                     }
                 };
                 let json_answer = matches!(case.answer(), crate::config::Answer::Json);
-                if json_answer && case.expected.is_none() {
+                // A case judged against its recorded reference alone is answered with
+                // the reference's first recorded answer.
+                let recorded = case
+                    .reference
+                    .as_ref()
+                    .and_then(|r| r.answers.first())
+                    .and_then(|a| serde_json::from_str::<Value>(&a.text).ok());
+                let expected = case.expected.clone().or(recorded);
+                if json_answer && expected.is_none() {
                     problems.push(
                         Diagnostic::new(
                             &case_ref.path(),
@@ -83,7 +91,7 @@ impl AnswerBook {
                     None => key(&rendered.prompt.user),
                 };
                 let entry = Entry {
-                    json: case.expected.clone().filter(|_| json_answer),
+                    json: expected.filter(|_| json_answer),
                     tools: rendered
                         .conversation
                         .as_ref()
@@ -258,7 +266,10 @@ impl Respond for SimResponder {
                     return reply(shape::error(self.wire, 400, message));
                 };
                 probe_free_expected = Some(expected);
-                self.render(expected, asked.output_limit)
+                match self.field_drift(expected, &asked, n) {
+                    Some(drifted) => (drifted.to_string(), "stop"),
+                    None => self.render(expected, asked.output_limit),
+                }
             }
         };
         let answer = shape::Answer {
@@ -354,6 +365,40 @@ impl SimResponder {
         ))
     }
 
+    /// The answer with one field changed, for the behaviours that change a field, when
+    /// this answer is one where the drift shows: the enum field flipped to the enum's
+    /// next value, or the free-text field reworded (uniquely: by the request's number).
+    fn field_drift(&self, expected: &Value, asked: &shape::Asked<'_>, n: u64) -> Option<Value> {
+        if !matches!(self.behaviour, Behaviour::FlipsEnum | Behaviour::VariesText) {
+            return None;
+        }
+        let properties = asked.schema?.get("properties")?.as_object()?;
+        let map = expected.as_object()?;
+        let (field, replacement) = map.iter().find_map(|(key, value)| {
+            let text = value.as_str()?;
+            let choices = properties.get(key)?.get("enum").and_then(Value::as_array);
+            match (self.behaviour, choices) {
+                (Behaviour::FlipsEnum, Some(choices)) if choices.len() > 1 => {
+                    let at = choices.iter().position(|c| c == value).unwrap_or(0);
+                    Some((key.clone(), choices[(at + 1) % choices.len()].clone()))
+                }
+                (Behaviour::VariesText, None) => Some((
+                    key.clone(),
+                    Value::String(format!("{text} (reworded, take {n})")),
+                )),
+                _ => None,
+            }
+        })?;
+        if !self.drifts(&key_of(&asked.user_texts)) {
+            return None;
+        }
+        let mut drifted = expected.clone();
+        if let Some(m) = drifted.as_object_mut() {
+            m.insert(field, replacement);
+        }
+        Some(drifted)
+    }
+
     /// Whether this answer to the case keyed `key` is one where the drift shows: always
     /// at rate 1; otherwise decided by the seed, the case and how often it was asked.
     fn drifts(&self, key: &str) -> bool {
@@ -429,7 +474,9 @@ impl SimResponder {
             | Behaviour::DropsRequired
             | Behaviour::CallAsText
             | Behaviour::IgnoresRequired
-            | Behaviour::OneOfParallel => (compact, "stop"),
+            | Behaviour::OneOfParallel
+            | Behaviour::FlipsEnum
+            | Behaviour::VariesText => (compact, "stop"),
             Behaviour::ExtraKey => {
                 let mut v = expected.clone();
                 if let Some(map) = v.as_object_mut() {

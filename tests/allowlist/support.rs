@@ -51,6 +51,7 @@ pub fn entry(suite: &str, provider: &str, until: OffsetDateTime) -> Entry {
             checks,
             latency: None,
             tool_calls: None,
+            differential: None,
         },
         generated_at: stamp(until - time::Duration::days(7)),
         valid_until: stamp(until),

@@ -55,6 +55,7 @@ fn entry(suite: &str, provider: &str, model: &str, until: OffsetDateTime, digest
             checks: BTreeMap::new(),
             latency: None,
             tool_calls: None,
+            differential: None,
         },
         generated_at: (until - time::Duration::days(7)).format(&Rfc3339).unwrap(),
         valid_until: until.format(&Rfc3339).unwrap(),

@@ -1,0 +1,172 @@
+//! The differential table of each (suite, candidate): fields × (reference
+//! self-agreement, candidate agreement, verdict), then the cases that disagree most.
+//! The terminal summary and `summary.md` both print it from the tally; `report.json`
+//! carries the same numbers in each verdict's `differential`.
+
+use std::fmt::Write;
+
+use crate::check::differential::{Differential, FieldVerdict};
+use crate::run::RunResult;
+
+fn percent(rate: Option<f64>) -> String {
+    rate.map_or_else(|| "–".into(), |r| format!("{:.1}%", r * 100.0))
+}
+
+/// How a field's verdict reads.
+pub fn verdict_word(v: FieldVerdict) -> &'static str {
+    match v {
+        FieldVerdict::Pass => "pass",
+        FieldVerdict::Fail => "FAIL",
+        FieldVerdict::NoFloor => "no floor",
+        FieldVerdict::NotCompared => "not compared",
+    }
+}
+
+fn pairs(result: &RunResult) -> impl Iterator<Item = (&str, &str, &Differential)> {
+    result.verdicts.iter().filter_map(|v| {
+        v.tally
+            .differential
+            .as_ref()
+            .map(|d| (v.tally.suite.as_str(), v.tally.provider.as_str(), d))
+    })
+}
+
+fn compared(d: &Differential) -> impl Iterator<Item = &crate::check::differential::FieldRow> {
+    d.fields
+        .iter()
+        .filter(|f| f.verdict != FieldVerdict::NotCompared)
+}
+
+/// For the terminal: one block per (suite, candidate).
+pub fn text(result: &RunResult) -> String {
+    let mut out = String::new();
+    for (suite, provider, d) in pairs(result) {
+        let _ = writeln!(
+            out,
+            "\nAgainst the reference `{}` ({suite} × {provider}, {} cases, margin {:.0} points, confidence {:.0}%):",
+            d.reference,
+            d.cases,
+            d.margin * 100.0,
+            d.confidence * 100.0
+        );
+        if let Some(why) = &d.unavailable {
+            let _ = writeln!(out, "  inconclusive: {why}");
+            continue;
+        }
+        let width = compared(d).map(|f| f.field.len()).max().unwrap_or(5).max(5);
+        let _ = writeln!(
+            out,
+            "  {:width$}  {:>9}  {:>9}  verdict",
+            "field", "reference", "candidate"
+        );
+        for f in compared(d) {
+            let _ = writeln!(
+                out,
+                "  {:width$}  {:>9}  {:>9}  {}",
+                f.field,
+                percent(f.reference_agreement),
+                percent(f.candidate_agreement),
+                verdict_word(f.verdict)
+            );
+        }
+        if !d.worst_cases.is_empty() {
+            let listed: Vec<String> = d
+                .worst_cases
+                .iter()
+                .take(5)
+                .map(|c| {
+                    format!(
+                        "{} ({}/{} pairs{})",
+                        c.case,
+                        c.disagreeing,
+                        c.pairs,
+                        if c.fields.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {}", c.fields.join(", "))
+                        }
+                    )
+                })
+                .collect();
+            let _ = writeln!(out, "  most disagreeing: {}", listed.join("; "));
+        }
+    }
+    out
+}
+
+/// For `summary.md`: one table per (suite, candidate).
+pub fn markdown(result: &RunResult) -> String {
+    let mut out = String::new();
+    for (suite, provider, d) in pairs(result) {
+        let _ = writeln!(
+            out,
+            "\n### {suite} × {provider} against the reference `{}`\n",
+            d.reference
+        );
+        if let Some(why) = &d.unavailable {
+            let _ = writeln!(out, "Inconclusive: {why}.");
+            continue;
+        }
+        out.push_str("| field | reference self-agreement | candidate agreement | verdict |\n|---|---:|---:|---|\n");
+        for f in compared(d) {
+            let _ = writeln!(
+                out,
+                "| `{}` | {} ({}/{}) | {} ({}/{}) | {} |",
+                f.field.replace('|', "\\|"),
+                percent(f.reference_agreement),
+                f.reference.agreeing,
+                f.reference.pairs,
+                percent(f.candidate_agreement),
+                f.candidate.agreeing,
+                f.candidate.pairs,
+                verdict_word(f.verdict)
+            );
+        }
+        if !d.worst_cases.is_empty() {
+            out.push_str("\nMost disagreeing cases: ");
+            let listed: Vec<String> = d
+                .worst_cases
+                .iter()
+                .map(|c| format!("`{}` ({}/{} pairs)", c.case, c.disagreeing, c.pairs))
+                .collect();
+            out.push_str(&listed.join(", "));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Why a pair failed against its reference, one sentence per failed field, for the
+/// "why" of the terminal summary and `summary.md`.
+pub fn why(d: &Differential) -> Vec<String> {
+    use crate::check::differential::{NO_FLOOR, NO_REFERENCE};
+    match d.judgement() {
+        Err(code) if code == NO_REFERENCE => {
+            return vec![format!(
+                "{code}: {}",
+                d.unavailable.as_deref().unwrap_or("no reference answers")
+            )];
+        }
+        Err(code) if code == NO_FLOOR => {
+            return vec![format!(
+                "{code}: `{}` gave at most one answer per case, so how much it varies is unknown and a disagreement cannot be told from its noise: run with --repeats 2 or more (or record more answers)",
+                d.reference
+            )];
+        }
+        _ => {}
+    }
+    d.failed()
+        .map(|f| {
+            format!(
+                "{}: `{}` agrees with `{}` in {} of pairs, significantly below `{}`'s own {} (less the {:.0}-point margin)",
+                crate::check::differential::CODE,
+                f.field,
+                d.reference,
+                percent(f.candidate_agreement),
+                d.reference,
+                percent(f.reference_agreement),
+                d.margin * 100.0
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,191 @@
+//! Gathers what differential conformance compares while the records stream in.
+//!
+//! A case is compared once every planned call of it has come back (the reference's and
+//! every candidate's, or the candidates' with the recorded answers that rode on the
+//! first repeat), then forgotten: memory holds the cases in flight, each a few digests
+//! per answer, and one [`Differential`] per (suite, candidate).
+
+use std::collections::HashMap;
+
+use crate::check::differential::{self, Differential, Signature};
+pub use crate::check::differential::{Observed, observe};
+use crate::check::stability::DEFAULT_CONFIDENCE;
+use crate::config::Suite;
+
+use super::record::CallRecord;
+
+/// Where a suite's reference answers come from.
+#[derive(Debug, Clone, PartialEq)]
+enum Source {
+    /// The target at this index answers live.
+    Live(usize),
+    /// `reference = "NAME"`, but no such provider is in the run.
+    Missing(String),
+    /// The cases' own `reference` blocks.
+    Recorded,
+}
+
+#[derive(Debug)]
+struct Plan {
+    source: Source,
+    /// The targets that run the suite.
+    providers: Vec<usize>,
+    /// Records per case: every provider's repeats.
+    per_case: u32,
+    /// The reference's name in the report: the provider, or `recorded`.
+    name: String,
+    fields: Vec<String>,
+    margin: f64,
+    confidence: f64,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    seen: u32,
+    answers: HashMap<usize, Vec<Signature>>,
+    recorded: Option<Vec<Signature>>,
+}
+
+/// The collector of one run.
+#[derive(Debug)]
+pub struct Collector {
+    plans: Vec<Plan>,
+    pending: HashMap<(usize, String), Pending>,
+    results: HashMap<(usize, usize), Differential>,
+    /// Cases the live reference gave no answer to, per suite.
+    unanswered: HashMap<usize, u64>,
+}
+
+impl Collector {
+    /// `names[p]` is target `p`'s provider name, `runs[s]` the targets that run suite
+    /// `s`, and `repeats[s]` its repeats.
+    pub fn new(suites: &[&Suite], names: &[&str], runs: &[Vec<usize>], repeats: &[u32]) -> Self {
+        let plans = suites
+            .iter()
+            .enumerate()
+            .map(|(s, suite)| {
+                let source = match &suite.reference {
+                    Some(name) => match names.iter().position(|n| n == name) {
+                        Some(p) => Source::Live(p),
+                        None => Source::Missing(name.clone()),
+                    },
+                    None => Source::Recorded,
+                };
+                let providers = runs.get(s).cloned().unwrap_or_default();
+                let r = repeats.get(s).copied().unwrap_or(1);
+                let name = suite.reference.clone().unwrap_or_else(|| "recorded".into());
+                Plan {
+                    name,
+                    source,
+                    per_case: r.saturating_mul(providers.len() as u32),
+                    providers,
+                    fields: differential::fields(suite),
+                    margin: suite.differential.margin(),
+                    confidence: suite.stability.confidence.unwrap_or(DEFAULT_CONFIDENCE),
+                }
+            })
+            .collect();
+        Collector {
+            plans,
+            pending: HashMap::new(),
+            results: HashMap::new(),
+            unanswered: HashMap::new(),
+        }
+    }
+
+    /// Counts one record of target `p` on suite `s`.
+    pub fn add(&mut self, p: usize, s: usize, record: &mut CallRecord) {
+        let Some(plan) = self.plans.get(s) else {
+            return;
+        };
+        let observed = record.differential.take();
+        let key = (s, record.case.clone());
+        // A recorded-reference suite compares only the cases that carry a reference; a
+        // live one compares every case.
+        if plan.source == Source::Recorded && observed.is_none() && !self.pending.contains_key(&key)
+        {
+            return;
+        }
+        let pending = self.pending.entry(key).or_default();
+        pending.seen += 1;
+        if let Some(o) = observed {
+            if let Some(own) = o.own {
+                pending.answers.entry(p).or_default().push(own);
+            }
+            if pending.recorded.is_none() {
+                pending.recorded = o.recorded;
+            }
+        }
+        if pending.seen >= plan.per_case {
+            let key = (s, record.case.clone());
+            if let Some(done) = self.pending.remove(&key) {
+                self.compare(s, &key.1, done);
+            }
+        }
+    }
+
+    fn compare(&mut self, s: usize, case: &str, done: Pending) {
+        let plan = &self.plans[s];
+        let reference: &[Signature] = match &plan.source {
+            Source::Live(r) => done.answers.get(r).map(Vec::as_slice).unwrap_or(&[]),
+            Source::Missing(_) => &[],
+            Source::Recorded => done.recorded.as_deref().unwrap_or(&[]),
+        };
+        let name = &plan.name;
+        if reference.is_empty() && matches!(plan.source, Source::Live(_)) {
+            *self.unanswered.entry(s).or_default() += 1;
+        }
+        for &p in &plan.providers {
+            if plan.source == Source::Live(p) {
+                continue;
+            }
+            let candidate = done.answers.get(&p).map(Vec::as_slice).unwrap_or(&[]);
+            self.results
+                .entry((s, p))
+                .or_insert_with(|| {
+                    Differential::new(name, plan.fields.clone(), plan.margin, plan.confidence)
+                })
+                .add_case(case, reference, candidate);
+        }
+    }
+
+    /// The evidence of every (suite, candidate) with a reference, each field judged.
+    pub fn finish(mut self) -> HashMap<(usize, usize), Differential> {
+        for (s, plan) in self.plans.iter().enumerate() {
+            // A live or missing reference judges every candidate, answered or not.
+            if plan.source == Source::Recorded {
+                continue;
+            }
+            for &p in &plan.providers {
+                if plan.source == Source::Live(p) {
+                    continue;
+                }
+                self.results.entry((s, p)).or_insert_with(|| {
+                    Differential::new(
+                        &plan.name,
+                        plan.fields.clone(),
+                        plan.margin,
+                        plan.confidence,
+                    )
+                });
+            }
+        }
+        for ((s, _), d) in self.results.iter_mut() {
+            let plan = &self.plans[*s];
+            d.unavailable = match &plan.source {
+                Source::Missing(name) => Some(format!(
+                    "the reference `{name}` was not run: add it to the providers of the run"
+                )),
+                Source::Live(_) => self.unanswered.get(s).map(|n| {
+                    format!(
+                        "the reference `{}` answered none of {n} case(s)",
+                        d.reference
+                    )
+                }),
+                Source::Recorded => None,
+            };
+            d.finish();
+        }
+        self.results
+    }
+}
