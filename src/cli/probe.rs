@@ -62,7 +62,11 @@ pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<u8> {
     let as_written = config.clone();
     config.max_output_tokens = config.max_output_tokens.min(args.max_output_tokens);
     // The answer schemas and every tool's parameters: a fallback meets both.
-    let schemas: Vec<_> = workspace.suites.iter().flat_map(inventory::suite_schemas).collect();
+    let schemas: Vec<_> = workspace
+        .suites
+        .iter()
+        .flat_map(inventory::suite_schemas)
+        .collect();
     let used = inventory::keywords(schemas.iter().map(|s| &s.schema));
     let (probes, not_probed) = probe::split_probeable(&used);
     let suites: Vec<&str> = workspace.suites.iter().map(|s| s.name.as_str()).collect();
