@@ -7,6 +7,12 @@
 //!
 //! The mock runs in a child process and each size in a fresh child process, so the
 //! peak RSS printed is the runner's alone.
+//!
+//! `cargo bench --bench run_throughput -- --sim 1000 10000 100000`: the same calls to a
+//! simulated provider (`kind = "sim"`, 50 ms) served in the runner's process, so the peak
+//! RSS printed is the runner's and the simulation's together; `--sim-wiremock` serves the
+//! same answer from a wiremock mock in the process instead (request recording disabled),
+//! which is what the simulations were built on before and what grew with every call.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -31,6 +37,26 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("--mock") => mock(),
         Some("--one") => one(args[1].parse().expect("calls"), &args[2]),
+        Some(mode @ ("--sim" | "--sim-wiremock")) => {
+            let exe = std::env::current_exe().expect("own path");
+            println!("in-process server ({mode}), latency {LATENCY:?}, concurrency {CONCURRENCY}");
+            println!(
+                "{:>8}  {:>9}  {:>9}  {:>6}  {:>9}  {:>8}",
+                "calls", "wall", "floor", "ratio", "calls/s", "peak RSS"
+            );
+            for n in &args[1..] {
+                let out = Command::new(&exe)
+                    .args([&format!("{mode}-one"), n])
+                    .output()
+                    .expect("run one size");
+                print!("{}", String::from_utf8_lossy(&out.stdout));
+                if !out.status.success() {
+                    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+                }
+            }
+        }
+        Some("--sim-one") => one_in_process(args[1].parse().expect("calls"), false),
+        Some("--sim-wiremock-one") => one_in_process(args[1].parse().expect("calls"), true),
         _ => {
             let sizes: Vec<u64> = if args.is_empty() {
                 vec![1_000, 10_000]
@@ -79,24 +105,93 @@ fn orchestrate(sizes: &[u64]) {
 fn mock() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
-        use wiremock::matchers::method;
-        use wiremock::{Mock, MockServer, ResponseTemplate};
-        let server = MockServer::builder().disable_request_recording().start().await;
-        Mock::given(method("POST"))
-            .respond_with(
-                ResponseTemplate::new(200)
-                    .set_delay(LATENCY)
-                    .set_body_json(json!({
-                        "id": "chatcmpl-bench", "object": "chat.completion", "model": "bench-model",
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": "{\"label\":\"ok\",\"score\":0.9}"}}],
-                        "usage": {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49}})),
-            )
-            .mount(&server)
-            .await;
+        let server = wiremock_mock().await;
         println!("{}", server.uri());
         std::future::pending::<()>().await;
     });
+}
+
+async fn wiremock_mock() -> wiremock::MockServer {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let server = MockServer::builder()
+        .disable_request_recording()
+        .start()
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_delay(LATENCY)
+                .set_body_json(json!({
+                    "id": "chatcmpl-bench", "object": "chat.completion", "model": "bench-model",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": "{\"label\":\"ok\",\"score\":0.9}"}}],
+                    "usage": {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49}})),
+        )
+        .mount(&server)
+        .await;
+    server
+}
+
+/// One size against a provider served in this process: a simulation, or the wiremock
+/// mock the simulations used to be built on.
+fn one_in_process(calls: u64, wiremock: bool) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let suite_dir = dir.path().join("fixtures/bench");
+    write_suite(&suite_dir, calls);
+    let suite = Suite::load(&suite_dir).expect("suite");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let (result, wall) = rt.block_on(async {
+        let suites = run::prepare(vec![suite]).expect("prepare");
+        let sim_config = ProviderConfig::parse(
+            &dir.path().join("providers/sim.toml"),
+            &format!(
+                "kind = \"sim\"\nmodel = \"bench-model\"\ntimeout = \"30s\"\n[limits]\nconcurrency = {CONCURRENCY}\n[sim]\nbehaviour = \"steady\"\nexpect = \"conformant\"\nlatency = \"{}ms\"\nwire = \"openai-compatible\"\n",
+                LATENCY.as_millis()
+            ),
+        )
+        .expect("sim provider");
+        // Both servers are kept alive until the run ends.
+        let (_sim, _mock, uri) = if wiremock {
+            let mock = wiremock_mock().await;
+            let uri = mock.uri();
+            (None, Some(mock), uri)
+        } else {
+            let refs: Vec<&Suite> = suites.iter().map(|s| &s.suite).collect();
+            let book = conform::sim::AnswerBook::from_suites(&refs).expect("answer book");
+            let sim = conform::sim::SimServer::start(&sim_config, Arc::new(book)).await;
+            let uri = sim.uri();
+            (Some(sim), None, uri)
+        };
+        let provider = ProviderConfig::parse(
+            &dir.path().join("providers/bench.toml"),
+            &format!(
+                "kind = \"openai-compatible\"\nmodel = \"bench-model\"\nbase_url = \"{uri}\"\ntimeout = \"30s\"\n[limits]\nconcurrency = {CONCURRENCY}\n"
+            ),
+        )
+        .expect("provider");
+        let transport = Transport::new().expect("transport");
+        let wire = wire_format(provider.kind);
+        let targets = vec![Arc::new(Target::new(Endpoint::new(
+            Arc::new(provider),
+            wire,
+            None,
+            transport,
+        )))];
+        let options = RunOptions {
+            run_id: "bench".into(),
+            dir: dir.path().join("reports/bench"),
+            repeats: None,
+            max_transport_error_share: 0.1,
+            progress: false,
+        };
+        let started = Instant::now();
+        let result = run::execute(&suites, &targets, &options, std::future::pending())
+            .await
+            .expect("run");
+        (result, started.elapsed())
+    });
+    print_one(calls, &result, wall);
 }
 
 /// One size, measured in its own process.
@@ -139,6 +234,10 @@ fn one(calls: u64, uri: &str) {
     });
     let _ = started;
     let (result, wall) = result;
+    print_one(calls, &result, wall);
+}
+
+fn print_one(calls: u64, result: &run::RunResult, wall: Duration) {
     let passed: u64 = result.verdicts.iter().map(|v| v.tally.passed).sum();
     assert_eq!(
         passed, calls,
@@ -169,8 +268,9 @@ fn write_suite(dir: &Path, cases: u64) {
     for i in 0..cases {
         std::fs::write(
             dir.join(format!("cases/{i:06}.json")),
-            json!({"vars": {"text": format!("message number {i}: the parcel arrived on time")}})
-                .to_string(),
+            json!({"vars": {"text": format!("message number {i}: the parcel arrived on time")},
+                   "expected": {"label": "ok", "score": 0.9}})
+            .to_string(),
         )
         .expect("case");
     }
