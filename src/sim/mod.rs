@@ -32,7 +32,9 @@ pub const RATE_LIMITED_REQUESTS: u64 = 3;
 /// The expected answer of every case, by prompt.
 #[derive(Debug, Default)]
 pub struct AnswerBook {
-    answers: HashMap<String, Entry>,
+    /// By the SHA-256 of the user messages; equal answers shared, so that a suite of
+    /// many cases with few distinct answers costs little more than its keys.
+    answers: HashMap<[u8; 32], Arc<Entry>>,
 }
 
 /// What a simulation answers to one case.
@@ -52,6 +54,7 @@ impl AnswerBook {
     pub fn from_suites(suites: &[&Suite]) -> Result<AnswerBook, Diagnostics> {
         let mut book = AnswerBook::default();
         let mut problems = Diagnostics::default();
+        let mut distinct: HashMap<String, Arc<Entry>> = HashMap::new();
         for suite in suites {
             for case_ref in &suite.cases {
                 let case = match case_ref.load() {
@@ -80,8 +83,8 @@ impl AnswerBook {
                     continue;
                 }
                 let key = match &rendered.conversation {
-                    Some(c) => key_of(&c.user_texts()),
-                    None => key(&rendered.prompt.user),
+                    Some(c) => raw_key_of(&c.user_texts()),
+                    None => raw_key(&rendered.prompt.user),
                 };
                 let entry = Entry {
                     json: case.expected.clone().filter(|_| json_answer),
@@ -91,7 +94,7 @@ impl AnswerBook {
                         .map(|c| tools::ToolAnswer::of(&case, &c.tools)),
                 };
                 if let Some(other) = book.answers.get(&key)
-                    && *other != entry
+                    && **other != entry
                 {
                     problems.push(Diagnostic::new(
                         &case_ref.path(),
@@ -99,7 +102,10 @@ impl AnswerBook {
                     ));
                     continue;
                 }
-                book.answers.insert(key, entry);
+                let shared = distinct
+                    .entry(format!("{entry:?}"))
+                    .or_insert_with(|| Arc::new(entry));
+                book.answers.insert(key, Arc::clone(shared));
             }
         }
         if problems.is_empty() {
@@ -111,11 +117,11 @@ impl AnswerBook {
 
     /// The expected answer for a rendered user prompt.
     pub fn answer(&self, user_prompt: &str) -> Option<&Value> {
-        self.answers.get(&key(user_prompt))?.json.as_ref()
+        self.answers.get(&raw_key(user_prompt))?.json.as_ref()
     }
 
     fn entry(&self, user_texts: &[&str]) -> Option<&Entry> {
-        self.answers.get(&key_of(user_texts))
+        self.answers.get(&raw_key_of(user_texts)).map(Arc::as_ref)
     }
 }
 
@@ -125,6 +131,19 @@ fn key_of(user_texts: &[&str]) -> String {
         [one] => key(one),
         many => key(&many.join("\u{1f}")),
     }
+}
+
+/// [`key_of`] as the 32 bytes of the digest: what the book is indexed by.
+fn raw_key_of(user_texts: &[&str]) -> [u8; 32] {
+    match user_texts {
+        [one] => raw_key(one),
+        many => raw_key(&many.join("\u{1f}")),
+    }
+}
+
+fn raw_key(user_prompt: &str) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(user_prompt.as_bytes()).into()
 }
 
 fn key(user_prompt: &str) -> String {
