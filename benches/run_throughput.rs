@@ -29,7 +29,15 @@ use conform::provider::wire_format;
 use conform::run::{self, RunOptions, Target};
 use serde_json::json;
 
-const LATENCY: Duration = Duration::from_millis(50);
+/// The mock's latency: 50 ms, or `RUN_THROUGHPUT_LATENCY_MS` (0 measures the harness's
+/// CPU per call alone).
+fn latency() -> Duration {
+    let ms = std::env::var("RUN_THROUGHPUT_LATENCY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    Duration::from_millis(ms)
+}
 const CONCURRENCY: usize = 64;
 
 fn main() {
@@ -42,10 +50,13 @@ fn main() {
         Some("--one") => one(args[1].parse().expect("calls"), &args[2]),
         Some(mode @ ("--sim" | "--sim-wiremock")) => {
             let exe = std::env::current_exe().expect("own path");
-            println!("in-process server ({mode}), latency {LATENCY:?}, concurrency {CONCURRENCY}");
             println!(
-                "{:>8}  {:>9}  {:>9}  {:>6}  {:>9}  {:>8}",
-                "calls", "wall", "floor", "ratio", "calls/s", "peak RSS"
+                "in-process server ({mode}), latency {:?}, concurrency {CONCURRENCY}",
+                latency()
+            );
+            println!(
+                "{:>8}  {:>9}  {:>9}  {:>6}  {:>9}  {:>8}  {:>10}",
+                "calls", "wall", "floor", "ratio", "calls/s", "peak RSS", "CPU/call"
             );
             for n in &args[1..] {
                 let out = Command::new(&exe)
@@ -85,10 +96,13 @@ fn orchestrate(sizes: &[u64]) {
         .read_line(&mut line)
         .expect("mock address");
     let uri = line.trim().to_string();
-    println!("mock provider at {uri}, latency {LATENCY:?}, concurrency {CONCURRENCY}");
     println!(
-        "{:>8}  {:>9}  {:>9}  {:>6}  {:>9}  {:>8}",
-        "calls", "wall", "floor", "ratio", "calls/s", "peak RSS"
+        "mock provider at {uri}, latency {:?}, concurrency {CONCURRENCY}",
+        latency()
+    );
+    println!(
+        "{:>8}  {:>9}  {:>9}  {:>6}  {:>9}  {:>8}  {:>10}",
+        "calls", "wall", "floor", "ratio", "calls/s", "peak RSS", "CPU/call"
     );
     for &n in sizes {
         let out = Command::new(&exe)
@@ -124,7 +138,7 @@ async fn wiremock_mock() -> wiremock::MockServer {
     Mock::given(method("POST"))
         .respond_with(
             ResponseTemplate::new(200)
-                .set_delay(LATENCY)
+                .set_delay(latency())
                 .set_body_json(json!({
                     "id": "chatcmpl-bench", "object": "chat.completion", "model": "bench-model",
                     "choices": [{"index": 0, "finish_reason": "stop",
@@ -150,7 +164,7 @@ fn one_in_process(calls: u64, wiremock: bool) {
             &dir.path().join("providers/sim.toml"),
             &format!(
                 "kind = \"sim\"\nmodel = \"bench-model\"\ntimeout = \"30s\"\n[limits]\nconcurrency = {CONCURRENCY}\n[sim]\nbehaviour = \"steady\"\nexpect = \"conformant\"\nlatency = \"{}ms\"\nwire = \"openai-compatible\"\n",
-                LATENCY.as_millis()
+                latency().as_millis()
             ),
         )
         .expect("sim provider");
@@ -188,6 +202,8 @@ fn one_in_process(calls: u64, wiremock: bool) {
             max_transport_error_share: 0.1,
             progress: false,
         };
+        // Writing the cases and loading the suite are not the run's cost.
+        let _ = CPU_AT_START.set(cpu_seconds());
         let started = Instant::now();
         let result = run::execute(&suites, &targets, &options, std::future::pending())
             .await
@@ -233,6 +249,8 @@ fn one(calls: u64, uri: &str) {
             max_transport_error_share: 0.1,
             progress: false,
         };
+        // Writing the cases and loading the suite are not the run's cost.
+        let _ = CPU_AT_START.set(cpu_seconds());
         let started = Instant::now();
         let result = run::execute(&suites, &targets, &options, std::future::pending())
             .await
@@ -254,14 +272,15 @@ fn print_one(calls: u64, result: &run::RunResult, wall: Duration) {
         passed, calls,
         "every call must pass for the measurement to count"
     );
-    let floor = LATENCY.as_secs_f64() * calls.div_ceil(CONCURRENCY as u64) as f64;
+    let floor = latency().as_secs_f64() * calls.div_ceil(CONCURRENCY as u64) as f64;
     println!(
-        "{calls:>8}  {:>8.2}s  {:>8.2}s  {:>6.3}  {:>9.0}  {:>5} MiB",
+        "{calls:>8}  {:>8.2}s  {:>8.2}s  {:>6.3}  {:>9.0}  {:>5} MiB  {:>7.1} µs",
         wall.as_secs_f64(),
         floor,
         wall.as_secs_f64() / floor,
         calls as f64 / wall.as_secs_f64(),
-        peak_rss_kib() / 1024
+        peak_rss_kib() / 1024,
+        (cpu_seconds() - CPU_AT_START.get().copied().unwrap_or(0.0)) * 1e6 / calls as f64
     );
 }
 
@@ -297,4 +316,22 @@ fn peak_rss_kib() -> u64 {
                 .and_then(|v| v.parse().ok())
         })
         .unwrap_or(0)
+}
+
+static CPU_AT_START: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+
+/// User + system CPU time of this process so far (`/proc/self/stat`, clock ticks of
+/// 10 ms): the runner's, and the simulation's when it runs in the process.
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // The fields after the command name, which is in parentheses.
+            let rest = s.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let utime: f64 = fields.get(11)?.parse().ok()?;
+            let stime: f64 = fields.get(12)?.parse().ok()?;
+            Some((utime + stime) / 100.0)
+        })
+        .unwrap_or(0.0)
 }
