@@ -610,3 +610,46 @@ pub(super) fn error(wire: Kind, status: u16, message: &str) -> Reply {
     };
     Reply::json(status, &body)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The routes the wiremock matchers of the simulations used to match, as regular
+    /// expressions, now matched without one.
+    #[test]
+    fn each_wire_answers_on_its_vendor_path_only() {
+        let gemini = [
+            ("/v1beta/models/gemini-2.5-flash:generateContent", true),
+            ("/v1/models/gemini-2.5-flash:streamGenerateContent", true),
+            ("/v1beta/models/:generateContent", false),
+            ("/v1beta/models/a/b:generateContent", false),
+            ("/v1beta/models/m:countTokens", false),
+            ("/v1beta/models/m", false),
+            ("/v2/models/m:generateContent", false),
+        ];
+        for (path, answered) in gemini {
+            assert_eq!(on_route(Kind::Gemini, path), answered, "{path}");
+        }
+        assert!(on_route(Kind::Anthropic, "/v1/messages"));
+        assert!(!on_route(Kind::Anthropic, "/v1/messages/count_tokens"));
+        assert!(on_route(Kind::Ollama, "/api/chat"));
+        assert!(!on_route(Kind::Ollama, "/api/generate"));
+        assert!(on_route(Kind::OpenaiCompatible, "/v1/chat/completions"));
+        assert!(!on_route(Kind::OpenaiCompatible, "/v1/chat/completions/x"));
+        assert!(!on_route(Kind::Openai, "/v1/responses"));
+    }
+
+    #[test]
+    fn a_rate_limit_carries_the_vendor_headers() {
+        let anthropic = rate_limited(Kind::Anthropic);
+        assert_eq!(anthropic.status, 429);
+        assert!(anthropic.headers.contains(&("x-should-retry", "true")));
+        assert!(anthropic.headers.contains(&("retry-after", "1")));
+        assert!(rate_limited(Kind::Gemini).headers.is_empty());
+        let openai = error(Kind::OpenaiCompatible, 400, "bad");
+        assert_eq!(openai.content_type, "application/json");
+        let body: Value = serde_json::from_slice(&openai.body).unwrap_or_default();
+        assert_eq!(body["error"]["message"], "bad");
+    }
+}
