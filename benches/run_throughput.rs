@@ -5,8 +5,17 @@
 //!
 //! `cargo bench --bench run_throughput -- 1000 10000 100000`
 //!
+//! The wall time is the run's; the peak RSS also covers `report.json` and `junit.xml`,
+//! written after it from `results.jsonl`.
+//!
 //! The mock runs in a child process and each size in a fresh child process, so the
 //! peak RSS printed is the runner's alone.
+//!
+//! `cargo bench --bench run_throughput -- --sim 1000 10000 100000`: the same calls to a
+//! simulated provider (`kind = "sim"`, 50 ms) served in the runner's process, so the peak
+//! RSS printed is the runner's and the simulation's together; `--sim-wiremock` serves the
+//! same answer from a wiremock mock in the process instead (request recording disabled),
+//! which is what the simulations were built on before and what grew with every call.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -20,7 +29,15 @@ use conform::provider::wire_format;
 use conform::run::{self, RunOptions, Target};
 use serde_json::json;
 
-const LATENCY: Duration = Duration::from_millis(50);
+/// The mock's latency: 50 ms, or `RUN_THROUGHPUT_LATENCY_MS` (0 measures the harness's
+/// CPU per call alone).
+fn latency() -> Duration {
+    let ms = std::env::var("RUN_THROUGHPUT_LATENCY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    Duration::from_millis(ms)
+}
 const CONCURRENCY: usize = 64;
 
 fn main() {
@@ -31,6 +48,29 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("--mock") => mock(),
         Some("--one") => one(args[1].parse().expect("calls"), &args[2]),
+        Some(mode @ ("--sim" | "--sim-wiremock")) => {
+            let exe = std::env::current_exe().expect("own path");
+            println!(
+                "in-process server ({mode}), latency {:?}, concurrency {CONCURRENCY}",
+                latency()
+            );
+            println!(
+                "{:>8}  {:>9}  {:>9}  {:>6}  {:>9}  {:>8}  {:>10}",
+                "calls", "wall", "floor", "ratio", "calls/s", "peak RSS", "CPU/call"
+            );
+            for n in &args[1..] {
+                let out = Command::new(&exe)
+                    .args([&format!("{mode}-one"), n])
+                    .output()
+                    .expect("run one size");
+                print!("{}", String::from_utf8_lossy(&out.stdout));
+                if !out.status.success() {
+                    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+                }
+            }
+        }
+        Some("--sim-one") => one_in_process(args[1].parse().expect("calls"), false),
+        Some("--sim-wiremock-one") => one_in_process(args[1].parse().expect("calls"), true),
         _ => {
             let sizes: Vec<u64> = if args.is_empty() {
                 vec![1_000, 10_000]
@@ -56,10 +96,13 @@ fn orchestrate(sizes: &[u64]) {
         .read_line(&mut line)
         .expect("mock address");
     let uri = line.trim().to_string();
-    println!("mock provider at {uri}, latency {LATENCY:?}, concurrency {CONCURRENCY}");
     println!(
-        "{:>8}  {:>9}  {:>9}  {:>6}  {:>9}  {:>8}",
-        "calls", "wall", "floor", "ratio", "calls/s", "peak RSS"
+        "mock provider at {uri}, latency {:?}, concurrency {CONCURRENCY}",
+        latency()
+    );
+    println!(
+        "{:>8}  {:>9}  {:>9}  {:>6}  {:>9}  {:>8}  {:>10}",
+        "calls", "wall", "floor", "ratio", "calls/s", "peak RSS", "CPU/call"
     );
     for &n in sizes {
         let out = Command::new(&exe)
@@ -79,24 +122,101 @@ fn orchestrate(sizes: &[u64]) {
 fn mock() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
-        use wiremock::matchers::method;
-        use wiremock::{Mock, MockServer, ResponseTemplate};
-        let server = MockServer::builder().disable_request_recording().start().await;
-        Mock::given(method("POST"))
-            .respond_with(
-                ResponseTemplate::new(200)
-                    .set_delay(LATENCY)
-                    .set_body_json(json!({
-                        "id": "chatcmpl-bench", "object": "chat.completion", "model": "bench-model",
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": "{\"label\":\"ok\",\"score\":0.9}"}}],
-                        "usage": {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49}})),
-            )
-            .mount(&server)
-            .await;
+        let server = wiremock_mock().await;
         println!("{}", server.uri());
         std::future::pending::<()>().await;
     });
+}
+
+async fn wiremock_mock() -> wiremock::MockServer {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let server = MockServer::builder()
+        .disable_request_recording()
+        .start()
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_delay(latency())
+                .set_body_json(json!({
+                    "id": "chatcmpl-bench", "object": "chat.completion", "model": "bench-model",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": "{\"label\":\"ok\",\"score\":0.9}"}}],
+                    "usage": {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49}})),
+        )
+        .mount(&server)
+        .await;
+    server
+}
+
+/// One size against a provider served in this process: a simulation, or the wiremock
+/// mock the simulations used to be built on.
+fn one_in_process(calls: u64, wiremock: bool) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let suite_dir = dir.path().join("fixtures/bench");
+    write_suite(&suite_dir, calls);
+    let suite = Suite::load(&suite_dir).expect("suite");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let (result, wall) = rt.block_on(async {
+        let suites = run::prepare(vec![suite]).expect("prepare");
+        let sim_config = ProviderConfig::parse(
+            &dir.path().join("providers/sim.toml"),
+            &format!(
+                "kind = \"sim\"\nmodel = \"bench-model\"\ntimeout = \"30s\"\n[limits]\nconcurrency = {CONCURRENCY}\n[sim]\nbehaviour = \"steady\"\nexpect = \"conformant\"\nlatency = \"{}ms\"\nwire = \"openai-compatible\"\n",
+                latency().as_millis()
+            ),
+        )
+        .expect("sim provider");
+        // Both servers are kept alive until the run ends.
+        let (_sim, _mock, uri) = if wiremock {
+            let mock = wiremock_mock().await;
+            let uri = mock.uri();
+            (None, Some(mock), uri)
+        } else {
+            let refs: Vec<&Suite> = suites.iter().map(|s| &s.suite).collect();
+            let book = conform::sim::AnswerBook::from_suites(&refs).expect("answer book");
+            let sim = conform::sim::SimServer::start(&sim_config, Arc::new(book)).await;
+            let uri = sim.uri();
+            (Some(sim), None, uri)
+        };
+        let provider = ProviderConfig::parse(
+            &dir.path().join("providers/bench.toml"),
+            &format!(
+                "kind = \"openai-compatible\"\nmodel = \"bench-model\"\nbase_url = \"{uri}\"\ntimeout = \"30s\"\n[limits]\nconcurrency = {CONCURRENCY}\n"
+            ),
+        )
+        .expect("provider");
+        let transport = Transport::new().expect("transport");
+        let wire = wire_format(provider.kind);
+        let targets = vec![Arc::new(Target::new(Endpoint::new(
+            Arc::new(provider),
+            wire,
+            None,
+            transport,
+        )))];
+        let options = RunOptions {
+            run_id: "bench".into(),
+            dir: dir.path().join("reports/bench"),
+            repeats: None,
+            max_transport_error_share: 0.1,
+            progress: false,
+            shard: None,
+            budget: None,
+        };
+        // Writing the cases and loading the suite are not the run's cost.
+        let _ = CPU_AT_START.set(cpu_seconds());
+        let started = Instant::now();
+        let result = run::execute(&suites, &targets, &options, std::future::pending())
+            .await
+            .expect("run");
+        let wall = started.elapsed();
+        // The reports streamed from the results, so the peak RSS printed covers them.
+        conform::report::json::write(&result, &suites, &targets).expect("report.json");
+        conform::report::junit::write(&result.dir, &result.run_id).expect("junit.xml");
+        (result, wall)
+    });
+    print_one(calls, &result, wall);
 }
 
 /// One size, measured in its own process.
@@ -133,27 +253,38 @@ fn one(calls: u64, uri: &str) {
             shard: None,
             budget: None,
         };
+        // Writing the cases and loading the suite are not the run's cost.
+        let _ = CPU_AT_START.set(cpu_seconds());
         let started = Instant::now();
         let result = run::execute(&suites, &targets, &options, std::future::pending())
             .await
             .expect("run");
-        (result, started.elapsed())
+        let wall = started.elapsed();
+        // The reports streamed from the results, so the peak RSS printed covers them.
+        conform::report::json::write(&result, &suites, &targets).expect("report.json");
+        conform::report::junit::write(&result.dir, &result.run_id).expect("junit.xml");
+        (result, wall)
     });
     let _ = started;
     let (result, wall) = result;
+    print_one(calls, &result, wall);
+}
+
+fn print_one(calls: u64, result: &run::RunResult, wall: Duration) {
     let passed: u64 = result.verdicts.iter().map(|v| v.tally.passed).sum();
     assert_eq!(
         passed, calls,
         "every call must pass for the measurement to count"
     );
-    let floor = LATENCY.as_secs_f64() * calls.div_ceil(CONCURRENCY as u64) as f64;
+    let floor = latency().as_secs_f64() * calls.div_ceil(CONCURRENCY as u64) as f64;
     println!(
-        "{calls:>8}  {:>8.2}s  {:>8.2}s  {:>6.3}  {:>9.0}  {:>5} MiB",
+        "{calls:>8}  {:>8.2}s  {:>8.2}s  {:>6.3}  {:>9.0}  {:>5} MiB  {:>7.1} µs",
         wall.as_secs_f64(),
         floor,
         wall.as_secs_f64() / floor,
         calls as f64 / wall.as_secs_f64(),
-        peak_rss_kib() / 1024
+        peak_rss_kib() / 1024,
+        (cpu_seconds() - CPU_AT_START.get().copied().unwrap_or(0.0)) * 1e6 / calls as f64
     );
 }
 
@@ -171,8 +302,9 @@ fn write_suite(dir: &Path, cases: u64) {
     for i in 0..cases {
         std::fs::write(
             dir.join(format!("cases/{i:06}.json")),
-            json!({"vars": {"text": format!("message number {i}: the parcel arrived on time")}})
-                .to_string(),
+            json!({"vars": {"text": format!("message number {i}: the parcel arrived on time")},
+                   "expected": {"label": "ok", "score": 0.9}})
+            .to_string(),
         )
         .expect("case");
     }
@@ -188,4 +320,22 @@ fn peak_rss_kib() -> u64 {
                 .and_then(|v| v.parse().ok())
         })
         .unwrap_or(0)
+}
+
+static CPU_AT_START: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+
+/// User + system CPU time of this process so far (`/proc/self/stat`, clock ticks of
+/// 10 ms): the runner's, and the simulation's when it runs in the process.
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // The fields after the command name, which is in parentheses.
+            let rest = s.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let utime: f64 = fields.get(11)?.parse().ok()?;
+            let stime: f64 = fields.get(12)?.parse().ok()?;
+            Some((utime + stime) / 100.0)
+        })
+        .unwrap_or(0.0)
 }

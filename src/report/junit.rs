@@ -1,58 +1,174 @@
 //! `junit.xml` for CI test reporters: one test suite per (suite, provider), one test case
 //! per call, failures carrying the first finding's code and message.
+//!
+//! Written streamed, in memory bounded by the number of pairs, not calls: each call's
+//! `<testcase>` goes to its pair's spool file under the run's folder as the results are
+//! read back, and the spools are then joined under each pair's `<testsuite>` (whose
+//! counts head it, so they must be known before its test cases are written). The output
+//! is what quick-junit would serialize for the same test cases, byte for byte.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use serde_json::Value;
+
+/// Where the per-pair spools live while `junit.xml` is written; removed afterwards.
+const SPOOL_DIR: &str = ".junit-spool";
+
+/// One (suite, provider)'s counts and the spool its test cases go to.
+struct Pair {
+    tests: u64,
+    failures: u64,
+    skipped: u64,
+    spool_path: PathBuf,
+    spool: BufWriter<File>,
+}
 
 /// Writes `junit.xml` beside `results.jsonl`, reading the results back line by line.
 pub fn write(dir: &Path, run_id: &str) -> io::Result<PathBuf> {
-    let mut suites: BTreeMap<(String, String), TestSuite> = BTreeMap::new();
+    let spool_dir = dir.join(SPOOL_DIR);
+    std::fs::create_dir_all(&spool_dir)?;
+    let written = write_with_spools(dir, &spool_dir, run_id);
+    // The spools are scratch: gone whether the report was written or not.
+    let _ = std::fs::remove_dir_all(&spool_dir);
+    written
+}
+
+fn write_with_spools(dir: &Path, spool_dir: &Path, run_id: &str) -> io::Result<PathBuf> {
+    let mut pairs: BTreeMap<(String, String), Pair> = BTreeMap::new();
     let reader = BufReader::new(File::open(dir.join("results.jsonl"))?);
+    let mut case_xml = String::new();
     for line in reader.lines() {
         let line = line?;
         let Ok(record) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
-        let text = |k: &str| record[k].as_str().unwrap_or_default().to_string();
-        let (suite, provider, case) = (text("suite"), text("provider"), text("case"));
-        let name = format!("{case}#{}", record["repeat"].as_u64().unwrap_or(0));
-        let status = if record["passed"].as_bool() == Some(true) {
-            TestCaseStatus::success()
-        } else if let Some(why) = record["not_run"].as_str() {
-            let mut s = TestCaseStatus::skipped();
-            s.set_message(why);
-            s
-        } else {
-            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-            if let Some((code, message)) = first_finding(&record) {
-                s.set_type(code.clone());
-                s.set_message(format!("{code}: {message}"));
-            }
-            s
-        };
-        let mut test = TestCase::new(name, status);
-        test.set_classname(format!("{suite}.{provider}"));
-        if let Some(ms) = record["latency_ms"].as_f64() {
-            test.set_time(Duration::from_secs_f64(ms / 1000.0));
+        let text = |k: &str| record[k].as_str().unwrap_or_default();
+        let key = (text("suite").to_string(), text("provider").to_string());
+        if !pairs.contains_key(&key) {
+            let spool_path = spool_dir.join(format!("{}.xml", pairs.len()));
+            let spool = BufWriter::new(File::create(&spool_path)?);
+            pairs.insert(
+                key.clone(),
+                Pair {
+                    tests: 0,
+                    failures: 0,
+                    skipped: 0,
+                    spool_path,
+                    spool,
+                },
+            );
         }
-        suites
-            .entry((suite.clone(), provider.clone()))
-            .or_insert_with(|| TestSuite::new(format!("{suite} × {provider}")))
-            .add_test_case(test);
+        let Some(pair) = pairs.get_mut(&key) else {
+            continue;
+        };
+        case_xml.clear();
+        let outcome = test_case(&record, &key.0, &key.1, &mut case_xml);
+        pair.tests += 1;
+        match outcome {
+            Outcome::Passed => {}
+            Outcome::Failed => pair.failures += 1,
+            Outcome::Skipped => pair.skipped += 1,
+        }
+        pair.spool.write_all(case_xml.as_bytes())?;
     }
-    let mut report = Report::new(format!("conform run {run_id}"));
-    report.add_test_suites(suites.into_values());
+
     let path = dir.join("junit.xml");
-    report
-        .serialize(File::create(&path)?)
-        .map_err(io::Error::other)?;
+    let mut out = BufWriter::new(File::create(&path)?);
+    let (tests, failures, skipped) = pairs.values().fold((0, 0, 0), |(t, f, s), p| {
+        (t + p.tests, f + p.failures, s + p.skipped)
+    });
+    write!(
+        out,
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"{}\" tests=\"{tests}\" skipped=\"{skipped}\" failures=\"{failures}\" errors=\"0\">",
+        escape(&format!("conform run {run_id}"))
+    )?;
+    for ((suite, provider), pair) in pairs {
+        write!(
+            out,
+            "\n    <testsuite name=\"{}\" tests=\"{}\" skipped=\"{}\" errors=\"0\" failures=\"{}\">",
+            escape(&format!("{suite} × {provider}")),
+            pair.tests,
+            pair.skipped,
+            pair.failures
+        )?;
+        let file = pair.spool.into_inner().map_err(|e| e.into_error())?;
+        drop(file);
+        io::copy(&mut File::open(&pair.spool_path)?, &mut out)?;
+        out.write_all(b"\n    </testsuite>")?;
+    }
+    out.write_all(b"\n</testsuites>\n")?;
+    out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     Ok(path)
+}
+
+enum Outcome {
+    Passed,
+    Failed,
+    Skipped,
+}
+
+/// Appends one call's `<testcase>` (each line after a line break, indented as in the
+/// file) to `out`.
+fn test_case(record: &Value, suite: &str, provider: &str, out: &mut String) -> Outcome {
+    let case = record["case"].as_str().unwrap_or_default();
+    let repeat = record["repeat"].as_u64().unwrap_or(0);
+    // Writing to a String cannot fail.
+    let _ = write!(
+        out,
+        "\n        <testcase name=\"{}\" classname=\"{}\"",
+        escape(&format!("{case}#{repeat}")),
+        escape(&format!("{suite}.{provider}"))
+    );
+    if let Some(ms) = record["latency_ms"].as_f64() {
+        let _ = write!(out, " time=\"{:.3}\"", ms / 1000.0);
+    }
+    let (outcome, tag, message, ty) = if record["passed"].as_bool() == Some(true) {
+        out.push_str("/>");
+        return Outcome::Passed;
+    } else if let Some(why) = record["not_run"].as_str() {
+        (Outcome::Skipped, "skipped", Some(why.to_string()), None)
+    } else {
+        match first_finding(record) {
+            Some((code, message)) => (
+                Outcome::Failed,
+                "failure",
+                Some(format!("{code}: {message}")),
+                Some(code),
+            ),
+            None => (Outcome::Failed, "failure", None, None),
+        }
+    };
+    let _ = write!(out, ">\n            <{tag}");
+    if let Some(message) = message {
+        let _ = write!(out, " message=\"{}\"", escape(&message));
+    }
+    if let Some(ty) = ty {
+        let _ = write!(out, " type=\"{}\"", escape(&ty));
+    }
+    out.push_str("/>\n        </testcase>");
+    outcome
+}
+
+/// An attribute value as quick-junit writes it: control characters XML cannot hold
+/// dropped, then the five XML specials escaped.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\x00'..='\x08' | '\x0b' | '\x0c' | '\x0e'..='\x1f' => {}
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '\'' => out.push_str("&apos;"),
+            '"' => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn first_finding(record: &Value) -> Option<(String, String)> {
@@ -63,4 +179,104 @@ fn first_finding(record: &Value) -> Option<(String, String)> {
             f["message"].as_str().unwrap_or_default().to_string(),
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    use serde_json::json;
+    use std::time::Duration;
+
+    /// The in-memory writer this module replaced, kept as the oracle of the format.
+    fn quick_junit(dir: &Path, run_id: &str) -> String {
+        let mut suites: BTreeMap<(String, String), TestSuite> = BTreeMap::new();
+        let text = std::fs::read_to_string(dir.join("results.jsonl")).unwrap();
+        for line in text.lines() {
+            let Ok(record) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            let text = |k: &str| record[k].as_str().unwrap_or_default().to_string();
+            let (suite, provider, case) = (text("suite"), text("provider"), text("case"));
+            let name = format!("{case}#{}", record["repeat"].as_u64().unwrap_or(0));
+            let status = if record["passed"].as_bool() == Some(true) {
+                TestCaseStatus::success()
+            } else if let Some(why) = record["not_run"].as_str() {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message(why);
+                s
+            } else {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                if let Some((code, message)) = first_finding(&record) {
+                    s.set_type(code.clone());
+                    s.set_message(format!("{code}: {message}"));
+                }
+                s
+            };
+            let mut test = TestCase::new(name, status);
+            test.set_classname(format!("{suite}.{provider}"));
+            if let Some(ms) = record["latency_ms"].as_f64() {
+                test.set_time(Duration::from_secs_f64(ms / 1000.0));
+            }
+            suites
+                .entry((suite.clone(), provider.clone()))
+                .or_insert_with(|| TestSuite::new(format!("{suite} × {provider}")))
+                .add_test_case(test);
+        }
+        let mut report = Report::new(format!("conform run {run_id}"));
+        report.add_test_suites(suites.into_values());
+        report.to_string().unwrap()
+    }
+
+    fn written(records: &[Value]) -> (String, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let lines: String = records.iter().map(|r| format!("{r}\n")).collect();
+        std::fs::write(dir.path().join("results.jsonl"), lines + "{cut").unwrap();
+        let path = write(dir.path(), "r<1>").unwrap();
+        assert!(
+            !dir.path().join(SPOOL_DIR).exists(),
+            "the spools are removed"
+        );
+        (
+            std::fs::read_to_string(path).unwrap(),
+            quick_junit(dir.path(), "r<1>"),
+        )
+    }
+
+    #[test]
+    fn streamed_junit_is_what_quick_junit_writes_byte_for_byte() {
+        let failed = |case: &str, code: &str, message: &str| {
+            json!({"suite": "tickets", "provider": "b&c", "case": case, "repeat": 1,
+                   "passed": false, "latency_ms": 12.5,
+                   "checks": [{"findings": []},
+                              {"findings": [{"code": code, "message": message}]}]})
+        };
+        let records = vec![
+            json!({"suite": "tickets", "provider": "b&c", "case": "001", "repeat": 0,
+                   "passed": true, "latency_ms": 1234.5678}),
+            json!({"suite": "invoices", "provider": "a", "case": "x\"y'", "repeat": 0,
+                   "passed": true}),
+            failed(
+                "002",
+                "not_pure_json",
+                "the answer has <prose> & \u{1}a fence",
+            ),
+            json!({"suite": "tickets", "provider": "b&c", "case": "003", "repeat": 0,
+                   "passed": false, "not_run": "provider stopped: auth"}),
+            json!({"suite": "tickets", "provider": "b&c", "case": "004", "repeat": 0,
+                   "passed": false, "checks": []}),
+            json!({"suite": "invoices", "provider": "a", "case": "é > 1", "repeat": 2,
+                   "passed": true, "latency_ms": 0.4}),
+        ];
+        let (streamed, oracle) = written(&records);
+        assert_eq!(streamed, oracle);
+        assert_eq!(streamed.matches("<failure").count(), 2);
+        assert!(streamed.contains("type=\"not_pure_json\""), "{streamed}");
+    }
+
+    #[test]
+    fn an_empty_run_writes_what_quick_junit_writes() {
+        let (streamed, oracle) = written(&[]);
+        assert_eq!(streamed, oracle);
+    }
 }

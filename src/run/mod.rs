@@ -312,8 +312,26 @@ pub async fn execute(
     let mut merged = stream::select_all(streams);
 
     let consume = async {
-        while let Some((p, s, mut record)) = merged.next().await {
+        // When the oldest buffered record must be on disk; none while nothing waits.
+        let mut flush_by: Option<tokio::time::Instant> = None;
+        loop {
+            let next = match flush_by {
+                Some(deadline) => match tokio::time::timeout_at(deadline, merged.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        writer.flush()?;
+                        flush_by = None;
+                        continue;
+                    }
+                },
+                None => merged.next().await,
+            };
+            let Some((p, s, mut record)) = next else {
+                break;
+            };
             writer.write(&record)?;
+            flush_by =
+                flush_by.or_else(|| Some(tokio::time::Instant::now() + journal::FLUSH_INTERVAL));
             progress.record(record.passed);
             tallies.add(p, s, &mut record);
         }

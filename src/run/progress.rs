@@ -62,17 +62,20 @@ impl Progress {
     pub fn record(&mut self, passed: bool) {
         self.done += 1;
         self.failed += u64::from(!passed);
-        let status = self.status();
+        // The status is formatted only when it is shown: not at all with progress off,
+        // once in five seconds in a pipe.
+        let (done, total, failed, started) = (self.done, self.total, self.failed, self.started);
+        let status = || status(done, total, failed, started.elapsed());
         match &mut self.mode {
             Mode::Off => {}
             Mode::Bar(bar) => {
-                bar.set_message(status);
-                bar.set_position(self.done);
+                bar.set_message(status());
+                bar.set_position(done);
             }
             Mode::Plain { last, out } => {
                 if last.elapsed() >= PLAIN_EVERY {
                     *last = Instant::now();
-                    let _ = writeln!(out, "conform: {status}");
+                    let _ = writeln!(out, "conform: {}", status());
                 }
             }
         }

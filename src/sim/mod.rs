@@ -1,5 +1,7 @@
-//! Simulated providers on loopback (wiremock, in-process), for `conform demo` and the
-//! tests: no keys, no network.
+//! Simulated providers on loopback (axum, in-process), for `conform demo` and the
+//! tests: no keys, no network. They keep nothing per request but a counter, so their
+//! memory does not grow with the number of calls (a mock server that logs every matched
+//! request grew by about 7 KB a call).
 //!
 //! Each simulated provider knows the expected answer of every shipped case (looked up
 //! by a digest of the rendered prompt), and answers it the way its [`Behaviour`] says:
@@ -18,8 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path_regex};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use shape::Reply;
 
 pub use crate::config::simulation::Behaviour;
 use crate::config::{Diagnostic, Diagnostics, Kind, ProviderConfig, Suite};
@@ -31,7 +32,9 @@ pub const RATE_LIMITED_REQUESTS: u64 = 3;
 /// The expected answer of every case, by prompt.
 #[derive(Debug, Default)]
 pub struct AnswerBook {
-    answers: HashMap<String, Entry>,
+    /// By the SHA-256 of the user messages; equal answers shared, so that a suite of
+    /// many cases with few distinct answers costs little more than its keys.
+    answers: HashMap<[u8; 32], Arc<Entry>>,
 }
 
 /// What a simulation answers to one case.
@@ -51,6 +54,7 @@ impl AnswerBook {
     pub fn from_suites(suites: &[&Suite]) -> Result<AnswerBook, Diagnostics> {
         let mut book = AnswerBook::default();
         let mut problems = Diagnostics::default();
+        let mut distinct: HashMap<String, Arc<Entry>> = HashMap::new();
         for suite in suites {
             for case_ref in &suite.cases {
                 let case = match case_ref.load() {
@@ -87,8 +91,8 @@ impl AnswerBook {
                     continue;
                 }
                 let key = match &rendered.conversation {
-                    Some(c) => key_of(&c.user_texts()),
-                    None => key(&rendered.prompt.user),
+                    Some(c) => raw_key_of(&c.user_texts()),
+                    None => raw_key(&rendered.prompt.user),
                 };
                 let entry = Entry {
                     json: expected.filter(|_| json_answer),
@@ -98,7 +102,7 @@ impl AnswerBook {
                         .map(|c| tools::ToolAnswer::of(&case, &c.tools)),
                 };
                 if let Some(other) = book.answers.get(&key)
-                    && *other != entry
+                    && **other != entry
                 {
                     problems.push(Diagnostic::new(
                         &case_ref.path(),
@@ -106,7 +110,10 @@ impl AnswerBook {
                     ));
                     continue;
                 }
-                book.answers.insert(key, entry);
+                let shared = distinct
+                    .entry(format!("{entry:?}"))
+                    .or_insert_with(|| Arc::new(entry));
+                book.answers.insert(key, Arc::clone(shared));
             }
         }
         if problems.is_empty() {
@@ -118,11 +125,11 @@ impl AnswerBook {
 
     /// The expected answer for a rendered user prompt.
     pub fn answer(&self, user_prompt: &str) -> Option<&Value> {
-        self.answers.get(&key(user_prompt))?.json.as_ref()
+        self.answers.get(&raw_key(user_prompt))?.json.as_ref()
     }
 
     fn entry(&self, user_texts: &[&str]) -> Option<&Entry> {
-        self.answers.get(&key_of(user_texts))
+        self.answers.get(&raw_key_of(user_texts)).map(Arc::as_ref)
     }
 }
 
@@ -134,18 +141,36 @@ fn key_of(user_texts: &[&str]) -> String {
     }
 }
 
+/// [`key_of`] as the 32 bytes of the digest: what the book is indexed by.
+fn raw_key_of(user_texts: &[&str]) -> [u8; 32] {
+    match user_texts {
+        [one] => raw_key(one),
+        many => raw_key(&many.join("\u{1f}")),
+    }
+}
+
+fn raw_key(user_prompt: &str) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(user_prompt.as_bytes()).into()
+}
+
 fn key(user_prompt: &str) -> String {
     crate::digest::bytes_hex(user_prompt.as_bytes())
 }
 
-/// A running simulated provider.
+/// A running simulated provider. Dropping it stops the server.
 pub struct SimServer {
-    server: MockServer,
+    address: std::net::SocketAddr,
     requests: Arc<AtomicU64>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl SimServer {
     /// Starts a simulated provider for `config` on a free loopback port.
+    ///
+    /// # Panics
+    /// When no loopback port can be bound or no thread started for it: a simulation
+    /// cannot run at all then, as the mock servers of the tests cannot.
     pub async fn start(config: &ProviderConfig, book: Arc<AnswerBook>) -> SimServer {
         let sim = config.sim.clone();
         let (behaviour, latency, keywords) = sim
@@ -163,41 +188,132 @@ impl SimServer {
             Ok(Counter::Local(t)) => Some(t),
             _ => None,
         };
-        let server = MockServer::builder()
-            .disable_request_recording()
-            .start()
-            .await;
-        let wire = config.wire_kind();
-        Mock::given(method("POST"))
-            .and(path_regex(shape::route(wire)))
-            .respond_with(SimResponder {
-                book,
-                behaviour,
-                wire,
-                latency,
-                time_scale,
-                keywords,
-                model: format!("{}-sim-2026-06-01", config.model),
-                requests: Arc::clone(&requests),
-                tokenizer,
-                rate: config.sim.as_ref().and_then(|s| s.rate).unwrap_or(1.0),
-                seed: config.sim.as_ref().and_then(|s| s.seed).unwrap_or(0),
-                seen: Mutex::new(HashMap::new()),
-            })
-            .mount(&server)
-            .await;
-        SimServer { server, requests }
+        let responder = Arc::new(SimResponder {
+            book,
+            behaviour,
+            wire: config.wire_kind(),
+            latency,
+            time_scale,
+            keywords,
+            model: format!("{}-sim-2026-06-01", config.model),
+            requests: Arc::clone(&requests),
+            tokenizer,
+            rate: config.sim.as_ref().and_then(|s| s.rate).unwrap_or(1.0),
+            seed: config.sim.as_ref().and_then(|s| s.seed).unwrap_or(0),
+            seen: Mutex::new(HashMap::new()),
+        });
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+            .expect("a simulated provider needs a free loopback port");
+        let address = listener
+            .local_addr()
+            .expect("a bound loopback socket has an address");
+        listener
+            .set_nonblocking(true)
+            .expect("a loopback socket can be made non-blocking");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        // Its own thread and runtime, as the mock servers of the tests have: the server
+        // keeps answering while the caller's runtime blocks (a test that runs the binary
+        // against it, a single-threaded test runtime).
+        std::thread::Builder::new()
+            .name(format!("sim-{}", address.port()))
+            .spawn(move || serve(listener, responder, stopped))
+            .expect("a thread for a simulated provider");
+        SimServer {
+            address,
+            requests,
+            stop: Some(stop),
+        }
     }
 
     /// `http://127.0.0.1:PORT`.
     pub fn uri(&self) -> String {
-        self.server.uri()
+        format!("http://{}", self.address)
     }
 
     /// Requests received so far.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::SeqCst)
     }
+}
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            // The server may be gone already; then there is nothing to stop.
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Serves `responder` on `listener` until `stopped`; the runtime, and every connection
+/// with it, ends then.
+fn serve(
+    listener: std::net::TcpListener,
+    responder: Arc<SimResponder>,
+    stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!("a simulated provider could not start its runtime: {e}");
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("a simulated provider could not listen: {e}");
+                return;
+            }
+        };
+        let app = axum::Router::new()
+            .fallback(answer)
+            .layer(axum::extract::DefaultBodyLimit::disable())
+            .with_state(responder);
+        tokio::select! {
+            served = axum::serve(listener, app) => {
+                if let Err(e) = served {
+                    tracing::error!("a simulated provider stopped serving: {e}");
+                }
+            }
+            _ = stopped => {}
+        }
+    });
+}
+
+/// Every request: a POST on the wire's route is answered after the simulated latency;
+/// anything else is a 404, as from a server that does not know the path.
+async fn answer(
+    axum::extract::State(responder): axum::extract::State<Arc<SimResponder>>,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if method != axum::http::Method::POST || !shape::on_route(responder.wire, uri.path()) {
+        return axum::http::StatusCode::NOT_FOUND.into_response();
+    }
+    let (delay, reply) = responder.respond(uri.path(), &body);
+    drop(body);
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    let status = axum::http::StatusCode::from_u16(reply.status)
+        .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (status, reply.body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static(reply.content_type),
+    );
+    for (name, value) in reply.headers {
+        headers.insert(name, axum::http::HeaderValue::from_static(value));
+    }
+    response
 }
 
 struct SimResponder {
@@ -219,19 +335,23 @@ struct SimResponder {
     seen: Mutex<HashMap<String, u32>>,
 }
 
-impl Respond for SimResponder {
-    fn respond(&self, request: &Request) -> ResponseTemplate {
+impl SimResponder {
+    /// The answer to a POST on the wire's route, and how long to wait before sending it.
+    fn respond(&self, path: &str, request: &[u8]) -> (Duration, Reply) {
         let n = self.requests.fetch_add(1, Ordering::SeqCst);
         let delay = self.latency.nth(n).mul_f64(self.time_scale);
-        let reply = |t: ResponseTemplate| t.set_delay(delay);
+        (delay, self.reply(path, request, n))
+    }
+
+    fn reply(&self, path: &str, request: &[u8], n: u64) -> Reply {
         if self.behaviour == Behaviour::RateLimited && n < RATE_LIMITED_REQUESTS {
-            return reply(shape::rate_limited(self.wire));
+            return shape::rate_limited(self.wire);
         }
-        let body: Value = match serde_json::from_slice(&request.body) {
+        let body: Value = match serde_json::from_slice(request) {
             Ok(v) => v,
             Err(e) => {
                 let message = format!("the body is not JSON: {e}");
-                return reply(shape::error(self.wire, 400, &message));
+                return shape::error(self.wire, 400, &message);
             }
         };
         let asked = shape::read(self.wire, &body);
@@ -241,7 +361,7 @@ impl Respond for SimResponder {
             .find(|k| keywords::handling(&self.keywords, k) == keywords::Handling::Reject)
         {
             let message = format!("Invalid schema: the keyword `{refused}` is not supported");
-            return reply(shape::error(self.wire, 400, &message));
+            return shape::error(self.wire, 400, &message);
         }
         let probe = asked
             .user_texts
@@ -256,14 +376,14 @@ impl Respond for SimResponder {
             None => {
                 let Some(entry) = self.book.entry(&asked.user_texts) else {
                     let message = "the simulation has no answer for this prompt";
-                    return reply(shape::error(self.wire, 400, message));
+                    return shape::error(self.wire, 400, message);
                 };
                 if let Some(answer) = &entry.tools {
-                    return reply(self.answer_request(entry, answer, &asked, &body, n));
+                    return self.answer_request(entry, answer, &asked, &body, n);
                 }
                 let Some(expected) = entry.json.as_ref() else {
                     let message = "the simulation has no answer for this prompt";
-                    return reply(shape::error(self.wire, 400, message));
+                    return shape::error(self.wire, 400, message);
                 };
                 probe_free_expected = Some(expected);
                 match self.field_drift(expected, &asked, n) {
@@ -280,7 +400,7 @@ impl Respond for SimResponder {
             prompt_tokens: self.prompt_tokens(&body, asked.prompt_chars),
             tool: asked.tool,
         };
-        if shape::wants_stream(self.wire, request.url.path(), &body) {
+        if shape::wants_stream(self.wire, path, &body) {
             let drifted;
             let answer = match (self.behaviour, probe_free_expected) {
                 (Behaviour::StreamDrift, Some(expected)) => {
@@ -299,13 +419,11 @@ impl Respond for SimResponder {
                 _ => &answer,
             };
             let (content_type, stream) = shape::stream(self.wire, answer);
-            return reply(ResponseTemplate::new(200).set_body_raw(stream, content_type));
+            return Reply::raw(200, stream, content_type);
         }
-        reply(ResponseTemplate::new(200).set_body_json(shape::success(self.wire, &answer)))
+        Reply::json(200, &shape::success(self.wire, &answer))
     }
-}
 
-impl SimResponder {
     /// The answer to a `conform probe` request: the one the prompt dictates or describes
     /// (which breaks the keyword), unless the keyword is in the schema and enforced, or
     /// stripped into the description and the prompt does not dictate against it.
@@ -339,7 +457,7 @@ impl SimResponder {
         asked: &shape::Asked<'_>,
         body: &Value,
         n: u64,
-    ) -> ResponseTemplate {
+    ) -> Reply {
         let json = entry.json.as_ref().map(|expected| {
             let (text, _) = self.render(expected, asked.output_limit);
             text
@@ -357,12 +475,10 @@ impl SimResponder {
             tool: None,
         };
         let named = asked.choice == tools::Choice::Named;
-        ResponseTemplate::new(200).set_body_json(shape::success_with_calls(
-            self.wire,
-            &result,
-            &planned.calls,
-            named,
-        ))
+        Reply::json(
+            200,
+            &shape::success_with_calls(self.wire, &result, &planned.calls, named),
+        )
     }
 
     /// The answer with one field changed, for the behaviours that change a field, when

@@ -3,21 +3,71 @@
 //! the recorded payloads in `tests/wire/`).
 
 use serde_json::{Value, json};
-use wiremock::ResponseTemplate;
 
 use super::tools::{Choice, SimCall};
 use crate::config::Kind;
 
-/// The path a simulation answers on, as a regular expression.
-pub(super) fn route(wire: Kind) -> &'static str {
+/// Whether `path` is where a simulation of `wire` answers: `/v1/messages`,
+/// `/v1(beta)?/models/MODEL:(generateContent|streamGenerateContent)`, `/api/chat` or
+/// `/v1/chat/completions`.
+pub(super) fn on_route(wire: Kind, path: &str) -> bool {
     match wire {
-        Kind::Anthropic => r"^/v1/messages$",
-        Kind::Gemini => r"^/v1(beta)?/models/[^/:]+:(generateContent|streamGenerateContent)$",
-        Kind::Ollama => r"^/api/chat$",
+        Kind::Anthropic => path == "/v1/messages",
+        Kind::Gemini => {
+            let Some(rest) = path
+                .strip_prefix("/v1beta/models/")
+                .or_else(|| path.strip_prefix("/v1/models/"))
+            else {
+                return false;
+            };
+            match rest.split_once(':') {
+                Some((model, method)) => {
+                    !model.is_empty()
+                        && !model.contains('/')
+                        && matches!(method, "generateContent" | "streamGenerateContent")
+                }
+                None => false,
+            }
+        }
+        Kind::Ollama => path == "/api/chat",
         // `openai-responses` is refused as a simulation wire when the config loads.
         Kind::Openai | Kind::OpenaiCompatible | Kind::OpenaiResponses | Kind::Sim => {
-            r"^/v1/chat/completions$"
+            path == "/v1/chat/completions"
         }
+    }
+}
+
+/// An HTTP answer of a simulation, before it is sent.
+#[derive(Debug)]
+pub(super) struct Reply {
+    pub status: u16,
+    pub headers: Vec<(&'static str, &'static str)>,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(status: u16, body: &Value) -> Reply {
+        Reply {
+            status,
+            headers: Vec::new(),
+            content_type: "application/json",
+            body: body.to_string().into_bytes(),
+        }
+    }
+
+    pub fn raw(status: u16, body: String, content_type: &'static str) -> Reply {
+        Reply {
+            status,
+            headers: Vec::new(),
+            content_type,
+            body: body.into_bytes(),
+        }
+    }
+
+    fn header(mut self, name: &'static str, value: &'static str) -> Reply {
+        self.headers.push((name, value));
+        self
     }
 }
 
@@ -519,36 +569,33 @@ fn pieces(text: &str) -> Vec<String> {
 
 /// A 429 a wait cures, the vendor's way: `retry-after` where the vendor sends it, a
 /// `RetryInfo` for Gemini.
-pub(super) fn rate_limited(wire: Kind) -> ResponseTemplate {
-    let template = ResponseTemplate::new(429);
+pub(super) fn rate_limited(wire: Kind) -> Reply {
+    let json = |body: Value| Reply::json(429, &body);
     match wire {
-        Kind::Anthropic => template
-            .insert_header("retry-after", "1")
-            .insert_header("x-should-retry", "true")
-            .set_body_json(json!({"type": "error", "error": {"type": "rate_limit_error",
+        Kind::Anthropic => json(json!({"type": "error", "error": {"type": "rate_limit_error",
                 "message": "This request would exceed your organization's rate limit of 3 requests per minute. Please try again later."},
-                "request_id": "req_sim"})),
-        Kind::Gemini => template.set_body_json(json!({"error": {"code": 429,
+                "request_id": "req_sim"}))
+        .header("retry-after", "1")
+        .header("x-should-retry", "true"),
+        Kind::Gemini => json(json!({"error": {"code": 429,
             "message": "You exceeded your current quota, please check your plan and billing details.",
             "status": "RESOURCE_EXHAUSTED", "details": [
                 {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [
                     {"quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
                      "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},
                 {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"}]}})),
-        Kind::Ollama => template
-            .insert_header("retry-after", "1")
-            .set_body_json(json!({"error": "too many requests: try again in 1s"})),
+        Kind::Ollama => json(json!({"error": "too many requests: try again in 1s"}))
+            .header("retry-after", "1"),
         // `openai-responses` is refused as a simulation wire when the config loads.
-        Kind::Openai | Kind::OpenaiCompatible | Kind::OpenaiResponses | Kind::Sim => template
-            .insert_header("retry-after", "1")
-            .set_body_json(json!({"error": {
+        Kind::Openai | Kind::OpenaiCompatible | Kind::OpenaiResponses | Kind::Sim => json(json!({"error": {
                 "message": "Rate limit reached for requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 1s.",
-                "type": "requests", "param": null, "code": "rate_limit_exceeded"}})),
+                "type": "requests", "param": null, "code": "rate_limit_exceeded"}}))
+        .header("retry-after", "1"),
     }
 }
 
 /// A 4xx in the vendor's error shape.
-pub(super) fn error(wire: Kind, status: u16, message: &str) -> ResponseTemplate {
+pub(super) fn error(wire: Kind, status: u16, message: &str) -> Reply {
     let body = match wire {
         Kind::Anthropic => json!({"type": "error",
             "error": {"type": "invalid_request_error", "message": message}, "request_id": "req_sim"}),
@@ -561,5 +608,48 @@ pub(super) fn error(wire: Kind, status: u16, message: &str) -> ResponseTemplate 
             "message": message, "type": "invalid_request_error", "param": null, "code": null}})
         }
     };
-    ResponseTemplate::new(status).set_body_json(body)
+    Reply::json(status, &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The routes the wiremock matchers of the simulations used to match, as regular
+    /// expressions, now matched without one.
+    #[test]
+    fn each_wire_answers_on_its_vendor_path_only() {
+        let gemini = [
+            ("/v1beta/models/gemini-2.5-flash:generateContent", true),
+            ("/v1/models/gemini-2.5-flash:streamGenerateContent", true),
+            ("/v1beta/models/:generateContent", false),
+            ("/v1beta/models/a/b:generateContent", false),
+            ("/v1beta/models/m:countTokens", false),
+            ("/v1beta/models/m", false),
+            ("/v2/models/m:generateContent", false),
+        ];
+        for (path, answered) in gemini {
+            assert_eq!(on_route(Kind::Gemini, path), answered, "{path}");
+        }
+        assert!(on_route(Kind::Anthropic, "/v1/messages"));
+        assert!(!on_route(Kind::Anthropic, "/v1/messages/count_tokens"));
+        assert!(on_route(Kind::Ollama, "/api/chat"));
+        assert!(!on_route(Kind::Ollama, "/api/generate"));
+        assert!(on_route(Kind::OpenaiCompatible, "/v1/chat/completions"));
+        assert!(!on_route(Kind::OpenaiCompatible, "/v1/chat/completions/x"));
+        assert!(!on_route(Kind::Openai, "/v1/responses"));
+    }
+
+    #[test]
+    fn a_rate_limit_carries_the_vendor_headers() {
+        let anthropic = rate_limited(Kind::Anthropic);
+        assert_eq!(anthropic.status, 429);
+        assert!(anthropic.headers.contains(&("x-should-retry", "true")));
+        assert!(anthropic.headers.contains(&("retry-after", "1")));
+        assert!(rate_limited(Kind::Gemini).headers.is_empty());
+        let openai = error(Kind::OpenaiCompatible, 400, "bad");
+        assert_eq!(openai.content_type, "application/json");
+        let body: Value = serde_json::from_slice(&openai.body).unwrap_or_default();
+        assert_eq!(body["error"]["message"], "bad");
+    }
 }
