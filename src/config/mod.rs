@@ -8,6 +8,7 @@ pub mod diagnostic;
 pub mod expect;
 pub mod json_position;
 pub mod provider;
+pub mod reference;
 pub mod schema_file;
 pub mod slo;
 pub mod suite;
@@ -20,6 +21,7 @@ pub use expect::{Answer, Expect, ExpectedCall, ExpectedCalls, ToolNames};
 pub use provider::{
     KeyError, Kind, Limits, ProviderConfig, StructuredOutput, TokenizerConfig, TokenizerKind,
 };
+pub use reference::{DifferentialSpec, RecordedAnswer, RecordedCall, Reference, ReferenceKind};
 pub use slo::Slo;
 pub use suite::{
     Case, CaseRef, Prompt, Rendered, RuleSpec, StabilitySpec, Suite, ToolRuleSpec, ToolThresholds,
