@@ -29,6 +29,7 @@ pub mod config;
 pub mod digest;
 pub mod export;
 pub mod history;
+pub mod import;
 pub mod latency;
 pub mod ledger;
 pub mod orchestrator;

@@ -21,6 +21,7 @@ mod check;
 mod export;
 mod gate;
 mod history;
+mod import;
 mod probe;
 mod run;
 mod scenarios;
@@ -170,6 +171,19 @@ Failover to another provider is gated by the allowlist (--allowlist / CONFORM_AL
 read at every decision. State changes are logged to stderr, one line each."
     )]
     Serve(serve::ServeArgs),
+    /// Build a suite from traffic you already log: OpenAI Batch files, a JSONL of chat
+    /// requests, or promptfoo test files; redacted, deduplicated, optionally sampled.
+    #[command(after_help = "Examples:\n  \
+conform import openai-batch batch_input.jsonl --output batch_output.jsonl --suite support-traffic\n  \
+conform import jsonl requests.jsonl --suite triage-traffic --sample 200 --seed 1\n  \
+conform import promptfoo promptfooconfig.yaml --suite triage\n\n\
+E-mail addresses, phone numbers and Luhn-valid card numbers are replaced on the way in by \
+placeholders (<EMAIL_1>, <PHONE_1>, <CARD_1>) that are stable within a case; add your own \
+with --redact-regex and --redact-path. The suite is written to ROOT/fixtures/NAME through a \
+temporary folder: a failed import leaves nothing behind. What could not be carried over is \
+printed and listed in fixtures/NAME/IMPORT_NOTES.md.\n\n\
+Exit codes: 0 imported, 2 usage error, malformed input (FILE:LINE: field) or existing suite.")]
+    Import(import::ImportArgs),
 }
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
@@ -185,6 +199,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Probe(args) => probe::probe(&cli.global, args).await,
         Command::Scenarios(args) => scenarios::scenarios(&cli.global, args).await,
         Command::Serve(args) => serve::serve(&cli.global, args).await,
+        Command::Import(args) => import::import(&cli.global, args),
     }
 }
 
