@@ -126,8 +126,8 @@ fn the_batch_guides_input_and_output_become_cases_with_recorded_references() {
     assert!(notes.contains("- `max_tokens`: 2 requests"), "{notes}");
     assert!(
         notes.contains(
-            "openai_batch_error_file_expired.jsonl: 2 answers match no request of the input"
-        ) || notes.contains("2 answers match no request"),
+            "openai_batch_input_file.jsonl: 2 answers in the output files match no request of this input"
+        ),
         "{notes}"
     );
     let suite = std::fs::read_to_string(project.path("fixtures/batch-guide/suite.toml")).unwrap();
@@ -796,4 +796,75 @@ fn logged_template_syntax_is_sent_as_it_was() {
     let rendered = suite.request(&case, &suite.cases[0].path()).unwrap();
     let conversation = rendered.conversation.unwrap();
     assert_eq!(conversation.messages[0].content.as_deref(), Some(question));
+}
+
+#[test]
+fn a_request_logged_again_adds_its_answer_as_a_repeat() {
+    let project = Project::new(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("pairs.jsonl");
+    let pair = |q: &str, a: &str, model: &str| {
+        json!({
+            "request": {"model": "gpt-4o", "messages": [{"role": "user", "content": q}]},
+            "response": {"created": 1764590400, "model": model,
+                "choices": [{"message": {"role": "assistant", "content": a}}]}
+        })
+        .to_string()
+            + "\n"
+    };
+    let lines = [
+        pair(
+            "Classify: refund please",
+            "{\"category\":\"billing\"}",
+            "gpt-4o-2024-08-06",
+        ),
+        pair(
+            "Classify: app crashes",
+            "{\"category\":\"bug\"}",
+            "gpt-4o-2024-08-06",
+        ),
+        pair(
+            "Classify: refund please",
+            "{\"category\":\"refund\"}",
+            "gpt-4o-2024-08-06",
+        ),
+        // Another served model: not the same noise, left out.
+        pair(
+            "Classify: refund please",
+            "{\"category\":\"billing\"}",
+            "gpt-4o-2024-11-20",
+        ),
+    ];
+    std::fs::write(&input, lines.concat()).unwrap();
+    for extra in [&[][..], &["--sample", "5", "--seed", "1"][..]] {
+        let out = project
+            .cmd()
+            .args([
+                "import",
+                "jsonl",
+                input.to_str().unwrap(),
+                "--suite",
+                "repeats",
+                "--force",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+        assert!(
+            stdout.contains("2 duplicates dropped (1 answers kept as repeats)"),
+            "{stdout}"
+        );
+        let cases = cases(&project, "repeats");
+        assert_eq!(
+            cases[0].1["reference"]["answers"],
+            json!([{"text": "{\"category\":\"billing\"}"}, {"text": "{\"category\":\"refund\"}"}]),
+            "{extra:?}"
+        );
+        assert_eq!(
+            cases[1].1["reference"]["answers"].as_array().unwrap().len(),
+            1
+        );
+    }
 }

@@ -136,12 +136,13 @@ pub fn import(global: &Global, args: ImportArgs) -> anyhow::Result<u8> {
 
 fn print_summary(kind: &str, s: &Summary) {
     println!(
-        "imported {} ({kind}): {} cases from {} requests ({} with recorded answers); {} duplicates dropped, {} left out by --sample, {} skipped; {} values redacted",
+        "imported {} ({kind}): {} cases from {} requests ({} with recorded answers); {} duplicates dropped ({} answers kept as repeats), {} left out by --sample, {} skipped; {} values redacted",
         s.dir.display(),
         s.written,
         s.read,
         s.with_reference,
         s.duplicates,
+        s.repeats_merged,
         s.not_sampled,
         s.skipped,
         s.redacted,

@@ -21,7 +21,7 @@ pub mod redact;
 pub mod sample;
 pub mod writer;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
@@ -110,6 +110,8 @@ pub struct Summary {
     pub read: u64,
     pub written: u64,
     pub duplicates: u64,
+    /// Duplicates whose recorded answers joined the first one's as repeats.
+    pub repeats_merged: u64,
     /// Distinct requests left out by `--sample`.
     pub not_sampled: u64,
     /// Requests that could not be carried over (listed in the notes).
@@ -150,7 +152,9 @@ pub struct Importer<'o> {
     opts: &'o Options,
     source: PathBuf,
     writer: writer::SuiteWriter,
-    seen: HashSet<[u8; 32]>,
+    /// Every distinct request so far; for one written with recorded answers, its case
+    /// id, so that the answers of a repeated request join it as further repeats.
+    seen: HashMap<[u8; 32], Option<Box<str>>>,
     reservoir: Option<sample::Reservoir<Item>>,
     schemas: Schemas,
     summary: Summary,
@@ -175,7 +179,7 @@ impl<'o> Importer<'o> {
             opts,
             source: source.to_path_buf(),
             writer,
-            seen: HashSet::new(),
+            seen: HashMap::new(),
             reservoir: opts.sample.map(|(n, seed)| sample::Reservoir::new(n, seed)),
             schemas: Schemas::default(),
             summary: Summary::default(),
@@ -213,14 +217,21 @@ impl<'o> Importer<'o> {
         self.summary.redacted += n as u64;
     }
 
-    /// Adds a case: dropped when its request was seen already, else sampled or written.
+    /// Adds a case: when its request was seen already it is dropped, and its recorded
+    /// answers (if any) join the first one's as further repeats; else it is sampled or
+    /// written.
     pub fn add(&mut self, item: Item) -> Result<(), ImportError> {
-        if !self.seen.insert(item.fingerprint) {
+        if let Some(first) = self.seen.get(&item.fingerprint) {
             self.summary.duplicates += 1;
+            let first = first.clone();
+            if item.has_reference {
+                self.merge(first.as_deref(), &item)?;
+            }
             return Ok(());
         }
         match &mut self.reservoir {
             Some(r) => {
+                self.seen.insert(item.fingerprint, None);
                 r.offer(item);
                 Ok(())
             }
@@ -231,9 +242,55 @@ impl<'o> Importer<'o> {
                         max: self.opts.max_cases,
                     });
                 }
+                let id = item.has_reference.then(|| item.id.clone().into_boxed_str());
+                self.seen.insert(item.fingerprint, id);
                 self.write(&item)
             }
         }
+    }
+
+    /// Appends the recorded answers of `item` (a repeat of an earlier request) to the
+    /// case written as `first`, or held in the sample; only when both were answered by
+    /// the same model, so that a reference's repeats stay one model's noise.
+    fn merge(&mut self, first: Option<&str>, item: &Item) -> Result<(), ImportError> {
+        let Some(extra) = item.case.get("reference") else {
+            return Ok(());
+        };
+        let add = |case: &mut Value| -> bool {
+            let Some(reference) = case.get_mut("reference") else {
+                return false;
+            };
+            let same = ["model", "served_model"]
+                .iter()
+                .all(|k| reference.get(*k) == extra.get(*k));
+            match (same, reference.get_mut("answers"), extra.get("answers")) {
+                (true, Some(Value::Array(answers)), Some(Value::Array(more))) => {
+                    answers.extend(more.iter().cloned());
+                    true
+                }
+                _ => false,
+            }
+        };
+        let merged = match (&mut self.reservoir, first) {
+            (None, Some(id)) => {
+                let mut case = self.writer.read_case(id)?;
+                let merged = add(&mut case);
+                if merged {
+                    self.writer.case(id, &case)?;
+                }
+                merged
+            }
+            (Some(r), _) => r
+                .items_mut()
+                .iter_mut()
+                .find(|held| held.fingerprint == item.fingerprint)
+                .is_some_and(|held| add(&mut held.case)),
+            (None, None) => false,
+        };
+        if merged {
+            self.summary.repeats_merged += 1;
+        }
+        Ok(())
     }
 
     fn write(&mut self, item: &Item) -> Result<(), ImportError> {
@@ -330,7 +387,7 @@ impl<'o> Importer<'o> {
         let mut out = format!(
             "# Import notes: {}\n\nImported by `conform import` from `{}`.\n\n\
              - requests read: {}\n- cases written: {} ({} with recorded reference answers)\n\
-             - duplicates dropped (same canonical request): {}\n- left out by --sample: {}\n\
+             - duplicates dropped (same canonical request): {} ({} of them answered by the same model: their answers are further repeats of the first's reference)\n- left out by --sample: {}\n\
              - skipped (listed below): {}\n- values redacted: {} (placeholders such as `<EMAIL_1>` are stable within a case)\n\
              - schema.json: {}\n",
             self.opts.suite,
@@ -339,6 +396,7 @@ impl<'o> Importer<'o> {
             s.written,
             s.with_reference,
             s.duplicates,
+            s.repeats_merged,
             s.not_sampled,
             s.skipped,
             s.redacted,

@@ -195,8 +195,8 @@ pub fn import(input: &Path, outputs: &[PathBuf], opts: &Options) -> Result<Summa
     if !index.is_empty() {
         let n = index.len();
         importer.note(
-            &file_name(&outputs[0]),
-            &format!("{n} answers match no request of the input"),
+            &input_name,
+            &format!("{n} answers in the output files match no request of this input"),
         );
     }
     let header = format!(

@@ -68,6 +68,11 @@ impl<T> Reservoir<T> {
         self.seen
     }
 
+    /// The items held now.
+    pub fn items_mut(&mut self) -> &mut [T] {
+        &mut self.items
+    }
+
     pub fn into_items(self) -> Vec<T> {
         self.items
     }

@@ -56,6 +56,19 @@ impl SuiteWriter {
         self.json(&format!("cases/{id}.json"), case)
     }
 
+    /// Reads back `cases/ID.json`, written earlier by this writer.
+    pub fn read_case(&self, id: &str) -> Result<Value, ImportError> {
+        let path = self.tmp.join(format!("cases/{id}.json"));
+        let bytes = std::fs::read(&path).map_err(|source| ImportError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        serde_json::from_slice(&bytes).map_err(|e| ImportError::Format {
+            path,
+            message: e.to_string(),
+        })
+    }
+
     /// Writes a JSON file of the suite, pretty-printed.
     pub fn json(&self, rel: &str, value: &Value) -> Result<(), ImportError> {
         let path = self.tmp.join(rel);
