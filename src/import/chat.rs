@@ -194,7 +194,7 @@ fn tool_choice(value: Option<&Value>) -> Result<Option<ToolChoice>, FieldError> 
             };
             serde_json::from_value::<ToolChoice>(v)
                 .map(Some)
-                .map_err(|e| FieldError::unsupported("tool_choice", e.to_string()))
+                .map_err(|e| FieldError::unsupported("tool_choice", plain(&e)))
         }
     }
 }
@@ -264,7 +264,7 @@ fn chat_message(m: &Value, field: &str) -> Result<Message, FieldError> {
         *text = escape_template(text);
     }
     serde_json::from_value::<Message>(Value::Object(out))
-        .map_err(|e| FieldError::malformed(field.to_string(), e.to_string()))
+        .map_err(|e| FieldError::malformed(field.to_string(), plain(&e)))
 }
 
 /// A message's content as one text: a string, null, or text parts (joined by new
@@ -323,7 +323,7 @@ fn tool_from(function: &Map<String, Value>, field: &str) -> Result<Tool, FieldEr
         }
     }
     serde_json::from_value::<Tool>(json!({"type": "function", "function": f}))
-        .map_err(|e| FieldError::malformed(format!("{field}.function"), e.to_string()))
+        .map_err(|e| FieldError::malformed(format!("{field}.function"), plain(&e)))
 }
 
 /// A Responses API request body (`instructions`, `input`, `tools`, `text.format`).
@@ -455,7 +455,7 @@ fn responses_item(item: &Value, field: &str, out: &mut Vec<Message>) -> Result<(
             )?;
             let m = json!({"role": role, "content": text.as_str().map(escape_template)});
             let m = serde_json::from_value::<Message>(m)
-                .map_err(|e| FieldError::malformed(format!("{field}.role"), e.to_string()))?;
+                .map_err(|e| FieldError::malformed(format!("{field}.role"), plain(&e)))?;
             out.push(m);
         }
         "function_call" => {
@@ -470,7 +470,7 @@ fn responses_item(item: &Value, field: &str, out: &mut Vec<Message>) -> Result<(
                 "function": {"name": get("name")?, "arguments": get("arguments")?}
             });
             let call = serde_json::from_value(call)
-                .map_err(|e| FieldError::malformed(field.to_string(), e.to_string()))?;
+                .map_err(|e| FieldError::malformed(field.to_string(), plain(&e)))?;
             match out.last_mut() {
                 Some(last) if last.role == crate::config::conversation::Role::Assistant => {
                     last.tool_calls.push(call);
@@ -611,6 +611,35 @@ fn recorded_call(name: &str, arguments: Option<&Value>) -> Value {
     json!({"name": name, "arguments": arguments})
 }
 
+/// A serde error without the values it quotes: an error names the field and what is
+/// wrong, never logged text (which may hold what redaction is there to remove). Quoted
+/// names (`role`, `function`) stay.
+pub fn plain(error: &impl std::fmt::Display) -> String {
+    let text = error.to_string();
+    let text = text.split(" at line ").next().unwrap_or_default();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(['"', '`']) {
+        let quote = rest.as_bytes()[i] as char;
+        out.push_str(&rest[..=i]);
+        let after = &rest[i + 1..];
+        let Some(end) = after.find(quote) else {
+            out.push_str(after);
+            return out;
+        };
+        let inner = &after[..end];
+        let is_name = inner.len() <= 40
+            && inner
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ' ' | ','));
+        out.push_str(if is_name { inner } else { "…" });
+        out.push(quote);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Logged text is sent as it was, never rendered: a case's message contents are
 /// templates, so template syntax in them (`{{`, `{%`, `{#`) is written as an expression
 /// that prints it, and a last new line (which rendering trims) likewise.
@@ -660,6 +689,21 @@ mod tests {
             let rendered = env.render_str(&escaped, ()).unwrap();
             assert_eq!(rendered, text, "{escaped}");
         }
+    }
+
+    #[test]
+    fn errors_never_quote_logged_values() {
+        let e = chat_request(&json!({"messages": [{"role": "ana@example.com", "content": "x"}]}))
+            .unwrap_err();
+        assert!(!e.message.contains("ana@"), "{}", e.message);
+        assert!(e.message.contains("unknown variant `…`"), "{}", e.message);
+        let e = chat_request(
+            &json!({"messages": [{"role": "user", "content": "x", "name": "Ana Lind +46 8 555 012 34"}]}),
+        );
+        assert!(e.is_ok());
+        let e = chat_request(&json!({"messages": [{"role": "user", "content": "x", "tool_calls": "call ana@example.com"}]}))
+            .unwrap_err();
+        assert!(!e.message.contains("ana@"), "{}", e.message);
     }
 
     #[test]

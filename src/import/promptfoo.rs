@@ -273,11 +273,11 @@ fn read_yaml(path: &Path) -> Result<Value, ImportError> {
             path: path.to_path_buf(),
             line: at.line(),
             field: "(yaml)".into(),
-            message: e.to_string(),
+            message: super::chat::plain(&e),
         },
         None => ImportError::Format {
             path: path.to_path_buf(),
-            message: e.to_string(),
+            message: super::chat::plain(&e),
         },
     })
 }
