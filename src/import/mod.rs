@@ -470,8 +470,9 @@ pub fn request_case(
 }
 
 /// What a request sends, for its fingerprint: the conversation, the tools, how they may
-/// be called and what the answer must be. The model and sampling settings are the
-/// provider's, so two requests that differ only there are one case.
+/// be called and the answer's schema. The model and sampling settings are the
+/// provider's, and whether an answer was logged is not the request's: two requests that
+/// differ only there are one case.
 pub fn fingerprint(case: &Value, schema: Option<&Value>) -> [u8; 32] {
     let pick = |k: &str| case.get(k).cloned().unwrap_or(Value::Null);
     crate::digest::canonical_raw(&json!({
@@ -480,7 +481,6 @@ pub fn fingerprint(case: &Value, schema: Option<&Value>) -> [u8; 32] {
         "tools": pick("tools"),
         "tool_choice": pick("tool_choice"),
         "parallel_tool_calls": pick("parallel_tool_calls"),
-        "expect": pick("expect"),
         "schema": schema.cloned().unwrap_or(Value::Null),
     }))
 }
