@@ -19,6 +19,13 @@ pub fn canonical<T: Serialize>(value: &T) -> String {
     bytes_hex(&bytes)
 }
 
+/// The SHA-256 of the RFC 8785 canonical form of `value`, as 32 bytes: what
+/// [`canonical`] prints, for sets of many fingerprints (`conform import`'s dedup).
+pub fn canonical_raw<T: Serialize>(value: &T) -> [u8; 32] {
+    let bytes = serde_json_canonicalizer::to_vec(value).unwrap_or_default();
+    Sha256::digest(&bytes).into()
+}
+
 /// `sha256:<hex>` of raw bytes.
 pub fn bytes_hex(bytes: &[u8]) -> String {
     format!("sha256:{}", hex(&Sha256::digest(bytes)))

@@ -12,6 +12,8 @@
 //! - [`allowlist`]: the fail-closed file that gates failover, its writer and its reader;
 //! - [`export`]: the allowlist as LiteLLM and Portkey fallback configs;
 //! - [`history`]: every run's verdicts over time, drift, and the diff of two runs;
+//! - [`import`]: suites from logged traffic (OpenAI Batch files, chat-request JSONL,
+//!   promptfoo tests), redacted, deduplicated and sampled;
 //! - [`probe`]: which JSON Schema keywords a provider enforces, rejects, strips or ignores;
 //! - [`latency`]: percentiles from a streaming histogram of bounded size;
 //! - [`sim`]: simulated providers on loopback for `conform demo` and the tests;
@@ -30,6 +32,7 @@ pub mod config;
 pub mod digest;
 pub mod export;
 pub mod history;
+pub mod import;
 pub mod latency;
 pub mod ledger;
 pub mod merge;

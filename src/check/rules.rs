@@ -171,6 +171,45 @@ fn compile_with(expr: &str, globals: &[&str]) -> Result<Filter, Vec<ExprError>> 
         })
 }
 
+/// A compiled jq filter, for the folders above this one (`import`'s `--redact-path`).
+pub(crate) type JqFilter = Filter;
+
+/// Compiles `[path(EXPR)]`: every path a jq path expression reaches in a value. The
+/// error is one line naming what is wrong and where in `expr`.
+pub(crate) fn compile_path(expr: &str) -> Result<JqFilter, String> {
+    let wrapped = format!("[path({expr})]");
+    // The user's expression starts 6 bytes into the wrapped one.
+    compile_with(&wrapped, &[]).map_err(|errors| {
+        errors
+            .iter()
+            .map(|e| {
+                let at = e.span.start.saturating_sub(6).min(expr.len());
+                format!("{} (at byte {at})", e.message)
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
+}
+
+/// The paths (arrays of keys and indices) that a filter from [`compile_path`] yields on
+/// `value`; none when it errors (a path into a value of another shape).
+pub(crate) fn paths_of(filter: &JqFilter, value: &Value) -> Vec<Vec<Value>> {
+    let ctx = Ctx::<data::JustLut<Val>>::new(&filter.lut, Vars::new([]));
+    let Some(Ok(found)) = filter.id.run((ctx, to_val(value))).next() else {
+        return Vec::new();
+    };
+    match serde_json::from_str::<Value>(&found.to_string()) {
+        Ok(Value::Array(paths)) => paths
+            .into_iter()
+            .filter_map(|p| match p {
+                Value::Array(steps) => Some(steps),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 fn load_errors(expr: &str, error: load::Error<&str>) -> Vec<ExprError> {
     match error {
         load::Error::Io(errs) => errs

@@ -22,6 +22,7 @@ mod ci;
 mod export;
 mod gate;
 mod history;
+mod import;
 mod merge;
 mod plan;
 mod probe;
@@ -208,6 +209,19 @@ read at every decision. State changes are logged to stderr, one line each."
     Serve(serve::ServeArgs),
     /// Work with `conform run --record` tapes: turn the primary's into recorded references.
     Tape(tape::TapeArgs),
+    /// Build a suite from traffic you already log: OpenAI Batch files, a JSONL of chat
+    /// requests, or promptfoo test files; redacted, deduplicated, optionally sampled.
+    #[command(after_help = "Examples:\n  \
+conform import openai-batch batch_input.jsonl --output batch_output.jsonl --suite support-traffic\n  \
+conform import jsonl requests.jsonl --suite triage-traffic --sample 200 --seed 1\n  \
+conform import promptfoo promptfooconfig.yaml --suite triage\n\n\
+E-mail addresses, phone numbers and Luhn-valid card numbers are replaced on the way in by \
+placeholders (<EMAIL_1>, <PHONE_1>, <CARD_1>) that are stable within a case; add your own \
+with --redact-regex and --redact-path. The suite is written to ROOT/fixtures/NAME through a \
+temporary folder: a failed import leaves nothing behind. What could not be carried over is \
+printed and listed in fixtures/NAME/IMPORT_NOTES.md.\n\n\
+Exit codes: 0 imported, 2 usage error, malformed input (FILE:LINE: field) or existing suite.")]
+    Import(import::ImportArgs),
 }
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
@@ -227,6 +241,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Scenarios(args) => scenarios::scenarios(&cli.global, args).await,
         Command::Serve(args) => serve::serve(&cli.global, args).await,
         Command::Tape(args) => tape::tape(&cli.global, args),
+        Command::Import(args) => import::import(&cli.global, args),
     }
 }
 
