@@ -15,7 +15,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::run::record::CallRecord;
+use crate::check::record::CallRecord;
 use crate::run::shard::{MANIFEST, Manifest, ManifestError, Plan};
 
 /// One shard report folder and its manifest.

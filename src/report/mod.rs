@@ -10,5 +10,3 @@ pub mod json;
 pub mod junit;
 pub mod markdown;
 pub mod terminal;
-// TRANSITION: removed once the feature branches that name them here are merged.
-pub use crate::run::{journal as jsonl, progress};

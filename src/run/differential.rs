@@ -12,7 +12,7 @@ pub use crate::check::differential::{Observed, observe};
 use crate::check::stability::DEFAULT_CONFIDENCE;
 use crate::config::Suite;
 
-use super::record::CallRecord;
+use crate::check::record::CallRecord;
 
 /// Where a suite's reference answers come from.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,8 +14,6 @@ pub mod progress;
 pub mod reference_tape;
 pub mod shard;
 pub mod tallies;
-// TRANSITION: removed once the feature branches that name `run::record` are merged.
-pub use crate::check::record;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -508,7 +506,10 @@ async fn call_one(
             record.served_model = reply.served_model;
             record.system_fingerprint = reply.system_fingerprint;
             record.finish = Some(reply.finish);
-            record.output_digest = Some(record::reply_digest(&reply.text, &reply.tool_calls));
+            record.output_digest = Some(crate::check::record::reply_digest(
+                &reply.text,
+                &reply.tool_calls,
+            ));
             record.output = Some(truncate(&reply.text, MAX_OUTPUT));
             record.tool_calls = reply.tool_calls;
         }
@@ -547,13 +548,16 @@ pub fn schema_name(suite: &str) -> String {
     }
 }
 
-/// A run id that sorts by time: `20261129T163000Z-1a2b`.
+/// A run id that sorts by start time, to the millisecond: `20261129T163000Z-4071a` (the
+/// second, then its milliseconds and a salt).
 pub fn new_run_id() -> String {
     let now = OffsetDateTime::now_utc();
     let format = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
     let stamp = now
         .format(&format)
         .unwrap_or_else(|_| now.unix_timestamp().to_string());
-    let salt = (now.nanosecond() ^ std::process::id().rotate_left(16)) & 0xffff;
-    format!("{stamp}-{salt:04x}")
+    // The milliseconds first, so that ids sort in the order the runs started (two runs in
+    // the same second included); the salt then tells apart processes in the same one.
+    let salt = (now.nanosecond() ^ std::process::id().rotate_left(16)) & 0xff;
+    format!("{stamp}-{:03}{salt:02x}", now.millisecond())
 }

@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use super::differential::Collector;
-use super::record::CallRecord;
 use super::shard::Shard;
 use super::{PairVerdict, PreparedSuite, Target};
+use crate::check::record::CallRecord;
 use crate::check::stability::Stability;
 use crate::check::tool_metrics::ToolMetrics;
 use crate::config::Suite;
