@@ -28,6 +28,7 @@ pub mod allowlist;
 pub mod broken;
 pub mod check;
 pub mod ci;
+pub mod conclude;
 pub mod config;
 pub mod digest;
 pub mod export;

@@ -7,7 +7,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use conform::allowlist::{self, Destination, RunOutcome, Untouched};
+use conform::allowlist::Destination;
+use conform::conclude::Conclude;
 use conform::config::{Diagnostic, Diagnostics, KeyError, Kind, Selection, Workspace};
 use conform::provider::tape::{Recorder, Replayer};
 use conform::provider::transport::{Endpoint, Tape, Transport};
@@ -503,11 +504,7 @@ fn rfc3339(t: time::OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
-/// Everything after the calls, for a run and for a merge of shards alike: report.json,
-/// junit.xml, the allowlist update under its lock, summary.md, report.html, the terminal
-/// summary and the history line. A replayed run leaves the allowlist alone and writes
-/// the allowlist its evidence would have produced beside its report
-/// (`allowlist.replayed.json`), so a replay can be compared with a live run.
+/// Concludes the run through the library (`conform::conclude`) and prints what it wrote.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn conclude(
     global: &Global,
@@ -519,100 +516,24 @@ pub(super) fn conclude(
     valid_for: Duration,
     recorders: &[Arc<Recorder>],
 ) -> anyhow::Result<()> {
-    let result = result.clone();
-    // report.json first: it is the evidence the allowlist entries point to.
-    let report_path = report::json::write(&result, suites, targets)
-        .with_context(|| format!("cannot write the report in {}", result.dir.display()))?;
-    report::junit::write(&result.dir, &result.run_id)
-        .with_context(|| format!("cannot write junit.xml in {}", result.dir.display()))?;
-
-    // Then the allowlist, so the pages for people can say what it now grants. The demo's
-    // evidence is about simulations: it goes beside its report, never into the allowlist
-    // production reads.
-    let allowlist_path = match destination {
-        Destination::Real => global.allowlist_path(),
-        Destination::Demo => result.dir.join("allowlist.json"),
+    let how = Conclude {
+        allowlist: global.allowlist_path(),
+        history: super::history::history_path(global),
+        replayed,
+        destination,
+        valid_for,
     };
-    let mut update_error = None;
-    let decision = if let Some(dir) = &replayed {
-        write_replayed_allowlist(
-            &allowlist_path,
-            &result,
-            suites,
-            targets,
-            &report_path,
-            valid_for,
-            destination,
-        )?;
-        RunOutcome::untouched(
-            &allowlist_path,
-            &result,
-            Untouched::Replayed { tapes: dir.clone() },
-        )
-    } else if result.complete {
-        let changes = allowlist::changes_from_run(
-            &result,
-            suites,
-            targets,
-            &report_path,
-            valid_for,
-            destination,
-        );
-        match allowlist::update(&allowlist_path, &changes) {
-            Ok(updated) => {
-                if let Some(why) = &updated.replaced_unreadable {
-                    eprintln!(
-                        "warning: the previous allowlist {} was unreadable ({why}) and was replaced",
-                        allowlist_path.display()
-                    );
-                }
-                if updated.dropped > 0 {
-                    eprintln!(
-                        "warning: {} entr{} without conform's evidence (not the v1 shape) were dropped from {}",
-                        updated.dropped,
-                        if updated.dropped == 1 { "y" } else { "ies" },
-                        allowlist_path.display()
-                    );
-                }
-                RunOutcome::applied(&allowlist_path, &result, targets, &changes, &updated)
-            }
-            // The file is replaced by rename or not at all: a failed update left it as
-            // it was. The reports still say so before the error ends the command.
-            Err(e) => {
-                let decision = RunOutcome::untouched(
-                    &allowlist_path,
-                    &result,
-                    Untouched::Failed {
-                        error: e.to_string(),
-                    },
-                );
-                update_error = Some(e);
-                decision
-            }
-        }
-    } else {
-        RunOutcome::untouched(&allowlist_path, &result, Untouched::Interrupted)
-    };
-
-    let decision = RunOutcome {
-        simulated: destination == Destination::Demo,
-        ..decision
-    };
-    report::markdown::write(&result.dir, &result, &decision)
-        .with_context(|| format!("cannot write summary.md in {}", result.dir.display()))?;
-    let page = report::html::write(&result, targets, &decision)
-        .with_context(|| format!("cannot write report.html in {}", result.dir.display()))?;
-    print!("{}", report::terminal::summary(&result));
+    let done = conform::conclude::conclude(result, suites, targets, &how)?;
+    print!("{}", report::terminal::summary(result));
     if !result.complete {
-        println!("\n{}", interrupted_counts(&result, targets));
+        println!("\n{}", interrupted_counts(result, targets));
     }
     println!(
         "\nreport: {} (for people: {})",
-        report_path.display(),
-        page.display()
+        done.report.display(),
+        done.page.display()
     );
     println!("results: {}", result.dir.join("results.jsonl").display());
-
     for recorder in recorders {
         println!("tape: {}", recorder.finish()?.display());
     }
@@ -630,50 +551,19 @@ pub(super) fn conclude(
     }
     print!(
         "{}",
-        report::terminal::allowlist(&decision, global.verbose > 0)
+        report::terminal::allowlist(&done.outcome, global.verbose > 0)
     );
     if destination == Destination::Demo {
         println!(
             "(the demo's own allowlist: its entries are marked simulated and permit no real failover)"
         );
     }
-    // A conclusive run of real answers goes into the history; a replay or an interrupted
-    // run says nothing new about the providers.
-    if result.complete && replayed.is_none() {
-        let lines = conform::history::lines_from_run(&result, suites, targets, &report_path);
-        if let Err(e) = conform::history::append(&super::history::history_path(global), &lines) {
-            eprintln!("warning: {e}");
-        }
+    for warning in &done.warnings {
+        eprintln!("warning: {warning}");
     }
-    if let Some(e) = update_error {
+    if let Some(e) = done.update_error {
         return Err(e.into());
     }
-    Ok(())
-}
-
-/// The allowlist a replayed run's evidence would have written, from the current one:
-/// REPORT_DIR/allowlist.replayed.json. The allowlist itself is never touched by a replay.
-fn write_replayed_allowlist(
-    allowlist_path: &Path,
-    result: &RunResult,
-    suites: &[Arc<PreparedSuite>],
-    targets: &[Arc<Target>],
-    report_path: &Path,
-    valid_for: Duration,
-    destination: Destination,
-) -> anyhow::Result<()> {
-    let would = result.dir.join("allowlist.replayed.json");
-    match std::fs::read(allowlist_path) {
-        Ok(bytes) => std::fs::write(&would, bytes)
-            .with_context(|| format!("cannot write {}", would.display()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(e).with_context(|| format!("cannot read {}", allowlist_path.display()));
-        }
-    }
-    let changes =
-        allowlist::changes_from_run(result, suites, targets, report_path, valid_for, destination);
-    allowlist::update(&would, &changes)?;
     Ok(())
 }
 

@@ -1,0 +1,187 @@
+//! What a finished run leaves behind, in the order that keeps every promise: `report.json`
+//! (the evidence allowlist entries point to) and `junit.xml` first; then the allowlist
+//! update under its lock (for a replay, only the allowlist it would have written, beside
+//! its report); then `summary.md` and `report.html`, which say what it now grants; last,
+//! for a conclusive run of real answers, the history line. `conform run` and `conform
+//! merge` both end here, so a merged run concludes exactly as an unsharded one.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::allowlist::{self, Destination, RunOutcome, Untouched, UpdateError};
+use crate::report;
+use crate::run::{PreparedSuite, RunResult, Target};
+
+/// Where a run's conclusions go, and what kind of run it was.
+#[derive(Debug, Clone)]
+pub struct Conclude {
+    /// The allowlist production reads (a demo writes its own beside its report instead).
+    pub allowlist: PathBuf,
+    /// `reports/history.jsonl`.
+    pub history: PathBuf,
+    /// The tapes the answers were replayed from: the allowlist is then never touched.
+    pub replayed: Option<PathBuf>,
+    pub destination: Destination,
+    /// How long a grant is valid.
+    pub valid_for: Duration,
+}
+
+/// What concluding wrote, and what it could not.
+#[derive(Debug)]
+pub struct Conclusion {
+    pub report: PathBuf,
+    /// `report.html`.
+    pub page: PathBuf,
+    /// What the run did to each pair's allowlist entry.
+    pub outcome: RunOutcome,
+    /// What went wrong that did not stop anything (an unreadable allowlist replaced,
+    /// entries without evidence dropped, the history not appended).
+    pub warnings: Vec<String>,
+    /// The allowlist update failed: the file is as it was, and the reports say so.
+    pub update_error: Option<UpdateError>,
+}
+
+/// A report or the replayed allowlist could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ConcludeError {
+    #[error("cannot write {what} in {dir}: {source}")]
+    Write {
+        what: &'static str,
+        dir: PathBuf,
+        source: io::Error,
+    },
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Allowlist(#[from] UpdateError),
+}
+
+/// Writes everything `result` concludes, in the order the module's documentation gives.
+pub fn conclude(
+    result: &RunResult,
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    how: &Conclude,
+) -> Result<Conclusion, ConcludeError> {
+    let write = |what: &'static str| {
+        let dir = result.dir.clone();
+        move |source| ConcludeError::Write { what, dir, source }
+    };
+    let report_path = report::json::write(result, suites, targets).map_err(write("report.json"))?;
+    report::junit::write(&result.dir, &result.run_id).map_err(write("junit.xml"))?;
+
+    // The demo's evidence is about simulations: it goes beside its report, never into the
+    // allowlist production reads.
+    let allowlist_path = match how.destination {
+        Destination::Real => how.allowlist.clone(),
+        Destination::Demo => result.dir.join("allowlist.json"),
+    };
+    let changes = || {
+        allowlist::changes_from_run(
+            result,
+            suites,
+            targets,
+            &report_path,
+            how.valid_for,
+            how.destination,
+        )
+    };
+    let mut warnings = Vec::new();
+    let mut update_error = None;
+    let outcome = if let Some(tapes) = &how.replayed {
+        write_replayed_allowlist(&allowlist_path, &result.dir, &changes())?;
+        RunOutcome::untouched(
+            &allowlist_path,
+            result,
+            Untouched::Replayed {
+                tapes: tapes.clone(),
+            },
+        )
+    } else if result.complete {
+        let changes = changes();
+        match allowlist::update(&allowlist_path, &changes) {
+            Ok(updated) => {
+                if let Some(why) = &updated.replaced_unreadable {
+                    warnings.push(format!(
+                        "the previous allowlist {} was unreadable ({why}) and was replaced",
+                        allowlist_path.display()
+                    ));
+                }
+                if updated.dropped > 0 {
+                    warnings.push(format!(
+                        "{} entr{} without conform's evidence (not the v1 shape) were dropped from {}",
+                        updated.dropped,
+                        if updated.dropped == 1 { "y" } else { "ies" },
+                        allowlist_path.display()
+                    ));
+                }
+                RunOutcome::applied(&allowlist_path, result, targets, &changes, &updated)
+            }
+            // The file is replaced by rename or not at all: a failed update left it as it
+            // was. The reports still say so before the error ends the command.
+            Err(e) => {
+                let outcome = RunOutcome::untouched(
+                    &allowlist_path,
+                    result,
+                    Untouched::Failed {
+                        error: e.to_string(),
+                    },
+                );
+                update_error = Some(e);
+                outcome
+            }
+        }
+    } else {
+        RunOutcome::untouched(&allowlist_path, result, Untouched::Interrupted)
+    };
+    let outcome = RunOutcome {
+        simulated: how.destination == Destination::Demo,
+        ..outcome
+    };
+    report::markdown::write(&result.dir, result, &outcome).map_err(write("summary.md"))?;
+    let page = report::html::write(result, targets, &outcome).map_err(write("report.html"))?;
+
+    // A conclusive run of real answers goes into the history; a replay or an interrupted
+    // run says nothing new about the providers.
+    if result.complete && how.replayed.is_none() {
+        let lines = crate::history::lines_from_run(result, suites, targets, &report_path);
+        if let Err(e) = crate::history::append(&how.history, &lines) {
+            warnings.push(e.to_string());
+        }
+    }
+    Ok(Conclusion {
+        report: report_path,
+        page,
+        outcome,
+        warnings,
+        update_error,
+    })
+}
+
+/// The allowlist a replayed run's evidence would have written, from the current one, as
+/// `REPORT_DIR/allowlist.replayed.json`. The allowlist itself is never touched by a replay.
+fn write_replayed_allowlist(
+    allowlist: &Path,
+    dir: &Path,
+    changes: &[allowlist::Change],
+) -> Result<(), ConcludeError> {
+    let would = dir.join("allowlist.replayed.json");
+    match std::fs::read(allowlist) {
+        Ok(bytes) => std::fs::write(&would, bytes).map_err(|source| ConcludeError::Write {
+            what: "allowlist.replayed.json",
+            dir: dir.to_path_buf(),
+            source,
+        })?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(ConcludeError::Read {
+                path: allowlist.to_path_buf(),
+                source,
+            });
+        }
+    }
+    allowlist::update(&would, changes)?;
+    Ok(())
+}
