@@ -15,8 +15,13 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use crate::check::record::CallRecord;
 use crate::run::shard::{MANIFEST, Manifest, ManifestError, Plan};
+use crate::run::tallies::Tallies;
+use crate::run::{PreparedSuite, RunResult, Target};
 
 /// One shard report folder and its manifest.
 #[derive(Debug, Clone)]
@@ -230,6 +235,66 @@ pub fn check_workspace(
     Err(MergeError::Workspace {
         dir: report.dir.clone(),
         why: report.manifest.plan.difference(plan),
+    })
+}
+
+/// Joins validated shard reports into one complete run under `reports_dir`: their records
+/// copied into its `results.jsonl` and counted through the run's own tallies, so the
+/// verdicts are those an unsharded run of the same calls would reach. A record for a pair
+/// the plan does not hold refuses the merge, and the half-made run folder is removed.
+pub fn join(
+    reports: &[ShardReport],
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    reports_dir: &Path,
+) -> Result<RunResult, MergeError> {
+    let Some(first) = reports.first() else {
+        return Err(MergeError::NoShards(reports_dir.display().to_string()));
+    };
+    let options = &first.manifest.plan.options;
+    let suite_index: HashMap<&str, usize> = (suites.iter().enumerate())
+        .map(|(i, s)| (s.suite.name.as_str(), i))
+        .collect();
+    let provider_index: HashMap<&str, usize> = (targets.iter().enumerate())
+        .map(|(i, t)| (t.endpoint.config.name.as_str(), i))
+        .collect();
+    let run_id = crate::run::new_run_id();
+    let dir = reports_dir.join(&run_id);
+    std::fs::create_dir_all(&dir).map_err(|source| MergeError::Io {
+        path: dir.clone(),
+        source,
+    })?;
+    let mut tallies = Tallies::new(suites, targets, options.repeats, None);
+    let copied = copy_records(reports, &dir.join("results.jsonl"), |record| {
+        let p = provider_index.get(record.provider.as_str());
+        let s = suite_index.get(record.suite.as_str());
+        match (p, s) {
+            (Some(&p), Some(&s)) => {
+                tallies.add(p, s, record);
+                true
+            }
+            _ => false,
+        }
+    });
+    if let Err(e) = copied {
+        // The half-made run folder would read as a run: it goes.
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e);
+    }
+    let parse = |t: &str| {
+        time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+    };
+    let started_at = (reports.iter())
+        .filter_map(|r| parse(&r.manifest.started_at))
+        .min()
+        .unwrap_or_else(time::OffsetDateTime::now_utc);
+    Ok(RunResult {
+        run_id,
+        dir,
+        started_at,
+        finished_at: time::OffsetDateTime::now_utc(),
+        complete: true,
+        verdicts: tallies.verdicts(suites, targets, options.max_transport_error_share, true),
     })
 }
 

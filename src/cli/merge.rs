@@ -1,6 +1,5 @@
 //! `conform merge`: shard reports joined into one run, judged and reported as a run is.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,8 +11,7 @@ use conform::merge::{self, MergeError, ShardReport};
 use conform::provider::transport::{Endpoint, Transport};
 use conform::provider::wire_format;
 use conform::run::shard::Plan;
-use conform::run::tallies::Tallies;
-use conform::run::{self, RunResult, Target};
+use conform::run::{self, Target};
 
 use super::run::{conclude, exit_code, load, print_problems};
 use super::{EXIT_CONFIG, EXIT_INCONCLUSIVE, Global};
@@ -93,7 +91,7 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
             .iter()
             .map(|t| Arc::clone(&t.endpoint.config))
             .collect();
-        match super::plan::make(&suites, &configs, plan.options.repeats, None) {
+        match conform::plan::for_providers(&suites, &configs, plan.options.repeats, None) {
             Ok(estimate) => Some(estimate),
             Err(problems) => {
                 print_problems(&problems);
@@ -103,58 +101,9 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
     } else {
         None
     };
-    let suite_index: HashMap<&str, usize> = suites
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.suite.name.as_str(), i))
-        .collect();
-    let provider_index: HashMap<&str, usize> = targets
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.endpoint.config.name.as_str(), i))
-        .collect();
-
-    let run_id = run::new_run_id();
-    let dir = global.reports_dir().join(&run_id);
-    std::fs::create_dir_all(&dir)?;
-    let mut tallies = Tallies::new(&suites, &targets, plan.options.repeats, None);
-    let copied = merge::copy_records(&reports, &dir.join("results.jsonl"), |record| {
-        match (
-            provider_index.get(record.provider.as_str()),
-            suite_index.get(record.suite.as_str()),
-        ) {
-            (Some(&p), Some(&s)) => {
-                tallies.add(p, s, record);
-                true
-            }
-            _ => false,
-        }
-    });
-    if let Err(e) = copied {
-        // The half-made run folder would read as a run: it goes.
-        let _ = std::fs::remove_dir_all(&dir);
-        return refuse(e);
-    }
-    let parse = |t: &str| {
-        time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
-    };
-    let started_at = reports
-        .iter()
-        .filter_map(|r| parse(&r.manifest.started_at))
-        .min()
-        .unwrap_or_else(time::OffsetDateTime::now_utc);
-    let mut result = RunResult {
-        run_id,
-        dir,
-        started_at,
-        finished_at: time::OffsetDateTime::now_utc(),
-        complete: true,
-        verdicts: tallies.verdicts(
-            &suites,
-            &targets,
-            plan.options.max_transport_error_share,
-            true,
-        ),
+    let mut result = match merge::join(&reports, &suites, &targets, &global.reports_dir()) {
+        Ok(result) => result,
+        Err(e) => return refuse(e),
     };
     if let Some(estimate) = &estimate {
         conform::plan::attach_estimates(&mut result.verdicts, estimate);

@@ -4,11 +4,10 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 
-use conform::config::{Diagnostics, Kind, Workspace};
-use conform::plan::{self, Plan};
+use conform::config::{Kind, Workspace};
+use conform::plan;
 use conform::run::shard::Shard;
-use conform::run::{self, PreparedSuite};
-use conform::tokenize::Counter;
+use conform::run;
 
 use super::run::{load, print_problems};
 use super::{EXIT_CONFIG, EXIT_OK, Global};
@@ -62,7 +61,7 @@ pub fn print(
         }
     };
     let providers: Vec<_> = workspace.providers.into_iter().map(Arc::new).collect();
-    match make(&suites, &providers, repeats, shard) {
+    match plan::for_providers(&suites, &providers, repeats, shard) {
         Ok(plan) => {
             match format {
                 Format::Text => print!("{}", plan::render(&plan)),
@@ -78,25 +77,4 @@ pub fn print(
             EXIT_CONFIG
         }
     }
-}
-
-/// The plan of these suites and providers, each counted by its own tokenizer.
-pub fn make(
-    suites: &[Arc<PreparedSuite>],
-    providers: &[Arc<conform::config::ProviderConfig>],
-    repeats: Option<u32>,
-    shard: Option<Shard>,
-) -> Result<Plan, Diagnostics> {
-    let mut problems = Diagnostics::default();
-    let mut counted = Vec::new();
-    for config in providers {
-        match Counter::for_provider(config) {
-            Ok(counter) => counted.push((Arc::clone(config), counter)),
-            Err(d) => problems.extend(d),
-        }
-    }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    plan::plan(suites, &counted, repeats, shard)
 }

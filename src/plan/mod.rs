@@ -63,6 +63,27 @@ pub struct Plan {
     pub unpriced: Vec<String>,
 }
 
+/// The plan of these suites and providers, each counted by its own tokenizer.
+pub fn for_providers(
+    suites: &[Arc<PreparedSuite>],
+    providers: &[Arc<ProviderConfig>],
+    repeats: Option<u32>,
+    shard: Option<Shard>,
+) -> Result<Plan, Diagnostics> {
+    let mut problems = Diagnostics::default();
+    let mut counted = Vec::new();
+    for config in providers {
+        match Counter::for_provider(config) {
+            Ok(counter) => counted.push((Arc::clone(config), counter)),
+            Err(d) => problems.extend(d),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    plan(suites, &counted, repeats, shard)
+}
+
 /// Plans `suites` × `providers` (each with the counter built for it). A case that does not
 /// render is a problem returned with every other.
 pub fn plan(
