@@ -371,6 +371,7 @@ mod tests {
                     repeats: None,
                     max_transport_error_share: 0.1,
                     stream: false,
+                    references: Default::default(),
                 },
             },
             run_id: format!("run-{k}"),

@@ -813,3 +813,71 @@ async fn tool_calls_are_compared_by_whether_which_and_with_what() {
         Some(0.0)
     );
 }
+
+/// Shards of a run against a live reference merge into the verdicts and the field table
+/// the unsharded run reached: each record carries what the comparison needs.
+#[test]
+fn a_merged_sharded_run_compares_with_the_reference_as_the_whole_run_does() {
+    let project = project(
+        &[
+            (
+                "primary",
+                "varies-text",
+                "expect = \"conformant\"\nrate = 0.3\nseed = 3",
+            ),
+            (
+                "flipper",
+                "flips-enum",
+                "expect = \"nonconformant\"\nrate = 0.15\nseed = 3",
+            ),
+        ],
+        1,
+    );
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "flipper",
+            "--reference",
+            "primary",
+            "--suite",
+            "tickets",
+            "--no-progress",
+        ];
+        args.extend_from_slice(extra);
+        let out = project.cmd().args(&args).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+        )
+    };
+    let (code, stdout) = run(&[]);
+    assert_eq!(code, Some(1), "{stdout}");
+    let whole = read_json(&project.last_run().join("report.json"));
+    for shard in ["1/2", "2/2"] {
+        let (code, stdout) = run(&["--shard", shard]);
+        assert_eq!(code, Some(0), "{stdout}");
+    }
+    let out = project
+        .cmd()
+        .args(["merge", "reports/shards"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let id = stdout
+        .lines()
+        .find_map(|l| l.split(" into run ").nth(1))
+        .expect("the merged run's id");
+    let merged = read_json(&project.path("reports").join(id.trim()).join("report.json"));
+    assert_ne!(whole["run"]["id"], merged["run"]["id"]);
+    for provider in ["flipper", "primary"] {
+        let (a, b) = (verdict_in(&whole, provider), verdict_in(&merged, provider));
+        assert_eq!(a["verdict"], b["verdict"], "{provider}");
+        assert_eq!(a["reasons"], b["reasons"], "{provider}");
+        assert_eq!(
+            a["differential"]["fields"], b["differential"]["fields"],
+            "{provider}"
+        );
+    }
+    assert_eq!(verdict_in(&merged, "flipper")["verdict"], "nonconformant");
+}

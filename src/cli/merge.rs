@@ -45,9 +45,13 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
     // The suites and providers the shards ran, as this workspace has them now.
     let providers: Vec<String> = plan.providers.iter().map(|p| p.name.clone()).collect();
     let suite_names: Vec<String> = plan.suites.iter().map(|s| s.name.clone()).collect();
-    let Some(workspace) = load(global, &providers, &suite_names) else {
+    let Some(mut workspace) = load(global, &providers, &suite_names) else {
         return Ok(EXIT_CONFIG);
     };
+    // Judged against the live references the shards ran with.
+    for suite in &mut workspace.suites {
+        suite.reference = plan.options.references.get(&suite.name).cloned();
+    }
     let suites = match run::prepare(workspace.suites) {
         Ok(suites) => suites,
         Err(problems) => {

@@ -6,8 +6,8 @@ use clap::{Args, ValueEnum};
 
 use conform::config::{Kind, Workspace};
 use conform::plan;
-use conform::run::shard::Shard;
 use conform::run;
+use conform::run::shard::Shard;
 
 use super::run::{load, print_problems};
 use super::{EXIT_CONFIG, EXIT_OK, Global};

@@ -398,6 +398,9 @@ async fn execute(
         repeats: common.repeats,
         max_transport_error_share: common.max_transport_errors,
         stream: common.stream,
+        references: (suites.iter())
+            .filter_map(|s| Some((s.suite.name.clone(), s.suite.reference.clone()?)))
+            .collect(),
     };
     let mut result = run::execute(&suites, &targets, &options, interrupted()).await?;
     drop(sims);

@@ -93,6 +93,10 @@ pub struct PlanOptions {
     pub max_transport_error_share: f64,
     /// `--stream`.
     pub stream: bool,
+    /// The live reference each suite is judged against (`--reference`, or the suite's
+    /// own `reference`), by suite: a merge judges against the same ones.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub references: std::collections::BTreeMap<String, String>,
 }
 
 /// A suite as the plan saw it.
