@@ -15,7 +15,7 @@ use conform::provider::transport::{Endpoint, Tape, Transport};
 use conform::provider::wire_format;
 use conform::report;
 use conform::run::budget::Budget;
-use conform::run::shard::{self, Manifest, Plan, PlanOptions, Shard};
+use conform::run::shard::{Manifest, PlanOptions, Shard};
 use conform::run::{self, PreparedSuite, RunOptions, RunResult, Target};
 use conform::sim::{AnswerBook, SimServer};
 use conform::tokenize::Counter;
@@ -457,26 +457,8 @@ fn write_shard(
     options: PlanOptions,
     replayed: Option<PathBuf>,
 ) -> anyhow::Result<()> {
-    let configs: Vec<_> = targets.iter().map(|t| t.endpoint.config.as_ref()).collect();
-    let plan = Plan::new(suites, &configs, options);
-    let calls: u64 = result
-        .verdicts
-        .iter()
-        .map(|v| v.tally.passed + v.tally.failed + v.tally.not_run)
-        .sum();
-    let manifest = Manifest {
-        format: shard::FORMAT.into(),
-        shard,
-        conform_version: env!("CARGO_PKG_VERSION").into(),
-        plan_digest: plan.digest(suites),
-        plan,
-        run_id: result.run_id.clone(),
-        started_at: rfc3339(result.started_at),
-        finished_at: rfc3339(result.finished_at),
-        complete: result.complete,
-        replayed_from: replayed,
-        calls,
-    };
+    let manifest = Manifest::of_run(result, suites, targets, shard, options, replayed);
+    let calls = manifest.calls;
     let path = manifest.write(&result.dir).with_context(|| {
         format!(
             "cannot write the shard manifest in {}",
@@ -500,11 +482,6 @@ fn write_shard(
         result.dir.parent().unwrap_or(&result.dir).display()
     );
     Ok(())
-}
-
-fn rfc3339(t: time::OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
 }
 
 /// Concludes the run through the library (`conform::conclude`) and prints what it wrote.

@@ -250,6 +250,40 @@ pub enum ManifestError {
 }
 
 impl Manifest {
+    /// The manifest of shard `shard` of a run that produced `result`, planned with
+    /// `options` (and replayed from `replayed`, when it was).
+    pub fn of_run(
+        result: &super::RunResult,
+        suites: &[Arc<PreparedSuite>],
+        targets: &[Arc<super::Target>],
+        shard: Shard,
+        options: PlanOptions,
+        replayed: Option<PathBuf>,
+    ) -> Manifest {
+        let configs: Vec<_> = targets.iter().map(|t| t.endpoint.config.as_ref()).collect();
+        let plan = Plan::new(suites, &configs, options);
+        let calls: u64 = (result.verdicts.iter())
+            .map(|v| v.tally.passed + v.tally.failed + v.tally.not_run)
+            .sum();
+        let rfc3339 = |t: time::OffsetDateTime| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default()
+        };
+        Manifest {
+            format: FORMAT.into(),
+            shard,
+            conform_version: env!("CARGO_PKG_VERSION").into(),
+            plan_digest: plan.digest(suites),
+            plan,
+            run_id: result.run_id.clone(),
+            started_at: rfc3339(result.started_at),
+            finished_at: rfc3339(result.finished_at),
+            complete: result.complete,
+            replayed_from: replayed,
+            calls,
+        }
+    }
+
     /// Reads `DIR/shard.json`.
     pub fn read(dir: &Path) -> Result<Manifest, ManifestError> {
         let path = dir.join(MANIFEST);
