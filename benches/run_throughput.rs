@@ -180,41 +180,7 @@ fn one_in_process(calls: u64, wiremock: bool) {
             let uri = sim.uri();
             (Some(sim), None, uri)
         };
-        let provider = ProviderConfig::parse(
-            &dir.path().join("providers/bench.toml"),
-            &format!(
-                "kind = \"openai-compatible\"\nmodel = \"bench-model\"\nbase_url = \"{uri}\"\ntimeout = \"30s\"\n[limits]\nconcurrency = {CONCURRENCY}\n"
-            ),
-        )
-        .expect("provider");
-        let transport = Transport::new().expect("transport");
-        let wire = wire_format(provider.kind);
-        let targets = vec![Arc::new(Target::new(Endpoint::new(
-            Arc::new(provider),
-            wire,
-            None,
-            transport,
-        )))];
-        let options = RunOptions {
-            run_id: "bench".into(),
-            dir: dir.path().join("reports/bench"),
-            repeats: None,
-            max_transport_error_share: 0.1,
-            progress: false,
-            shard: None,
-            budget: None,
-        };
-        // Writing the cases and loading the suite are not the run's cost.
-        let _ = CPU_AT_START.set(cpu_seconds());
-        let started = Instant::now();
-        let result = run::execute(&suites, &targets, &options, std::future::pending())
-            .await
-            .expect("run");
-        let wall = started.elapsed();
-        // The reports streamed from the results, so the peak RSS printed covers them.
-        conform::report::json::write(&result, &suites, &targets).expect("report.json");
-        conform::report::junit::write(&result.dir, &result.run_id).expect("junit.xml");
-        (result, wall)
+        run_against(dir.path(), &suites, &uri).await
     });
     print_one(calls, &result, wall);
 }
@@ -225,49 +191,55 @@ fn one(calls: u64, uri: &str) {
     let suite_dir = dir.path().join("fixtures/bench");
     write_suite(&suite_dir, calls);
     let suite = Suite::load(&suite_dir).expect("suite");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let (result, wall) = rt.block_on(async {
+        let suites = run::prepare(vec![suite]).expect("prepare");
+        run_against(dir.path(), &suites, uri).await
+    });
+    print_one(calls, &result, wall);
+}
+
+/// Runs `suites` against the OpenAI-compatible server at `uri`, then writes report.json and
+/// junit.xml, so the peak RSS printed covers them. The wall time is the run's alone.
+async fn run_against(
+    dir: &Path,
+    suites: &[Arc<run::PreparedSuite>],
+    uri: &str,
+) -> (run::RunResult, Duration) {
     let provider = ProviderConfig::parse(
-        &dir.path().join("providers/bench.toml"),
+        &dir.join("providers/bench.toml"),
         &format!(
             "kind = \"openai-compatible\"\nmodel = \"bench-model\"\nbase_url = \"{uri}\"\ntimeout = \"30s\"\n[limits]\nconcurrency = {CONCURRENCY}\n"
         ),
     )
     .expect("provider");
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let wire = wire_format(provider.kind);
+    let transport = Transport::new().expect("transport");
+    let targets = vec![Arc::new(Target::new(Endpoint::new(
+        Arc::new(provider),
+        wire,
+        None,
+        transport,
+    )))];
+    let options = RunOptions {
+        run_id: "bench".into(),
+        dir: dir.join("reports/bench"),
+        repeats: None,
+        max_transport_error_share: 0.1,
+        progress: false,
+        shard: None,
+        budget: None,
+    };
+    // Writing the cases and loading the suite are not the run's cost.
+    let _ = CPU_AT_START.set(cpu_seconds());
     let started = Instant::now();
-    let result = rt.block_on(async {
-        let suites = run::prepare(vec![suite]).expect("prepare");
-        let transport = Transport::new().expect("transport");
-        let wire = wire_format(provider.kind);
-        let targets = vec![Arc::new(Target::new(Endpoint::new(
-            Arc::new(provider),
-            wire,
-            None,
-            transport,
-        )))];
-        let options = RunOptions {
-            run_id: "bench".into(),
-            dir: dir.path().join("reports/bench"),
-            repeats: None,
-            max_transport_error_share: 0.1,
-            progress: false,
-            shard: None,
-            budget: None,
-        };
-        // Writing the cases and loading the suite are not the run's cost.
-        let _ = CPU_AT_START.set(cpu_seconds());
-        let started = Instant::now();
-        let result = run::execute(&suites, &targets, &options, std::future::pending())
-            .await
-            .expect("run");
-        let wall = started.elapsed();
-        // The reports streamed from the results, so the peak RSS printed covers them.
-        conform::report::json::write(&result, &suites, &targets).expect("report.json");
-        conform::report::junit::write(&result.dir, &result.run_id).expect("junit.xml");
-        (result, wall)
-    });
-    let _ = started;
-    let (result, wall) = result;
-    print_one(calls, &result, wall);
+    let result = run::execute(suites, &targets, &options, std::future::pending())
+        .await
+        .expect("run");
+    let wall = started.elapsed();
+    conform::report::json::write(&result, suites, &targets).expect("report.json");
+    conform::report::junit::write(&result.dir, &result.run_id).expect("junit.xml");
+    (result, wall)
 }
 
 fn print_one(calls: u64, result: &run::RunResult, wall: Duration) {
