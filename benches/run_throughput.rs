@@ -16,6 +16,13 @@
 //! RSS printed is the runner's and the simulation's together; `--sim-wiremock` serves the
 //! same answer from a wiremock mock in the process instead (request recording disabled),
 //! which is what the simulations were built on before and what grew with every call.
+//!
+//! `cargo bench --bench run_throughput -- --e2e 1000 10000 100000` runs the `conform`
+//! binary itself, end to end (`conform run`: suite load and pre-flight, the calls, every
+//! report written: report.json, report.html, summary.md, junit.xml, the allowlist), one
+//! process per size, and reads the child's own resource usage (`wait4`): its CPU time
+//! (user + system) per call and its peak RSS. `--e2e --sim N…` does the same with a
+//! simulated provider (`kind = "sim"`), served inside the `conform` process.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -69,6 +76,14 @@ fn main() {
                 }
             }
         }
+        Some("--e2e") => {
+            let sim = args.get(1).is_some_and(|a| a == "--sim");
+            let sizes: Vec<u64> = args[1 + usize::from(sim)..]
+                .iter()
+                .map(|a| a.parse().expect("a number of calls"))
+                .collect();
+            e2e(&sizes, sim);
+        }
         Some("--sim-one") => one_in_process(args[1].parse().expect("calls"), false),
         Some("--sim-wiremock-one") => one_in_process(args[1].parse().expect("calls"), true),
         _ => {
@@ -84,7 +99,8 @@ fn main() {
     }
 }
 
-fn orchestrate(sizes: &[u64]) {
+/// Starts the mock in its own process; returns it and its address.
+fn start_mock() -> (std::process::Child, String) {
     let exe = std::env::current_exe().expect("own path");
     let mut mock = Command::new(&exe)
         .arg("--mock")
@@ -95,7 +111,159 @@ fn orchestrate(sizes: &[u64]) {
     BufReader::new(mock.stdout.take().expect("mock stdout"))
         .read_line(&mut line)
         .expect("mock address");
-    let uri = line.trim().to_string();
+    (mock, line.trim().to_string())
+}
+
+/// The `conform` binary end to end, one child process per size.
+fn e2e(sizes: &[u64], sim: bool) {
+    let exe = env!("CARGO_BIN_EXE_conform");
+    let mock = (!sim).then(start_mock);
+    let provider = match &mock {
+        Some((_, uri)) => format!(
+            "kind = \"openai-compatible\"\nmodel = \"bench-model\"\nbase_url = \"{uri}\"\ntimeout = \"30s\"\n[limits]\nconcurrency = {CONCURRENCY}\n"
+        ),
+        None => format!(
+            "kind = \"sim\"\nmodel = \"bench-model\"\ntimeout = \"30s\"\n[limits]\nconcurrency = {CONCURRENCY}\n[sim]\nbehaviour = \"steady\"\nexpect = \"conformant\"\nlatency = \"{}ms\"\nwire = \"openai-compatible\"\n",
+            latency().as_millis()
+        ),
+    };
+    println!(
+        "conform run, end to end, against {}, latency {:?}, concurrency {CONCURRENCY}",
+        match &mock {
+            Some((_, uri)) => format!("the mock at {uri}"),
+            None => "a simulated provider in the process".to_string(),
+        },
+        latency()
+    );
+    println!(
+        "{:>8}  {:>9}  {:>9}  {:>9}  {:>7}  {:>7}  {:>9}  {:>8}  {:>10}",
+        "calls",
+        "process",
+        "run",
+        "floor",
+        "process÷floor",
+        "run÷floor",
+        "calls/s",
+        "peak RSS",
+        "CPU/call"
+    );
+    for &n in sizes {
+        let root = tempfile::tempdir().expect("temp dir");
+        write_suite(&root.path().join("fixtures/bench"), n);
+        std::fs::create_dir_all(root.path().join("providers")).expect("providers dir");
+        std::fs::write(root.path().join("providers/bench.toml"), &provider).expect("provider file");
+        let started = Instant::now();
+        let child = Command::new(exe)
+            .arg("--root")
+            .arg(root.path())
+            .args(["run", "bench", "--no-progress"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start conform");
+        let (status, usage) = wait4(child);
+        let wall = started.elapsed();
+        assert_eq!(status, 0, "conform run must exit 0 (every call conformant)");
+        let reports = root.path().join("reports");
+        let run = std::fs::read_dir(&reports)
+            .expect("reports dir")
+            .filter_map(Result::ok)
+            .find(|e| e.path().join("report.json").is_file())
+            .expect("a run folder")
+            .path();
+        for file in ["report.json", "report.html", "summary.md", "junit.xml"] {
+            assert!(run.join(file).is_file(), "{file} written");
+        }
+        let lines = std::fs::read_to_string(run.join("results.jsonl"))
+            .expect("results.jsonl")
+            .lines()
+            .count() as u64;
+        assert_eq!(lines, n, "one record per call");
+        let floor = latency().as_secs_f64() * n.div_ceil(CONCURRENCY as u64) as f64;
+        let run_wall = run_seconds(&run.join("report.json"));
+        let ratio = |t: f64| {
+            if floor > 0.0 {
+                format!("{:.3}", t / floor)
+            } else {
+                "-".into()
+            }
+        };
+        let cpu = usage.cpu.as_secs_f64();
+        println!(
+            "{n:>8}  {:>8.2}s  {:>8.2}s  {:>8.2}s  {:>13}  {:>9}  {:>9.0}  {:>5} MiB  {:>7.1} µs",
+            wall.as_secs_f64(),
+            run_wall,
+            floor,
+            ratio(wall.as_secs_f64()),
+            ratio(run_wall),
+            n as f64 / wall.as_secs_f64(),
+            usage.max_rss_kib / 1024,
+            cpu * 1e6 / n as f64
+        );
+    }
+    if let Some((mut mock, _)) = mock {
+        let _ = mock.kill();
+        let _ = mock.wait();
+    }
+}
+
+/// The run's own wall time, from its first call to its last record (report.json's
+/// `run.started_at` and `run.finished_at`): the process's less its start (loading and the
+/// pre-flight of every case) and the reports written after.
+fn run_seconds(report: &Path) -> f64 {
+    use std::io::Read;
+    // The run's times come first; the calls (all of them) follow.
+    let mut head = String::new();
+    std::fs::File::open(report)
+        .expect("report.json")
+        .take(4096)
+        .read_to_string(&mut head)
+        .expect("report.json head");
+    let at = |field: &str| {
+        let from = head.find(&format!("\"{field}\":")).expect(field) + field.len() + 3;
+        let text = head[from..].trim_start().trim_start_matches('"');
+        let end = text.find('"').expect("closing quote");
+        time::OffsetDateTime::parse(&text[..end], &time::format_description::well_known::Rfc3339)
+            .expect("an RFC 3339 time")
+    };
+    (at("finished_at") - at("started_at")).as_seconds_f64()
+}
+
+/// What a child used: CPU (user + system) and its peak resident set.
+struct Usage {
+    cpu: Duration,
+    max_rss_kib: u64,
+}
+
+/// Waits for `child` and returns its exit code and its own resource usage (not that of
+/// every child this process has waited for, as `getrusage(RUSAGE_CHILDREN)` would).
+fn wait4(child: std::process::Child) -> (i32, Usage) {
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value, and wait4 writes only the two
+    // locals it is given, for a child of this process that nothing else waits for.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
+    // Dropping a Child neither kills nor waits for it: it is reaped above.
+    drop(child);
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    (
+        code,
+        Usage {
+            cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+            max_rss_kib: usage.ru_maxrss as u64,
+        },
+    )
+}
+
+fn orchestrate(sizes: &[u64]) {
+    let exe = std::env::current_exe().expect("own path");
+    let (mut mock, uri) = start_mock();
     println!(
         "mock provider at {uri}, latency {:?}, concurrency {CONCURRENCY}",
         latency()
@@ -118,13 +286,33 @@ fn orchestrate(sizes: &[u64]) {
     let _ = mock.wait();
 }
 
-/// A mock OpenAI-compatible provider that answers a valid object after `LATENCY`.
+/// A mock OpenAI-compatible provider that answers a valid object after the latency. It
+/// keeps nothing per request (a wiremock mock keeps every matched request), so a long run
+/// does not slow it down.
 fn mock() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
-        let server = wiremock_mock().await;
-        println!("{}", server.uri());
-        std::future::pending::<()>().await;
+        let body = json!({
+            "id": "chatcmpl-bench", "object": "chat.completion", "model": "bench-model",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "{\"label\":\"ok\",\"score\":0.9}"}}],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49}})
+        .to_string();
+        let latency = latency();
+        let app = axum::Router::new().fallback(move || {
+            let body = body.clone();
+            async move {
+                if !latency.is_zero() {
+                    tokio::time::sleep(latency).await;
+                }
+                ([("content-type", "application/json")], body)
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the mock");
+        println!("http://{}", listener.local_addr().expect("mock address"));
+        axum::serve(listener, app).await.expect("serve the mock");
     });
 }
 

@@ -78,12 +78,14 @@ pub fn suite_digest(paths: &Paths, suite: &str) -> Result<String, Denial> {
     if let Some(unknown) = unknown_suite(paths, suite) {
         return Err(unknown);
     }
-    Suite::load(&dir).map(|s| s.digest).map_err(|problems| {
-        Denial::new(
-            Reason::InvalidConfig,
-            format!("the suite `{suite}` does not load:\n{problems}"),
-        )
-    })
+    Suite::load(&dir)
+        .map(|s| s.digest().to_string())
+        .map_err(|problems| {
+            Denial::new(
+                Reason::InvalidConfig,
+                format!("the suite `{suite}` does not load:\n{problems}"),
+            )
+        })
 }
 
 /// The suite folders of `fixtures/` (those with a `suite.toml`), sorted.

@@ -101,7 +101,7 @@ pub fn changes_from_run(
                     model: config.model.clone(),
                     served_models: t.served_models.iter().cloned().collect(),
                     system_fingerprints: t.system_fingerprints.iter().cloned().collect(),
-                    suite_digest: suite.digest.clone(),
+                    suite_digest: suite.digest().to_string(),
                     provider_digest: config.digest(),
                     tokenizer: tokenizer_identity(config),
                     evidence: Evidence {

@@ -111,7 +111,7 @@ fn signature(suite: &Suite, case: &Case, content: &str, calls: &[Call<'_>]) -> S
             .map(|c| serde_json::json!({"name": c.name, "arguments": c.arguments}))
             .collect();
         let text = parsed.clone().unwrap_or(Value::String(content.to_string()));
-        crate::digest::canonical(&serde_json::json!({"content": text, "tool_calls": listed}))
+        crate::digest::canonical_json(&serde_json::json!({"content": text, "tool_calls": listed}))
     };
     out.push(Some(hash(&whole)));
     let json_answer = matches!(case.answer(), Answer::Json);
@@ -120,7 +120,7 @@ fn signature(suite: &Suite, case: &Case, content: &str, calls: &[Call<'_>]) -> S
             json_answer.then(|| match parsed.as_ref().map(|v| v.pointer(pointer)) {
                 None => hash("not_json"),
                 Some(None) => hash("absent"),
-                Some(Some(v)) => hash(&crate::digest::canonical(&number_agnostic(v))),
+                Some(Some(v)) => hash(&crate::digest::canonical_json(&number_agnostic(v))),
             }),
         );
     }
@@ -129,7 +129,7 @@ fn signature(suite: &Suite, case: &Case, content: &str, calls: &[Call<'_>]) -> S
     names.sort_unstable();
     let mut arguments: Vec<String> = calls
         .iter()
-        .map(|c| crate::digest::canonical(&serde_json::json!([c.name, c.arguments])))
+        .map(|c| crate::digest::canonical_json(&serde_json::json!([c.name, c.arguments])))
         .collect();
     arguments.sort_unstable();
     out.push(tools.then(|| hash(if calls.is_empty() { "no" } else { "yes" })));

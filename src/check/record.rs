@@ -97,7 +97,7 @@ impl CallRecord {
 /// order and spacing do not count as disagreement), the raw bytes otherwise.
 pub fn output_digest(text: &str) -> String {
     match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(value) => crate::digest::canonical(&value),
+        Ok(value) => crate::digest::canonical_json(&value),
         Err(_) => crate::digest::bytes_hex(text.as_bytes()),
     }
 }
@@ -120,7 +120,7 @@ pub fn reply_digest(text: &str, calls: &[ToolCall]) -> String {
                 .unwrap_or_else(|| serde_json::Value::String(c.raw_arguments.clone()))})
         })
         .collect();
-    crate::digest::canonical(&serde_json::json!({"content": content, "tool_calls": calls}))
+    crate::digest::canonical_json(&serde_json::json!({"content": content, "tool_calls": calls}))
 }
 
 /// Cuts `text` to at most `max` bytes on a character boundary.

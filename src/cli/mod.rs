@@ -224,6 +224,14 @@ Exit codes: 0 imported, 2 usage error, malformed input (FILE:LINE: field) or exi
     Import(import::ImportArgs),
 }
 
+impl Command {
+    /// The commands that send a run's calls: best on a single-threaded runtime (see
+    /// `main`). Simulated providers then share the thread, as their latency is slept.
+    pub fn runs_on_one_thread(&self) -> bool {
+        matches!(self, Command::Run(_) | Command::Demo(_))
+    }
+}
+
 pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Run(args) => run::run(&cli.global, args).await,

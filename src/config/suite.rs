@@ -155,9 +155,14 @@ pub struct Suite {
     /// How candidates are held to the reference (`[differential]`).
     pub differential: DifferentialSpec,
     pub cases: Vec<CaseRef>,
-    /// Digest of `suite.toml`, the schema, the tools and every case file.
-    pub digest: String,
+    /// The digest of `suite.toml`, the schema and the tools: [`Suite::digest`] goes on
+    /// from here with every case file.
+    digest_head: crate::digest::Parts,
+    /// [`Suite::digest`], once the cases have been read for it.
+    digest: std::sync::OnceLock<String>,
     templates: Arc<Environment<'static>>,
+    /// What [`Suite::variables`] returns, worked out once: every case's render checks it.
+    variables: Arc<[String]>,
     has_system: bool,
     has_user: bool,
 }
@@ -261,16 +266,63 @@ impl CaseRef {
 
     pub fn load(&self) -> Result<Case, Diagnostic> {
         let path = self.path();
-        let text = std::fs::read_to_string(&path)
+        let bytes = std::fs::read(&path)
             .map_err(|e| Diagnostic::new(&path, format!("cannot read: {e}")))?;
+        self.parse(&path, &bytes)
+    }
+
+    /// The case in `bytes`, read from `path`.
+    fn parse(&self, path: &Path, bytes: &[u8]) -> Result<Case, Diagnostic> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| Diagnostic::new(path, format!("cannot read: not UTF-8 ({e})")))?;
         let mut case: Case =
-            serde_json::from_str(&text).map_err(|e| diagnostic::from_json(&path, &text, &e))?;
+            serde_json::from_str(text).map_err(|e| diagnostic::from_json(path, text, &e))?;
         case.id = self.id.clone();
         Ok(case)
     }
 }
 
 impl Suite {
+    /// The digest of `suite.toml`, the schema, the tools and every case file: what an
+    /// allowlist entry's evidence names. Reads every case unless [`Suite::each_case`] has
+    /// gone through them already.
+    pub fn digest(&self) -> &str {
+        self.digest.get_or_init(|| {
+            let mut digest = self.digest_head.clone();
+            for case in &self.cases {
+                let bytes = std::fs::read(case.path()).unwrap_or_default();
+                digest.add(&case.id, &bytes);
+            }
+            digest.finish()
+        })
+    }
+
+    /// Reads every case once, in order, and hands each to `each` with its reference (the
+    /// pre-flight of a run); the bytes read make [`Suite::digest`] on the way, so the
+    /// cases are not read again for it.
+    pub fn each_case(&self, mut each: impl FnMut(&CaseRef, Result<Case, Diagnostic>)) {
+        let mut digest = self.digest_head.clone();
+        for case_ref in &self.cases {
+            let path = case_ref.path();
+            match std::fs::read(&path) {
+                Ok(bytes) => {
+                    digest.add(&case_ref.id, &bytes);
+                    each(case_ref, case_ref.parse(&path, &bytes));
+                }
+                Err(e) => {
+                    digest.add(&case_ref.id, &[]);
+                    each(
+                        case_ref,
+                        Err(Diagnostic::new(&path, format!("cannot read: {e}"))),
+                    );
+                }
+            }
+        }
+        // A digest made by another caller meanwhile is of the same bytes, unless a case
+        // changed between the two reads; the first one stays.
+        let _ = self.digest.set(digest.finish());
+    }
+
     /// Loads `dir/suite.toml`, its schema and its case list, reporting every problem.
     pub fn load(dir: &Path) -> Result<Suite, Diagnostics> {
         let file = dir.join("suite.toml");
@@ -485,12 +537,9 @@ impl Suite {
         if tools_file.is_some() {
             digest.add("tools", &tools_bytes);
         }
-        for case in &cases {
-            let bytes = std::fs::read(case.path()).unwrap_or_default();
-            digest.add(&case.id, &bytes);
-        }
         let has_system = spec.system.is_some();
         let has_user = spec.user.is_some();
+        let variables = template_variables(&env).into();
         Ok(Suite {
             name,
             dir: dir.to_path_buf(),
@@ -513,23 +562,18 @@ impl Suite {
             reference: spec.reference,
             differential: spec.differential,
             cases,
-            digest: digest.finish(),
+            digest_head: digest,
+            digest: std::sync::OnceLock::new(),
             templates: Arc::new(env),
+            variables,
             has_system,
             has_user,
         })
     }
 
     /// Template variables that the prompts use, sorted.
-    pub fn variables(&self) -> Vec<String> {
-        let mut vars: Vec<String> = ["system", "user"]
-            .into_iter()
-            .filter_map(|t| self.templates.get_template(t).ok())
-            .flat_map(|t| t.undeclared_variables(false))
-            .collect();
-        vars.sort();
-        vars.dedup();
-        vars
+    pub fn variables(&self) -> &[String] {
+        &self.variables
     }
 
     /// Whether the case is sent as a whole request (a conversation, tools) rather than
@@ -791,7 +835,7 @@ impl Suite {
         }
         let mut problems = Diagnostics::default();
         for var in self.variables() {
-            if !case.vars.contains_key(&var) {
+            if !case.vars.contains_key(var) {
                 problems.push(
                     Diagnostic::new(
                         path,
@@ -837,6 +881,18 @@ impl Suite {
     }
 }
 
+/// Template variables that the suite's `system` and `user` templates use, sorted.
+fn template_variables(templates: &Environment<'_>) -> Vec<String> {
+    let mut vars: Vec<String> = ["system", "user"]
+        .into_iter()
+        .filter_map(|t| templates.get_template(t).ok())
+        .flat_map(|t| t.undeclared_variables(false))
+        .collect();
+    vars.sort();
+    vars.dedup();
+    vars
+}
+
 /// Whether a message's text holds template syntax at all: most do not, and need no
 /// compiling.
 fn is_template(text: &str) -> bool {
@@ -865,5 +921,7 @@ fn list_cases(dir: &Path, problems: &mut Diagnostics) -> Vec<CaseRef> {
         })
         .collect();
     cases.sort_by(|a, b| a.id.cmp(&b.id));
+    // The list lives as long as the run: not a slot more than the cases.
+    cases.shrink_to_fit();
     cases
 }

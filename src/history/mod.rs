@@ -109,7 +109,7 @@ pub fn lines_from_run(
                 provider: config.name.clone(),
                 model: config.model.clone(),
                 served_models: t.served_models.iter().cloned().collect(),
-                suite_digest: suite.digest.clone(),
+                suite_digest: suite.digest().to_string(),
                 provider_digest: config.digest(),
                 verdict: v.verdict,
                 reasons: v.reasons.clone(),

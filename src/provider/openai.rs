@@ -163,14 +163,23 @@ pub(crate) fn encode_chat(
             body.insert("parallel_tool_calls".into(), json!(parallel));
         }
     }
-    let schema = wire_schema(call.schema);
-    let json_schema = json!({"type": "json_schema", "json_schema": {
-        "name": call.schema_name, "strict": true, "schema": schema}});
+    // Built only where sent, and moved in: the schema is the largest part of most
+    // requests, and `json!` would copy it once more.
+    let json_schema = || {
+        let mut inner = Map::new();
+        inner.insert("name".into(), Value::from(call.schema_name));
+        inner.insert("strict".into(), Value::Bool(true));
+        inner.insert("schema".into(), wire_schema(call.schema));
+        let mut format = Map::new();
+        format.insert("type".into(), Value::from("json_schema"));
+        format.insert("json_schema".into(), Value::Object(inner));
+        Value::Object(format)
+    };
     match config.structured_output {
         _ if !call.wants_json() => {}
         StructuredOutput::JsonSchema => {
             // Always the nested shape: llama.cpp silently ignores a flat `schema`.
-            body.insert("response_format".into(), json_schema);
+            body.insert("response_format".into(), json_schema());
         }
         StructuredOutput::JsonObject => {
             body.insert("response_format".into(), json!({"type": "json_object"}));
@@ -178,9 +187,10 @@ pub(crate) fn encode_chat(
         // The request declares tools of its own: the answer cannot be one more forced
         // tool, so it is asked for with the schema instead.
         StructuredOutput::Tool if !call.tools().is_empty() => {
-            body.insert("response_format".into(), json_schema);
+            body.insert("response_format".into(), json_schema());
         }
         StructuredOutput::Tool => {
+            let schema = wire_schema(call.schema);
             body.insert(
                 "tools".into(),
                 json!([{"type": "function", "function": {

@@ -10,7 +10,7 @@ use backon::{ExponentialBuilder, Retryable};
 use super::error::{CallError, ErrorKind};
 use super::limits::Limiter;
 use super::tape::{Recorder, Replayer};
-use super::{CallSpec, Completion, Reply, WireFormat};
+use super::{CallSpec, Completion, Reply, WireFormat, WireRequest};
 use crate::config::ProviderConfig;
 use crate::secret::Secret;
 
@@ -61,6 +61,8 @@ pub struct Endpoint {
     tape: Option<Tape>,
     /// HTTP requests sent so far, retries included: what an interrupted run reports.
     sent: AtomicU64,
+    /// The last URL parsed, and what it parsed to: nearly every call goes to the same one.
+    last_url: std::sync::Mutex<Option<(String, reqwest::Url)>>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -96,6 +98,7 @@ impl Endpoint {
             transport,
             tape: None,
             sent: AtomicU64::new(0),
+            last_url: std::sync::Mutex::new(None),
         }
     }
 
@@ -111,7 +114,50 @@ impl Endpoint {
     /// configured bounds. `tokens` estimates the request's size for the tokens-per-minute
     /// limit. A final error carries the number of retries made before it.
     pub async fn call(&self, call: &CallSpec<'_>, tokens: u32) -> Result<Completion, CallError> {
-        self.call_as(&self.config, call, tokens).await
+        self.send(&self.encode(call), tokens).await
+    }
+
+    /// [`Endpoint::call`] with a request already encoded (by [`Endpoint::encode`]), whose
+    /// digest the caller has read.
+    pub async fn send(&self, request: &Encoded, tokens: u32) -> Result<Completion, CallError> {
+        self.call_as(&self.config, request, tokens).await
+    }
+
+    /// Encodes `call` for this provider once: every attempt sends these bytes.
+    pub fn encode(&self, call: &CallSpec<'_>) -> Encoded {
+        self.encode_as(&self.config, call)
+    }
+
+    fn encode_as(&self, config: &ProviderConfig, call: &CallSpec<'_>) -> Encoded {
+        let WireRequest {
+            url,
+            mut headers,
+            body,
+        } = self.wire.encode(call, config, self.key.as_ref());
+        headers.entry(reqwest::header::CONTENT_TYPE).or_insert(
+            reqwest::header::HeaderValue::from_static("application/json"),
+        );
+        Encoded {
+            url: self.parse_url(url),
+            headers,
+            // Serialising our own Value cannot fail.
+            bytes: serde_json::to_vec(&body).unwrap_or_default(),
+            digest: crate::digest::canonical_json(&body),
+            body,
+        }
+    }
+
+    /// Parses `url`, or reuses the parse of the same URL the call before.
+    fn parse_url(&self, url: String) -> Result<reqwest::Url, String> {
+        let mut last = self.last_url.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((text, parsed)) = last.as_ref()
+            && *text == url
+        {
+            return Ok(parsed.clone());
+        }
+        let parsed = reqwest::Url::parse(&url).map_err(|_| url.clone())?;
+        *last = Some((url, parsed.clone()));
+        Ok(parsed)
     }
 
     /// [`Endpoint::call`], asking for one document even when the provider streams: the
@@ -121,13 +167,14 @@ impl Endpoint {
         call: &CallSpec<'_>,
         tokens: u32,
     ) -> Result<Completion, CallError> {
-        self.call_as(&self.unstreamed, call, tokens).await
+        let request = self.encode_as(&self.unstreamed, call);
+        self.call_as(&self.unstreamed, &request, tokens).await
     }
 
     async fn call_as(
         &self,
         config: &ProviderConfig,
-        call: &CallSpec<'_>,
+        request: &Encoded,
         tokens: u32,
     ) -> Result<Completion, CallError> {
         let limits = &config.limits;
@@ -138,7 +185,7 @@ impl Endpoint {
             .with_max_times(limits.max_retries as usize)
             .with_jitter();
         let max_wait = limits.max_retry_wait;
-        let result = (|| self.once(config, call, tokens))
+        let result = (|| self.once(config, request, tokens))
             .retry(policy)
             .sleep(tokio::time::sleep)
             .when(|e: &CallError| e.retryable() && e.retry_after.is_none_or(|w| w <= max_wait))
@@ -174,13 +221,11 @@ impl Endpoint {
     async fn once(
         &self,
         config: &ProviderConfig,
-        call: &CallSpec<'_>,
+        request: &Encoded,
         tokens: u32,
     ) -> Result<(Reply, Timing), CallError> {
-        let request = self.wire.encode(call, config, self.key.as_ref());
         if let Some(Tape::Replay(tape)) = &self.tape {
-            let digest = crate::digest::canonical(&request.body);
-            let Some((status, headers, body)) = tape.next(&digest) else {
+            let Some((status, headers, body)) = tape.next(&request.digest) else {
                 return Err(CallError::new(
                     ErrorKind::NotRecorded,
                     format!(
@@ -196,17 +241,23 @@ impl Endpoint {
         self.limiter.acquire(tokens).await;
         self.sent.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        let url = printable_url(&request.url);
+        let url = &request.url;
+        let Ok(address) = url else {
+            return Err(CallError::new(
+                ErrorKind::ConnectionRefused,
+                "cannot send to the configured base_url: it is not a valid URL".to_string(),
+            ));
+        };
         let mut response = self
             .transport
             .client
-            .post(&request.url)
-            .headers(request.headers)
-            .json(&request.body)
+            .post(address.clone())
+            .headers(request.headers.clone())
+            .body(request.bytes.clone())
             .timeout(config.timeout)
             .send()
             .await
-            .map_err(|e| from_reqwest(&e, &url, None))?;
+            .map_err(|e| from_reqwest(&e, url, None))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         // Read chunk by chunk, noting when each arrived: a stream's first token is timed
@@ -227,7 +278,7 @@ impl Endpoint {
             // Once a 2xx arrived the request was processed: the broken body is the call's
             // failure, never a reason to send it again.
             if is_success(status) {
-                let broke = from_reqwest(&e, &url, Some(status)).after_success();
+                let broke = from_reqwest(&e, url, Some(status)).after_success();
                 return match config.stream {
                     true => self.broken_stream(&body, broke, started.elapsed(), &arrivals),
                     false => Err(broke),
@@ -235,7 +286,7 @@ impl Endpoint {
             }
             // The status is the provider's answer even when its error body broke off.
             let mut classified = self.wire.classify(status, &headers, &[]);
-            let broke = from_reqwest(&e, &url, Some(status)).message;
+            let broke = from_reqwest(&e, url, Some(status)).message;
             classified.message = if classified.message.is_empty() {
                 broke
             } else {
@@ -245,8 +296,7 @@ impl Endpoint {
         }
         let total = started.elapsed();
         if let Some(Tape::Record(tape)) = &self.tape {
-            let digest = crate::digest::canonical(&request.body);
-            tape.record(&digest, &request.body, status, &headers, &body);
+            tape.record(&request.digest, &request.body, status, &headers, &body);
         }
         let reply = self.answer(config.stream, status, &headers, &body)?;
         let streamed = config.stream.then_some(body.as_slice());
@@ -357,10 +407,29 @@ fn is_success(status: u16) -> bool {
     (200..300).contains(&status)
 }
 
+/// One call's request, encoded once for every attempt: the bytes sent, and the digest of
+/// the body (RFC 8785 canonical JSON; the key travels in a header and is not part of it),
+/// which the call's record and a tape key it by.
+pub struct Encoded {
+    /// Parsed once: a malformed `base_url` fails the call, as the client would.
+    url: Result<reqwest::Url, String>,
+    headers: reqwest::header::HeaderMap,
+    body: serde_json::Value,
+    bytes: Vec<u8>,
+    digest: String,
+}
+
+impl Encoded {
+    /// `sha256:<hex>` of the request body.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+}
+
 /// The URL as an error may show it: `scheme://host:port/path`. No query, fragment or
 /// user info: any of those could hold a key.
-fn printable_url(url: &str) -> String {
-    match reqwest::Url::parse(url) {
+fn printable_url(url: &Result<reqwest::Url, String>) -> String {
+    match url {
         Ok(u) => {
             let host = u.host().map(|h| h.to_string()).unwrap_or_default();
             let port = u
@@ -376,7 +445,12 @@ fn printable_url(url: &str) -> String {
 /// Classifies a client error, naming the URL it tried (`printable_url`). The message is
 /// built from the error's kind, never from reqwest's own text, which can carry the whole
 /// URL, query and all.
-fn from_reqwest(e: &reqwest::Error, url: &str, status: Option<u16>) -> CallError {
+fn from_reqwest(
+    e: &reqwest::Error,
+    url: &Result<reqwest::Url, String>,
+    status: Option<u16>,
+) -> CallError {
+    let url = printable_url(url);
     let (kind, message) = if e.is_timeout() {
         let when = if status.is_some() {
             "while reading the body"
@@ -436,11 +510,5 @@ impl Endpoint {
     /// How many HTTP requests this endpoint has sent (replayed answers are not sent).
     pub fn requests_sent(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
-    }
-
-    /// The digest of the request body this call sends (the key travels in a header and
-    /// is not part of it).
-    pub fn request_digest(&self, call: &CallSpec<'_>) -> String {
-        crate::digest::canonical(&self.wire.encode(call, &self.config, None).body)
     }
 }

@@ -66,7 +66,7 @@ pub fn write(
         },
         "suites": suites.iter().map(|s| json!({
             "name": s.suite.name,
-            "digest": s.suite.digest,
+            "digest": s.suite.digest(),
             "cases": s.suite.cases.len(),
             "pass_threshold": s.suite.pass_threshold,
         })).collect::<Vec<_>>(),

@@ -7,13 +7,14 @@
 //! counts head it, so they must be known before its test cases are written). The output
 //! is what quick-junit would serialize for the same test cases, byte for byte.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde::Deserialize;
 
 /// Where the per-pair spools live while `junit.xml` is written; removed afterwards.
 const SPOOL_DIR: &str = ".junit-spool";
@@ -39,15 +40,19 @@ pub fn write(dir: &Path, run_id: &str) -> io::Result<PathBuf> {
 
 fn write_with_spools(dir: &Path, spool_dir: &Path, run_id: &str) -> io::Result<PathBuf> {
     let mut pairs: BTreeMap<(String, String), Pair> = BTreeMap::new();
-    let reader = BufReader::new(File::open(dir.join("results.jsonl"))?);
+    let mut reader = BufReader::new(File::open(dir.join("results.jsonl"))?);
     let mut case_xml = String::new();
-    for line in reader.lines() {
-        let line = line?;
-        let Ok(record) = serde_json::from_str::<Value>(&line) else {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            break;
+        }
+        // A line cut short by a crash is skipped here; report.json keeps it verbatim.
+        let Ok(record) = serde_json::from_str::<Line>(&line) else {
             continue;
         };
-        let text = |k: &str| record[k].as_str().unwrap_or_default();
-        let key = (text("suite").to_string(), text("provider").to_string());
+        let key = (record.suite.to_string(), record.provider.to_string());
         if !pairs.contains_key(&key) {
             let spool_path = spool_dir.join(format!("{}.xml", pairs.len()));
             let spool = BufWriter::new(File::create(&spool_path)?);
@@ -105,6 +110,41 @@ fn write_with_spools(dir: &Path, spool_dir: &Path, run_id: &str) -> io::Result<P
     Ok(path)
 }
 
+/// The part of a `results.jsonl` line a test case shows, borrowed from the line.
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(borrow, default)]
+    suite: Cow<'a, str>,
+    #[serde(borrow, default)]
+    provider: Cow<'a, str>,
+    #[serde(borrow, default)]
+    case: Cow<'a, str>,
+    #[serde(default)]
+    repeat: u64,
+    #[serde(default)]
+    latency_ms: Option<f64>,
+    #[serde(default)]
+    passed: Option<bool>,
+    #[serde(borrow, default)]
+    not_run: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    checks: Vec<LineCheck<'a>>,
+}
+
+#[derive(Deserialize)]
+struct LineCheck<'a> {
+    #[serde(borrow, default)]
+    findings: Vec<LineFinding<'a>>,
+}
+
+#[derive(Deserialize)]
+struct LineFinding<'a> {
+    #[serde(borrow, default)]
+    code: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    message: Option<Cow<'a, str>>,
+}
+
 enum Outcome {
     Passed,
     Failed,
@@ -113,9 +153,9 @@ enum Outcome {
 
 /// Appends one call's `<testcase>` (each line after a line break, indented as in the
 /// file) to `out`.
-fn test_case(record: &Value, suite: &str, provider: &str, out: &mut String) -> Outcome {
-    let case = record["case"].as_str().unwrap_or_default();
-    let repeat = record["repeat"].as_u64().unwrap_or(0);
+fn test_case(record: &Line<'_>, suite: &str, provider: &str, out: &mut String) -> Outcome {
+    let case = &record.case;
+    let repeat = record.repeat;
     // Writing to a String cannot fail.
     let _ = write!(
         out,
@@ -123,13 +163,13 @@ fn test_case(record: &Value, suite: &str, provider: &str, out: &mut String) -> O
         escape(&format!("{case}#{repeat}")),
         escape(&format!("{suite}.{provider}"))
     );
-    if let Some(ms) = record["latency_ms"].as_f64() {
+    if let Some(ms) = record.latency_ms {
         let _ = write!(out, " time=\"{:.3}\"", ms / 1000.0);
     }
-    let (outcome, tag, message, ty) = if record["passed"].as_bool() == Some(true) {
+    let (outcome, tag, message, ty) = if record.passed == Some(true) {
         out.push_str("/>");
         return Outcome::Passed;
-    } else if let Some(why) = record["not_run"].as_str() {
+    } else if let Some(why) = &record.not_run {
         (Outcome::Skipped, "skipped", Some(why.to_string()), None)
     } else {
         match first_finding(record) {
@@ -171,12 +211,12 @@ fn escape(text: &str) -> String {
     out
 }
 
-fn first_finding(record: &Value) -> Option<(String, String)> {
-    record["checks"].as_array()?.iter().find_map(|check| {
-        let f = check["findings"].as_array()?.first()?;
+fn first_finding(record: &Line<'_>) -> Option<(String, String)> {
+    record.checks.iter().find_map(|check| {
+        let f = check.findings.first()?;
         Some((
-            f["code"].as_str()?.to_string(),
-            f["message"].as_str().unwrap_or_default().to_string(),
+            f.code.as_deref()?.to_string(),
+            f.message.as_deref().unwrap_or_default().to_string(),
         ))
     })
 }
@@ -185,8 +225,19 @@ fn first_finding(record: &Value) -> Option<(String, String)> {
 mod tests {
     use super::*;
     use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
-    use serde_json::json;
+    use serde_json::{Value, json};
     use std::time::Duration;
+
+    /// The oracle's own reading of a line's first finding.
+    fn first_finding(record: &Value) -> Option<(String, String)> {
+        record["checks"].as_array()?.iter().find_map(|check| {
+            let f = check["findings"].as_array()?.first()?;
+            Some((
+                f["code"].as_str()?.to_string(),
+                f["message"].as_str().unwrap_or_default().to_string(),
+            ))
+        })
+    }
 
     /// The in-memory writer this module replaced, kept as the oracle of the format.
     fn quick_junit(dir: &Path, run_id: &str) -> String {

@@ -56,17 +56,15 @@ pub fn prepare(suites: Vec<Suite>) -> Result<Vec<Arc<PreparedSuite>>, Diagnostic
     let mut problems = Diagnostics::default();
     let mut prepared = Vec::with_capacity(suites.len());
     for suite in suites {
-        for case_ref in &suite.cases {
-            match case_ref.load() {
-                Ok(case) => {
-                    problems.extend(suite.case_problems(&case, &case_ref.path()));
-                    if let Err(d) = suite.request(&case, &case_ref.path()) {
-                        problems.extend(d);
-                    }
+        suite.each_case(|case_ref, loaded| match loaded {
+            Ok(case) => {
+                problems.extend(suite.case_problems(&case, &case_ref.path()));
+                if let Err(d) = suite.request(&case, &case_ref.path()) {
+                    problems.extend(d);
                 }
-                Err(d) => problems.push(d),
             }
-        }
+            Err(d) => problems.push(d),
+        });
         match PreparedSuite::new(suite) {
             Ok(p) => prepared.push(Arc::new(p)),
             Err(d) => problems.extend(d),
@@ -397,9 +395,9 @@ async fn call_one(
             counted: r.map(|c| c.tokens).map_err(|e| e.to_string()),
             control: tokenize::control_tokens_in(&case.vars, target.counter.control_tokens()),
         });
-    let request_digest = Some(target.endpoint.request_digest(&call));
+    let request = target.endpoint.encode(&call);
     let mut record = CallRecord::new(&suite.name, &case.id, &config.name, item.repeat);
-    record.request_digest = request_digest;
+    record.request_digest = Some(request.digest().to_string());
     record.prompt_tokens_counted = counted.as_ref().and_then(|t| t.counted.clone().ok());
     // An overflow is the provider's failure to hold this prompt: recorded, never sent,
     // and it costs no tokens.
@@ -443,7 +441,7 @@ async fn call_one(
             budget.limit()
         ));
     }
-    let result = target.endpoint.call(&call, tokens).await;
+    let result = target.endpoint.send(&request, tokens).await;
     if let Err(error) = &result
         && matches!(error.effect(), Effect::HaltProvider | Effect::ConfigError)
     {

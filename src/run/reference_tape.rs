@@ -109,7 +109,7 @@ pub fn tape_to_reference(
             schema_name: &schema_name,
             conversation: rendered.conversation.as_ref(),
         };
-        let digest = crate::digest::canonical(&wire.encode(&call, provider, None).body);
+        let digest = crate::digest::canonical_json(&wire.encode(&call, provider, None).body);
         let replies: Vec<_> = bodies
             .get(&digest)
             .into_iter()

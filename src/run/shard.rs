@@ -134,7 +134,7 @@ impl Plan {
                 .iter()
                 .map(|s| PlannedSuite {
                     name: s.suite.name.clone(),
-                    digest: s.suite.digest.clone(),
+                    digest: s.suite.digest().to_string(),
                     cases: s.suite.cases.len() as u64,
                     repeats: options.repeats.unwrap_or(s.suite.repeats),
                 })
@@ -157,7 +157,7 @@ impl Plan {
             .iter()
             .map(|s| s.suite.cases.iter().map(|c| c.id.as_str()).collect())
             .collect();
-        crate::digest::canonical(&serde_json::json!({"plan": self, "cases": cases}))
+        crate::digest::canonical_json(&serde_json::json!({"plan": self, "cases": cases}))
     }
 
     /// What differs between two plans, in words, for a refusal to say: the first

@@ -32,9 +32,10 @@ pub const RATE_LIMITED_REQUESTS: u64 = 3;
 /// The expected answer of every case, by prompt.
 #[derive(Debug, Default)]
 pub struct AnswerBook {
-    /// By the SHA-256 of the user messages; equal answers shared, so that a suite of
-    /// many cases with few distinct answers costs little more than its keys.
-    answers: HashMap<[u8; 32], Arc<Entry>>,
+    /// By the first 128 bits of the SHA-256 of the user messages (two prompts of a
+    /// suite colliding there is as likely as never); equal answers shared, so that a
+    /// suite of many cases with few distinct answers costs little more than its keys.
+    answers: HashMap<u128, Arc<Entry>>,
 }
 
 /// What a simulation answers to one case.
@@ -52,7 +53,10 @@ impl AnswerBook {
     /// that a simulation cannot tell apart (the same user messages) but answer
     /// differently.
     pub fn from_suites(suites: &[&Suite]) -> Result<AnswerBook, Diagnostics> {
-        let mut book = AnswerBook::default();
+        // Sized once: growing by doubling would hold the old table beside the new one.
+        let mut book = AnswerBook {
+            answers: HashMap::with_capacity(suites.iter().map(|s| s.cases.len()).sum()),
+        };
         let mut problems = Diagnostics::default();
         let mut distinct: HashMap<String, Arc<Entry>> = HashMap::new();
         for suite in suites {
@@ -142,16 +146,19 @@ fn key_of(user_texts: &[&str]) -> String {
 }
 
 /// [`key_of`] as the 32 bytes of the digest: what the book is indexed by.
-fn raw_key_of(user_texts: &[&str]) -> [u8; 32] {
+fn raw_key_of(user_texts: &[&str]) -> u128 {
     match user_texts {
         [one] => raw_key(one),
         many => raw_key(&many.join("\u{1f}")),
     }
 }
 
-fn raw_key(user_prompt: &str) -> [u8; 32] {
+fn raw_key(user_prompt: &str) -> u128 {
     use sha2::Digest as _;
-    sha2::Sha256::digest(user_prompt.as_bytes()).into()
+    let digest = sha2::Sha256::digest(user_prompt.as_bytes());
+    let mut first = [0u8; 16];
+    first.copy_from_slice(&digest[..16]);
+    u128::from_be_bytes(first)
 }
 
 fn key(user_prompt: &str) -> String {
