@@ -19,6 +19,7 @@ pub mod openai_batch;
 pub mod promptfoo;
 pub mod redact;
 pub mod sample;
+pub mod scratch;
 pub mod writer;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
