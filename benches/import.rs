@@ -1,13 +1,17 @@
 //! `conform import` on a large log: 100,000 logged requests (an OpenAI Batch input file
 //! and its output file, answers in reverse order; and a JSONL of request/response pairs)
-//! imported through the library, with the wall time and the peak resident memory of each
-//! import (the kernel's high-water mark, reset before each one), at 10,000 and at 100,000
-//! requests, so the growth per request is visible.
+//! imported through the library, with the wall time, the CPU time and the peak resident
+//! memory of each import (the kernel's high-water mark, reset before each one; each import
+//! in a process of its own), at 10,000 and at 100,000 requests, so any growth per request
+//! is visible.
 //!
-//! `cargo bench --bench import` (release).
+//! `cargo bench --bench import` (release) measures 10,000 and 100,000 requests; numbers
+//! given after `--` replace those sizes, and `--batch-only` measures the Batch import
+//! alone (the JSONL imports of a million pairs take far longer than the Batch one):
+//! `cargo bench --bench import -- --batch-only 1000000`.
 
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use conform::import::{self, Options, Redaction, Summary};
@@ -45,9 +49,19 @@ fn response(i: usize) -> serde_json::Value {
         "usage": {"prompt_tokens": 60, "completion_tokens": 25, "total_tokens": 85}})
 }
 
-fn write_batch(dir: &Path, n: usize) -> (std::path::PathBuf, std::path::PathBuf) {
-    let input = dir.join(format!("batch_input_{n}.jsonl"));
-    let output = dir.join(format!("batch_output_{n}.jsonl"));
+fn batch_paths(dir: &Path, n: usize) -> (PathBuf, PathBuf) {
+    (
+        dir.join(format!("batch_input_{n}.jsonl")),
+        dir.join(format!("batch_output_{n}.jsonl")),
+    )
+}
+
+fn pairs_path(dir: &Path, n: usize) -> PathBuf {
+    dir.join(format!("pairs_{n}.jsonl"))
+}
+
+fn write_batch(dir: &Path, n: usize) -> (PathBuf, PathBuf) {
+    let (input, output) = batch_paths(dir, n);
     let mut w = BufWriter::new(std::fs::File::create(&input).unwrap());
     for i in 0..n {
         let line = json!({"custom_id": format!("request-{i}"), "method": "POST", "url": "/v1/chat/completions", "body": request(i)});
@@ -64,8 +78,8 @@ fn write_batch(dir: &Path, n: usize) -> (std::path::PathBuf, std::path::PathBuf)
     (input, output)
 }
 
-fn write_pairs(dir: &Path, n: usize) -> std::path::PathBuf {
-    let path = dir.join(format!("pairs_{n}.jsonl"));
+fn write_pairs(dir: &Path, n: usize) -> PathBuf {
+    let path = pairs_path(dir, n);
     let mut w = BufWriter::new(std::fs::File::create(&path).unwrap());
     for i in 0..n {
         writeln!(
@@ -103,13 +117,33 @@ fn current_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// The CPU time this process has used, user and system, in seconds: the wall time of an
+/// import on a busy machine says little, its CPU time what the import itself costs.
+fn cpu_seconds() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name (in parentheses, which may hold spaces): utime and
+    // stime are the 12th and 13th, in clock ticks of 1/100 s on Linux.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 100.0
+    };
+    (ticks(11), ticks(12))
+}
+
 fn options(fixtures: &Path, suite: &str, sample: Option<(usize, u64)>) -> Options {
     Options {
         suite: suite.into(),
         fixtures: fixtures.to_path_buf(),
         force: true,
         sample,
-        max_cases: 200_000,
+        max_cases: 2_000_000,
         max_line_bytes: import::DEFAULT_MAX_LINE_BYTES,
         redaction: Redaction::new(true, &[], &[]).unwrap(),
     }
@@ -118,14 +152,18 @@ fn options(fixtures: &Path, suite: &str, sample: Option<(usize, u64)>) -> Option
 fn measure(label: &str, n: usize, run: impl FnOnce() -> Summary) {
     let reset = reset_peak();
     let before = current_kib();
+    let (user0, sys0) = cpu_seconds();
     let started = Instant::now();
     let summary = run();
     let took = started.elapsed();
+    let (user1, sys1) = cpu_seconds();
     let peak = peak_kib();
     println!(
-        "{label:<44} {n:>7} requests: {:>6.2} s ({:>7.0} requests/s), {} cases written, peak RSS {:>6.1} MiB ({:+.1} MiB over the {:.1} MiB before){}",
+        "{label:<44} {n:>7} requests: {:>6.2} s ({:>7.0} requests/s; CPU {:.2} s user + {:.2} s system), {} cases written, peak RSS {:>6.1} MiB ({:+.1} MiB over the {:.1} MiB before){}",
         took.as_secs_f64(),
         n as f64 / took.as_secs_f64(),
+        user1 - user0,
+        sys1 - sys0,
         summary.written,
         peak as f64 / 1024.0,
         (peak as f64 - before as f64) / 1024.0,
@@ -138,31 +176,77 @@ fn measure(label: &str, n: usize, run: impl FnOnce() -> Summary) {
     );
 }
 
-fn main() {
-    let dir = tempfile::tempdir().unwrap();
-    let fixtures = dir.path().join("fixtures");
-    for n in [10_000, 100_000] {
-        let (input, output) = write_batch(dir.path(), n);
-        measure("openai-batch (input + output, redacted)", n, || {
+/// Runs one import in this process, on the files the parent process wrote in `dir`, and
+/// prints its line.
+fn one(kind: &str, n: usize, dir: &Path) {
+    let fixtures = dir.join("fixtures");
+    match kind {
+        "batch" => measure("openai-batch (input + output, redacted)", n, || {
+            let (input, output) = batch_paths(dir, n);
             import::openai_batch::import(
                 &input,
                 std::slice::from_ref(&output),
-                &options(&fixtures, "batch", None),
+                &options(&fixtures, kind, None),
             )
             .unwrap()
-        });
-        std::fs::remove_dir_all(fixtures.join("batch")).unwrap();
-        let pairs = write_pairs(dir.path(), n);
-        measure("jsonl (request/response pairs, redacted)", n, || {
-            import::jsonl::import(&pairs, &options(&fixtures, "pairs", None)).unwrap()
-        });
-        std::fs::remove_dir_all(fixtures.join("pairs")).unwrap();
-        measure("jsonl --sample 1000 --seed 1", n, || {
-            import::jsonl::import(&pairs, &options(&fixtures, "sample", Some((1000, 1)))).unwrap()
-        });
-        std::fs::remove_dir_all(fixtures.join("sample")).unwrap();
-        for f in [input, output, pairs] {
+        }),
+        "pairs" => measure("jsonl (request/response pairs, redacted)", n, || {
+            import::jsonl::import(&pairs_path(dir, n), &options(&fixtures, kind, None)).unwrap()
+        }),
+        "sample" => measure("jsonl --sample 1000 --seed 1", n, || {
+            import::jsonl::import(
+                &pairs_path(dir, n),
+                &options(&fixtures, kind, Some((1000, 1))),
+            )
+            .unwrap()
+        }),
+        other => panic!("no import {other}"),
+    }
+    std::fs::remove_dir_all(fixtures.join(kind)).unwrap();
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, kind, n, dir] = &args[..]
+        && flag == "--import"
+    {
+        one(kind, n.parse().unwrap(), Path::new(dir));
+        return;
+    }
+    // `cargo bench` passes `--bench` to a bench without the libtest harness: flags this
+    // bench does not know are ignored.
+    let batch_only = args.iter().any(|a| a == "--batch-only");
+    let mut sizes: Vec<usize> = args
+        .iter()
+        .filter_map(|a| a.replace(['_', ','], "").parse().ok())
+        .collect();
+    if sizes.is_empty() {
+        sizes = vec![10_000, 100_000];
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Each import runs in a process of its own: in one process, what the allocator kept
+    // from an earlier import would be the next one's resident set before it starts, and
+    // its peak would hide a smaller one.
+    let run = |kind: &str, n: usize| {
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--import", kind, &n.to_string()])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "the {kind} import of {n} requests failed");
+    };
+    for n in sizes {
+        let (input, output) = write_batch(dir.path(), n);
+        run("batch", n);
+        for f in [input, output] {
             std::fs::remove_file(f).unwrap();
         }
+        if batch_only {
+            continue;
+        }
+        let pairs = write_pairs(dir.path(), n);
+        run("pairs", n);
+        run("sample", n);
+        std::fs::remove_file(pairs).unwrap();
     }
 }

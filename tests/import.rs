@@ -892,3 +892,114 @@ fn a_request_logged_again_adds_its_answer_as_a_repeat() {
         );
     }
 }
+
+/// The Batch output index (on disk, in the import's staging folder): a second answer to
+/// a custom_id replaces the first and is noted, a skipped request's answer is not counted
+/// as unmatched, an answer to no request is; and the scratch file does not reach the
+/// suite.
+#[test]
+fn the_batch_output_index_keeps_the_last_answer_and_leaves_nothing_in_the_suite() {
+    let project = Project::new(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let output = dir.path().join("out.jsonl");
+    let request = |id: &str, url: &str, user: &str| {
+        json!({"custom_id": id, "method": "POST", "url": url,
+            "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": user}]}})
+        .to_string()
+            + "\n"
+    };
+    let answer = |id: &str, text: &str| {
+        json!({"id": format!("batch_req_{id}"), "custom_id": id, "error": null,
+            "response": {"status_code": 200, "body": {"created": 1764590400, "model": "gpt-4o-mini-2024-07-18",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}}})
+        .to_string()
+            + "\n"
+    };
+    std::fs::write(
+        &input,
+        [
+            request("a", "/v1/chat/completions", "First question"),
+            request("b", "/v1/embeddings", "Embed me"),
+            request("c", "/v1/chat/completions", "Unanswered question"),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    std::fs::write(
+        &output,
+        [
+            answer("a", "first answer"),
+            answer("b", "an answer to a skipped request"),
+            answer("a", "second answer"),
+            answer("z", "an answer to no request"),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let out = import(
+        &project,
+        &[
+            "openai-batch",
+            input.to_str().unwrap(),
+            "--output",
+            output.to_str().unwrap(),
+            "--suite",
+            "indexed",
+        ],
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+
+    let cases = cases(&project, "indexed");
+    let names: Vec<&str> = cases.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["000001-a.json", "000003-c.json"]);
+    assert_eq!(
+        cases[0].1["reference"]["answers"],
+        json!([{"text": "second answer"}])
+    );
+    assert_eq!(cases[0].1["reference"]["source"], "out.jsonl:3");
+    assert!(cases[1].1.get("reference").is_none());
+
+    let notes = std::fs::read_to_string(project.path("fixtures/indexed/IMPORT_NOTES.md")).unwrap();
+    for note in [
+        "out.jsonl:3: a second answer to the same custom_id: the last one is kept",
+        "in.jsonl:2: `url` /v1/embeddings: only /v1/chat/completions and /v1/responses requests become cases",
+        "in.jsonl:3: no line of the output files answers this custom_id: the case has no reference",
+        "in.jsonl: 1 answers in the output files match no request of this input",
+    ] {
+        assert!(notes.contains(note), "{note}\n{notes}");
+    }
+
+    let mut files: Vec<String> = std::fs::read_dir(project.path("fixtures/indexed"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["IMPORT_NOTES.md", "cases", "schema.json", "suite.toml"]
+    );
+    only_shipped_suites_and(&project, &["indexed"]);
+}
+
+/// Nothing in fixtures/ but the shipped suites and `more`: no temporary folder left.
+fn only_shipped_suites_and(project: &Project, more: &[&str]) {
+    let mut names: Vec<String> = std::fs::read_dir(project.path("fixtures"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut expected: Vec<String> = [
+        "invoice-extraction",
+        "smollm2-smoke",
+        "support-agent",
+        "ticket-triage",
+    ]
+    .iter()
+    .chain(more)
+    .map(|s| s.to_string())
+    .collect();
+    expected.sort();
+    assert_eq!(names, expected);
+}

@@ -6,8 +6,10 @@
 //! deduplication by canonical request fingerprint (RFC 8785, [`crate::digest`]), the
 //! reproducible sample ([`sample`]) or the size cap, and the suite writer ([`writer`]),
 //! which writes one case file at a time into a temporary folder renamed into place at the
-//! end. Inputs are read line by line ([`lines`]) with a cap per line, so memory does not
-//! grow with the input beyond one small fingerprint per distinct request.
+//! end. Inputs are read line by line ([`lines`]) with a cap per line, and what grows with
+//! the input (the fingerprints seen, the Batch output's index, the distinct schemas) is
+//! kept on disk in [`scratch`], a SQLite file in the staging folder with a bounded page
+//! cache, so memory stays flat whatever the number of requests.
 //!
 //! Recorded answers are written in the agreed `reference` format of a case (the model
 //! asked for, the served model, when, from which line, and one answer per choice).
@@ -19,9 +21,10 @@ pub mod openai_batch;
 pub mod promptfoo;
 pub mod redact;
 pub mod sample;
+pub mod scratch;
 pub mod writer;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
@@ -75,6 +78,11 @@ pub enum ImportError {
         option: &'static str,
         value: String,
         message: String,
+    },
+    #[error("the import's scratch index {path}: {source}")]
+    Scratch {
+        path: PathBuf,
+        source: scratch::ScratchError,
     },
 }
 
@@ -151,10 +159,13 @@ pub struct Item {
 pub struct Importer<'o> {
     opts: &'o Options,
     source: PathBuf,
+    /// Every distinct request so far (for one written with recorded answers, with its
+    /// case id, so that the answers of a repeated request join it as further repeats),
+    /// the distinct schemas, and a Batch import's output index. Declared before `writer`
+    /// so that it is closed before a failed import's staging folder, which holds its
+    /// file, is removed.
+    scratch: scratch::Scratch,
     writer: writer::SuiteWriter,
-    /// Every distinct request so far; for one written with recorded answers, its case
-    /// id, so that the answers of a repeated request join it as further repeats.
-    seen: HashMap<[u8; 32], Option<Box<str>>>,
     reservoir: Option<sample::Reservoir<Item>>,
     schemas: Schemas,
     summary: Summary,
@@ -162,11 +173,11 @@ pub struct Importer<'o> {
     dropped: BTreeMap<String, u64>,
 }
 
-/// The distinct schemas of the cases written.
+/// The schemas of the cases written (their distinct fingerprints are in the scratch
+/// index).
 #[derive(Debug, Default)]
 struct Schemas {
     first: Option<Value>,
-    distinct: HashSet<[u8; 32]>,
     with: u64,
     without: u64,
 }
@@ -175,11 +186,16 @@ impl<'o> Importer<'o> {
     /// Starts writing `opts.suite`; `source` is the main input file, for messages.
     pub fn new(opts: &'o Options, source: &Path) -> Result<Importer<'o>, ImportError> {
         let writer = writer::SuiteWriter::create(&opts.fixtures, &opts.suite, opts.force)?;
+        let scratch =
+            scratch::Scratch::open(writer.staging()).map_err(|source| ImportError::Scratch {
+                path: writer.staging().join(scratch::FILE_NAME),
+                source,
+            })?;
         Ok(Importer {
             opts,
             source: source.to_path_buf(),
+            scratch,
             writer,
-            seen: HashMap::new(),
             reservoir: opts.sample.map(|(n, seed)| sample::Reservoir::new(n, seed)),
             schemas: Schemas::default(),
             summary: Summary::default(),
@@ -221,17 +237,30 @@ impl<'o> Importer<'o> {
     /// answers (if any) join the first one's as further repeats; else it is sampled or
     /// written.
     pub fn add(&mut self, item: Item) -> Result<(), ImportError> {
-        if let Some(first) = self.seen.get(&item.fingerprint) {
+        // A sampled case may be left out, so no later repeat may be merged into a file by
+        // its id: the sample merges into the items it holds.
+        let id = (self.reservoir.is_none() && item.has_reference).then_some(item.id.as_str());
+        // Insert first and look up only on a repeat: one statement for a new request.
+        // (Inserting before the --max-cases check below changes nothing: that error ends
+        // the import.)
+        let new = self
+            .scratch
+            .seen_insert(&item.fingerprint, id)
+            .map_err(|e| self.scratch_error(e))?;
+        if !new {
             self.summary.duplicates += 1;
-            let first = first.clone();
             if item.has_reference {
+                let first = self
+                    .scratch
+                    .seen_get(&item.fingerprint)
+                    .map_err(|e| self.scratch_error(e))?
+                    .flatten();
                 self.merge(first.as_deref(), &item)?;
             }
             return Ok(());
         }
         match &mut self.reservoir {
             Some(r) => {
-                self.seen.insert(item.fingerprint, None);
                 r.offer(item);
                 Ok(())
             }
@@ -242,10 +271,43 @@ impl<'o> Importer<'o> {
                         max: self.opts.max_cases,
                     });
                 }
-                let id = item.has_reference.then(|| item.id.clone().into_boxed_str());
-                self.seen.insert(item.fingerprint, id);
                 self.write(&item)
             }
+        }
+    }
+
+    /// Records where the Batch output's answer to `custom_id` is; `true` when an earlier
+    /// line answered it too (this one replaces it).
+    pub fn index_put(&mut self, custom_id: &str, at: scratch::At) -> Result<bool, ImportError> {
+        self.scratch
+            .index_put(custom_id, at)
+            .map_err(|e| self.scratch_error(e))
+    }
+
+    /// Takes the answer to `custom_id` out of the Batch output index, if it has one.
+    pub fn index_take(&mut self, custom_id: &str) -> Result<Option<scratch::At>, ImportError> {
+        self.scratch
+            .index_take(custom_id)
+            .map_err(|e| self.scratch_error(e))
+    }
+
+    /// Removes `custom_id` from the Batch output index: its request was skipped, so its
+    /// answer is not one that matches no request.
+    pub fn index_remove(&mut self, custom_id: &str) -> Result<(), ImportError> {
+        self.scratch
+            .index_remove(custom_id)
+            .map_err(|e| self.scratch_error(e))
+    }
+
+    /// The answers of the Batch output index never taken.
+    pub fn index_len(&self) -> u64 {
+        self.scratch.index_len()
+    }
+
+    fn scratch_error(&self, source: scratch::ScratchError) -> ImportError {
+        ImportError::Scratch {
+            path: self.scratch.path().to_path_buf(),
+            source,
         }
     }
 
@@ -302,12 +364,11 @@ impl<'o> Importer<'o> {
         match &item.schema {
             Some(schema) => {
                 self.schemas.with += 1;
-                if self
-                    .schemas
-                    .distinct
-                    .insert(crate::digest::canonical_raw(schema))
-                    && self.schemas.first.is_none()
-                {
+                let new = self
+                    .scratch
+                    .schema_insert(&crate::digest::canonical_raw(schema))
+                    .map_err(|e| self.scratch_error(e))?;
+                if new && self.schemas.first.is_none() {
                     self.schemas.first = Some(schema.clone());
                 }
             }
@@ -355,15 +416,27 @@ impl<'o> Importer<'o> {
         self.writer.text("suite.toml", &format!("{header}{text}"))?;
         let notes = self.notes_md();
         self.writer.text("IMPORT_NOTES.md", &notes)?;
-        self.summary.dir = self.writer.finish()?;
-        Ok(self.summary)
+        // The scratch file is in the staging folder: it goes before the folder becomes
+        // the suite.
+        let Importer {
+            scratch,
+            writer,
+            mut summary,
+            ..
+        } = self;
+        let path = scratch.path().to_path_buf();
+        scratch
+            .close()
+            .map_err(|source| ImportError::Scratch { path, source })?;
+        summary.dir = writer.finish()?;
+        Ok(summary)
     }
 
     /// `schema.json` from the requests' `response_format`: theirs when every case asked
     /// for the same one, else one that accepts any answer, and why.
     fn schema_of_requests(&mut self) -> (Value, String) {
         let s = &self.schemas;
-        match (&s.first, s.distinct.len(), s.without) {
+        match (&s.first, self.scratch.schemas_len(), s.without) {
             (Some(schema), 1, 0) => (
                 schema.clone(),
                 format!("the one JSON Schema all {} requests asked for", s.with),

@@ -3,10 +3,10 @@
 //! (their order is not the input's), become the cases' recorded reference answers.
 //!
 //! The output files are indexed first (each `custom_id` with its line's byte offset,
-//! not the line), then the input is streamed and each answer read back by seeking, so
-//! memory holds one small entry per request, never the bodies.
+//! not the line), then the input is streamed and each answer read back by seeking. The
+//! index is the import's on-disk scratch index ([`super::scratch`], reached through the
+//! [`Importer`]), so memory holds neither the bodies nor an entry per request.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -14,21 +14,13 @@ use serde_json::Value;
 
 use super::chat::{Api, FieldError};
 use super::lines::{self, Lines};
+use super::scratch::At;
 use super::{ImportError, Importer, Item, Options, Summary, file_name};
-
-/// Where an output line is.
-#[derive(Debug, Clone, Copy)]
-struct At {
-    file: usize,
-    line: usize,
-    offset: u64,
-}
 
 /// Imports `input` with the answers in `outputs` (the output file, and the error file
 /// if there is one).
 pub fn import(input: &Path, outputs: &[PathBuf], opts: &Options) -> Result<Summary, ImportError> {
     let mut importer = Importer::new(opts, input)?;
-    let mut index: HashMap<String, At> = HashMap::new();
     for (file, path) in outputs.iter().enumerate() {
         let mut lines = Lines::open(path, opts.max_line_bytes)?;
         while let Some(line) = lines.next_line()? {
@@ -42,7 +34,7 @@ pub fn import(input: &Path, outputs: &[PathBuf], opts: &Options) -> Result<Summa
                 line: line.number,
                 offset: line.offset,
             };
-            if index.insert(id, at).is_some() {
+            if importer.index_put(&id, at)? {
                 let place = format!("{}:{}", file_name(path), line.number);
                 importer.note(
                     &place,
@@ -95,7 +87,7 @@ pub fn import(input: &Path, outputs: &[PathBuf], opts: &Options) -> Result<Summa
                     "`url` {url}: only /v1/chat/completions and /v1/responses requests become cases"
                 ),
             );
-            index.remove(&id);
+            importer.index_remove(&id)?;
             continue;
         };
         let mut body = value
@@ -108,7 +100,7 @@ pub fn import(input: &Path, outputs: &[PathBuf], opts: &Options) -> Result<Summa
             Ok(r) => r,
             Err(e) if e.unsupported => {
                 importer.skip(&place, &format!("body.{}: {}", e.field, e.message));
-                index.remove(&id);
+                importer.index_remove(&id)?;
                 continue;
             }
             Err(e) => {
@@ -125,7 +117,7 @@ pub fn import(input: &Path, outputs: &[PathBuf], opts: &Options) -> Result<Summa
         importer.dropped(&request.dropped);
 
         let mut reference = None;
-        if let Some(at) = index.remove(&id) {
+        if let Some(at) = importer.index_take(&id)? {
             let path = &outputs[at.file];
             let text = lines::line_at(&mut handles[at.file], path, at.offset, opts.max_line_bytes)?;
             let out = parse(path, at.line, &text)?;
@@ -192,8 +184,8 @@ pub fn import(input: &Path, outputs: &[PathBuf], opts: &Options) -> Result<Summa
             has_reference,
         })?;
     }
-    if !index.is_empty() {
-        let n = index.len();
+    let n = importer.index_len();
+    if n > 0 {
         importer.note(
             &input_name,
             &format!("{n} answers in the output files match no request of this input"),

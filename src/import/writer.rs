@@ -51,6 +51,12 @@ impl SuiteWriter {
         &self.target
     }
 
+    /// The temporary folder the suite is written in, renamed into place by
+    /// [`SuiteWriter::finish`] and removed when the import fails.
+    pub fn staging(&self) -> &Path {
+        &self.tmp
+    }
+
     /// Writes `cases/ID.json`.
     pub fn case(&self, id: &str, case: &Value) -> Result<(), ImportError> {
         self.json(&format!("cases/{id}.json"), case)
