@@ -33,9 +33,10 @@ pub const RATE_LIMITED_REQUESTS: u64 = 3;
 #[derive(Debug, Default)]
 pub struct AnswerBook {
     /// By the first 128 bits of the SHA-256 of the user messages (two prompts of a
-    /// suite colliding there is as likely as never); equal answers shared, so that a
-    /// suite of many cases with few distinct answers costs little more than its keys.
-    answers: HashMap<u128, Arc<Entry>>,
+    /// suite colliding there is as likely as never), as bytes: a `u128` would pad each
+    /// slot to 32 bytes. Equal answers are shared, so that a suite of many cases with few
+    /// distinct answers costs little more than its keys.
+    answers: HashMap<[u8; 16], Arc<Entry>>,
 }
 
 /// What a simulation answers to one case.
@@ -146,19 +147,19 @@ fn key_of(user_texts: &[&str]) -> String {
 }
 
 /// [`key_of`] as the 32 bytes of the digest: what the book is indexed by.
-fn raw_key_of(user_texts: &[&str]) -> u128 {
+fn raw_key_of(user_texts: &[&str]) -> [u8; 16] {
     match user_texts {
         [one] => raw_key(one),
         many => raw_key(&many.join("\u{1f}")),
     }
 }
 
-fn raw_key(user_prompt: &str) -> u128 {
+fn raw_key(user_prompt: &str) -> [u8; 16] {
     use sha2::Digest as _;
     let digest = sha2::Sha256::digest(user_prompt.as_bytes());
     let mut first = [0u8; 16];
     first.copy_from_slice(&digest[..16]);
-    u128::from_be_bytes(first)
+    first
 }
 
 fn key(user_prompt: &str) -> String {
