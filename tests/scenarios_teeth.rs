@@ -38,6 +38,9 @@ const CAUGHT_BY: [(&str, &[&str]); 13] = [
     (
         "retry-after-timeout",
         &[
+            // A job whose attempt timed out while pending gets its request sent again,
+            // which a replay of the pending job may see first (.ci/run saw it once).
+            "replay-in-every-state",
             "timeout-is-unknown",
             "reverse-order-finish",
             "forward-order-finish",
