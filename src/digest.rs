@@ -26,7 +26,7 @@ pub fn canonical<T: Serialize>(value: &T) -> String {
 /// each key again to sort it, which cost more than encoding the request. Here an object's
 /// keys are sorted in place by their UTF-16 code units (RFC 8785 §3.2.3), strings are
 /// escaped as serde_json escapes them (the same escapes RFC 8785 asks), and numbers are
-/// written as ECMAScript writes a double (`ryu-js`, as the library does). A property test
+/// written as ECMAScript writes a double (as the library does). A property test
 /// holds the two equal on arbitrary values.
 ///
 /// ```
@@ -42,18 +42,22 @@ pub fn canonical_json(value: &serde_json::Value) -> String {
     hash.finish()
 }
 
-fn write_canonical(value: &serde_json::Value, out: &mut Stream) -> std::io::Result<()> {
+/// Writes the RFC 8785 canonical form of `value` to `out`, streamed: strings escaped by
+/// serde_json (the escapes RFC 8785 asks), numbers formatted by serde_json_canonicalizer
+/// (ECMAScript's rules), object members sorted by their UTF-16 code units.
+pub fn write_canonical(
+    value: &serde_json::Value,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
     use serde_json::Value;
-    use std::io::Write;
     match value {
         Value::Null => out.write_all(b"null"),
         Value::Bool(true) => out.write_all(b"true"),
         Value::Bool(false) => out.write_all(b"false"),
-        Value::Number(n) => match n.as_f64().filter(|f| f.is_finite()) {
-            Some(f) => out.write_all(ryu_js::Buffer::new().format_finite(f).as_bytes()),
-            None => Err(std::io::Error::other("a number JSON cannot hold")),
-        },
-        Value::String(s) => serde_json::to_writer(&mut *out, s).map_err(std::io::Error::from),
+        Value::Number(n) => {
+            out.write_all(&serde_json_canonicalizer::to_vec(n).map_err(std::io::Error::other)?)
+        }
+        Value::String(s) => serde_json::to_writer(&mut *out, s).map_err(std::io::Error::other),
         Value::Array(items) => {
             out.write_all(b"[")?;
             for (i, item) in items.iter().enumerate() {
@@ -72,7 +76,7 @@ fn write_canonical(value: &serde_json::Value, out: &mut Stream) -> std::io::Resu
                 if i > 0 {
                     out.write_all(b",")?;
                 }
-                serde_json::to_writer(&mut *out, key).map_err(std::io::Error::from)?;
+                serde_json::to_writer(&mut *out, key).map_err(std::io::Error::other)?;
                 out.write_all(b":")?;
                 write_canonical(item, out)?;
             }

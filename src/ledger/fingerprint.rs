@@ -6,7 +6,6 @@
 //! share a fingerprint), numbers outside the IEEE double range, lone surrogates.
 
 use std::fmt;
-use std::io::{self, Write};
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
@@ -36,46 +35,9 @@ pub fn parse_strict(bytes: &[u8]) -> Result<Value, BodyError> {
 /// their UTF-16 code units.
 pub fn fingerprint(value: &Value) -> Result<String, BodyError> {
     let mut digest = Stream::default();
-    canonical(value, &mut digest)
+    crate::digest::write_canonical(value, &mut digest)
         .map_err(|e| BodyError(format!("the body cannot be canonicalized: {e}")))?;
     Ok(digest.finish())
-}
-
-/// Writes the RFC 8785 canonical form of `value`.
-fn canonical(value: &Value, out: &mut impl Write) -> io::Result<()> {
-    match value {
-        Value::Null => out.write_all(b"null"),
-        Value::Bool(true) => out.write_all(b"true"),
-        Value::Bool(false) => out.write_all(b"false"),
-        Value::Number(n) => {
-            out.write_all(&serde_json_canonicalizer::to_vec(n).map_err(io::Error::other)?)
-        }
-        Value::String(s) => serde_json::to_writer(&mut *out, s).map_err(io::Error::other),
-        Value::Array(items) => {
-            out.write_all(b"[")?;
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.write_all(b",")?;
-                }
-                canonical(item, out)?;
-            }
-            out.write_all(b"]")
-        }
-        Value::Object(members) => {
-            let mut sorted: Vec<(&String, &Value)> = members.iter().collect();
-            sorted.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-            out.write_all(b"{")?;
-            for (i, (name, member)) in sorted.into_iter().enumerate() {
-                if i > 0 {
-                    out.write_all(b",")?;
-                }
-                serde_json::to_writer(&mut *out, name).map_err(io::Error::other)?;
-                out.write_all(b":")?;
-                canonical(member, out)?;
-            }
-            out.write_all(b"}")
-        }
-    }
 }
 
 /// A `Value` whose objects had no duplicate member names.
