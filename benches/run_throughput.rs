@@ -21,8 +21,11 @@
 //! binary itself, end to end (`conform run`: suite load and pre-flight, the calls, every
 //! report written: report.json, report.html, summary.md, junit.xml, the allowlist), one
 //! process per size, and reads the child's own resource usage (`wait4`): its CPU time
-//! (user + system) per call and its peak RSS. `--e2e --sim N…` does the same with a
-//! simulated provider (`kind = "sim"`), served inside the `conform` process.
+//! (user + system) per call and its peak RSS, and the mean latency `conform` recorded for
+//! a call (the provider's 50 ms plus the loopback's and the client's share of it).
+//! `--e2e --sim N…` does the same with a simulated provider (`kind = "sim"`), served
+//! inside the `conform` process. `RUN_THROUGHPUT_CONFORM=PATH` measures another build of
+//! `conform` instead of this one's (to compare two commits on the same machine).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -116,7 +119,10 @@ fn start_mock() -> (std::process::Child, String) {
 
 /// The `conform` binary end to end, one child process per size.
 fn e2e(sizes: &[u64], sim: bool) {
-    let exe = env!("CARGO_BIN_EXE_conform");
+    // Another build of `conform` may be measured against the same mock and cases (an A/B
+    // of two commits, run alternately): `RUN_THROUGHPUT_CONFORM=path/to/conform`.
+    let exe = std::env::var("RUN_THROUGHPUT_CONFORM")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_conform").to_string());
     let mock = (!sim).then(start_mock);
     let provider = match &mock {
         Some((_, uri)) => format!(
@@ -136,7 +142,7 @@ fn e2e(sizes: &[u64], sim: bool) {
         latency()
     );
     println!(
-        "{:>8}  {:>9}  {:>9}  {:>9}  {:>7}  {:>7}  {:>9}  {:>8}  {:>10}",
+        "{:>8}  {:>9}  {:>9}  {:>9}  {:>7}  {:>7}  {:>9}  {:>8}  {:>10}  {:>10}",
         "calls",
         "process",
         "run",
@@ -145,15 +151,21 @@ fn e2e(sizes: &[u64], sim: bool) {
         "run÷floor",
         "calls/s",
         "peak RSS",
-        "CPU/call"
+        "CPU/call",
+        "latency"
     );
+    // Every size's project is kept until the end: deleting one (up to 100,000 case files)
+    // just before the next size starts would charge that size for it. On ext4 without a
+    // journal, as here, a new file's inode is searched past every inode freed in the last
+    // minutes, so each report file the next run created took about a millisecond of CPU.
+    let mut roots = Vec::new();
     for &n in sizes {
         let root = tempfile::tempdir().expect("temp dir");
         write_suite(&root.path().join("fixtures/bench"), n);
         std::fs::create_dir_all(root.path().join("providers")).expect("providers dir");
         std::fs::write(root.path().join("providers/bench.toml"), &provider).expect("provider file");
         let started = Instant::now();
-        let child = Command::new(exe)
+        let child = Command::new(&exe)
             .arg("--root")
             .arg(root.path())
             .args(["run", "bench", "--no-progress"])
@@ -173,11 +185,16 @@ fn e2e(sizes: &[u64], sim: bool) {
         for file in ["report.json", "report.html", "summary.md", "junit.xml"] {
             assert!(run.join(file).is_file(), "{file} written");
         }
-        let lines = std::fs::read_to_string(run.join("results.jsonl"))
-            .expect("results.jsonl")
+        let results = std::fs::read_to_string(run.join("results.jsonl")).expect("results.jsonl");
+        let latencies: Vec<f64> = results
             .lines()
-            .count() as u64;
-        assert_eq!(lines, n, "one record per call");
+            .map(|line| {
+                let record: serde_json::Value = serde_json::from_str(line).expect("a record");
+                record["latency_ms"].as_f64().expect("latency_ms")
+            })
+            .collect();
+        assert_eq!(latencies.len() as u64, n, "one record per call");
+        let mean_latency = latencies.iter().sum::<f64>() / n as f64;
         let floor = latency().as_secs_f64() * n.div_ceil(CONCURRENCY as u64) as f64;
         let run_wall = run_seconds(&run.join("report.json"));
         let ratio = |t: f64| {
@@ -189,7 +206,7 @@ fn e2e(sizes: &[u64], sim: bool) {
         };
         let cpu = usage.cpu.as_secs_f64();
         println!(
-            "{n:>8}  {:>8.2}s  {:>8.2}s  {:>8.2}s  {:>13}  {:>9}  {:>9.0}  {:>5} MiB  {:>7.1} µs",
+            "{n:>8}  {:>8.2}s  {:>8.2}s  {:>8.2}s  {:>13}  {:>9}  {:>9.0}  {:>5} MiB  {:>7.1} µs  {:>7.2} ms",
             wall.as_secs_f64(),
             run_wall,
             floor,
@@ -197,8 +214,10 @@ fn e2e(sizes: &[u64], sim: bool) {
             ratio(run_wall),
             n as f64 / wall.as_secs_f64(),
             usage.max_rss_kib / 1024,
-            cpu * 1e6 / n as f64
+            cpu * 1e6 / n as f64,
+            mean_latency
         );
+        roots.push(root);
     }
     if let Some((mut mock, _)) = mock {
         let _ = mock.kill();
@@ -303,7 +322,7 @@ fn mock() {
             let body = body.clone();
             async move {
                 if !latency.is_zero() {
-                    tokio::time::sleep(latency).await;
+                    answer_after(latency).await;
                 }
                 ([("content-type", "application/json")], body)
             }
@@ -314,6 +333,20 @@ fn mock() {
         println!("http://{}", listener.local_addr().expect("mock address"));
         axum::serve(listener, app).await.expect("serve the mock");
     });
+}
+
+/// Waits `latency` from now, to within the OS's timer slack (about 0.1 ms).
+///
+/// Not `tokio::time::sleep`: tokio's timer rounds a deadline up to its next 1 ms tick and
+/// the driver's wait is rounded up to whole milliseconds again, so a "50 ms" mock built on
+/// it answered after 51.5 ms on average (curl, one request at a time): 3 % of the floor
+/// that no harness could win back. A blocking thread's sleep is a nanosecond timer.
+async fn answer_after(latency: Duration) {
+    let until = Instant::now() + latency;
+    let _ = tokio::task::spawn_blocking(move || {
+        std::thread::sleep(until.saturating_duration_since(Instant::now()));
+    })
+    .await;
 }
 
 async fn wiremock_mock() -> wiremock::MockServer {

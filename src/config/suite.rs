@@ -926,3 +926,71 @@ fn list_cases(dir: &Path, problems: &mut Diagnostics) -> Vec<CaseRef> {
     cases.shrink_to_fit();
     cases
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A suite of `n` cases in a temporary folder; `bad` gets bytes that are not UTF-8.
+    fn suite_of(n: usize, bad: usize) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("cases")).expect("cases dir");
+        std::fs::write(
+            dir.path().join("suite.toml"),
+            "system = \"Label it.\"\nuser = \"Text: {{ text }}\"\n",
+        )
+        .expect("suite.toml");
+        std::fs::write(dir.path().join("schema.json"), r#"{"type":"object"}"#).expect("schema");
+        for i in 0..n {
+            let bytes = if i == bad {
+                vec![b'{', 0xff, b'}']
+            } else {
+                format!(r#"{{"vars":{{"text":"case {i}"}}}}"#).into_bytes()
+            };
+            std::fs::write(dir.path().join(format!("cases/{i:03}.json")), bytes).expect("case");
+        }
+        dir
+    }
+
+    #[test]
+    fn each_case_hands_every_case_in_order_and_makes_the_same_digest_as_a_plain_read() {
+        let n = 203;
+        let dir = suite_of(n, 101);
+        let suite = Suite::load(dir.path()).expect("suite");
+        let mut seen = Vec::new();
+        suite.each_case(|case_ref, loaded| {
+            let loaded = loaded
+                .map(|case| case.vars["text"].as_str().unwrap_or_default().to_string())
+                .map_err(|d| d.to_string());
+            seen.push((case_ref.id.to_string(), loaded));
+        });
+        assert_eq!(seen.len(), n, "every case handed over once");
+        for (i, (id, loaded)) in seen.iter().enumerate() {
+            assert_eq!(id, &format!("{i:03}"), "in the cases' order");
+            match loaded {
+                Ok(text) => assert_eq!(text, &format!("case {i}"), "each with its own bytes"),
+                Err(message) => {
+                    assert_eq!(i, 101, "only the bad case fails: {message}");
+                    assert!(message.contains("101.json"), "{message}");
+                }
+            }
+        }
+        let plain = Suite::load(dir.path()).expect("suite again");
+        assert_eq!(
+            suite.digest(),
+            plain.digest(),
+            "read ahead or not, one digest"
+        );
+        std::fs::write(
+            dir.path().join("cases/200.json"),
+            r#"{"vars":{"text":"x"}}"#,
+        )
+        .expect("a case changed");
+        let changed = Suite::load(dir.path()).expect("suite changed");
+        assert_ne!(
+            suite.digest(),
+            changed.digest(),
+            "the digest sees the cases"
+        );
+    }
+}
