@@ -979,7 +979,7 @@ mod tests {
         assert_eq!(
             suite.digest(),
             plain.digest(),
-            "read ahead or not, one digest"
+            "through each_case or read afresh, one digest"
         );
         std::fs::write(
             dir.path().join("cases/200.json"),
