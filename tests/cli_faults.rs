@@ -309,3 +309,28 @@ async fn a_refused_connection_names_its_url_and_counts_its_retries() {
     assert_eq!(shown as u64, recorded, "{}", out.stderr);
     assert_eq!(report(&project)["verdicts"][0]["retries"], recorded);
 }
+
+/// A plain-HTTP base URL needs no TLS roots, so the client for it has none and refuses a
+/// redirect to `https://`: the error names where it was sent (without the query, which
+/// may carry a token) and what to change, instead of a certificate failure.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redirect_from_http_to_https_is_refused_and_names_the_address() {
+    let project = project(1);
+    let server = answering(ResponseTemplate::new(307).insert_header(
+        "location",
+        "https://127.0.0.1:9/v1/chat/completions?token=t0k",
+    ))
+    .await;
+    let out = run(&project, &server.uri(), false);
+    assert_eq!(out.code, Some(3), "{}\n{}", out.stdout, out.stderr);
+    let records = records(&project);
+    let failed: Vec<&Value> = records.iter().filter(|r| r["error"].is_object()).collect();
+    assert_eq!(failed.len(), 1, "the provider is stopped after the first");
+    assert_eq!(failed[0]["error"]["kind"], "connection_refused");
+    let message = failed[0]["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("it redirected to https://127.0.0.1:9/v1/chat/completions; put that address in the provider file's base_url"),
+        "{message}"
+    );
+    assert!(!message.contains("t0k"), "{message}");
+}

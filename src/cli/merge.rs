@@ -76,7 +76,7 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
     }
 
     // Nothing is sent: the endpoints are there for what the reports say of each provider.
-    let transport = Transport::new()?;
+    let transport = Transport::for_addresses([])?;
     let targets: Vec<Arc<Target>> = configs
         .into_iter()
         .map(|config| {

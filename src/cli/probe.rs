@@ -147,7 +147,7 @@ pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<u8> {
         Arc::clone(&config),
         wire_format(config.wire_kind()),
         key,
-        Transport::new()?,
+        Transport::for_addresses([config.base_url.as_str()])?,
     );
     let outcomes = probe::run(&endpoint, &probes, args.repeats).await;
 

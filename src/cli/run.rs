@@ -352,7 +352,11 @@ async fn execute(
         );
     }
     let budget = budget.map(|limit| Arc::new(Budget::new(limit)));
-    let transport = Transport::new()?;
+    // A replay sends nothing: no address needs the system's TLS roots.
+    let transport = match &tape {
+        Some(TapeMode::Replay(_)) => Transport::for_addresses([])?,
+        _ => Transport::for_addresses(ready.iter().map(|(c, _, _)| c.base_url.as_str()))?,
+    };
     let mut targets = Vec::new();
     let mut recorders = Vec::new();
     for (config, key, counter) in ready {

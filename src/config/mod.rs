@@ -26,7 +26,8 @@ pub use provider::{
 pub use reference::{DifferentialSpec, RecordedAnswer, RecordedCall, Reference, ReferenceKind};
 pub use slo::Slo;
 pub use suite::{
-    Case, CaseRef, Prompt, Rendered, RuleSpec, StabilitySpec, Suite, ToolRuleSpec, ToolThresholds,
+    Case, CaseRef, HeldCases, Prompt, Rendered, RuleSpec, StabilitySpec, Suite, ToolRuleSpec,
+    ToolThresholds,
 };
 
 /// Where the configuration lives.

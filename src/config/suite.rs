@@ -259,6 +259,45 @@ pub struct Rendered {
     pub conversation: Option<Conversation>,
 }
 
+/// The bytes of a suite's first cases as its pre-flight read them, up to
+/// [`HeldCases::LIMIT`] in all, in one buffer. A run sends these cases without opening
+/// their files again (five system calls a call), and sends exactly the bytes the suite's
+/// digest was made of; the cases past the limit are read again when their turn comes, so
+/// memory stays bounded whatever the number of cases.
+#[derive(Debug, Default)]
+pub struct HeldCases {
+    bytes: Vec<u8>,
+    /// Where each held case ends in `bytes`: case `i` is held when `i < ends.len()`.
+    ends: Vec<u32>,
+    /// A case did not fit (or could not be read): none after it is held.
+    full: bool,
+}
+
+impl HeldCases {
+    /// At most this many bytes of cases are held (about 7,000 cases of 150 bytes).
+    pub const LIMIT: usize = 1 << 20;
+
+    fn hold(&mut self, case: &[u8]) {
+        if self.full || self.bytes.len() + case.len() > Self::LIMIT {
+            self.full = true;
+            return;
+        }
+        self.bytes.extend_from_slice(case);
+        // Within LIMIT, so it fits in a u32.
+        self.ends.push(self.bytes.len() as u32);
+    }
+
+    /// Case `index`'s bytes, when they are held.
+    pub fn get(&self, index: usize) -> Option<&[u8]> {
+        let end = *self.ends.get(index)? as usize;
+        let start = match index.checked_sub(1) {
+            Some(before) => self.ends[before] as usize,
+            None => 0,
+        };
+        self.bytes.get(start..end)
+    }
+}
+
 impl CaseRef {
     /// `cases/<id>.json`.
     pub fn path(&self) -> PathBuf {
@@ -266,10 +305,20 @@ impl CaseRef {
     }
 
     pub fn load(&self) -> Result<Case, Diagnostic> {
+        self.load_from(None)
+    }
+
+    /// The case from `held` (its bytes as the pre-flight read them), or else from its file.
+    pub fn load_from(&self, held: Option<&[u8]>) -> Result<Case, Diagnostic> {
         let path = self.path();
-        let bytes = std::fs::read(&path)
-            .map_err(|e| Diagnostic::new(&path, format!("cannot read: {e}")))?;
-        self.parse(&path, &bytes)
+        match held {
+            Some(bytes) => self.parse(&path, bytes),
+            None => {
+                let bytes = std::fs::read(&path)
+                    .map_err(|e| Diagnostic::new(&path, format!("cannot read: {e}")))?;
+                self.parse(&path, &bytes)
+            }
+        }
     }
 
     /// The case in `bytes`, read from `path`.
@@ -300,17 +349,21 @@ impl Suite {
 
     /// Reads every case once, in order, and hands each to `each` with its reference (the
     /// pre-flight of a run); the bytes read make [`Suite::digest`] on the way, so the
-    /// cases are not read again for it.
-    pub fn each_case(&self, mut each: impl FnMut(&CaseRef, Result<Case, Diagnostic>)) {
+    /// cases are not read again for it. Returns the first cases' bytes, up to
+    /// [`HeldCases::LIMIT`] in all: the run sends those without reading them again.
+    pub fn each_case(&self, mut each: impl FnMut(&CaseRef, Result<Case, Diagnostic>)) -> HeldCases {
         let mut digest = self.digest_head.clone();
+        let mut held = HeldCases::default();
         for case_ref in &self.cases {
             let path = case_ref.path();
             match std::fs::read(&path) {
                 Ok(bytes) => {
                     digest.add(&case_ref.id, &bytes);
+                    held.hold(&bytes);
                     each(case_ref, case_ref.parse(&path, &bytes));
                 }
                 Err(e) => {
+                    held.full = true;
                     digest.add(&case_ref.id, &[]);
                     each(
                         case_ref,
@@ -322,6 +375,7 @@ impl Suite {
         // A digest made by another caller meanwhile is of the same bytes, unless a case
         // changed between the two reads; the first one stays.
         let _ = self.digest.set(digest.finish());
+        held
     }
 
     /// Loads `dir/suite.toml`, its schema and its case list, reporting every problem.
@@ -953,18 +1007,41 @@ mod tests {
     }
 
     #[test]
+    fn held_cases_stop_at_the_limit_and_never_skip_one() {
+        let mut held = HeldCases::default();
+        let big = vec![b' '; HeldCases::LIMIT / 2 - 10];
+        for case in [&big[..], &big, &big, b"{}"] {
+            held.hold(case);
+        }
+        assert_eq!(held.get(0), Some(&big[..]));
+        assert_eq!(held.get(1), Some(&big[..]));
+        assert_eq!(held.get(2), None, "over the limit");
+        assert_eq!(
+            held.get(3),
+            None,
+            "it would fit, but the case before it is not held"
+        );
+        assert!(held.bytes.len() <= HeldCases::LIMIT);
+    }
+
+    #[test]
     fn each_case_hands_every_case_in_order_and_makes_the_same_digest_as_a_plain_read() {
         let n = 203;
         let dir = suite_of(n, 101);
         let suite = Suite::load(dir.path()).expect("suite");
         let mut seen = Vec::new();
-        suite.each_case(|case_ref, loaded| {
+        let held = suite.each_case(|case_ref, loaded| {
             let loaded = loaded
                 .map(|case| case.vars["text"].as_str().unwrap_or_default().to_string())
                 .map_err(|d| d.to_string());
             seen.push((case_ref.id.to_string(), loaded));
         });
         assert_eq!(seen.len(), n, "every case handed over once");
+        for i in 0..n {
+            let file = std::fs::read(dir.path().join(format!("cases/{i:03}.json"))).expect("case");
+            assert_eq!(held.get(i), Some(&file[..]), "case {i} held as read");
+        }
+        assert_eq!(held.get(n), None);
         for (i, (id, loaded)) in seen.iter().enumerate() {
             assert_eq!(id, &format!("{i:03}"), "in the cases' order");
             match loaded {

@@ -27,17 +27,75 @@ pub struct Transport {
 }
 
 impl Transport {
+    /// A client for any address, `https://` included: it loads the system's TLS roots.
     pub fn new() -> Result<Transport, SetupError> {
+        Transport::build(true)
+    }
+
+    /// A client for these base URLs. The system's TLS roots are loaded only when one of
+    /// them is `https://` (or is not a URL, or a proxy is configured): reading and parsing
+    /// every certificate file was a quarter of the CPU of a one-call run against a
+    /// loopback server, a simulation or a replay. Without them, a redirect to `https://`
+    /// is refused with a message that names it, instead of failing on the certificate.
+    pub fn for_addresses<'a>(
+        addresses: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Transport, SetupError> {
+        let plain =
+            |address: &str| reqwest::Url::parse(address).is_ok_and(|url| url.scheme() == "http");
+        let proxied = PROXY_VARIABLES
+            .iter()
+            .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
+        Transport::build(proxied || !addresses.into_iter().all(plain))
+    }
+
+    fn build(tls_roots: bool) -> Result<Transport, SetupError> {
         // Installing twice is harmless; the error only says a provider is already there.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .retry(reqwest::retry::never())
             .pool_max_idle_per_host(256)
-            .connect_timeout(Duration::from_secs(10))
-            .build()?;
-        Ok(Transport { client })
+            .connect_timeout(Duration::from_secs(10));
+        let builder = if tls_roots {
+            builder
+        } else {
+            builder
+                .tls_certs_only(std::iter::empty())
+                .redirect(reqwest::redirect::Policy::custom(|attempt| {
+                    if attempt.url().scheme() == "https" {
+                        let to = printable_url(&Ok(attempt.url().clone()));
+                        attempt.error(RedirectedToHttps(to))
+                    } else if attempt.previous().len() >= MAX_REDIRECTS {
+                        attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+                    } else {
+                        attempt.follow()
+                    }
+                }))
+        };
+        Ok(Transport {
+            client: builder.build()?,
+        })
     }
 }
+
+/// The environment variables through which reqwest finds a proxy, which may itself be
+/// reached over TLS.
+const PROXY_VARIABLES: [&str; 6] = [
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
+
+/// reqwest's own limit, kept when its policy is replaced.
+const MAX_REDIRECTS: usize = 10;
+
+/// A plain-HTTP base URL redirected the call to an `https://` address (the client was
+/// built for plain HTTP only, see [`Transport::for_addresses`]).
+#[derive(Debug, thiserror::Error)]
+#[error("it redirected to {0}")]
+struct RedirectedToHttps(String);
 
 /// Where an endpoint's answers come from besides the network: see [`super::tape`].
 #[derive(Debug, Clone)]
@@ -451,7 +509,18 @@ fn from_reqwest(
     status: Option<u16>,
 ) -> CallError {
     let url = printable_url(url);
-    let (kind, message) = if e.is_timeout() {
+    let (kind, message) = if e.is_redirect() {
+        let to = std::error::Error::source(e)
+            .and_then(|inner| inner.downcast_ref::<RedirectedToHttps>())
+            .map(|r| format!(": {r}; put that address in the provider file's base_url"));
+        (
+            ErrorKind::ConnectionRefused,
+            match to {
+                Some(to) => format!("{url} was not followed{to}"),
+                None => format!("{url} redirected too many times"),
+            },
+        )
+    } else if e.is_timeout() {
         let when = if status.is_some() {
             "while reading the body"
         } else {

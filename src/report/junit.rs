@@ -2,10 +2,12 @@
 //! per call, failures carrying the first finding's code and message.
 //!
 //! Written streamed, in memory bounded by the number of pairs, not calls: each call's
-//! `<testcase>` goes to its pair's spool file under the run's folder as the results are
-//! read back, and the spools are then joined under each pair's `<testsuite>` (whose
-//! counts head it, so they must be known before its test cases are written). The output
-//! is what quick-junit would serialize for the same test cases, byte for byte.
+//! `<testcase>` goes to its pair's spool as the results are read back, and the spools are
+//! then joined under each pair's `<testsuite>` (whose counts head it, so they must be known
+//! before its test cases are written). The spools stay in memory up to [`SPOOL_MEMORY`]
+//! bytes in all (about 7,000 passing calls) and go to files under the run's folder past
+//! that: a run of a few thousand calls creates no file but `junit.xml`. The output is what
+//! quick-junit would serialize for the same test cases, byte for byte.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -16,29 +18,121 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-/// Where the per-pair spools live while `junit.xml` is written; removed afterwards.
+/// Where the per-pair spools go once they outgrow memory; removed afterwards.
 const SPOOL_DIR: &str = ".junit-spool";
+
+/// The spools' bytes held in memory, all pairs together, before they go to files.
+const SPOOL_MEMORY: usize = 512 * 1024;
 
 /// One (suite, provider)'s counts and the spool its test cases go to.
 struct Pair {
     tests: u64,
     failures: u64,
     skipped: u64,
-    spool_path: PathBuf,
-    spool: BufWriter<File>,
+    spool: Spool,
+}
+
+enum Spool {
+    Memory(Vec<u8>),
+    File { path: PathBuf, out: BufWriter<File> },
+}
+
+/// Every pair's spool, and where they go once memory is full.
+struct Spools<'a> {
+    dir: &'a Path,
+    /// Bytes in memory spools, all pairs together.
+    in_memory: usize,
+    limit: usize,
+    /// Spools go to files from now on.
+    spilled: bool,
+    files: usize,
+}
+
+impl Spools<'_> {
+    fn new_spool(&mut self) -> io::Result<Spool> {
+        if self.spilled {
+            self.file()
+        } else {
+            Ok(Spool::Memory(Vec::new()))
+        }
+    }
+
+    fn file(&mut self) -> io::Result<Spool> {
+        if self.files == 0 {
+            std::fs::create_dir_all(self.dir)?;
+        }
+        let path = self.dir.join(format!("{}.xml", self.files));
+        self.files += 1;
+        let out = BufWriter::new(File::create(&path)?);
+        Ok(Spool::File { path, out })
+    }
+
+    /// Appends `bytes` to `pair`'s spool; past the limit, every spool goes to a file.
+    fn append(
+        &mut self,
+        pairs: &mut BTreeMap<(String, String), Pair>,
+        key: &(String, String),
+        bytes: &[u8],
+    ) -> io::Result<()> {
+        if !self.spilled && self.in_memory + bytes.len() > self.limit {
+            self.spilled = true;
+            for pair in pairs.values_mut() {
+                if let Spool::Memory(held) = &mut pair.spool {
+                    let held = std::mem::take(held);
+                    let mut spool = self.file()?;
+                    spool.write_all(&held)?;
+                    pair.spool = spool;
+                }
+            }
+            self.in_memory = 0;
+        }
+        let Some(pair) = pairs.get_mut(key) else {
+            return Ok(());
+        };
+        if matches!(pair.spool, Spool::Memory(_)) {
+            self.in_memory += bytes.len();
+        }
+        pair.spool.write_all(bytes)
+    }
+}
+
+impl Spool {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Spool::Memory(held) => {
+                held.extend_from_slice(bytes);
+                Ok(())
+            }
+            Spool::File { out, .. } => out.write_all(bytes),
+        }
+    }
 }
 
 /// Writes `junit.xml` beside `results.jsonl`, reading the results back line by line.
 pub fn write(dir: &Path, run_id: &str) -> io::Result<PathBuf> {
-    let spool_dir = dir.join(SPOOL_DIR);
-    std::fs::create_dir_all(&spool_dir)?;
-    let written = write_with_spools(dir, &spool_dir, run_id);
-    // The spools are scratch: gone whether the report was written or not.
-    let _ = std::fs::remove_dir_all(&spool_dir);
-    written
+    write_within(dir, run_id, SPOOL_MEMORY).map(|(path, _)| path)
 }
 
-fn write_with_spools(dir: &Path, spool_dir: &Path, run_id: &str) -> io::Result<PathBuf> {
+/// [`write`], with the spools held in `limit` bytes of memory; also says how many spool
+/// files it made.
+fn write_within(dir: &Path, run_id: &str, limit: usize) -> io::Result<(PathBuf, usize)> {
+    let spool_dir = dir.join(SPOOL_DIR);
+    let mut spools = Spools {
+        dir: &spool_dir,
+        in_memory: 0,
+        limit,
+        spilled: false,
+        files: 0,
+    };
+    let written = write_with_spools(dir, &mut spools, run_id);
+    // The spools are scratch: gone whether the report was written or not.
+    if spools.files > 0 {
+        let _ = std::fs::remove_dir_all(&spool_dir);
+    }
+    Ok((written?, spools.files))
+}
+
+fn write_with_spools(dir: &Path, spools: &mut Spools<'_>, run_id: &str) -> io::Result<PathBuf> {
     let mut pairs: BTreeMap<(String, String), Pair> = BTreeMap::new();
     let mut reader = BufReader::new(File::open(dir.join("results.jsonl"))?);
     let mut case_xml = String::new();
@@ -54,15 +148,13 @@ fn write_with_spools(dir: &Path, spool_dir: &Path, run_id: &str) -> io::Result<P
         };
         let key = (record.suite.to_string(), record.provider.to_string());
         if !pairs.contains_key(&key) {
-            let spool_path = spool_dir.join(format!("{}.xml", pairs.len()));
-            let spool = BufWriter::new(File::create(&spool_path)?);
+            let spool = spools.new_spool()?;
             pairs.insert(
                 key.clone(),
                 Pair {
                     tests: 0,
                     failures: 0,
                     skipped: 0,
-                    spool_path,
                     spool,
                 },
             );
@@ -78,7 +170,7 @@ fn write_with_spools(dir: &Path, spool_dir: &Path, run_id: &str) -> io::Result<P
             Outcome::Failed => pair.failures += 1,
             Outcome::Skipped => pair.skipped += 1,
         }
-        pair.spool.write_all(case_xml.as_bytes())?;
+        spools.append(&mut pairs, &key, case_xml.as_bytes())?;
     }
 
     let path = dir.join("junit.xml");
@@ -100,9 +192,13 @@ fn write_with_spools(dir: &Path, spool_dir: &Path, run_id: &str) -> io::Result<P
             pair.skipped,
             pair.failures
         )?;
-        let file = pair.spool.into_inner().map_err(|e| e.into_error())?;
-        drop(file);
-        io::copy(&mut File::open(&pair.spool_path)?, &mut out)?;
+        match pair.spool {
+            Spool::Memory(held) => out.write_all(&held)?,
+            Spool::File { path, out: spool } => {
+                drop(spool.into_inner().map_err(|e| e.into_error())?);
+                io::copy(&mut File::open(&path)?, &mut out)?;
+            }
+        }
         out.write_all(b"\n    </testsuite>")?;
     }
     out.write_all(b"\n</testsuites>\n")?;
@@ -279,11 +375,13 @@ mod tests {
         report.to_string().unwrap()
     }
 
-    fn written(records: &[Value]) -> (String, String) {
+    /// `junit.xml` for `records` with the spools held in `limit` bytes of memory, and
+    /// quick-junit's for the same.
+    fn written_within(records: &[Value], limit: usize) -> (String, String, usize) {
         let dir = tempfile::tempdir().unwrap();
         let lines: String = records.iter().map(|r| format!("{r}\n")).collect();
         std::fs::write(dir.path().join("results.jsonl"), lines + "{cut").unwrap();
-        let path = write(dir.path(), "r<1>").unwrap();
+        let (path, files) = write_within(dir.path(), "r<1>", limit).unwrap();
         assert!(
             !dir.path().join(SPOOL_DIR).exists(),
             "the spools are removed"
@@ -291,7 +389,14 @@ mod tests {
         (
             std::fs::read_to_string(path).unwrap(),
             quick_junit(dir.path(), "r<1>"),
+            files,
         )
+    }
+
+    fn written(records: &[Value]) -> (String, String) {
+        let (streamed, oracle, files) = written_within(records, SPOOL_MEMORY);
+        assert_eq!(files, 0, "a small run's spools stay in memory");
+        (streamed, oracle)
     }
 
     #[test]
@@ -323,6 +428,13 @@ mod tests {
         assert_eq!(streamed, oracle);
         assert_eq!(streamed.matches("<failure").count(), 2);
         assert!(streamed.contains("type=\"not_pure_json\""), "{streamed}");
+        // Spooled to files: from the start, after the third call, and after the fifth
+        // (the spools held so far move to files, the pairs seen later start in one).
+        for limit in [0, 300, 600] {
+            let (spilled, oracle, files) = written_within(&records, limit);
+            assert_eq!(spilled, oracle, "spilled past {limit} bytes");
+            assert_eq!(files, 2, "one file per pair past {limit} bytes");
+        }
     }
 
     #[test]

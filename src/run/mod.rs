@@ -27,7 +27,7 @@ use crate::check::record::{CallRecord, MAX_OUTPUT, truncate};
 use crate::check::stream_agreement;
 use crate::check::tokens::{self, PromptTokens};
 use crate::check::{self, CallFacts, Checks, Outcome};
-use crate::config::{Diagnostics, Suite};
+use crate::config::{Diagnostics, HeldCases, Suite};
 use crate::provider::transport::Endpoint;
 use crate::provider::{CallError, CallSpec, Effect};
 use crate::tokenize::{self, Counter};
@@ -36,17 +36,23 @@ use journal::ResultsWriter;
 use progress::Progress;
 use tallies::Tallies;
 
-/// A suite with its checks compiled.
+/// A suite with its checks compiled, and the cases its pre-flight held.
 #[derive(Debug)]
 pub struct PreparedSuite {
     pub suite: Suite,
     pub checks: Checks,
+    /// The first cases' bytes as [`prepare`] read them: sent without reading them again.
+    held: HeldCases,
 }
 
 impl PreparedSuite {
     pub fn new(suite: Suite) -> Result<Self, Diagnostics> {
         let checks = Checks::for_suite(&suite)?;
-        Ok(PreparedSuite { suite, checks })
+        Ok(PreparedSuite {
+            suite,
+            checks,
+            held: HeldCases::default(),
+        })
     }
 }
 
@@ -56,7 +62,7 @@ pub fn prepare(suites: Vec<Suite>) -> Result<Vec<Arc<PreparedSuite>>, Diagnostic
     let mut problems = Diagnostics::default();
     let mut prepared = Vec::with_capacity(suites.len());
     for suite in suites {
-        suite.each_case(|case_ref, loaded| match loaded {
+        let held = suite.each_case(|case_ref, loaded| match loaded {
             Ok(case) => {
                 problems.extend(suite.case_problems(&case, &case_ref.path()));
                 if let Err(d) = suite.request(&case, &case_ref.path()) {
@@ -66,7 +72,7 @@ pub fn prepare(suites: Vec<Suite>) -> Result<Vec<Arc<PreparedSuite>>, Diagnostic
             Err(d) => problems.push(d),
         });
         match PreparedSuite::new(suite) {
-            Ok(p) => prepared.push(Arc::new(p)),
+            Ok(p) => prepared.push(Arc::new(PreparedSuite { held, ..p })),
             Err(d) => problems.extend(d),
         }
     }
@@ -369,7 +375,7 @@ async fn call_one(
     if let Some(why) = target.halted() {
         return not_run(why);
     }
-    let case = match case_ref.load() {
+    let case = match case_ref.load_from(prepared.held.get(item.case)) {
         Ok(case) => case,
         Err(d) => return not_run(d.to_string()),
     };
