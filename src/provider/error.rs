@@ -35,7 +35,8 @@ pub enum ErrorKind {
     Overloaded,
     /// No complete answer within the provider's `timeout`.
     Timeout,
-    /// The connection could not be made (refused, name or TLS failure).
+    /// The connection could not be made (refused, name or TLS failure), or a plain-HTTP
+    /// base URL redirected to `https://`.
     ConnectionRefused,
     /// The connection broke after the request was sent.
     ConnectionReset,

@@ -126,7 +126,7 @@ pub const TABLE: &[Row] = &[
     ),
     row(
         ErrorKind::ConnectionRefused,
-        "no connection: refused, name or TLS failure",
+        "no connection: refused, name or TLS failure, or a plain `http://` base URL that redirected to `https://` (the message names the address to put in `base_url`)",
         retried(Effect::HaltProvider),
     ),
     row(

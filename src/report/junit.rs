@@ -4,7 +4,7 @@
 //! Written streamed, in memory bounded by the number of pairs, not calls: each call's
 //! `<testcase>` goes to its pair's spool as the results are read back, and the spools are
 //! then joined under each pair's `<testsuite>` (whose counts head it, so they must be known
-//! before its test cases are written). The spools stay in memory up to [`SPOOL_MEMORY`]
+//! before its test cases are written). The spools stay in memory up to `SPOOL_MEMORY`
 //! bytes in all (about 7,000 passing calls) and go to files under the run's folder past
 //! that: a run of a few thousand calls creates no file but `junit.xml`. The output is what
 //! quick-junit would serialize for the same test cases, byte for byte.
