@@ -76,6 +76,11 @@ fn records(project: &Project) -> Vec<Value> {
         .collect()
 }
 
+/// The records of calls that ended in an error.
+fn failed(records: &[Value]) -> Vec<&Value> {
+    records.iter().filter(|r| r["error"].is_object()).collect()
+}
+
 fn report(project: &Project) -> Value {
     serde_json::from_slice(&std::fs::read(project.last_run().join("report.json")).unwrap()).unwrap()
 }
@@ -131,7 +136,7 @@ async fn a_tpm_request_too_large_is_inconclusive_and_leaves_the_allowlist_alone(
 
     let records = records(&project);
     assert_eq!(records.len(), cases());
-    let failed: Vec<&Value> = records.iter().filter(|r| r["error"].is_object()).collect();
+    let failed = failed(&records);
     assert_eq!(failed.len(), 1, "one call, then the provider is stopped");
     assert_eq!(failed[0]["error"]["kind"], "request_too_large");
     assert_eq!(failed[0]["error"]["status"], 429);
@@ -279,7 +284,7 @@ async fn a_refused_connection_names_its_url_and_counts_its_retries() {
     assert_eq!(out.code, Some(3), "{}\n{}", out.stdout, out.stderr);
     let url = format!("{address}/v1/chat/completions");
     let records = records(&project);
-    let failed: Vec<&Value> = records.iter().filter(|r| r["error"].is_object()).collect();
+    let failed = failed(&records);
     assert_eq!(failed.len(), 1);
     let message = failed[0]["error"]["message"].as_str().unwrap();
     assert!(message.contains(&url), "{message}");
@@ -324,7 +329,7 @@ async fn a_redirect_from_http_to_https_is_refused_and_names_the_address() {
     let out = run(&project, &server.uri(), false);
     assert_eq!(out.code, Some(3), "{}\n{}", out.stdout, out.stderr);
     let records = records(&project);
-    let failed: Vec<&Value> = records.iter().filter(|r| r["error"].is_object()).collect();
+    let failed = failed(&records);
     assert_eq!(failed.len(), 1, "the provider is stopped after the first");
     assert_eq!(failed[0]["error"]["kind"], "connection_refused");
     let message = failed[0]["error"]["message"].as_str().unwrap();

@@ -311,23 +311,26 @@ impl CaseRef {
 
     /// The case from `held` (its bytes as the pre-flight read them), or else from its file.
     pub fn load_from(&self, held: Option<&[u8]>) -> Result<Case, Diagnostic> {
-        let path = self.path();
-        match held {
-            Some(bytes) => self.parse(&path, bytes),
+        let read;
+        let bytes = match held {
+            Some(bytes) => bytes,
             None => {
-                let bytes = std::fs::read(&path)
+                let path = self.path();
+                read = std::fs::read(&path)
                     .map_err(|e| Diagnostic::new(&path, format!("cannot read: {e}")))?;
-                self.parse(&path, &bytes)
+                &read
             }
-        }
+        };
+        self.parse(bytes)
     }
 
-    /// The case in `bytes`, read from `path`.
-    fn parse(&self, path: &Path, bytes: &[u8]) -> Result<Case, Diagnostic> {
+    /// The case in `bytes`, read from its file. The path is made only for an error: a run
+    /// parses every call's case, most of them from the bytes the pre-flight held.
+    fn parse(&self, bytes: &[u8]) -> Result<Case, Diagnostic> {
         let text = std::str::from_utf8(bytes)
-            .map_err(|e| Diagnostic::new(path, format!("cannot read: not UTF-8 ({e})")))?;
-        let mut case: Case =
-            serde_json::from_str(text).map_err(|e| diagnostic::from_json(path, text, &e))?;
+            .map_err(|e| Diagnostic::new(&self.path(), format!("cannot read: not UTF-8 ({e})")))?;
+        let mut case: Case = serde_json::from_str(text)
+            .map_err(|e| diagnostic::from_json(&self.path(), text, &e))?;
         case.id = self.id.to_string();
         Ok(case)
     }
@@ -361,7 +364,7 @@ impl Suite {
                 Ok(bytes) => {
                     digest.add(&case_ref.id, &bytes);
                     held.hold(&bytes);
-                    each(case_ref, case_ref.parse(&path, &bytes));
+                    each(case_ref, case_ref.parse(&bytes));
                 }
                 Err(e) => {
                     held.full = true;

@@ -43,14 +43,13 @@ struct Spools<'a> {
     /// Bytes in memory spools, all pairs together.
     in_memory: usize,
     limit: usize,
-    /// Spools go to files from now on.
-    spilled: bool,
+    /// Spool files made so far: once there is one, every spool is a file.
     files: usize,
 }
 
 impl Spools<'_> {
     fn new_spool(&mut self) -> io::Result<Spool> {
-        if self.spilled {
+        if self.files > 0 {
             self.file()
         } else {
             Ok(Spool::Memory(Vec::new()))
@@ -74,8 +73,8 @@ impl Spools<'_> {
         key: &(String, String),
         bytes: &[u8],
     ) -> io::Result<()> {
-        if !self.spilled && self.in_memory + bytes.len() > self.limit {
-            self.spilled = true;
+        if self.files == 0 && self.in_memory + bytes.len() > self.limit {
+            // `key`'s pair is among them: it was made before its first test case.
             for pair in pairs.values_mut() {
                 if let Spool::Memory(held) = &mut pair.spool {
                     let held = std::mem::take(held);
@@ -84,7 +83,6 @@ impl Spools<'_> {
                     pair.spool = spool;
                 }
             }
-            self.in_memory = 0;
         }
         let Some(pair) = pairs.get_mut(key) else {
             return Ok(());
@@ -121,7 +119,6 @@ fn write_within(dir: &Path, run_id: &str, limit: usize) -> io::Result<(PathBuf, 
         dir: &spool_dir,
         in_memory: 0,
         limit,
-        spilled: false,
         files: 0,
     };
     let written = write_with_spools(dir, &mut spools, run_id);
