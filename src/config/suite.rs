@@ -165,6 +165,41 @@ pub struct Suite {
     variables: Arc<[String]>,
     has_system: bool,
     has_user: bool,
+    /// The `system` and `user` templates that hold no template syntax, rendered once at
+    /// load: every case renders them to the same text, and rendering is a tenth of a
+    /// call's CPU.
+    fixed: FixedTemplates,
+}
+
+/// The suite's templates whose text is the same for every case.
+#[derive(Debug, Clone, Default)]
+struct FixedTemplates {
+    system: Option<String>,
+    user: Option<String>,
+}
+
+impl FixedTemplates {
+    /// Renders each template without syntax once, with no variables, so that what it
+    /// holds is exactly what rendering it for a case gives (minijinja's own handling of a
+    /// trailing newline included).
+    fn of(env: &Environment<'_>, system: Option<&str>, user: Option<&str>) -> Self {
+        let once = |name: &str, text: Option<&str>| {
+            text.filter(|t| !is_template(t))
+                .and_then(|_| env.get_template(name).ok()?.render(()).ok())
+        };
+        FixedTemplates {
+            system: once("system", system),
+            user: once("user", user),
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        match name {
+            "system" => self.system.as_deref(),
+            "user" => self.user.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// Where a case lives; [`CaseRef::load`] reads it.
@@ -599,6 +634,7 @@ impl Suite {
         let has_system = spec.system.is_some();
         let has_user = spec.user.is_some();
         let variables = template_variables(&env).into();
+        let fixed = FixedTemplates::of(&env, spec.system.as_deref(), spec.user.as_deref());
         Ok(Suite {
             name,
             dir: dir.to_path_buf(),
@@ -627,6 +663,7 @@ impl Suite {
             variables,
             has_system,
             has_user,
+            fixed,
         })
     }
 
@@ -926,6 +963,9 @@ impl Suite {
 
     /// Renders the suite's `name` template with the case's variables.
     fn render_one(&self, name: &str, case: &Case, path: &Path) -> Result<String, Diagnostics> {
+        if let Some(text) = self.fixed.get(name) {
+            return Ok(text.to_string());
+        }
         let template = self.templates.get_template(name).map_err(|e| {
             Diagnostics(vec![Diagnostic::new(&self.file, e.to_string()).field(name)])
         })?;
@@ -1073,5 +1113,36 @@ mod tests {
             changed.digest(),
             "the digest sees the cases"
         );
+    }
+
+    #[test]
+    fn a_template_without_syntax_renders_as_minijinja_renders_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("cases")).expect("cases dir");
+        // A trailing newline, which minijinja drops, and text that only looks like syntax.
+        let system = "Label it: { \"label\": ... }\n";
+        std::fs::write(
+            dir.path().join("suite.toml"),
+            format!("system = {system:?}\nuser = \"Text: {{{{ text }}}}\"\n"),
+        )
+        .expect("suite.toml");
+        std::fs::write(dir.path().join("schema.json"), r#"{"type":"object"}"#).expect("schema");
+        let case_path = dir.path().join("cases/a.json");
+        std::fs::write(&case_path, r#"{"vars":{"text":"hi"}}"#).expect("case");
+        let suite = Suite::load(dir.path()).expect("suite");
+        assert!(suite.fixed.system.is_some(), "held once, at load");
+        assert!(
+            suite.fixed.user.is_none(),
+            "the user template has a variable"
+        );
+        let case = suite.cases[0].load().expect("case");
+        let prompt = suite
+            .render_templates(&case, &case_path, true)
+            .expect("rendered");
+        let by_minijinja = Environment::new()
+            .render_str(system, ())
+            .expect("minijinja renders it");
+        assert_eq!(prompt.system.as_deref(), Some(by_minijinja.as_str()));
+        assert_eq!(prompt.user, "Text: hi");
     }
 }
