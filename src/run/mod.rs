@@ -64,8 +64,9 @@ pub fn prepare(suites: Vec<Suite>) -> Result<Vec<Arc<PreparedSuite>>, Diagnostic
     for suite in suites {
         let held = suite.each_case(|case_ref, loaded| match loaded {
             Ok(case) => {
-                problems.extend(suite.case_problems(&case, &case_ref.path()));
-                if let Err(d) = suite.request(&case, &case_ref.path()) {
+                let path = case_ref.path();
+                problems.extend(suite.case_problems(&case, &path));
+                if let Err(d) = suite.request(&case, &path) {
                     problems.extend(d);
                 }
             }
