@@ -1,5 +1,6 @@
 //! What a finished run leaves behind, in the order that keeps every promise: `report.json`
-//! (the evidence allowlist entries point to) and `junit.xml` first; then the allowlist
+//! (the evidence allowlist entries point to) and `junit.xml` first, from one pass over
+//! `results.jsonl` that also gathers `report.html`'s failures; then the allowlist
 //! update under its lock (for a replay, only the allowlist it would have written, beside
 //! its report); then `summary.md` and `report.html`, which say what it now grants; last,
 //! for a conclusive run of real answers, the history line. `conform run` and `conform
@@ -69,8 +70,27 @@ pub fn conclude(
         let dir = result.dir.clone();
         move |source| ConcludeError::Write { what, dir, source }
     };
-    let report_path = report::json::write(result, suites, targets).map_err(write("report.json"))?;
-    report::junit::write(&result.dir, &result.run_id).map_err(write("junit.xml"))?;
+    // One pass over `results.jsonl` feeds the three reports that read it. report.html
+    // needs the allowlist's outcome, so its failures are only gathered here.
+    let mut json =
+        report::json::JsonReport::start(result, suites, targets).map_err(write("report.json"))?;
+    let mut junit = report::junit::JunitReport::start(&result.dir);
+    let mut examples = report::html::Examples::new(&report::json::verdict_views(result, targets));
+    let results = result.dir.join("results.jsonl");
+    let read = |source| ConcludeError::Read {
+        path: results.clone(),
+        source,
+    };
+    let mut lines = report::ResultLines::open(&result.dir).map_err(read)?;
+    while let Some(line) = lines.next_line().map_err(read)? {
+        json.call(line).map_err(write("report.json"))?;
+        // A call junit.xml read as passed has no failure to show.
+        if junit.call(line).map_err(write("junit.xml"))? != Some(true) {
+            examples.call(line);
+        }
+    }
+    let report_path = json.finish().map_err(write("report.json"))?;
+    junit.finish(&result.run_id).map_err(write("junit.xml"))?;
 
     // The demo's evidence is about simulations: it goes beside its report, never into the
     // allowlist production reads.
@@ -141,7 +161,8 @@ pub fn conclude(
         ..outcome
     };
     report::markdown::write(&result.dir, result, &outcome).map_err(write("summary.md"))?;
-    let page = report::html::write(result, targets, &outcome).map_err(write("report.html"))?;
+    let page =
+        report::html::write(result, targets, &outcome, examples).map_err(write("report.html"))?;
 
     // A conclusive run of real answers goes into the history; a replay or an interrupted
     // run says nothing new about the providers.

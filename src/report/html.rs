@@ -11,8 +11,7 @@
 //! untrusted.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -443,43 +442,53 @@ fn allowlist_view(
     }
 }
 
-/// Renders the page from the verdicts, what became of the allowlist, and the
-/// `results.jsonl` in the run's folder.
+/// The failures of each pair, gathered from the `results.jsonl` lines as they are read.
+pub struct Examples {
+    index: HashMap<(String, String), usize>,
+    failures: Vec<Failures>,
+}
+
+impl Examples {
+    /// Nothing gathered yet, for the pairs of `views` (in their order).
+    pub fn new(views: &[VerdictView<'_>]) -> Self {
+        Examples {
+            index: views
+                .iter()
+                .enumerate()
+                .map(|(i, v)| ((v.suite.to_string(), v.provider.to_string()), i))
+                .collect(),
+            failures: views.iter().map(|_| Failures::default()).collect(),
+        }
+    }
+
+    /// Gathers one `results.jsonl` line, if its call failed.
+    pub fn call(&mut self, line: &str) {
+        // Most calls pass: those are told by one field, nothing of the line copied.
+        if serde_json::from_str::<Passed>(line).is_ok_and(|p| p.passed) {
+            return;
+        }
+        // A line cut short by a crash is skipped here; report.json keeps it verbatim.
+        let Ok(call) = serde_json::from_str::<Line>(line) else {
+            return;
+        };
+        if call.passed {
+            return;
+        }
+        if let Some(&i) = self.index.get(&(call.suite.clone(), call.provider.clone())) {
+            self.failures[i].add(&call);
+        }
+    }
+}
+
+/// Renders the page from the verdicts, what became of the allowlist, and the failures
+/// gathered from the run's `results.jsonl` (`examples`, made for the same `views`).
 pub fn render(
     result: &RunResult,
     views: Vec<VerdictView<'_>>,
     decision: &RunOutcome,
+    examples: Examples,
 ) -> io::Result<String> {
-    let index: HashMap<(String, String), usize> = views
-        .iter()
-        .enumerate()
-        .map(|(i, v)| ((v.suite.to_string(), v.provider.to_string()), i))
-        .collect();
-    let mut failures: Vec<Failures> = views.iter().map(|_| Failures::default()).collect();
-    let results = result.dir.join("results.jsonl");
-    let mut reader = BufReader::new(File::open(&results)?);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if reader.read_line(&mut line)? == 0 {
-            break;
-        }
-        // Most calls pass: those are told by one field, nothing of the line copied.
-        if serde_json::from_str::<Passed>(&line).is_ok_and(|p| p.passed) {
-            continue;
-        }
-        // A line cut short by a crash is skipped here; report.json keeps it verbatim.
-        let Ok(call) = serde_json::from_str::<Line>(&line) else {
-            continue;
-        };
-        if call.passed {
-            continue;
-        }
-        if let Some(&i) = index.get(&(call.suite.clone(), call.provider.clone())) {
-            failures[i].add(&call);
-        }
-    }
-
+    let Examples { index, failures } = examples;
     let mut counts = Counts::default();
     let mut cells: HashMap<(String, String), Cell> = HashMap::new();
     // The views come in the run's order, so first appearances keep the suites' and the
@@ -576,16 +585,18 @@ pub fn render(
         .map_err(io::Error::other)
 }
 
-/// Writes `report.html` beside `results.jsonl` and returns its path.
+/// Writes `report.html` beside `results.jsonl`, with the failures `examples` gathered
+/// from it, and returns its path.
 pub fn write(
     result: &RunResult,
     targets: &[Arc<Target>],
     decision: &RunOutcome,
+    examples: Examples,
 ) -> io::Result<PathBuf> {
     let path = result.dir.join("report.html");
     std::fs::write(
         &path,
-        render(result, verdict_views(result, targets), decision)?,
+        render(result, verdict_views(result, targets), decision, examples)?,
     )?;
     Ok(path)
 }
@@ -596,6 +607,20 @@ mod tests {
     use crate::allowlist::PairOutcome;
     use crate::verdict::{Tally, Verdict};
     use serde_json::json;
+
+    /// The page for `result`, its failures gathered from its `results.jsonl`.
+    fn rendered(
+        result: &RunResult,
+        views: Vec<VerdictView<'_>>,
+        decision: &RunOutcome,
+    ) -> io::Result<String> {
+        let mut examples = Examples::new(&views);
+        let mut lines = crate::report::ResultLines::open(&result.dir)?;
+        while let Some(line) = lines.next_line()? {
+            examples.call(line);
+        }
+        render(result, views, decision, examples)
+    }
 
     /// A run folder whose `results.jsonl` holds `lines`, then a line cut short.
     fn run_with(dir: &std::path::Path, lines: &[serde_json::Value], complete: bool) -> RunResult {
@@ -685,7 +710,7 @@ mod tests {
             false,
         );
         let tally = Tally::new("s", "p", 1);
-        let page = render(
+        let page = rendered(
             &result,
             vec![view(&tally, Verdict::Nonconformant, &[])],
             &decision(vec![]),
@@ -713,7 +738,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let result = run_with(dir.path(), &[], true);
         let until = "2026-03-08T09:13:50.387654Z";
-        let page = render(
+        let page = rendered(
             &result,
             vec![],
             &decision(vec![pair(
@@ -785,7 +810,7 @@ mod tests {
                 },
             ),
         ]);
-        let page = render(&result, views, &d).unwrap();
+        let page = rendered(&result, views, &d).unwrap();
         assert_eq!(page.matches("<td class=\"cell ").count(), 4, "{page}");
         let bad = cell(&page, "invoices", "fenced");
         assert!(bad.starts_with("data-suite") && page.contains("<td class=\"cell nonconformant\" data-suite=\"invoices\" data-provider=\"fenced\">"), "{page}");
@@ -831,7 +856,7 @@ mod tests {
         ));
         let result = run_with(dir.path(), &lines, true);
         let tally = Tally::new("s", "p", 10);
-        let page = render(
+        let page = rendered(
             &result,
             vec![view(&tally, Verdict::Nonconformant, &[])],
             &decision(vec![]),

@@ -2,8 +2,8 @@
 //! copied from `results.jsonl` line by line, so writing the report takes constant memory.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
 
 use serde::Serialize;
 use serde_json::json;
@@ -53,42 +53,90 @@ pub fn write(
     suites: &[std::sync::Arc<PreparedSuite>],
     targets: &[std::sync::Arc<Target>],
 ) -> io::Result<PathBuf> {
-    let path = result.dir.join("report.json");
-    let mut out = BufWriter::new(File::create(&path)?);
-    let head = json!({
-        "format": FORMAT,
-        "run": {
-            "id": result.run_id,
-            "started_at": rfc3339(result.started_at),
-            "finished_at": rfc3339(result.finished_at),
-            "complete": result.complete,
-            "conform_version": env!("CARGO_PKG_VERSION"),
-        },
-        "suites": suites.iter().map(|s| json!({
-            "name": s.suite.name,
-            "digest": s.suite.digest(),
-            "cases": s.suite.cases.len(),
-            "pass_threshold": s.suite.pass_threshold,
-        })).collect::<Vec<_>>(),
-        "providers": targets.iter().map(|t| {
-            let c = &t.endpoint.config;
-            json!({"name": c.name, "kind": c.kind, "model": c.model, "digest": c.digest(),
-                   "temperature": c.temperature, "structured_output": c.structured_output,
-                   "wire": c.wire_kind(), "temperature_sent": c.sends_temperature(),
-                   "properties": c.run_properties()})
-        }).collect::<Vec<_>>(),
-        "verdicts": verdict_views(result, targets),
-    });
-    // Write the head without its closing brace, then stream the calls into it.
-    let head = serde_json::to_string_pretty(&head)?;
-    let head = head.trim_end().trim_end_matches('}').trim_end();
-    out.write_all(head.as_bytes())?;
-    out.write_all(b",\n  \"calls\": [")?;
-    copy_lines(&result.dir.join("results.jsonl"), &mut out)?;
-    out.write_all(b"\n  ]\n}\n")?;
-    out.flush()?;
-    out.get_ref().sync_all()?;
-    Ok(path)
+    let mut report = JsonReport::start(result, suites, targets)?;
+    let mut lines = super::ResultLines::open(&result.dir)?;
+    while let Some(line) = lines.next_line()? {
+        report.call(line)?;
+    }
+    report.finish()
+}
+
+/// `report.json` as it is written: its head (the run, suites, providers and verdicts)
+/// first, then each call copied from its `results.jsonl` line as the lines are read.
+pub struct JsonReport {
+    path: PathBuf,
+    out: BufWriter<File>,
+    first: bool,
+}
+
+impl JsonReport {
+    /// Creates `report.json` beside `results.jsonl` and writes everything but the calls.
+    pub fn start(
+        result: &RunResult,
+        suites: &[std::sync::Arc<PreparedSuite>],
+        targets: &[std::sync::Arc<Target>],
+    ) -> io::Result<Self> {
+        let path = result.dir.join("report.json");
+        let mut out = BufWriter::new(File::create(&path)?);
+        let head = json!({
+            "format": FORMAT,
+            "run": {
+                "id": result.run_id,
+                "started_at": rfc3339(result.started_at),
+                "finished_at": rfc3339(result.finished_at),
+                "complete": result.complete,
+                "conform_version": env!("CARGO_PKG_VERSION"),
+            },
+            "suites": suites.iter().map(|s| json!({
+                "name": s.suite.name,
+                "digest": s.suite.digest(),
+                "cases": s.suite.cases.len(),
+                "pass_threshold": s.suite.pass_threshold,
+            })).collect::<Vec<_>>(),
+            "providers": targets.iter().map(|t| {
+                let c = &t.endpoint.config;
+                json!({"name": c.name, "kind": c.kind, "model": c.model, "digest": c.digest(),
+                       "temperature": c.temperature, "structured_output": c.structured_output,
+                       "wire": c.wire_kind(), "temperature_sent": c.sends_temperature(),
+                       "properties": c.run_properties()})
+            }).collect::<Vec<_>>(),
+            "verdicts": verdict_views(result, targets),
+        });
+        // Write the head without its closing brace, then stream the calls into it.
+        let head = serde_json::to_string_pretty(&head)?;
+        let head = head.trim_end().trim_end_matches('}').trim_end();
+        out.write_all(head.as_bytes())?;
+        out.write_all(b",\n  \"calls\": [")?;
+        Ok(JsonReport {
+            path,
+            out,
+            first: true,
+        })
+    }
+
+    /// Copies one `results.jsonl` line into the calls, verbatim (a line cut short by a
+    /// crash too: the file keeps what the run wrote); blank lines are skipped.
+    pub fn call(&mut self, line: &str) -> io::Result<()> {
+        if line.trim().is_empty() {
+            return Ok(());
+        }
+        let separator: &[u8] = if self.first { b"\n    " } else { b",\n    " };
+        self.out.write_all(separator)?;
+        self.out.write_all(line.as_bytes())?;
+        self.first = false;
+        Ok(())
+    }
+
+    /// Closes the calls and the document, and makes the file durable: an allowlist entry
+    /// names it as its evidence. Returns its path.
+    pub fn finish(mut self) -> io::Result<PathBuf> {
+        self.out.write_all(b"\n  ]\n}\n")?;
+        self.out
+            .into_inner()
+            .map_err(|e| e.into_error())?
+            .sync_all()?;
+        Ok(self.path)
+    }
 }
 
 /// A run's time as the reports show it.
@@ -121,19 +169,4 @@ pub(crate) fn seconds_text(d: time::Duration) -> String {
         60..3600 => format!("{} min {:02} s", s / 60, s % 60),
         _ => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
     }
-}
-
-fn copy_lines(results: &Path, out: &mut impl Write) -> io::Result<()> {
-    let reader = BufReader::new(File::open(results)?);
-    let mut first = true;
-    for line in reader.lines() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        out.write_all(if first { b"\n    " } else { b",\n    " })?;
-        out.write_all(line.as_bytes())?;
-        first = false;
-    }
-    Ok(())
 }

@@ -10,10 +10,9 @@
 //! quick-junit would serialize for the same test cases, byte for byte.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -38,8 +37,8 @@ enum Spool {
 }
 
 /// Every pair's spool, and where they go once memory is full.
-struct Spools<'a> {
-    dir: &'a Path,
+struct Spools {
+    dir: PathBuf,
     /// Bytes in memory spools, all pairs together.
     in_memory: usize,
     limit: usize,
@@ -47,7 +46,7 @@ struct Spools<'a> {
     files: usize,
 }
 
-impl Spools<'_> {
+impl Spools {
     fn new_spool(&mut self) -> io::Result<Spool> {
         if self.files > 0 {
             self.file()
@@ -58,7 +57,7 @@ impl Spools<'_> {
 
     fn file(&mut self) -> io::Result<Spool> {
         if self.files == 0 {
-            std::fs::create_dir_all(self.dir)?;
+            std::fs::create_dir_all(&self.dir)?;
         }
         let path = self.dir.join(format!("{}.xml", self.files));
         self.files += 1;
@@ -69,13 +68,13 @@ impl Spools<'_> {
     /// Appends `bytes` to `pair`'s spool; past the limit, every spool goes to a file.
     fn append(
         &mut self,
-        pairs: &mut BTreeMap<(String, String), Pair>,
-        key: &(String, String),
+        pairs: &mut [((String, String), Pair)],
+        index: usize,
         bytes: &[u8],
     ) -> io::Result<()> {
         if self.files == 0 && self.in_memory + bytes.len() > self.limit {
-            // `key`'s pair is among them: it was made before its first test case.
-            for pair in pairs.values_mut() {
+            // `index`'s pair is among them: it was made before its first test case.
+            for (_, pair) in pairs.iter_mut() {
                 if let Spool::Memory(held) = &mut pair.spool {
                     let held = std::mem::take(held);
                     let mut spool = self.file()?;
@@ -84,7 +83,7 @@ impl Spools<'_> {
                 }
             }
         }
-        let Some(pair) = pairs.get_mut(key) else {
+        let Some((_, pair)) = pairs.get_mut(index) else {
             return Ok(());
         };
         if matches!(pair.spool, Spool::Memory(_)) {
@@ -114,93 +113,137 @@ pub fn write(dir: &Path, run_id: &str) -> io::Result<PathBuf> {
 /// [`write`], with the spools held in `limit` bytes of memory; also says how many spool
 /// files it made.
 fn write_within(dir: &Path, run_id: &str, limit: usize) -> io::Result<(PathBuf, usize)> {
-    let spool_dir = dir.join(SPOOL_DIR);
-    let mut spools = Spools {
-        dir: &spool_dir,
-        in_memory: 0,
-        limit,
-        files: 0,
-    };
-    let written = write_with_spools(dir, &mut spools, run_id);
-    // The spools are scratch: gone whether the report was written or not.
-    if spools.files > 0 {
-        let _ = std::fs::remove_dir_all(&spool_dir);
+    let mut report = JunitReport::within(dir, limit);
+    let mut lines = super::ResultLines::open(dir)?;
+    while let Some(line) = lines.next_line()? {
+        report.call(line)?;
     }
-    Ok((written?, spools.files))
+    let files = report.spools.files;
+    Ok((report.finish(run_id)?, files))
 }
 
-fn write_with_spools(dir: &Path, spools: &mut Spools<'_>, run_id: &str) -> io::Result<PathBuf> {
-    let mut pairs: BTreeMap<(String, String), Pair> = BTreeMap::new();
-    let mut reader = BufReader::new(File::open(dir.join("results.jsonl"))?);
-    let mut case_xml = String::new();
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if reader.read_line(&mut line)? == 0 {
-            break;
+/// `junit.xml` as it is written: each call's `<testcase>` goes to its pair's spool as the
+/// results are read, and [`JunitReport::finish`] joins the spools under their pairs.
+/// The spools are scratch: dropped, written or not, it removes any it put on disk.
+pub struct JunitReport {
+    dir: PathBuf,
+    // Few pairs, and most lines belong to the pair of the line before: found by a scan,
+    // without making a key for each line. Sorted by (suite, provider) before writing.
+    pairs: Vec<((String, String), Pair)>,
+    spools: Spools,
+    /// One call's `<testcase>`, reused from call to call.
+    case_xml: String,
+}
+
+impl JunitReport {
+    /// A report for the run folder `dir`, nothing written yet.
+    pub fn start(dir: &Path) -> Self {
+        Self::within(dir, SPOOL_MEMORY)
+    }
+
+    fn within(dir: &Path, limit: usize) -> Self {
+        JunitReport {
+            dir: dir.to_path_buf(),
+            pairs: Vec::new(),
+            spools: Spools {
+                dir: dir.join(SPOOL_DIR),
+                in_memory: 0,
+                limit,
+                files: 0,
+            },
+            case_xml: String::new(),
         }
-        // A line cut short by a crash is skipped here; report.json keeps it verbatim.
-        let Ok(record) = serde_json::from_str::<Line>(&line) else {
-            continue;
+    }
+
+    /// Adds the test case of one `results.jsonl` line, and says whether the call passed;
+    /// `None` for a line that is not a record (one cut short by a crash: skipped here,
+    /// report.json keeps it verbatim).
+    pub fn call(&mut self, line: &str) -> io::Result<Option<bool>> {
+        let Ok(record) = serde_json::from_str::<Line>(line) else {
+            return Ok(None);
         };
-        let key = (record.suite.to_string(), record.provider.to_string());
-        if !pairs.contains_key(&key) {
-            let spool = spools.new_spool()?;
-            pairs.insert(
-                key.clone(),
-                Pair {
+        let (suite, provider) = (&*record.suite, &*record.provider);
+        let index = match self
+            .pairs
+            .iter()
+            .position(|((s, p), _)| s == suite && p == provider)
+        {
+            Some(index) => index,
+            None => {
+                let spool = self.spools.new_spool()?;
+                let pair = Pair {
                     tests: 0,
                     failures: 0,
                     skipped: 0,
                     spool,
-                },
-            );
-        }
-        let Some(pair) = pairs.get_mut(&key) else {
-            continue;
+                };
+                self.pairs
+                    .push(((suite.to_string(), provider.to_string()), pair));
+                self.pairs.len() - 1
+            }
         };
-        case_xml.clear();
-        let outcome = test_case(&record, &key.0, &key.1, &mut case_xml);
+        self.case_xml.clear();
+        let outcome = test_case(&record, suite, provider, &mut self.case_xml);
+        let pair = &mut self.pairs[index].1;
         pair.tests += 1;
         match outcome {
             Outcome::Passed => {}
             Outcome::Failed => pair.failures += 1,
             Outcome::Skipped => pair.skipped += 1,
         }
-        spools.append(&mut pairs, &key, case_xml.as_bytes())?;
+        self.spools
+            .append(&mut self.pairs, index, self.case_xml.as_bytes())?;
+        Ok(Some(matches!(outcome, Outcome::Passed)))
     }
 
-    let path = dir.join("junit.xml");
-    let mut out = BufWriter::new(File::create(&path)?);
-    let (tests, failures, skipped) = pairs.values().fold((0, 0, 0), |(t, f, s), p| {
-        (t + p.tests, f + p.failures, s + p.skipped)
-    });
-    write!(
-        out,
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"{}\" tests=\"{tests}\" skipped=\"{skipped}\" failures=\"{failures}\" errors=\"0\">",
-        escape(&format!("conform run {run_id}"))
-    )?;
-    for ((suite, provider), pair) in pairs {
+    /// Writes `junit.xml` from the spools, makes it durable, and returns its path.
+    pub fn finish(mut self, run_id: &str) -> io::Result<PathBuf> {
+        let mut pairs = std::mem::take(&mut self.pairs);
+        pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let path = self.dir.join("junit.xml");
+        let mut out = BufWriter::new(File::create(&path)?);
+        let (tests, failures, skipped) = pairs
+            .iter()
+            .map(|(_, pair)| pair)
+            .fold((0, 0, 0), |(t, f, s), p| {
+                (t + p.tests, f + p.failures, s + p.skipped)
+            });
         write!(
             out,
-            "\n    <testsuite name=\"{}\" tests=\"{}\" skipped=\"{}\" errors=\"0\" failures=\"{}\">",
-            escape(&format!("{suite} × {provider}")),
-            pair.tests,
-            pair.skipped,
-            pair.failures
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"{}\" tests=\"{tests}\" skipped=\"{skipped}\" failures=\"{failures}\" errors=\"0\">",
+            escape(&format!("conform run {run_id}"))
         )?;
-        match pair.spool {
-            Spool::Memory(held) => out.write_all(&held)?,
-            Spool::File { path, out: spool } => {
-                drop(spool.into_inner().map_err(|e| e.into_error())?);
-                io::copy(&mut File::open(&path)?, &mut out)?;
+        for ((suite, provider), pair) in pairs {
+            write!(
+                out,
+                "\n    <testsuite name=\"{}\" tests=\"{}\" skipped=\"{}\" errors=\"0\" failures=\"{}\">",
+                escape(&format!("{suite} × {provider}")),
+                pair.tests,
+                pair.skipped,
+                pair.failures
+            )?;
+            match pair.spool {
+                Spool::Memory(held) => out.write_all(&held)?,
+                Spool::File { path, out: spool } => {
+                    drop(spool.into_inner().map_err(|e| e.into_error())?);
+                    io::copy(&mut File::open(&path)?, &mut out)?;
+                }
             }
+            out.write_all(b"\n    </testsuite>")?;
         }
-        out.write_all(b"\n    </testsuite>")?;
+        out.write_all(b"\n</testsuites>\n")?;
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        Ok(path)
     }
-    out.write_all(b"\n</testsuites>\n")?;
-    out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-    Ok(path)
+}
+
+impl Drop for JunitReport {
+    fn drop(&mut self) {
+        if self.spools.files > 0 {
+            // Scratch in the run's folder: a spool left behind is only clutter.
+            let _ = std::fs::remove_dir_all(&self.spools.dir);
+        }
+    }
 }
 
 /// The part of a `results.jsonl` line a test case shows, borrowed from the line.
@@ -249,13 +292,16 @@ enum Outcome {
 fn test_case(record: &Line<'_>, suite: &str, provider: &str, out: &mut String) -> Outcome {
     let case = &record.case;
     let repeat = record.repeat;
+    // Escaping maps each character on its own, and `#` and `.` are left as they are: the
+    // parts are escaped straight into `out`, with no copy of each joined name first.
+    out.push_str("\n        <testcase name=\"");
+    escape_into(out, case);
     // Writing to a String cannot fail.
-    let _ = write!(
-        out,
-        "\n        <testcase name=\"{}\" classname=\"{}\"",
-        escape(&format!("{case}#{repeat}")),
-        escape(&format!("{suite}.{provider}"))
-    );
+    let _ = write!(out, "#{repeat}\" classname=\"");
+    escape_into(out, suite);
+    out.push('.');
+    escape_into(out, provider);
+    out.push('"');
     if let Some(ms) = record.latency_ms {
         let _ = write!(out, " time=\"{:.3}\"", ms / 1000.0);
     }
@@ -290,6 +336,12 @@ fn test_case(record: &Line<'_>, suite: &str, provider: &str, out: &mut String) -
 /// dropped, then the five XML specials escaped.
 fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
+    escape_into(&mut out, text);
+    out
+}
+
+/// [`escape`], appended to `out`.
+fn escape_into(out: &mut String, text: &str) {
     for c in text.chars() {
         match c {
             '\x00'..='\x08' | '\x0b' | '\x0c' | '\x0e'..='\x1f' => {}
@@ -301,7 +353,6 @@ fn escape(text: &str) -> String {
             c => out.push(c),
         }
     }
-    out
 }
 
 fn first_finding(record: &Line<'_>) -> Option<(String, String)> {
@@ -319,6 +370,7 @@ mod tests {
     use super::*;
     use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
     use serde_json::{Value, json};
+    use std::collections::BTreeMap;
     use std::time::Duration;
 
     /// The oracle's own reading of a line's first finding.
