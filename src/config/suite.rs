@@ -7,7 +7,6 @@ use minijinja::{Environment, UndefinedBehavior};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::case_files;
 use super::conversation::{self, Conversation, Message, Role, Tool, ToolChoice};
 use super::diagnostic::{self, Diagnostic, Diagnostics};
 use super::expect::{self, Answer, Expect, ExpectedCalls};
@@ -352,7 +351,7 @@ impl CaseRef {
             Some(bytes) => bytes,
             None => {
                 let path = self.path();
-                read = case_files::read(&path)
+                read = std::fs::read(&path)
                     .map_err(|e| Diagnostic::new(&path, format!("cannot read: {e}")))?;
                 &read
             }
@@ -380,7 +379,7 @@ impl Suite {
         self.digest.get_or_init(|| {
             let mut digest = self.digest_head.clone();
             for case in &self.cases {
-                let bytes = case_files::read(&case.path()).unwrap_or_default();
+                let bytes = std::fs::read(case.path()).unwrap_or_default();
                 digest.add(&case.id, &bytes);
             }
             digest.finish()
@@ -396,7 +395,7 @@ impl Suite {
         let mut held = HeldCases::default();
         for case_ref in &self.cases {
             let path = case_ref.path();
-            match case_files::read(&path) {
+            match std::fs::read(&path) {
                 Ok(bytes) => {
                     digest.add(&case_ref.id, &bytes);
                     held.hold(&bytes);
