@@ -402,11 +402,7 @@ async fn connect_sqlite(url: &str, options: &LedgerOptions) -> Result<Store<Sqli
         .synchronous(SqliteSynchronous::Full)
         .busy_timeout(options.busy_timeout)
         .foreign_keys(true);
-    let write = PoolOptions::<Sqlite>::new()
-        .max_connections(1)
-        .acquire_timeout(options.acquire_timeout)
-        .test_before_acquire(false)
-        .connect_with(base.clone())
+    let write = open_sqlite_writer(&base, options)
         .await
         .map_err(connect_error)?;
     let read = PoolOptions::<Sqlite>::new()
@@ -420,6 +416,37 @@ async fn connect_sqlite(url: &str, options: &LedgerOptions) -> Result<Store<Sqli
         read,
         creations,
     })
+}
+
+/// The writer's pool, its first connection made now. Opening a database that other
+/// processes are opening too can fail at once with `SQLITE_BUSY`: setting the journal
+/// mode to WAL takes a lock that SQLite's busy handler does not wait for. That is retried
+/// until `busy_timeout` has passed, as any other lock would be waited for.
+async fn open_sqlite_writer(
+    base: &SqliteConnectOptions,
+    options: &LedgerOptions,
+) -> Result<sqlx::Pool<Sqlite>, sqlx::Error> {
+    const SQLITE_BUSY: &str = "5";
+    let give_up = tokio::time::Instant::now() + options.busy_timeout;
+    let mut wait = Duration::from_millis(5);
+    loop {
+        let opened = PoolOptions::<Sqlite>::new()
+            .max_connections(1)
+            .acquire_timeout(options.acquire_timeout)
+            .test_before_acquire(false)
+            .connect_with(base.clone())
+            .await;
+        match opened {
+            Err(sqlx::Error::Database(e))
+                if e.code().as_deref() == Some(SQLITE_BUSY)
+                    && tokio::time::Instant::now() + wait < give_up =>
+            {
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_millis(200));
+            }
+            opened => return opened,
+        }
+    }
 }
 
 async fn connect_postgres(
