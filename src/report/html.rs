@@ -615,10 +615,10 @@ mod tests {
         decision: &RunOutcome,
     ) -> io::Result<String> {
         let mut examples = Examples::new(&views);
-        let mut lines = crate::report::ResultLines::open(&result.dir)?;
-        while let Some(line) = lines.next_line()? {
+        crate::report::ResultLines::each(&result.dir, |line| {
             examples.call(line);
-        }
+            Ok(())
+        })?;
         render(result, views, decision, examples)
     }
 

@@ -54,10 +54,7 @@ pub fn write(
     targets: &[std::sync::Arc<Target>],
 ) -> io::Result<PathBuf> {
     let mut report = JsonReport::start(result, suites, targets)?;
-    let mut lines = super::ResultLines::open(&result.dir)?;
-    while let Some(line) = lines.next_line()? {
-        report.call(line)?;
-    }
+    super::ResultLines::each(&result.dir, |line| report.call(line))?;
     report.finish()
 }
 

@@ -31,6 +31,16 @@ impl ResultLines {
         })
     }
 
+    /// Hands every line of `results.jsonl` in the run folder `dir` to `each`, in order,
+    /// stopping at the first error.
+    pub fn each(dir: &Path, mut each: impl FnMut(&str) -> io::Result<()>) -> io::Result<()> {
+        let mut lines = Self::open(dir)?;
+        while let Some(line) = lines.next_line()? {
+            each(line)?;
+        }
+        Ok(())
+    }
+
     /// The next line without its line break, as `BufRead::lines` gives it; `None` at the
     /// end of the file.
     pub fn next_line(&mut self) -> io::Result<Option<&str>> {
