@@ -380,7 +380,7 @@ fn one_in_process(calls: u64, wiremock: bool) {
     let suite = Suite::load(&suite_dir).expect("suite");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let (result, wall) = rt.block_on(async {
-        let suites = run::prepare(vec![suite]).expect("prepare");
+        let suites = run::prepare(vec![suite], run::Keep::CaseBytes).expect("prepare");
         let sim_config = ProviderConfig::parse(
             &dir.path().join("providers/sim.toml"),
             &format!(
@@ -414,7 +414,7 @@ fn one(calls: u64, uri: &str) {
     let suite = Suite::load(&suite_dir).expect("suite");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let (result, wall) = rt.block_on(async {
-        let suites = run::prepare(vec![suite]).expect("prepare");
+        let suites = run::prepare(vec![suite], run::Keep::CaseBytes).expect("prepare");
         run_against(dir.path(), &suites, uri).await
     });
     print_one(calls, &result, wall);

@@ -171,7 +171,12 @@ fn verdict_of<'a>(result: &'a RunResult, provider: &str) -> &'a PairVerdict {
 fn prepared(dir: &Path) -> (Arc<run::PreparedSuite>, Arc<AnswerBook>) {
     let suite = Suite::load(dir).unwrap();
     let book = Arc::new(AnswerBook::from_suites(&[&suite]).unwrap());
-    (run::prepare(vec![suite]).unwrap().remove(0), book)
+    (
+        run::prepare(vec![suite], run::Keep::CaseBytes)
+            .unwrap()
+            .remove(0),
+        book,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]

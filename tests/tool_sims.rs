@@ -139,7 +139,9 @@ async fn a_ten_percent_call_as_text_drift_is_revoked_in_every_seeded_run() {
     let dir = lookup_suite(tmp.path());
     let suite = Suite::load(&dir).unwrap();
     let book = Arc::new(AnswerBook::from_suites(&[&suite]).unwrap());
-    let prepared = run::prepare(vec![suite]).unwrap().remove(0);
+    let prepared = run::prepare(vec![suite], run::Keep::CaseBytes)
+        .unwrap()
+        .remove(0);
     let started = std::time::Instant::now();
     let (mut faithful_revoked, mut drift_revoked) = (0, 0);
     let mut recalls = Vec::new();

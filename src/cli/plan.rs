@@ -53,7 +53,7 @@ pub fn print(
     shard: Option<Shard>,
     format: Format,
 ) -> u8 {
-    let suites = match run::prepare(workspace.suites) {
+    let suites = match run::prepare(workspace.suites, run::Keep::Nothing) {
         Ok(suites) => suites,
         Err(problems) => {
             print_problems(&problems);

@@ -266,7 +266,7 @@ async fn execute(
     shard: Option<Shard>,
     budget: Option<f64>,
 ) -> anyhow::Result<Option<(RunResult, bool)>> {
-    let suites = match run::prepare(workspace.suites) {
+    let suites = match run::prepare(workspace.suites, run::Keep::CaseBytes) {
         Ok(suites) => suites,
         Err(problems) => {
             print_problems(&problems);

@@ -6,6 +6,7 @@
 pub mod conversation;
 pub mod diagnostic;
 pub mod expect;
+mod held_cases;
 pub mod json_position;
 pub mod pricing;
 pub mod provider;
@@ -20,14 +21,14 @@ use std::path::{Path, PathBuf};
 pub use conversation::{Conversation, Message, Role, Tool, ToolChoice};
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use expect::{Answer, Expect, ExpectedCall, ExpectedCalls, ToolNames};
+pub use held_cases::HeldCases;
 pub use provider::{
     KeyError, Kind, Limits, ProviderConfig, StructuredOutput, TokenizerConfig, TokenizerKind,
 };
 pub use reference::{DifferentialSpec, RecordedAnswer, RecordedCall, Reference, ReferenceKind};
 pub use slo::Slo;
 pub use suite::{
-    Case, CaseRef, HeldCases, Prompt, Rendered, RuleSpec, StabilitySpec, Suite, ToolRuleSpec,
-    ToolThresholds,
+    Case, CaseRef, Prompt, Rendered, RuleSpec, StabilitySpec, Suite, ToolRuleSpec, ToolThresholds,
 };
 
 /// Where the configuration lives.

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use super::conversation::{self, Conversation, Message, Role, Tool, ToolChoice};
 use super::diagnostic::{self, Diagnostic, Diagnostics};
 use super::expect::{self, Answer, Expect, ExpectedCalls};
+use super::held_cases::HeldCases;
 use super::reference::{DifferentialSpec, Reference, ReferenceKind};
 use super::schema_file;
 
@@ -294,46 +295,6 @@ pub struct Rendered {
     pub conversation: Option<Conversation>,
 }
 
-/// The bytes of a suite's first cases as its pre-flight read them, up to
-/// [`HeldCases::LIMIT`] in all, in one buffer. A run sends these cases without opening
-/// their files again (five system calls a call), and sends exactly the bytes the suite's
-/// digest was made of; the cases past the limit are read again when their turn comes, so
-/// memory stays bounded whatever the number of cases.
-#[derive(Debug, Default)]
-pub struct HeldCases {
-    bytes: Vec<u8>,
-    /// Where each held case ends in `bytes`: case `i` is held when `i < ends.len()`.
-    ends: Vec<u32>,
-    /// A case did not fit (or could not be read): none after it is held.
-    full: bool,
-}
-
-impl HeldCases {
-    /// At most this many bytes of cases are held (about 3,500 cases of 150 bytes): a
-    /// run's peak memory with a simulated provider at 100,000 calls stays under 32 MiB.
-    pub const LIMIT: usize = 512 * 1024;
-
-    fn hold(&mut self, case: &[u8]) {
-        if self.full || self.bytes.len() + case.len() > Self::LIMIT {
-            self.full = true;
-            return;
-        }
-        self.bytes.extend_from_slice(case);
-        // Within LIMIT, so it fits in a u32.
-        self.ends.push(self.bytes.len() as u32);
-    }
-
-    /// Case `index`'s bytes, when they are held.
-    pub fn get(&self, index: usize) -> Option<&[u8]> {
-        let end = *self.ends.get(index)? as usize;
-        let start = match index.checked_sub(1) {
-            Some(before) => self.ends[before] as usize,
-            None => 0,
-        };
-        self.bytes.get(start..end)
-    }
-}
-
 impl CaseRef {
     /// `cases/<id>.json`.
     pub fn path(&self) -> PathBuf {
@@ -388,9 +349,13 @@ impl Suite {
 
     /// Reads every case once, in order, and hands each to `each` with its reference (the
     /// pre-flight of a run); the bytes read make [`Suite::digest`] on the way, so the
-    /// cases are not read again for it. Returns the first cases' bytes, up to
-    /// [`HeldCases::LIMIT`] in all: the run sends those without reading them again.
-    pub fn each_case(&self, mut each: impl FnMut(&CaseRef, Result<Case, Diagnostic>)) -> HeldCases {
+    /// cases are not read again for it. With `keep`, returns the bytes read
+    /// ([`HeldCases`]): the run sends those without reading the files again.
+    pub fn each_case(
+        &self,
+        keep: bool,
+        mut each: impl FnMut(&CaseRef, Result<Case, Diagnostic>),
+    ) -> HeldCases {
         let mut digest = self.digest_head.clone();
         let mut held = HeldCases::default();
         for case_ref in &self.cases {
@@ -398,11 +363,13 @@ impl Suite {
             match std::fs::read(&path) {
                 Ok(bytes) => {
                     digest.add(&case_ref.id, &bytes);
-                    held.hold(&bytes);
+                    if keep {
+                        held.hold(&bytes);
+                    }
                     each(case_ref, case_ref.parse(&bytes));
                 }
                 Err(e) => {
-                    held.full = true;
+                    held.skip();
                     digest.add(&case_ref.id, &[]);
                     each(
                         case_ref,
@@ -414,6 +381,7 @@ impl Suite {
         // A digest made by another caller meanwhile is of the same bytes, unless a case
         // changed between the two reads; the first one stays.
         let _ = self.digest.set(digest.finish());
+        held.finish();
         held
     }
 
@@ -1051,21 +1019,33 @@ mod tests {
     }
 
     #[test]
-    fn held_cases_stop_at_the_limit_and_never_skip_one() {
-        let mut held = HeldCases::default();
-        let big = vec![b' '; HeldCases::LIMIT / 2 - 10];
-        for case in [&big[..], &big, &big, b"{}"] {
-            held.hold(case);
+    fn cases_past_the_memory_limit_are_sent_as_the_pre_flight_read_them() {
+        let n = 6;
+        let dir = suite_of(n, usize::MAX);
+        let big = |i: usize, fill: char| {
+            let text: String = std::iter::repeat_n(fill, HeldCases::LIMIT / 4).collect();
+            format!(r#"{{"vars":{{"text":"{i} {text}"}}}}"#)
+        };
+        let path = |i: usize| dir.path().join(format!("cases/{i:03}.json"));
+        for i in 0..n {
+            std::fs::write(path(i), big(i, 'a')).expect("case");
         }
-        assert_eq!(held.get(0), Some(&big[..]));
-        assert_eq!(held.get(1), Some(&big[..]));
-        assert_eq!(held.get(2), None, "over the limit");
-        assert_eq!(
-            held.get(3),
-            None,
-            "it would fit, but the case before it is not held"
-        );
-        assert!(held.bytes.len() <= HeldCases::LIMIT);
+        let suite = Suite::load(dir.path()).expect("suite");
+        let held = suite.each_case(true, |_, loaded| assert!(loaded.is_ok()));
+        for i in 0..n {
+            std::fs::write(path(i), big(i, 'b')).expect("a case changed after the pre-flight");
+        }
+        for i in 0..n {
+            let case = suite.cases[i]
+                .load_from(held.get(i).as_deref())
+                .expect("case");
+            let text = case.vars["text"].as_str().unwrap_or_default();
+            assert!(
+                text.starts_with(&format!("{i} a")),
+                "case {i}: {}",
+                &text[..8]
+            );
+        }
     }
 
     #[test]
@@ -1074,7 +1054,7 @@ mod tests {
         let dir = suite_of(n, 101);
         let suite = Suite::load(dir.path()).expect("suite");
         let mut seen = Vec::new();
-        let held = suite.each_case(|case_ref, loaded| {
+        let held = suite.each_case(true, |case_ref, loaded| {
             let loaded = loaded
                 .map(|case| case.vars["text"].as_str().unwrap_or_default().to_string())
                 .map_err(|d| d.to_string());
@@ -1083,7 +1063,11 @@ mod tests {
         assert_eq!(seen.len(), n, "every case handed over once");
         for i in 0..n {
             let file = std::fs::read(dir.path().join(format!("cases/{i:03}.json"))).expect("case");
-            assert_eq!(held.get(i), Some(&file[..]), "case {i} held as read");
+            assert_eq!(
+                held.get(i).as_deref(),
+                Some(&file[..]),
+                "case {i} held as read"
+            );
         }
         assert_eq!(held.get(n), None);
         for (i, (id, loaded)) in seen.iter().enumerate() {

@@ -9,6 +9,7 @@
 pub mod anthropic;
 pub(crate) mod anthropic_stream;
 pub mod completion;
+mod encoded;
 pub mod error;
 pub mod gemini;
 pub(crate) mod gemini_stream;
@@ -24,6 +25,7 @@ pub mod sse;
 pub(crate) mod stream;
 mod streamed;
 pub mod tape;
+mod template;
 pub mod transport;
 
 use std::sync::Arc;
@@ -32,6 +34,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 pub use completion::{Completion, Finish, FinishKind, Reply, ToolCall, Usage};
+pub use encoded::Encoded;
 pub use error::{CallError, Effect, ErrorKind, Served};
 pub use policy::Stage;
 pub use transport::Transport;

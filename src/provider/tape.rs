@@ -81,7 +81,7 @@ impl Recorder {
     pub fn record(
         &self,
         request_digest: &str,
-        request: &Value,
+        request: &[u8],
         status: u16,
         headers: &HeaderMap,
         body: &[u8],
@@ -92,7 +92,8 @@ impl Recorder {
         };
         let exchange = Exchange {
             request_digest: request_digest.to_string(),
-            request: serde_json::from_str(&scrub(&request.to_string())).unwrap_or(Value::Null),
+            request: serde_json::from_str(&scrub(&String::from_utf8_lossy(request)))
+                .unwrap_or(Value::Null),
             status,
             headers: headers
                 .iter()
@@ -229,7 +230,8 @@ mod tests {
         headers.insert("set-cookie", HeaderValue::from_static("session=abc"));
         headers.insert("x-api-key-echo", HeaderValue::from_str(key).unwrap());
         headers.insert("retry-after", HeaderValue::from_static("1"));
-        let request = json!({"messages": [{"content": format!("echo {key}")}]});
+        let request =
+            serde_json::to_vec(&json!({"messages": [{"content": format!("echo {key}")}]})).unwrap();
         recorder.record("d1", &request, 429, &headers, b"slow down");
         recorder.record(
             "d1",

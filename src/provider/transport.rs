@@ -10,7 +10,8 @@ use backon::{ExponentialBuilder, Retryable};
 use super::error::{CallError, ErrorKind};
 use super::limits::Limiter;
 use super::tape::{Recorder, Replayer};
-use super::{CallSpec, Completion, Reply, WireFormat, WireRequest};
+use super::template::Templates;
+use super::{CallSpec, Completion, Encoded, Reply, WireFormat, WireRequest};
 use crate::config::ProviderConfig;
 use crate::secret::Secret;
 
@@ -121,6 +122,8 @@ pub struct Endpoint {
     sent: AtomicU64,
     /// The last URL parsed, and what it parsed to: nearly every call goes to the same one.
     last_url: std::sync::Mutex<Option<(String, reqwest::Url)>>,
+    /// Each shape of prompt call's request, encoded once and filled in for every call.
+    templates: Templates,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -157,6 +160,7 @@ impl Endpoint {
             tape: None,
             sent: AtomicU64::new(0),
             last_url: std::sync::Mutex::new(None),
+            templates: Templates::default(),
         }
     }
 
@@ -183,38 +187,32 @@ impl Endpoint {
 
     /// Encodes `call` for this provider once: every attempt sends these bytes.
     pub fn encode(&self, call: &CallSpec<'_>) -> Encoded {
-        self.encode_as(&self.config, call)
+        self.templates.encode(
+            call,
+            |call| self.wire.encode(call, &self.config, self.key.as_ref()),
+            |request| self.finish(request),
+        )
     }
 
     fn encode_as(&self, config: &ProviderConfig, call: &CallSpec<'_>) -> Encoded {
-        let WireRequest {
-            url,
-            mut headers,
-            body,
-        } = self.wire.encode(call, config, self.key.as_ref());
-        headers.entry(reqwest::header::CONTENT_TYPE).or_insert(
-            reqwest::header::HeaderValue::from_static("application/json"),
-        );
-        Encoded {
-            url: self.parse_url(url),
-            headers,
-            // Serialising our own Value cannot fail.
-            bytes: serde_json::to_vec(&body).unwrap_or_default(),
-            digest: crate::digest::canonical_json(&body),
-            body,
-        }
+        self.finish(self.wire.encode(call, config, self.key.as_ref()))
+    }
+
+    fn finish(&self, request: WireRequest) -> Encoded {
+        let url = self.parse_url(&request.url);
+        Encoded::of(request, url)
     }
 
     /// Parses `url`, or reuses the parse of the same URL the call before.
-    fn parse_url(&self, url: String) -> Result<reqwest::Url, String> {
+    fn parse_url(&self, url: &str) -> Result<reqwest::Url, String> {
         let mut last = self.last_url.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((text, parsed)) = last.as_ref()
-            && *text == url
+            && text == url
         {
             return Ok(parsed.clone());
         }
-        let parsed = reqwest::Url::parse(&url).map_err(|_| url.clone())?;
-        *last = Some((url, parsed.clone()));
+        let parsed = reqwest::Url::parse(url).map_err(|_| url.to_string())?;
+        *last = Some((url.to_string(), parsed.clone()));
         Ok(parsed)
     }
 
@@ -354,7 +352,7 @@ impl Endpoint {
         }
         let total = started.elapsed();
         if let Some(Tape::Record(tape)) = &self.tape {
-            tape.record(&request.digest, &request.body, status, &headers, &body);
+            tape.record(&request.digest, &request.bytes, status, &headers, &body);
         }
         let reply = self.answer(config.stream, status, &headers, &body)?;
         let streamed = config.stream.then_some(body.as_slice());
@@ -463,25 +461,6 @@ impl Arrivals {
 
 fn is_success(status: u16) -> bool {
     (200..300).contains(&status)
-}
-
-/// One call's request, encoded once for every attempt: the bytes sent, and the digest of
-/// the body (RFC 8785 canonical JSON; the key travels in a header and is not part of it),
-/// which the call's record and a tape key it by.
-pub struct Encoded {
-    /// Parsed once: a malformed `base_url` fails the call, as the client would.
-    url: Result<reqwest::Url, String>,
-    headers: reqwest::header::HeaderMap,
-    body: serde_json::Value,
-    bytes: Vec<u8>,
-    digest: String,
-}
-
-impl Encoded {
-    /// `sha256:<hex>` of the request body.
-    pub fn digest(&self) -> &str {
-        &self.digest
-    }
 }
 
 /// The URL as an error may show it: `scheme://host:port/path`. No query, fragment or

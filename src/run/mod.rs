@@ -43,12 +43,15 @@ pub struct PreparedSuite {
     pub checks: Checks,
     /// The first cases' bytes as [`prepare`] read them: sent without reading them again.
     held: HeldCases,
+    /// [`schema_name`] of the suite's name, which every call's request carries.
+    schema_name: String,
 }
 
 impl PreparedSuite {
     pub fn new(suite: Suite) -> Result<Self, Diagnostics> {
         let checks = Checks::for_suite(&suite)?;
         Ok(PreparedSuite {
+            schema_name: schema_name(&suite.name),
             suite,
             checks,
             held: HeldCases::default(),
@@ -56,13 +59,22 @@ impl PreparedSuite {
     }
 }
 
+/// What a pre-flight keeps of the cases it read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Every case's bytes, for a run to send ([`HeldCases`]).
+    CaseBytes,
+    /// Nothing: the command sends no case (`check`, `plan`, `merge`).
+    Nothing,
+}
+
 /// The pre-flight every run and `conform check` share: every case of every suite loads
 /// and renders, and every suite's checks compile. Returns every problem, not the first.
-pub fn prepare(suites: Vec<Suite>) -> Result<Vec<Arc<PreparedSuite>>, Diagnostics> {
+pub fn prepare(suites: Vec<Suite>, keep: Keep) -> Result<Vec<Arc<PreparedSuite>>, Diagnostics> {
     let mut problems = Diagnostics::default();
     let mut prepared = Vec::with_capacity(suites.len());
     for suite in suites {
-        let held = suite.each_case(|case_ref, loaded| match loaded {
+        let held = suite.each_case(keep == Keep::CaseBytes, |case_ref, loaded| match loaded {
             Ok(case) => {
                 let path = case_ref.path();
                 problems.extend(suite.case_problems(&case, &path));
@@ -376,7 +388,7 @@ async fn call_one(
     if let Some(why) = target.halted() {
         return not_run(why);
     }
-    let case = match case_ref.load_from(prepared.held.get(item.case)) {
+    let case = match case_ref.load_from(prepared.held.get(item.case).as_deref()) {
         Ok(case) => case,
         Err(d) => return not_run(d.to_string()),
     };
@@ -388,7 +400,7 @@ async fn call_one(
     let call = CallSpec {
         prompt,
         schema: &suite.schema,
-        schema_name: &schema_name(&suite.name),
+        schema_name: &prepared.schema_name,
         conversation: rendered.conversation.as_ref(),
     };
     let counted = target

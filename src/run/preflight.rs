@@ -71,7 +71,7 @@ pub fn preflight(workspace: Workspace, probes_path: &Path, primary: Option<&str>
         )),
     }
     found.problems.extend(budget_problems(&workspace));
-    if let Err(more) = super::prepare(workspace.suites) {
+    if let Err(more) = super::prepare(workspace.suites, super::Keep::Nothing) {
         found.problems.extend(more);
     }
     found
