@@ -76,7 +76,7 @@ pub fn conclude(
         report::json::JsonReport::start(result, suites, targets).map_err(write("report.json"))?;
     let mut junit = report::junit::JunitReport::start(&result.dir);
     let mut examples = report::html::Examples::new(&report::json::verdict_views(result, targets));
-    let results = result.dir.join("results.jsonl");
+    let results = report::ResultLines::path(&result.dir);
     let read = |source| ConcludeError::Read {
         path: results.clone(),
         source,

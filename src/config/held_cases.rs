@@ -9,12 +9,12 @@ use std::os::unix::fs::FileExt;
 /// [`HeldCases::LIMIT`] in all, in one buffer, and the rest in an unnamed temporary file,
 /// which lives in the page cache rather than in the process. A run sends every case
 /// without opening its file again (a read from the temporary file is one system call; a
-/// case file's open, size, read and close were four), and sends exactly the bytes the
+/// case file's open, size, two reads and close are five), and sends exactly the bytes the
 /// suite's digest was made of, even if a case file changes while the run goes on.
 ///
 /// A case the pre-flight could not read, or could not keep (no temporary file could be
 /// made or written), is not held, nor is any after it: those are read from their files
-/// when their turn comes, as before.
+/// when their turn comes.
 #[derive(Debug, Default)]
 pub struct HeldCases {
     bytes: Vec<u8>,
@@ -54,12 +54,12 @@ impl HeldCases {
         else {
             return self.skip();
         };
-        if matches!(self.spill, Spill::None) && end as usize <= Self::LIMIT {
-            self.bytes.extend_from_slice(case);
-            self.ends.push(end);
-            return;
-        }
         if matches!(self.spill, Spill::None) {
+            if end as usize <= Self::LIMIT {
+                self.bytes.extend_from_slice(case);
+                self.ends.push(end);
+                return;
+            }
             // 64 KiB between writes: a few hundred system calls for 100,000 cases.
             match tempfile::tempfile() {
                 Ok(file) => self.spill = Spill::Writing(BufWriter::with_capacity(1 << 16, file)),
@@ -79,15 +79,13 @@ impl HeldCases {
         self.full = true;
     }
 
-    /// No case from here on is held; those in the spill file are not either, when it
-    /// could not be written.
+    /// The spill file could not be made or written: no case from here on is held, nor
+    /// any in the file.
     fn stop(&mut self, why: &std::io::Error) {
         tracing::debug!(error = %why, "cases past the first ones are read from their files again");
         self.full = true;
-        if !matches!(self.spill, Spill::Written(_)) {
-            self.ends.retain(|&end| end as usize <= self.bytes.len());
-            self.spill = Spill::None;
-        }
+        self.ends.retain(|&end| end as usize <= self.bytes.len());
+        self.spill = Spill::None;
     }
 
     /// Ends the pre-flight's writing: the spill file is read from now on.

@@ -13,7 +13,7 @@ pub mod terminal;
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// `results.jsonl` read back line by line into one buffer: the single pass `report.json`,
 /// `junit.xml` and `report.html` are all fed from at the end of a run.
@@ -23,10 +23,15 @@ pub struct ResultLines {
 }
 
 impl ResultLines {
+    /// `results.jsonl` in the run folder `dir`.
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join("results.jsonl")
+    }
+
     /// Opens `results.jsonl` in the run folder `dir`.
     pub fn open(dir: &Path) -> io::Result<Self> {
         Ok(ResultLines {
-            reader: BufReader::with_capacity(64 * 1024, File::open(dir.join("results.jsonl"))?),
+            reader: BufReader::with_capacity(64 * 1024, File::open(Self::path(dir))?),
             line: String::new(),
         })
     }

@@ -41,7 +41,7 @@ use tallies::Tallies;
 pub struct PreparedSuite {
     pub suite: Suite,
     pub checks: Checks,
-    /// The first cases' bytes as [`prepare`] read them: sent without reading them again.
+    /// Every case's bytes as [`prepare`] read them: sent without reading the files again.
     held: HeldCases,
     /// [`schema_name`] of the suite's name, which every call's request carries.
     schema_name: String,
