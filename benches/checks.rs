@@ -120,16 +120,19 @@ fn main() {
             .collect();
         // Every output must pass, or the benchmark would time the short way out.
         for (case, reply, tokens) in &prepared {
-            let outcomes = loaded.checks.evaluate(
-                &loaded.suite,
-                case,
-                &provider,
-                Ok(reply),
-                CallFacts {
-                    now: 1_800_000_000,
-                    tokens: Some(tokens),
-                },
-            );
+            let outcomes = loaded
+                .checks
+                .evaluate(
+                    &loaded.suite,
+                    case,
+                    &provider,
+                    Ok(reply),
+                    CallFacts {
+                        now: 1_800_000_000,
+                        tokens: Some(tokens),
+                    },
+                )
+                .outcomes;
             assert!(all_passed(&outcomes), "{}: {outcomes:?}", case.id);
         }
         let mut i = 0;
@@ -288,7 +291,9 @@ fn tool_calls(provider: &ProviderConfig, o200k: &Tiktoken, budget: Duration) {
         tokens: Some(tokens),
     };
     for (case, reply, tokens) in &prepared {
-        let outcomes = checks.evaluate(&suite, case, provider, Ok(reply), facts(tokens));
+        let outcomes = checks
+            .evaluate(&suite, case, provider, Ok(reply), facts(tokens))
+            .outcomes;
         assert!(all_passed(&outcomes), "{}: {outcomes:?}", case.id);
     }
     println!("Checks per output with tool calls (support-agent, six tools, tool rules):");

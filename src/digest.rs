@@ -37,7 +37,7 @@ pub fn canonical<T: Serialize>(value: &T) -> String {
 pub fn canonical_json(value: &serde_json::Value) -> String {
     // Written to memory, then hashed once: hashing each key, comma and quote as it is
     // written cost more than the copy (a request is a few kilobytes).
-    let mut canonical = Vec::with_capacity(4096);
+    let mut canonical = Vec::with_capacity(256);
     // A serde_json value holds no NaN or infinity, and a Vec never refuses a write; were
     // either to fail, the digest is of what was written, as `canonical` falls back too.
     let _ = write_canonical(value, &mut canonical);

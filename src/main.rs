@@ -15,7 +15,8 @@ fn main() -> ExitCode {
     // the other workers, and every request and its response would wake a thread across
     // cores: a third of a call's CPU went to those context switches. `serve` and the
     // scenarios spread their work over every core.
-    let mut builder = if args.command.runs_on_one_thread() {
+    let one_thread = args.command.runs_on_one_thread();
+    let mut builder = if one_thread {
         tokio::runtime::Builder::new_current_thread()
     } else {
         tokio::runtime::Builder::new_multi_thread()
@@ -27,11 +28,19 @@ fn main() -> ExitCode {
             return ExitCode::from(cli::EXIT_CONFIG);
         }
     };
-    match runtime.block_on(cli::dispatch(args)) {
+    let code = match runtime.block_on(cli::dispatch(args)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(cli::EXIT_CONFIG)
         }
+    };
+    if one_thread {
+        // Everything a run writes is written and synced by now. Shutting the runtime
+        // down would deregister and close each of the run's connections (64 by default)
+        // one system call at a time, a few milliseconds; the process ends here, and its
+        // end closes them all.
+        std::mem::forget(runtime);
     }
+    code
 }

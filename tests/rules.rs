@@ -126,13 +126,15 @@ fn a_rule_that_multiplies_a_string_fails_with_the_error_text() {
     let suite = Suite::load(&tmp.path().join("fixtures/orders")).unwrap();
     let checks = Checks::for_suite(&suite).unwrap();
     let case = suite.cases[0].load().unwrap();
-    let outcomes = checks.evaluate(
-        &suite,
-        &case,
-        &local_provider(),
-        Ok(&reply(r#"{"currency": "USD", "total": 12}"#)),
-        CallFacts::default(),
-    );
+    let outcomes = checks
+        .evaluate(
+            &suite,
+            &case,
+            &local_provider(),
+            Ok(&reply(r#"{"currency": "USD", "total": 12}"#)),
+            CallFacts::default(),
+        )
+        .outcomes;
     let rules = outcomes.iter().find(|o| o.check == "rules").unwrap();
     assert_eq!(rules.status, Status::Fail);
     let error = &rules.findings[0];
@@ -183,13 +185,15 @@ fn shipped_rules_compile_and_hold_on_every_expected_answer() {
                 .expected
                 .clone()
                 .expect("every shipped case with a JSON answer has an expected answer");
-            let outcomes = checks.evaluate(
-                &suite,
-                &case,
-                &provider,
-                Ok(&reply(&expected.to_string())),
-                CallFacts { now, tokens: None },
-            );
+            let outcomes = checks
+                .evaluate(
+                    &suite,
+                    &case,
+                    &provider,
+                    Ok(&reply(&expected.to_string())),
+                    CallFacts { now, tokens: None },
+                )
+                .outcomes;
             for o in &outcomes {
                 assert_eq!(
                     o.status,
@@ -219,13 +223,15 @@ fn a_date_in_the_future_fails_against_the_run_clock() {
     answer["issue_date"] = json!("2031-01-01");
     answer["due_date"] = json!(null);
     let now = time::macros::datetime!(2026-09-01 0:00 UTC).unix_timestamp();
-    let outcomes = checks.evaluate(
-        &suite,
-        &case,
-        &local_provider(),
-        Ok(&reply(&answer.to_string())),
-        CallFacts { now, tokens: None },
-    );
+    let outcomes = checks
+        .evaluate(
+            &suite,
+            &case,
+            &local_provider(),
+            Ok(&reply(&answer.to_string())),
+            CallFacts { now, tokens: None },
+        )
+        .outcomes;
     let rules = outcomes.iter().find(|o| o.check == "rules").unwrap();
     let names: Vec<_> = rules
         .findings

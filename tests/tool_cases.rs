@@ -62,16 +62,18 @@ fn outcomes_on(kind: &str, id: &str, reply: &Reply) -> Vec<Outcome> {
     let suite = suite();
     let checks = Checks::for_suite(&suite).unwrap();
     let case = case(&suite, id);
-    checks.evaluate(
-        &suite,
-        &case,
-        &provider(kind),
-        Ok(reply),
-        CallFacts {
-            now: 1_800_000_000,
-            tokens: None,
-        },
-    )
+    checks
+        .evaluate(
+            &suite,
+            &case,
+            &provider(kind),
+            Ok(reply),
+            CallFacts {
+                now: 1_800_000_000,
+                tokens: None,
+            },
+        )
+        .outcomes
 }
 
 fn tool_findings(outcomes: &[Outcome]) -> Vec<Finding> {
@@ -392,16 +394,18 @@ fn the_shipped_suite_holds_on_the_calls_it_expects() {
         } else {
             "tool_calls"
         };
-        let out = checks.evaluate(
-            &suite,
-            &case,
-            &provider("openai-compatible"),
-            Ok(&reply(&text, made, finish)),
-            CallFacts {
-                now: 1_800_000_000,
-                tokens: None,
-            },
-        );
+        let out = checks
+            .evaluate(
+                &suite,
+                &case,
+                &provider("openai-compatible"),
+                Ok(&reply(&text, made, finish)),
+                CallFacts {
+                    now: 1_800_000_000,
+                    tokens: None,
+                },
+            )
+            .outcomes;
         assert!(all_passed(&out), "{}: {out:#?}", case.id);
     }
     // What the suite is made of: realistic multi-turn support, with cases that must not

@@ -263,7 +263,8 @@ impl Checks {
         })
     }
 
-    /// Every check's outcome for one call, in pipeline order.
+    /// Every check's outcome for one call, in pipeline order, and the answer as the JSON
+    /// check parsed it, so that the runner digests that value instead of parsing it again.
     pub fn evaluate(
         &self,
         suite: &Suite,
@@ -271,7 +272,7 @@ impl Checks {
         provider: &ProviderConfig,
         result: Result<&Reply, &CallError>,
         facts: CallFacts<'_>,
-    ) -> Vec<Outcome> {
+    ) -> Judged {
         let reply = match result {
             Err(error) => {
                 let mut outcomes = vec![transport::outcome_of_error(error)];
@@ -285,7 +286,10 @@ impl Checks {
                         tokens::input_findings(t),
                     ));
                 }
-                return outcomes;
+                return Judged {
+                    outcomes,
+                    text_json: None,
+                };
             }
             Ok(reply) => reply,
         };
@@ -294,15 +298,16 @@ impl Checks {
         // A request that declares tools is answered in its text, not in a forced call;
         // a case that expects calls or text has no JSON answer to parse at all.
         let json_answer = matches!(case.answer(), Answer::Json);
+        let of_text = !suite.is_request(case) || suite.tools_for(case).is_empty();
         let parsed = if !json_answer {
             None
-        } else if suite.is_request(case) && !suite.tools_for(case).is_empty() {
+        } else if of_text {
+            Some(json::parse_strict(&reply.text, provider.structured_output))
+        } else {
             Some(json::parse_strict(
                 reply.content(),
                 provider.structured_output,
             ))
-        } else {
-            Some(json::parse_strict(&reply.text, provider.structured_output))
         };
         match &parsed {
             None => {}
@@ -323,18 +328,28 @@ impl Checks {
         for check in self.after_reply.iter().filter(|c| c.applies(&subject)) {
             outcomes.push(check.check(&subject));
         }
-        if !json_answer {
-            return outcomes;
+        if json_answer {
+            for check in self.after_parse.iter().filter(|c| c.applies(&subject)) {
+                outcomes.push(if subject.output.is_some() {
+                    check.check(&subject)
+                } else {
+                    Outcome::skip(check.name())
+                });
+            }
         }
-        for check in self.after_parse.iter().filter(|c| c.applies(&subject)) {
-            outcomes.push(if subject.output.is_some() {
-                check.check(&subject)
-            } else {
-                Outcome::skip(check.name())
-            });
+        Judged {
+            outcomes,
+            text_json: parsed.filter(|_| of_text).and_then(Result::ok),
         }
-        outcomes
     }
+}
+
+/// What [`Checks::evaluate`] found of one call.
+#[derive(Debug)]
+pub struct Judged {
+    pub outcomes: Vec<Outcome>,
+    /// The reply's whole text as JSON, when the JSON check parsed that text and it parsed.
+    pub text_json: Option<Value>,
 }
 
 /// Whether every outcome passed (skips count as failures: nothing unchecked is green).

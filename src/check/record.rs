@@ -102,6 +102,19 @@ pub fn output_digest(text: &str) -> String {
     }
 }
 
+/// [`reply_digest`] when the reply's text has been parsed already: `text_json` is that
+/// text as JSON (`None` when it was not parsed, or did not parse).
+pub fn reply_digest_parsed(
+    text: &str,
+    calls: &[ToolCall],
+    text_json: Option<&serde_json::Value>,
+) -> String {
+    match text_json {
+        Some(value) if calls.is_empty() => crate::digest::canonical_json(value),
+        _ => reply_digest(text, calls),
+    }
+}
+
 /// The digest repeats are compared by when the answer may hold tool calls: the text's
 /// digest when it made none; else the canonical JSON of its text and of every call's name
 /// and (parsed) arguments, so that argument spacing does not count as disagreement.

@@ -3,6 +3,7 @@
 //! Loading never stops at the first problem: every file is read and every problem is
 //! returned as a [`Diagnostic`] naming the file, the line and the field.
 
+mod case_reader;
 pub mod conversation;
 pub mod diagnostic;
 pub mod expect;

@@ -210,8 +210,8 @@ pub struct CaseRef {
     /// inline, without an allocation of their own).
     pub id: compact_str::CompactString,
     /// The suite's `cases/` folder, shared by all its cases: a suite of 100,000 cases
-    /// holds 100,000 names, not 100,000 paths.
-    dir: Arc<Path>,
+    /// holds 100,000 names, not 100,000 paths. A thin pointer: 32 bytes a case, not 40.
+    pub(super) dir: Arc<PathBuf>,
 }
 
 /// One real input: the template variables and, optionally, the expected answer; or a
@@ -358,22 +358,28 @@ impl Suite {
     ) -> HeldCases {
         let mut digest = self.digest_head.clone();
         let mut held = HeldCases::default();
+        if keep {
+            held.expect(self.cases.len());
+        }
+        let mut reader = super::case_reader::CaseReader::default();
         for case_ref in &self.cases {
-            let path = case_ref.path();
-            match std::fs::read(&path) {
+            match reader.read(case_ref) {
                 Ok(bytes) => {
-                    digest.add(&case_ref.id, &bytes);
+                    digest.add(&case_ref.id, bytes);
                     if keep {
-                        held.hold(&bytes);
+                        held.hold(bytes);
                     }
-                    each(case_ref, case_ref.parse(&bytes));
+                    each(case_ref, case_ref.parse(bytes));
                 }
                 Err(e) => {
                     held.skip();
                     digest.add(&case_ref.id, &[]);
                     each(
                         case_ref,
-                        Err(Diagnostic::new(&path, format!("cannot read: {e}"))),
+                        Err(Diagnostic::new(
+                            &case_ref.path(),
+                            format!("cannot read: {e}"),
+                        )),
                     );
                 }
             }
@@ -974,7 +980,7 @@ fn list_cases(dir: &Path, problems: &mut Diagnostics) -> Vec<CaseRef> {
             return Vec::new();
         }
     };
-    let shared: Arc<Path> = Arc::from(dir);
+    let shared = Arc::new(dir.to_path_buf());
     let mut cases: Vec<CaseRef> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
@@ -987,7 +993,9 @@ fn list_cases(dir: &Path, problems: &mut Diagnostics) -> Vec<CaseRef> {
             })
         })
         .collect();
-    cases.sort_by(|a, b| a.id.cmp(&b.id));
+    // Names in one folder are unique, so an unstable sort orders them the same, in place:
+    // a stable one takes a buffer as large as the list (4 MB for 100,000 cases).
+    cases.sort_unstable_by(|a, b| a.id.cmp(&b.id));
     // The list lives as long as the run: not a slot more than the cases.
     cases.shrink_to_fit();
     cases

@@ -315,7 +315,7 @@ impl Endpoint {
             .await
             .map_err(|e| from_reqwest(&e, url, None))?;
         let status = response.status().as_u16();
-        let headers = response.headers().clone();
+        let headers = std::mem::take(response.headers_mut());
         // Read chunk by chunk, noting when each arrived: a stream's first token is timed
         // by the chunk that completed the event carrying it.
         let mut body = Vec::new();

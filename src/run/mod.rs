@@ -470,13 +470,14 @@ async fn call_one(
         now,
         tokens: counted.as_ref(),
     };
-    record.checks = prepared.checks.evaluate(
+    let judged = prepared.checks.evaluate(
         suite,
         &case,
         config,
         result.as_ref().map(|c| &c.reply),
         facts,
     );
+    record.checks = judged.outcomes;
     // The same case unstreamed, when the suite asks streamed answers to agree with it
     // (a streamed call that failed has nothing to agree).
     if suite.stream_agreement && config.stream && result.is_ok() {
@@ -523,9 +524,10 @@ async fn call_one(
             record.served_model = reply.served_model;
             record.system_fingerprint = reply.system_fingerprint;
             record.finish = Some(reply.finish);
-            record.output_digest = Some(crate::check::record::reply_digest(
+            record.output_digest = Some(crate::check::record::reply_digest_parsed(
                 &reply.text,
                 &reply.tool_calls,
+                judged.text_json.as_ref(),
             ));
             record.output = Some(truncate(&reply.text, MAX_OUTPUT));
             record.tool_calls = reply.tool_calls;

@@ -32,11 +32,13 @@ pub const RATE_LIMITED_REQUESTS: u64 = 3;
 /// The expected answer of every case, by prompt.
 #[derive(Debug, Default)]
 pub struct AnswerBook {
-    /// By the first 128 bits of the SHA-256 of the user messages (two prompts of a
-    /// suite colliding there is as likely as never), as bytes: a `u128` would pad each
-    /// slot to 32 bytes. Equal answers are shared, so that a suite of many cases with few
-    /// distinct answers costs little more than its keys.
-    answers: HashMap<[u8; 16], Arc<Entry>>,
+    /// Sorted by the first 128 bits of the SHA-256 of the user messages (two prompts of
+    /// a suite colliding there is as likely as never), each with its answer's place in
+    /// `entries`: 20 bytes a case, where a hash map of shared answers took 33.
+    keys: Vec<([u8; 16], u32)>,
+    /// Every distinct answer once: a suite of many cases with few distinct answers costs
+    /// little more than its keys.
+    entries: Vec<Entry>,
 }
 
 /// What a simulation answers to one case.
@@ -54,12 +56,14 @@ impl AnswerBook {
     /// that a simulation cannot tell apart (the same user messages) but answer
     /// differently.
     pub fn from_suites(suites: &[&Suite]) -> Result<AnswerBook, Diagnostics> {
-        // Sized once: growing by doubling would hold the old table beside the new one.
-        let mut book = AnswerBook {
-            answers: HashMap::with_capacity(suites.iter().map(|s| s.cases.len()).sum()),
-        };
         let mut problems = Diagnostics::default();
-        let mut distinct: HashMap<String, Arc<Entry>> = HashMap::new();
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut distinct: HashMap<String, u32> = HashMap::new();
+        // Every case's key, its answer and its place in the suites' order: sorted by key
+        // and place, the first case of a key is the one kept.
+        let mut keyed: Vec<([u8; 16], u32, u32)> =
+            Vec::with_capacity(suites.iter().map(|s| s.cases.len()).sum());
+        let mut paths = Vec::new();
         for suite in suites {
             for case_ref in &suite.cases {
                 let case = match case_ref.load() {
@@ -106,23 +110,37 @@ impl AnswerBook {
                         .as_ref()
                         .map(|c| tools::ToolAnswer::of(&case, &c.tools)),
                 };
-                if let Some(other) = book.answers.get(&key)
-                    && **other != entry
-                {
-                    problems.push(Diagnostic::new(
-                        &case_ref.path(),
-                        "another case has the same user messages but another answer: a simulated provider cannot tell them apart",
-                    ));
-                    continue;
-                }
-                let shared = distinct
-                    .entry(format!("{entry:?}"))
-                    .or_insert_with(|| Arc::new(entry));
-                book.answers.insert(key, Arc::clone(shared));
+                let index = *distinct.entry(format!("{entry:?}")).or_insert_with(|| {
+                    entries.push(entry);
+                    (entries.len() - 1) as u32
+                });
+                keyed.push((key, index, paths.len() as u32));
+                paths.push(case_ref);
             }
         }
+        keyed.sort_unstable();
+        let mut keys: Vec<([u8; 16], u32)> = Vec::with_capacity(keyed.len());
+        let mut clashes = Vec::new();
+        for (key, index, place) in keyed {
+            match keys.last() {
+                Some((last, kept)) if *last == key => {
+                    if entries[*kept as usize] != entries[index as usize] {
+                        clashes.push(place);
+                    }
+                }
+                _ => keys.push((key, index)),
+            }
+        }
+        keys.shrink_to_fit();
+        clashes.sort_unstable();
+        for place in clashes {
+            problems.push(Diagnostic::new(
+                &paths[place as usize].path(),
+                "another case has the same user messages but another answer: a simulated provider cannot tell them apart",
+            ));
+        }
         if problems.is_empty() {
-            Ok(book)
+            Ok(AnswerBook { keys, entries })
         } else {
             Err(problems)
         }
@@ -130,11 +148,16 @@ impl AnswerBook {
 
     /// The expected answer for a rendered user prompt.
     pub fn answer(&self, user_prompt: &str) -> Option<&Value> {
-        self.answers.get(&raw_key(user_prompt))?.json.as_ref()
+        self.find(raw_key(user_prompt))?.json.as_ref()
     }
 
     fn entry(&self, user_texts: &[&str]) -> Option<&Entry> {
-        self.answers.get(&raw_key_of(user_texts)).map(Arc::as_ref)
+        self.find(raw_key_of(user_texts))
+    }
+
+    fn find(&self, key: [u8; 16]) -> Option<&Entry> {
+        let at = self.keys.binary_search_by(|(k, _)| k.cmp(&key)).ok()?;
+        self.entries.get(self.keys[at].1 as usize)
     }
 }
 
@@ -648,4 +671,76 @@ fn prose(expected: &Value) -> String {
         "Sure! I have reviewed the document. In short, {}. Let me know if you need anything else.",
         facts.join(", ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A suite whose cases are `(text, expected label)`, in this order.
+    fn suite(cases: &[(&str, &str)]) -> (tempfile::TempDir, Suite) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("cases")).expect("cases dir");
+        std::fs::write(
+            dir.path().join("suite.toml"),
+            "user = \"Text: {{ text }}\"\n",
+        )
+        .expect("suite.toml");
+        std::fs::write(dir.path().join("schema.json"), r#"{"type":"object"}"#).expect("schema");
+        for (i, (text, label)) in cases.iter().enumerate() {
+            let case = json!({"vars": {"text": text}, "expected": {"label": label}});
+            std::fs::write(
+                dir.path().join(format!("cases/{i:03}.json")),
+                case.to_string(),
+            )
+            .expect("case");
+        }
+        let suite = Suite::load(dir.path()).expect("suite");
+        (dir, suite)
+    }
+
+    #[test]
+    fn every_prompt_finds_its_own_answer() {
+        let cases: Vec<(String, String)> = (0..300)
+            .map(|i| (format!("message {i}"), format!("label {}", i % 7)))
+            .collect();
+        let refs: Vec<(&str, &str)> = cases
+            .iter()
+            .map(|(t, l)| (t.as_str(), l.as_str()))
+            .collect();
+        let (_dir, suite) = suite(&refs);
+        let book = AnswerBook::from_suites(&[&suite]).expect("book");
+        assert_eq!(book.entries.len(), 7, "equal answers are kept once");
+        for (text, label) in &cases {
+            assert_eq!(
+                book.answer(&format!("Text: {text}")),
+                Some(&json!({"label": label})),
+                "{text}"
+            );
+        }
+        assert_eq!(book.answer("Text: message 300"), None);
+    }
+
+    #[test]
+    fn two_cases_of_one_prompt_with_other_answers_are_named_by_the_later_one() {
+        let (dir, suite) = suite(&[
+            ("same", "a"),
+            ("other", "b"),
+            ("same", "a"),
+            ("same", "c"),
+            ("other", "d"),
+        ]);
+        let problems = AnswerBook::from_suites(&[&suite]).expect_err("two clashes");
+        let named: Vec<String> = problems.0.iter().map(|d| d.to_string()).collect();
+        assert_eq!(named.len(), 2, "{named:?}");
+        assert!(
+            named[0].contains(&dir.path().join("cases/003.json").display().to_string()),
+            "{named:?}"
+        );
+        assert!(
+            named[1].contains(&dir.path().join("cases/004.json").display().to_string()),
+            "{named:?}"
+        );
+        assert!(named[0].contains("cannot tell them apart"));
+    }
 }
