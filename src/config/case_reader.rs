@@ -11,8 +11,8 @@ use rustix::fs::{Mode, OFlags};
 use super::CaseRef;
 
 /// Reads cases into a buffer it reuses. For each case that is an open of its name in its
-/// folder's descriptor, two reads and a close: a path's walk from the working directory,
-/// the size query and an allocation per case were a tenth of what the pre-flight cost.
+/// folder's descriptor, two reads and a close; `std::fs::read` also walked the path from
+/// the working directory, asked the size (9 % of a pre-flight's time alone) and allocated.
 #[derive(Debug, Default)]
 pub(crate) struct CaseReader {
     /// The folder of the cases read last, and its descriptor.
