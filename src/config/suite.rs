@@ -1027,6 +1027,50 @@ mod tests {
     }
 
     #[test]
+    fn a_case_that_cannot_be_read_is_named_with_the_reason_and_none_after_it_is_held() {
+        let dir = suite_of(4, usize::MAX);
+        let suite = Suite::load(dir.path()).expect("suite");
+        // A case that became a folder, and then the whole folder gone: the first is read
+        // through the folder's descriptor, the rest by path once the folder cannot be opened.
+        let second = dir.path().join("cases/001.json");
+        std::fs::remove_file(&second).expect("remove");
+        std::fs::create_dir(&second).expect("a folder in its place");
+        let mut seen = Vec::new();
+        let held = suite.each_case(true, |case_ref, loaded| {
+            seen.push((
+                case_ref.id.to_string(),
+                loaded.map(|_| ()).map_err(|d| d.to_string()),
+            ));
+        });
+        assert_eq!(seen[0], ("000".to_string(), Ok(())));
+        let error = seen[1].1.as_ref().expect_err("a folder is not a case");
+        assert!(
+            error.contains("001.json") && error.contains("cannot read"),
+            "{error}"
+        );
+        assert!(error.contains("Is a directory"), "{error}");
+        assert_eq!(seen[2].1, Ok(()));
+        assert!(
+            held.get(0).is_some() && held.get(2).is_none(),
+            "nothing after it is held"
+        );
+
+        std::fs::remove_dir_all(dir.path().join("cases")).expect("remove the cases");
+        let mut errors = Vec::new();
+        suite.each_case(false, |_, loaded| {
+            errors.push(loaded.map(|_| ()).map_err(|d| d.to_string()))
+        });
+        assert_eq!(errors.len(), 4);
+        for (i, error) in errors.iter().enumerate() {
+            let error = error.as_ref().expect_err("gone");
+            assert!(
+                error.contains(&format!("00{i}.json")) && error.contains("No such file"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
     fn cases_past_the_memory_limit_are_sent_as_the_pre_flight_read_them() {
         let n = 6;
         let dir = suite_of(n, usize::MAX);
