@@ -399,11 +399,7 @@ async fn wiremock_mock() -> wiremock::MockServer {
         .respond_with(
             ResponseTemplate::new(200)
                 .set_delay(latency())
-                .set_body_json(json!({
-                    "id": "chatcmpl-bench", "object": "chat.completion", "model": "bench-model",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": "{\"label\":\"ok\",\"score\":0.9}"}}],
-                    "usage": {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49}})),
+                .set_body_raw(MOCK_ANSWER, "application/json"),
         )
         .mount(&server)
         .await;

@@ -63,60 +63,61 @@ impl AnswerBook {
         // and place, the first case of a key is the one kept.
         let mut keyed: Vec<([u8; 16], u32, u32)> =
             Vec::with_capacity(suites.iter().map(|s| s.cases.len()).sum());
-        let mut paths = Vec::new();
-        for suite in suites {
-            for case_ref in &suite.cases {
-                let case = match case_ref.load() {
-                    Ok(case) => case,
-                    Err(d) => {
-                        problems.push(d);
-                        continue;
-                    }
-                };
-                let rendered = match suite.request(&case, &case_ref.path()) {
-                    Ok(r) => r,
-                    Err(d) => {
-                        problems.extend(d);
-                        continue;
-                    }
-                };
-                let json_answer = matches!(case.answer(), crate::config::Answer::Json);
-                // A case judged against its recorded reference alone is answered with
-                // the reference's first recorded answer.
-                let recorded = case
-                    .reference
-                    .as_ref()
-                    .and_then(|r| r.answers.first())
-                    .and_then(|a| serde_json::from_str::<Value>(&a.text).ok());
-                let expected = case.expected.clone().or(recorded);
-                if json_answer && expected.is_none() {
-                    problems.push(
-                        Diagnostic::new(
-                            &case_ref.path(),
-                            "a simulated provider needs the case's expected answer",
-                        )
-                        .field("expected"),
-                    );
+        let every_case = || {
+            suites
+                .iter()
+                .flat_map(|s| s.cases.iter().map(move |c| (*s, c)))
+        };
+        for (place, (suite, case_ref)) in every_case().enumerate() {
+            let case = match case_ref.load() {
+                Ok(case) => case,
+                Err(d) => {
+                    problems.push(d);
                     continue;
                 }
-                let key = match &rendered.conversation {
-                    Some(c) => raw_key_of(&c.user_texts()),
-                    None => raw_key(&rendered.prompt.user),
-                };
-                let entry = Entry {
-                    json: expected.filter(|_| json_answer),
-                    tools: rendered
-                        .conversation
-                        .as_ref()
-                        .map(|c| tools::ToolAnswer::of(&case, &c.tools)),
-                };
-                let index = *distinct.entry(format!("{entry:?}")).or_insert_with(|| {
-                    entries.push(entry);
-                    (entries.len() - 1) as u32
-                });
-                keyed.push((key, index, paths.len() as u32));
-                paths.push(case_ref);
+            };
+            let rendered = match suite.request(&case, &case_ref.path()) {
+                Ok(r) => r,
+                Err(d) => {
+                    problems.extend(d);
+                    continue;
+                }
+            };
+            let json_answer = matches!(case.answer(), crate::config::Answer::Json);
+            // A case judged against its recorded reference alone is answered with
+            // the reference's first recorded answer.
+            let recorded = case
+                .reference
+                .as_ref()
+                .and_then(|r| r.answers.first())
+                .and_then(|a| serde_json::from_str::<Value>(&a.text).ok());
+            let expected = case.expected.clone().or(recorded);
+            if json_answer && expected.is_none() {
+                problems.push(
+                    Diagnostic::new(
+                        &case_ref.path(),
+                        "a simulated provider needs the case's expected answer",
+                    )
+                    .field("expected"),
+                );
+                continue;
             }
+            let key = match &rendered.conversation {
+                Some(c) => raw_key_of(&c.user_texts()),
+                None => raw_key(&rendered.prompt.user),
+            };
+            let entry = Entry {
+                json: expected.filter(|_| json_answer),
+                tools: rendered
+                    .conversation
+                    .as_ref()
+                    .map(|c| tools::ToolAnswer::of(&case, &c.tools)),
+            };
+            let index = *distinct.entry(format!("{entry:?}")).or_insert_with(|| {
+                entries.push(entry);
+                (entries.len() - 1) as u32
+            });
+            keyed.push((key, index, place as u32));
         }
         keyed.sort_unstable();
         let mut keys: Vec<([u8; 16], u32)> = Vec::with_capacity(keyed.len());
@@ -133,9 +134,9 @@ impl AnswerBook {
         }
         keys.shrink_to_fit();
         clashes.sort_unstable();
-        for place in clashes {
+        for (_, case_ref) in clashes.iter().filter_map(|&p| every_case().nth(p as usize)) {
             problems.push(Diagnostic::new(
-                &paths[place as usize].path(),
+                &case_ref.path(),
                 "another case has the same user messages but another answer: a simulated provider cannot tell them apart",
             ));
         }
