@@ -11,6 +11,7 @@ mod held_cases;
 pub mod json_position;
 pub mod pricing;
 pub mod provider;
+mod quick_template;
 pub mod reference;
 pub mod schema_file;
 pub mod simulation;

@@ -11,6 +11,7 @@ use super::conversation::{self, Conversation, Message, Role, Tool, ToolChoice};
 use super::diagnostic::{self, Diagnostic, Diagnostics};
 use super::expect::{self, Answer, Expect, ExpectedCalls};
 use super::held_cases::HeldCases;
+use super::quick_template::{QuickTemplates, is_template};
 use super::reference::{DifferentialSpec, Reference, ReferenceKind};
 use super::schema_file;
 
@@ -166,41 +167,9 @@ pub struct Suite {
     variables: Arc<[String]>,
     has_system: bool,
     has_user: bool,
-    /// The `system` and `user` templates that hold no template syntax, rendered once at
-    /// load: every case renders them to the same text, and rendering is a tenth of a
-    /// call's CPU.
-    fixed: FixedTemplates,
-}
-
-/// The suite's templates whose text is the same for every case.
-#[derive(Debug, Clone, Default)]
-struct FixedTemplates {
-    system: Option<String>,
-    user: Option<String>,
-}
-
-impl FixedTemplates {
-    /// Renders each template without syntax once, with no variables, so that what it
-    /// holds is exactly what rendering it for a case gives (minijinja's own handling of a
-    /// trailing newline included).
-    fn of(env: &Environment<'_>, system: Option<&str>, user: Option<&str>) -> Self {
-        let once = |name: &str, text: Option<&str>| {
-            text.filter(|t| !is_template(t))
-                .and_then(|_| env.get_template(name).ok()?.render(()).ok())
-        };
-        FixedTemplates {
-            system: once("system", system),
-            user: once("user", user),
-        }
-    }
-
-    fn get(&self, name: &str) -> Option<&str> {
-        match name {
-            "system" => self.system.as_deref(),
-            "user" => self.user.as_deref(),
-            _ => None,
-        }
-    }
+    /// The `system` and `user` templates that need no minijinja for a case: text alone,
+    /// or text and `{{ name }}` of string variables (see [`super::quick_template`]).
+    quick: QuickTemplates,
 }
 
 /// Where a case lives; [`CaseRef::load`] reads it.
@@ -608,7 +577,7 @@ impl Suite {
         let has_system = spec.system.is_some();
         let has_user = spec.user.is_some();
         let variables = template_variables(&env).into();
-        let fixed = FixedTemplates::of(&env, spec.system.as_deref(), spec.user.as_deref());
+        let quick = QuickTemplates::of(&env, spec.system.as_deref(), spec.user.as_deref());
         Ok(Suite {
             name,
             dir: dir.to_path_buf(),
@@ -637,7 +606,7 @@ impl Suite {
             variables,
             has_system,
             has_user,
-            fixed,
+            quick,
         })
     }
 
@@ -937,8 +906,8 @@ impl Suite {
 
     /// Renders the suite's `name` template with the case's variables.
     fn render_one(&self, name: &str, case: &Case, path: &Path) -> Result<String, Diagnostics> {
-        if let Some(text) = self.fixed.get(name) {
-            return Ok(text.to_string());
+        if let Some(text) = self.quick.render(name, &case.vars) {
+            return Ok(text);
         }
         let template = self.templates.get_template(name).map_err(|e| {
             Diagnostics(vec![Diagnostic::new(&self.file, e.to_string()).field(name)])
@@ -964,12 +933,6 @@ fn template_variables(templates: &Environment<'_>) -> Vec<String> {
     vars.sort();
     vars.dedup();
     vars
-}
-
-/// Whether a message's text holds template syntax at all: most do not, and need no
-/// compiling.
-fn is_template(text: &str) -> bool {
-    text.contains("{{") || text.contains("{%") || text.contains("{#")
 }
 
 fn list_cases(dir: &Path, problems: &mut Diagnostics) -> Vec<CaseRef> {
@@ -1166,9 +1129,9 @@ mod tests {
         let case_path = dir.path().join("cases/a.json");
         std::fs::write(&case_path, r#"{"vars":{"text":"hi"}}"#).expect("case");
         let suite = Suite::load(dir.path()).expect("suite");
-        assert!(suite.fixed.system.is_some(), "held once, at load");
+        assert!(suite.quick.is_fixed("system"), "held once, at load");
         assert!(
-            suite.fixed.user.is_none(),
+            !suite.quick.is_fixed("user"),
             "the user template has a variable"
         );
         let case = suite.cases[0].load().expect("case");

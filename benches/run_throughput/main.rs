@@ -8,8 +8,8 @@
 //! The wall time is the run's; the peak RSS also covers `report.json` and `junit.xml`,
 //! written after it from `results.jsonl`.
 //!
-//! The mock runs in a child process and each size in a fresh child process, so the
-//! peak RSS printed is the runner's alone.
+//! The mock (`mock.rs`) runs in a child process and each size in a fresh child process,
+//! so the peak RSS printed is the runner's alone.
 //!
 //! `cargo bench --bench run_throughput -- --sim 1000 10000 100000`: the same calls to a
 //! simulated provider (`kind = "sim"`, 50 ms) served in the runner's process, so the peak
@@ -39,6 +39,8 @@ use conform::provider::wire_format;
 use conform::run::{self, RunOptions, Target};
 use serde_json::json;
 
+mod mock;
+
 /// The mock's latency: 50 ms, or `RUN_THROUGHPUT_LATENCY_MS` (0 measures the harness's
 /// CPU per call alone).
 fn latency() -> Duration {
@@ -56,7 +58,7 @@ fn main() {
         .filter(|a| a != "--bench")
         .collect();
     match args.first().map(String::as_str) {
-        Some("--mock") => mock(),
+        Some("--mock") => mock::serve(latency()),
         Some("--one") => one(args[1].parse().expect("calls"), &args[2]),
         Some(mode @ ("--sim" | "--sim-wiremock")) => {
             let exe = std::env::current_exe().expect("own path");
@@ -305,114 +307,10 @@ fn orchestrate(sizes: &[u64]) {
     let _ = mock.wait();
 }
 
-/// The mock's answer: a valid object, as an OpenAI-compatible provider sends it.
-const MOCK_ANSWER: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion","model":"bench-model","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"{\"label\":\"ok\",\"score\":0.9}"}}],"usage":{"prompt_tokens":40,"completion_tokens":9,"total_tokens":49}}"#;
-
-/// A mock OpenAI-compatible provider that answers [`MOCK_ANSWER`] after the latency. It
-/// keeps nothing per request, so a long run does not slow it down.
-///
-/// Each connection has a thread of its own, which sleeps out the latency and writes the
-/// answer itself. A 50 ms mock on tokio's timer answered after 51.5 ms on average (the
-/// timer rounds a deadline up to its next 1 ms tick, and the driver's wait is rounded up
-/// again), and one that slept on tokio's blocking pool and handed the answer back to a
-/// worker after 50.4 ms: a harness without any cost could not reach the floor against it.
-///
-/// Without a latency nothing sleeps, and the mock of every earlier measurement serves:
-/// axum on tokio's workers (`pooled_mock`), which costs the runner less to wake than 64
-/// threads (4 % less CPU a call at 10,000 calls). `RUN_THROUGHPUT_MOCK=pool` takes that
-/// mock with a latency too, slept on tokio's blocking pool, as before 2026-12-02.
-fn mock() {
-    if latency().is_zero() || std::env::var("RUN_THROUGHPUT_MOCK").is_ok_and(|m| m == "pool") {
-        return pooled_mock();
-    }
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the mock");
-    println!("http://{}", listener.local_addr().expect("mock address"));
-    // A timer slack of 1 ns instead of 50 µs for the sleeps of this process's threads.
-    // SAFETY: PR_SET_TIMERSLACK takes one integer and changes nothing but this thread's
-    // (and, inherited, its later threads') timer slack.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        std::thread::spawn(move || serve_connection(stream));
-    }
-}
-
-/// Serves one connection's requests, one after another, on this thread.
-fn serve_connection(stream: std::net::TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_nonblocking(true);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async move {
-        let Ok(stream) = tokio::net::TcpStream::from_std(stream) else {
-            return;
-        };
-        let latency = latency();
-        let app = axum::Router::new().fallback(move || async move {
-            // This thread serves no one else: blocking it is the precise wait.
-            std::thread::sleep(latency);
-            ([("content-type", "application/json")], MOCK_ANSWER)
-        });
-        let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-            .serve_connection(
-                hyper_util::rt::TokioIo::new(stream),
-                hyper_util::service::TowerToHyperService::new(app),
-            )
-            .await;
-    });
-}
-
-/// The earlier mock: axum on tokio's multi-thread runtime, each answer slept on the
-/// blocking pool and handed back to a worker.
-fn pooled_mock() {
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    rt.block_on(async {
-        let latency = latency();
-        let app = axum::Router::new().fallback(move || async move {
-            if !latency.is_zero() {
-                let until = Instant::now() + latency;
-                let _ = tokio::task::spawn_blocking(move || {
-                    std::thread::sleep(until.saturating_duration_since(Instant::now()));
-                })
-                .await;
-            }
-            ([("content-type", "application/json")], MOCK_ANSWER)
-        });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the mock");
-        println!("http://{}", listener.local_addr().expect("mock address"));
-        axum::serve(listener, app).await.expect("serve the mock");
-    });
-}
-
-async fn wiremock_mock() -> wiremock::MockServer {
-    use wiremock::matchers::method;
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-    let server = MockServer::builder()
-        .disable_request_recording()
-        .start()
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_delay(latency())
-                .set_body_raw(MOCK_ANSWER, "application/json"),
-        )
-        .mount(&server)
-        .await;
-    server
-}
-
 /// One size against a provider served in this process: a simulation, or the wiremock
 /// mock the simulations used to be built on.
 fn one_in_process(calls: u64, wiremock: bool) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let suite_dir = dir.path().join("fixtures/bench");
-    write_suite(&suite_dir, calls);
-    let suite = Suite::load(&suite_dir).expect("suite");
+    let (dir, suite) = bench_suite(calls);
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let (result, wall) = rt.block_on(async {
         let suites = run::prepare(vec![suite], run::Keep::CaseBytes).expect("prepare");
@@ -426,7 +324,7 @@ fn one_in_process(calls: u64, wiremock: bool) {
         .expect("sim provider");
         // Both servers are kept alive until the run ends.
         let (_sim, _mock, uri) = if wiremock {
-            let mock = wiremock_mock().await;
+            let mock = mock::wiremock(latency()).await;
             let uri = mock.uri();
             (None, Some(mock), uri)
         } else {
@@ -441,12 +339,18 @@ fn one_in_process(calls: u64, wiremock: bool) {
     print_one(calls, &result, wall);
 }
 
-/// One size, measured in its own process.
-fn one(calls: u64, uri: &str) {
+/// A project in a temporary folder with the bench's suite of `calls` cases, loaded.
+fn bench_suite(calls: u64) -> (tempfile::TempDir, Suite) {
     let dir = tempfile::tempdir().expect("temp dir");
     let suite_dir = dir.path().join("fixtures/bench");
     write_suite(&suite_dir, calls);
     let suite = Suite::load(&suite_dir).expect("suite");
+    (dir, suite)
+}
+
+/// One size, measured in its own process.
+fn one(calls: u64, uri: &str) {
+    let (dir, suite) = bench_suite(calls);
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let (result, wall) = rt.block_on(async {
         let suites = run::prepare(vec![suite], run::Keep::CaseBytes).expect("prepare");
