@@ -121,7 +121,9 @@ async fn run_with(
 ) -> RunResult {
     let mut servers = Vec::new();
     for c in &mut configs {
-        let server = SimServer::start(c, Arc::clone(book)).await;
+        let server = SimServer::start(c, Arc::clone(book))
+            .await
+            .expect("a simulation");
         c.base_url = server.uri();
         servers.push(server);
     }

@@ -127,7 +127,7 @@ async fn the_gate_holds_the_evidence_to_a_latency_bound_asked_at_decision_time()
         "kind = \"sim\"\nmodel = \"m\"\n[sim]\nbehaviour = \"steady\"\nexpect = \"conformant\"\nlatency = \"300ms\"\n",
     );
     let book = common::answer_book(project.root());
-    let server = SimServer::start(&sim, book).await;
+    let server = SimServer::start(&sim, book).await.expect("a simulation");
     project.write(
         "providers/fast.toml",
         &format!(

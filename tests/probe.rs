@@ -34,7 +34,9 @@ fn sim_toml(wire: &str, keywords: &str) -> String {
 /// Probes the ten keywords on a simulation speaking `wire` with `keywords` handling.
 async fn probe_sim(wire: &str, keywords: &str) -> (Vec<probe::Outcome>, u64) {
     let mut config = config("sim", &sim_toml(wire, keywords)).as_ref().clone();
-    let server = SimServer::start(&config, Arc::new(AnswerBook::default())).await;
+    let server = SimServer::start(&config, Arc::new(AnswerBook::default()))
+        .await
+        .expect("a simulation");
     config.base_url = server.uri();
     let endpoint = endpoint(Arc::new(config));
     let probes: Vec<catalogue::Probe> = KEYWORDS.iter().filter_map(|k| catalogue::of(k)).collect();

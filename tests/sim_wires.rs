@@ -44,7 +44,7 @@ async fn ask(wire: &str, behaviour: &str, extra: &str) -> (conform::provider::Co
         "kind = \"sim\"\nmodel = \"sim-{wire}\"\ntimeout = \"5s\"\nmax_output_tokens = 16\n{extra}\n{FAST_LIMITS}[sim]\nbehaviour = \"{behaviour}\"\nexpect = \"conformant\"\nlatency = \"1ms\"\nwire = \"{wire}\"\n"
     );
     let mut config = config("sim", &toml).as_ref().clone();
-    let server = SimServer::start(&config, book).await;
+    let server = SimServer::start(&config, book).await.expect("a simulation");
     config.base_url = server.uri();
     let endpoint = endpoint(Arc::new(config));
     let spec = CallSpec {
@@ -119,7 +119,7 @@ async fn a_rate_limited_anthropic_simulation_recovers_within_its_retries() {
     let book = Arc::new(AnswerBook::from_suites(&[&suite]).unwrap());
     let toml = "kind = \"sim\"\nmodel = \"sim-rl\"\ntimeout = \"5s\"\n[limits]\nmax_retries = 3\nretry_base_wait = \"5ms\"\n[sim]\nbehaviour = \"rate-limited\"\nexpect = \"conformant\"\nlatency = \"1ms\"\nwire = \"anthropic\"\n";
     let mut config = config("sim", toml).as_ref().clone();
-    let server = SimServer::start(&config, book).await;
+    let server = SimServer::start(&config, book).await.expect("a simulation");
     config.base_url = server.uri();
     let endpoint = endpoint(Arc::new(config));
     let spec = CallSpec {

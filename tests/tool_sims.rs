@@ -76,7 +76,9 @@ async fn run_once(
     ];
     let mut servers = Vec::new();
     for c in &mut configs {
-        let server = SimServer::start(c, Arc::clone(book)).await;
+        let server = SimServer::start(c, Arc::clone(book))
+            .await
+            .expect("a simulation");
         c.base_url = server.uri();
         servers.push(server);
     }

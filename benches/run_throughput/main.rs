@@ -330,7 +330,9 @@ fn one_in_process(calls: u64, wiremock: bool) {
         } else {
             let refs: Vec<&Suite> = suites.iter().map(|s| &s.suite).collect();
             let book = conform::sim::AnswerBook::from_suites(&refs).expect("answer book");
-            let sim = conform::sim::SimServer::start(&sim_config, Arc::new(book)).await;
+            let sim = conform::sim::SimServer::start(&sim_config, Arc::new(book))
+                .await
+                .expect("a simulated provider");
             let uri = sim.uri();
             (Some(sim), None, uri)
         };

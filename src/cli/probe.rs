@@ -136,7 +136,7 @@ pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<u8> {
     };
     // A simulated provider answers probes from the catalogue; it needs no case answers.
     let _sim = if config.kind == Kind::Sim {
-        let server = SimServer::start(&config, Arc::new(AnswerBook::default())).await;
+        let server = SimServer::start(&config, Arc::new(AnswerBook::default())).await?;
         config.base_url = server.uri();
         Some(server)
     } else {

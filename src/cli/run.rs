@@ -293,7 +293,7 @@ async fn execute(
             }
         };
         for p in providers.iter_mut().filter(|p| p.kind == Kind::Sim) {
-            let server = SimServer::start(p, Arc::clone(&book)).await;
+            let server = SimServer::start(p, Arc::clone(&book)).await?;
             p.base_url = server.uri();
             sims.push(server);
         }

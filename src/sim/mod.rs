@@ -197,13 +197,24 @@ pub struct SimServer {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
+/// Why a simulated provider could not start.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot start the simulated provider `{provider}`: {what} ({source}); a simulation is served on 127.0.0.1, so the loopback interface must be up, with a port and a thread to spare"
+)]
+pub struct StartError {
+    provider: String,
+    what: &'static str,
+    source: std::io::Error,
+}
+
 impl SimServer {
-    /// Starts a simulated provider for `config` on a free loopback port.
-    ///
-    /// # Panics
-    /// When no loopback port can be bound or no thread started for it: a simulation
-    /// cannot run at all then, as the mock servers of the tests cannot.
-    pub async fn start(config: &ProviderConfig, book: Arc<AnswerBook>) -> SimServer {
+    /// Starts a simulated provider for `config` on a free loopback port, served by a
+    /// thread of its own; an error when the machine gives it no port or no thread.
+    pub async fn start(
+        config: &ProviderConfig,
+        book: Arc<AnswerBook>,
+    ) -> Result<SimServer, StartError> {
         let sim = config.sim.clone();
         let (behaviour, latency, keywords) = sim
             .map(|s| (s.behaviour, latency::Latency::of(&s), s.schema_keywords))
@@ -234,14 +245,22 @@ impl SimServer {
             seed: config.sim.as_ref().and_then(|s| s.seed).unwrap_or(0),
             seen: Mutex::new(HashMap::new()),
         });
+        let failed = |what: &'static str| {
+            let provider = config.name.clone();
+            move |source| StartError {
+                provider,
+                what,
+                source,
+            }
+        };
         let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
-            .expect("a simulated provider needs a free loopback port");
+            .map_err(failed("no port on 127.0.0.1"))?;
         let address = listener
             .local_addr()
-            .expect("a bound loopback socket has an address");
+            .map_err(failed("no address for its port"))?;
         listener
             .set_nonblocking(true)
-            .expect("a loopback socket can be made non-blocking");
+            .map_err(failed("its port cannot be made non-blocking"))?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         // Its own thread and runtime, as the mock servers of the tests have: the server
         // keeps answering while the caller's runtime blocks (a test that runs the binary
@@ -249,12 +268,12 @@ impl SimServer {
         std::thread::Builder::new()
             .name(format!("sim-{}", address.port()))
             .spawn(move || serve(listener, responder, stopped))
-            .expect("a thread for a simulated provider");
-        SimServer {
+            .map_err(failed("no thread to serve it"))?;
+        Ok(SimServer {
             address,
             requests,
             stop: Some(stop),
-        }
+        })
     }
 
     /// `http://127.0.0.1:PORT`.
