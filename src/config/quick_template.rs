@@ -3,12 +3,12 @@
 //!
 //! Most prompt templates are text with a few `{{ name }}` in it, filled with strings. Each
 //! case is rendered twice (by the pre-flight and by its call), and minijinja's render
-//! (its context built from the case's variables, its machine run, its output) was half of
-//! the pre-flight's CPU and a twentieth of a call's. What the template's text is around
-//! each name is learnt from minijinja itself, once: the template is rendered with a marker
-//! for every name, so its own handling of whitespace control (`{{- name -}}`) and of a
-//! trailing newline is kept. Anything else (a block, a filter, an expression, a variable
-//! that is not a string) is rendered by minijinja, case by case.
+//! (its context built from the case's variables, its machine run, its output) was a
+//! quarter of the pre-flight's instructions and a twentieth of a run's. What the
+//! template's text is around each name is learnt from minijinja itself, once: the template
+//! is rendered with a marker for every name, so its own handling of whitespace control
+//! (`{{- name -}}`) and of a trailing newline is kept. Anything else (a block, a filter,
+//! an expression, a variable that is not a string) is rendered by minijinja, case by case.
 
 use std::collections::BTreeMap;
 
