@@ -687,6 +687,14 @@ impl Suite {
         })
     }
 
+    /// Reads `case_ref` and renders what is sent for it: the case and its request, or the
+    /// problems of either.
+    pub fn load_request(&self, case_ref: &CaseRef) -> Result<(Case, Rendered), Diagnostics> {
+        let case = case_ref.load().map_err(|d| Diagnostics(vec![d]))?;
+        let rendered = self.request(&case, &case_ref.path())?;
+        Ok((case, rendered))
+    }
+
     /// What is wrong with a request-shaped case before anything is sent: its tools, the
     /// order of its messages, its tool results, its expectation. Every problem is placed
     /// in the case file. Empty for a template case.

@@ -121,15 +121,8 @@ pub fn plan(
                 .iter()
                 .filter(|c| shard.is_none_or(|s| s.owns(&suite.name, &c.id)))
             {
-                let case = match case_ref.load() {
-                    Ok(case) => case,
-                    Err(d) => {
-                        problems.push(d);
-                        continue;
-                    }
-                };
-                let rendered = match suite.request(&case, &case_ref.path()) {
-                    Ok(r) => r,
+                let (case, rendered) = match suite.load_request(case_ref) {
+                    Ok(loaded) => loaded,
                     Err(d) => {
                         problems.extend(d);
                         continue;

@@ -69,15 +69,8 @@ impl AnswerBook {
                 .flat_map(|s| s.cases.iter().map(move |c| (*s, c)))
         };
         for (place, (suite, case_ref)) in every_case().enumerate() {
-            let case = match case_ref.load() {
-                Ok(case) => case,
-                Err(d) => {
-                    problems.push(d);
-                    continue;
-                }
-            };
-            let rendered = match suite.request(&case, &case_ref.path()) {
-                Ok(r) => r,
+            let (case, rendered) = match suite.load_request(case_ref) {
+                Ok(loaded) => loaded,
                 Err(d) => {
                     problems.extend(d);
                     continue;
