@@ -137,3 +137,52 @@ fn truncated_json_files_are_placed_where_they_stop() {
     assert!(stderr.contains("cut off"), "{stderr}");
     assert!(!stderr.contains(":0:"), "{stderr}");
 }
+
+/// `conform check` reads each case file once: the pre-flight a run makes, what each vendor
+/// refuses in a case and whether its prompt fits each context window all look at the case
+/// as that one read found it. Each used to read it again (three reads of every case).
+#[cfg(target_os = "linux")]
+#[test]
+fn check_reads_each_case_once() {
+    use conform::config::{Paths, Selection, Workspace};
+    // The bytes this thread has read (the pre-flight runs on the caller's thread).
+    fn read_so_far() -> u64 {
+        let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+        io.lines()
+            .find_map(|l| l.strip_prefix("rchar: "))
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+    let project = Project::new(&["openai"]);
+    let suite = project.path("fixtures/ticket-triage");
+    let padding = "The parcel arrived on time. ".repeat(600);
+    let mut case_bytes = 0;
+    for entry in std::fs::read_dir(suite.join("cases")).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    for i in 0..200 {
+        let case = serde_json::json!({
+            "vars": {"subject": format!("Ticket {i}"), "body": padding, "customer_tier": "pro"},
+        })
+        .to_string();
+        case_bytes += case.len() as u64;
+        project.write(&format!("fixtures/ticket-triage/cases/{i:03}.json"), &case);
+    }
+    let selection = Selection {
+        providers: vec!["openai".into()],
+        suites: vec!["ticket-triage".into()],
+    };
+    let workspace = Workspace::load(&Paths::under(project.root()), &selection).unwrap();
+    // Every prompt is counted against the provider's context window: all three look.
+    assert!(workspace.providers[0].tokenizer.context_window.is_some());
+
+    let before = read_so_far();
+    let found = conform::run::preflight::preflight(workspace, &project.path("probes.json"), None);
+    let read = read_so_far() - before;
+    assert!(found.problems.is_empty(), "{:?}", found.problems);
+    assert!(
+        read >= case_bytes && read < case_bytes + case_bytes / 2,
+        "read {read} bytes for {case_bytes} bytes of cases"
+    );
+}

@@ -251,4 +251,34 @@ fn keywords_of_tool_parameters_are_probed_and_warned_about_in_the_tools_file() {
         warning.contains("fixtures/support-agent/tools.json:"),
         "placed in the tools file: {warning}"
     );
+
+    // A tool a case declares itself is warned about in the case's file, at the keyword.
+    project.write(
+        "fixtures/support-agent/cases/099-own-tool.json",
+        r#"{
+  "messages": [{"role": "user", "content": "Note that the vase arrived broken."}],
+  "tools": [
+    {"type": "function", "function": {"name": "note", "parameters":
+      {"type": "object", "properties": {"text": {"type": "string", "maxLength": 40}}}}}
+  ],
+  "expect": {"tool_calls": [{"name": "note"}]}
+}
+"#,
+    );
+    let out = project
+        .cmd()
+        .args(["check", "--suite", "support-agent", "--primary", "primary"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let warning = stderr
+        .lines()
+        .find(|l| l.contains("099-own-tool.json:") && l.contains("schema_keyword_ignored"))
+        .unwrap_or_else(|| panic!("a warning in the case's file:\n{stderr}"));
+    assert!(
+        warning.contains("099-own-tool.json:5:")
+            && warning.contains("/tools/0/function/parameters/properties/text/maxLength"),
+        "placed at the keyword: {warning}"
+    );
 }

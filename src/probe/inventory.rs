@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::config::Suite;
+use crate::config::{Case, CaseRef, Suite};
 
 /// A schema a suite sends to the provider, and where it is written.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +21,17 @@ pub struct SchemaSource {
 /// of the tools its request-shaped cases declare themselves (a case that does not load
 /// is `conform check`'s to report, and is passed over here).
 pub fn suite_schemas(suite: &Suite) -> Vec<SchemaSource> {
+    let mut found = own_schemas(suite);
+    for case_ref in &suite.cases {
+        let Ok(case) = case_ref.load() else { continue };
+        found.extend(case_schemas(case_ref, &case));
+    }
+    found
+}
+
+/// The schemas `suite` sends whatever the case: its answer schema and the parameters of
+/// its tools.
+pub fn own_schemas(suite: &Suite) -> Vec<SchemaSource> {
     let mut found = vec![SchemaSource {
         schema: suite.schema.as_ref().clone(),
         file: suite.schema_file.clone(),
@@ -35,17 +46,19 @@ pub fn suite_schemas(suite: &Suite) -> Vec<SchemaSource> {
             });
         }
     }
-    for case_ref in &suite.cases {
-        let Ok(case) = case_ref.load() else { continue };
-        for (i, tool) in case.tools.iter().flatten().enumerate() {
-            found.push(SchemaSource {
-                schema: tool.parameters().clone(),
-                file: case_ref.path(),
-                pointer: format!("/tools/{i}/function/parameters"),
-            });
-        }
-    }
     found
+}
+
+/// The parameters of the tools `case` declares itself.
+pub fn case_schemas(case_ref: &CaseRef, case: &Case) -> Vec<SchemaSource> {
+    let tools = case.tools.iter().flatten().enumerate();
+    tools
+        .map(|(i, tool)| SchemaSource {
+            schema: tool.parameters().clone(),
+            file: case_ref.path(),
+            pointer: format!("/tools/{i}/function/parameters"),
+        })
+        .collect()
 }
 
 /// One keyword as a schema uses it.

@@ -27,7 +27,7 @@ use crate::check::record::{CallRecord, MAX_OUTPUT, truncate};
 use crate::check::stream_agreement;
 use crate::check::tokens::{self, PromptTokens};
 use crate::check::{self, CallFacts, Checks, Outcome};
-use crate::config::{Diagnostics, HeldCases, Suite};
+use crate::config::{Case, CaseRef, Diagnostics, HeldCases, Rendered, Suite};
 use crate::provider::transport::Endpoint;
 use crate::provider::{CallError, CallSpec, Effect};
 use crate::tokenize::{self, Counter};
@@ -71,6 +71,26 @@ pub enum Keep {
 /// The pre-flight every run and `conform check` share: every case of every suite loads
 /// and renders, and every suite's checks compile. Returns every problem, not the first.
 pub fn prepare(suites: Vec<Suite>, keep: Keep) -> Result<Vec<Arc<PreparedSuite>>, Diagnostics> {
+    prepare_visiting(suites, keep, |_| {})
+}
+
+/// A case as the pre-flight loaded it, shown to [`prepare_visiting`]'s caller.
+#[derive(Debug, Clone, Copy)]
+pub struct Visit<'a> {
+    pub suite: &'a Suite,
+    pub case_ref: &'a CaseRef,
+    pub case: &'a Case,
+    /// Its request, when it renders (when not, the pre-flight reports why).
+    pub rendered: Option<&'a Rendered>,
+}
+
+/// [`prepare`], showing `visit` every case that loads, in the same single read of its
+/// file: how `conform check` looks further into each case without reading it again.
+pub fn prepare_visiting(
+    suites: Vec<Suite>,
+    keep: Keep,
+    mut visit: impl FnMut(Visit<'_>),
+) -> Result<Vec<Arc<PreparedSuite>>, Diagnostics> {
     let mut problems = Diagnostics::default();
     let mut prepared = Vec::with_capacity(suites.len());
     for suite in suites {
@@ -78,9 +98,13 @@ pub fn prepare(suites: Vec<Suite>, keep: Keep) -> Result<Vec<Arc<PreparedSuite>>
             Ok(case) => {
                 let path = case_ref.path();
                 problems.extend(suite.case_problems(&case, &path));
-                if let Err(d) = suite.request(&case, &path) {
-                    problems.extend(d);
-                }
+                let rendered = suite.request(&case, &path).map_err(|d| problems.extend(d));
+                visit(Visit {
+                    suite: &suite,
+                    case_ref,
+                    case: &case,
+                    rendered: rendered.as_ref().ok(),
+                });
             }
             Err(d) => problems.push(d),
         });

@@ -5,10 +5,12 @@
 
 use std::path::Path;
 
+use super::Visit;
 use crate::check::portability::{self, Severity};
 use crate::config::{CaseRef, Diagnostic, Diagnostics, ProviderConfig, Rendered, Tool, Workspace};
+use crate::probe::file::Probes;
 use crate::probe::findings::ignored;
-use crate::probe::inventory::suite_schemas;
+use crate::probe::inventory::{SchemaSource, case_schemas, own_schemas};
 use crate::tokenize::Counter;
 
 /// The problems (the run would fail or be refused) and the warnings (it would run, but a
@@ -48,30 +50,47 @@ pub fn preflight(workspace: Workspace, probes_path: &Path, primary: Option<&str>
             }
         }
     }
-    request_problems(&workspace, &mut found);
-    // What the last probes say a failover would lose (schema_keyword_ignored).
-    match crate::probe::file::load(probes_path) {
-        Ok(probes) => {
-            let providers: Vec<&ProviderConfig> = workspace.providers.iter().collect();
-            for schema in workspace.suites.iter().flat_map(suite_schemas) {
-                let source = (!schema.pointer.is_empty())
-                    .then(|| std::fs::read_to_string(&schema.file).unwrap_or_default());
-                for f in ignored(&probes, &schema.schema, &providers, primary) {
-                    let d = Diagnostic::new(&schema.file, f.message());
-                    found.warnings.push(match &source {
-                        Some(text) => d.at_pointer(text, &format!("{}{}", schema.pointer, f.path)),
-                        None => d.field(f.path),
-                    });
-                }
+    // What the last probes say a failover would lose (schema_keyword_ignored): of the
+    // suites' own schemas here, of the tools a case declares as the pre-flight reads it.
+    let probes = match crate::probe::file::load(probes_path) {
+        Ok(probes) => Some(probes),
+        Err(e) => {
+            found.warnings.push(Diagnostic::new(
+                probes_path,
+                format!("the last probes cannot be read, so schema keywords are not compared: {e}"),
+            ));
+            None
+        }
+    };
+    let all: Vec<&ProviderConfig> = workspace.providers.iter().collect();
+    let warn_ignored = |schemas: Vec<SchemaSource>, found: &mut Preflight| {
+        let Some(probes) = &probes else { return };
+        for schema in schemas {
+            found
+                .warnings
+                .extend(keywords_ignored(probes, &schema, &all, primary));
+        }
+    };
+    for suite in &workspace.suites {
+        warn_ignored(own_schemas(suite), &mut found);
+    }
+    // Each case is read once, by the pre-flight a run makes, and looked into here.
+    let (counters, unloaded) = counters(&workspace.providers);
+    found.problems.extend(unloaded);
+    let providers = &workspace.providers;
+    let prepared = super::prepare_visiting(workspace.suites, super::Keep::Nothing, |visit| {
+        request_problems(&visit, providers, &mut found);
+        warn_ignored(case_schemas(visit.case_ref, visit.case), &mut found);
+        let Some(rendered) = visit.rendered else {
+            return;
+        };
+        for (provider, counter) in &counters {
+            if let Some(d) = budget_problem(provider, counter, rendered, visit.case_ref) {
+                found.problems.push(d);
             }
         }
-        Err(e) => found.warnings.push(Diagnostic::new(
-            probes_path,
-            format!("the last probes cannot be read, so schema keywords are not compared: {e}"),
-        )),
-    }
-    found.problems.extend(budget_problems(&workspace));
-    if let Err(more) = super::prepare(workspace.suites, super::Keep::Nothing) {
+    });
+    if let Err(more) = prepared {
         found.problems.extend(more);
     }
     found
@@ -84,6 +103,30 @@ impl Preflight {
             Severity::Ignored => self.warnings.push(d),
         }
     }
+}
+
+/// What the last probes say a failover would lose of `schema`: each keyword some
+/// provider ignores, at its place in the schema's file.
+fn keywords_ignored(
+    probes: &Probes,
+    schema: &SchemaSource,
+    providers: &[&ProviderConfig],
+    primary: Option<&str>,
+) -> Diagnostics {
+    let mut found = Diagnostics::default();
+    // The file is read again only to place a warning, never for a schema without one.
+    let mut source = None;
+    for f in ignored(probes, &schema.schema, providers, primary) {
+        let d = Diagnostic::new(&schema.file, f.message());
+        found.push(if schema.pointer.is_empty() {
+            d.field(f.path)
+        } else {
+            let text = source
+                .get_or_insert_with(|| std::fs::read_to_string(&schema.file).unwrap_or_default());
+            d.at_pointer(text, &format!("{}{}", schema.pointer, f.path))
+        });
+    }
+    found
 }
 
 /// A tool's parameter schema against how `provider` declares tools: `(severity,
@@ -107,51 +150,44 @@ fn tool_lint(tool: &Tool, provider: &ProviderConfig) -> Vec<(Severity, String, S
         .collect()
 }
 
-/// What each provider refuses in the request-shaped cases: the order of their messages
+/// What each provider refuses in a request-shaped case: the order of its messages
 /// (Anthropic and Gemini keep the system prompt apart, begin with the user …) and the
-/// parameter schemas of the tools the cases declare themselves; as problems and warnings.
-fn request_problems(workspace: &Workspace, found: &mut Preflight) {
-    for suite in &workspace.suites {
-        for case_ref in &suite.cases {
-            // A case that does not load is reported by the suite's preparation.
-            let Ok(case) = case_ref.load() else { continue };
-            if !suite.is_request(&case) {
-                continue;
-            }
-            let path = case_ref.path();
-            let source = case
-                .tools
-                .as_ref()
-                .map(|_| std::fs::read_to_string(&path).unwrap_or_default());
-            for provider in &workspace.providers {
-                found.problems.extend(suite.vendor_problems(
-                    &case,
-                    &path,
-                    provider.wire_kind(),
-                    &provider.name,
-                ));
-                let (Some(tools), Some(source)) = (&case.tools, &source) else {
-                    continue;
-                };
-                for (i, tool) in tools.iter().enumerate() {
-                    let base = format!("/tools/{i}/function/parameters");
-                    for (severity, message, pointer) in tool_lint(tool, provider) {
-                        let d = Diagnostic::new(&path, message)
-                            .at_pointer(source, &format!("{base}{pointer}"));
-                        found.add(severity, d);
-                    }
-                }
+/// parameter schemas of the tools it declares itself; as problems and warnings.
+fn request_problems(visit: &Visit<'_>, providers: &[ProviderConfig], found: &mut Preflight) {
+    let (suite, case) = (visit.suite, visit.case);
+    if !suite.is_request(case) {
+        return;
+    }
+    let path = visit.case_ref.path();
+    // The file is read again only to place a finding in a tool the case declares.
+    let mut source = None;
+    for provider in providers {
+        found.problems.extend(suite.vendor_problems(
+            case,
+            &path,
+            provider.wire_kind(),
+            &provider.name,
+        ));
+        for (i, tool) in case.tools.iter().flatten().enumerate() {
+            let base = format!("/tools/{i}/function/parameters");
+            for (severity, message, pointer) in tool_lint(tool, provider) {
+                let text = source
+                    .get_or_insert_with(|| std::fs::read_to_string(&path).unwrap_or_default());
+                let d =
+                    Diagnostic::new(&path, message).at_pointer(text, &format!("{base}{pointer}"));
+                found.add(severity, d);
             }
         }
     }
 }
 
-/// Every provider's tokenizer loads, and every prompt fits every provider's context
-/// window with `max_output_tokens` to spare (counted offline: local tokenizers only).
-fn budget_problems(workspace: &Workspace) -> Diagnostics {
+/// The tokenizer of every provider with a context window, to hold every prompt to it
+/// with `max_output_tokens` to spare (offline: local tokenizers only), and the problems of
+/// those that do not load.
+fn counters(providers: &[ProviderConfig]) -> (Vec<(&ProviderConfig, Counter)>, Diagnostics) {
     let mut problems = Diagnostics::default();
     let mut counters = Vec::new();
-    for provider in &workspace.providers {
+    for provider in providers {
         match Counter::for_provider(provider) {
             Ok(counter) if provider.tokenizer.context_window.is_some() => {
                 counters.push((provider, counter))
@@ -160,24 +196,7 @@ fn budget_problems(workspace: &Workspace) -> Diagnostics {
             Err(d) => problems.extend(d),
         }
     }
-    if counters.is_empty() {
-        return problems;
-    }
-    for suite in &workspace.suites {
-        for case_ref in &suite.cases {
-            // A case that does not load or render is reported by the suite's preparation.
-            let Ok(case) = case_ref.load() else { continue };
-            let Ok(rendered) = suite.request(&case, &case_ref.path()) else {
-                continue;
-            };
-            for (provider, counter) in &counters {
-                if let Some(d) = budget_problem(provider, counter, &rendered, case_ref) {
-                    problems.push(d);
-                }
-            }
-        }
-    }
-    problems
+    (counters, problems)
 }
 
 fn budget_problem(
