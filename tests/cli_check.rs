@@ -145,15 +145,6 @@ fn truncated_json_files_are_placed_where_they_stop() {
 #[test]
 fn check_reads_each_case_once() {
     use conform::config::{Paths, Selection, Workspace};
-    // The bytes this thread has read (the pre-flight runs on the caller's thread).
-    fn read_so_far() -> u64 {
-        let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
-        io.lines()
-            .find_map(|l| l.strip_prefix("rchar: "))
-            .unwrap()
-            .parse()
-            .unwrap()
-    }
     let project = Project::new(&["openai"]);
     let suite = project.path("fixtures/ticket-triage");
     let padding = "The parcel arrived on time. ".repeat(600);
@@ -177,9 +168,10 @@ fn check_reads_each_case_once() {
     // Every prompt is counted against the provider's context window: all three look.
     assert!(workspace.providers[0].tokenizer.context_window.is_some());
 
-    let before = read_so_far();
+    // The pre-flight runs on the caller's thread.
+    let before = common::bytes_read_by_this_thread();
     let found = conform::run::preflight::preflight(workspace, &project.path("probes.json"), None);
-    let read = read_so_far() - before;
+    let read = common::bytes_read_by_this_thread() - before;
     assert!(found.problems.is_empty(), "{:?}", found.problems);
     assert!(
         read >= case_bytes && read < case_bytes + case_bytes / 2,

@@ -288,3 +288,45 @@ fn a_budget_needs_prices_and_prices_are_checked_with_their_line() {
         text(&out)
     );
 }
+
+/// A plan counts every case for each provider from the bytes its pre-flight held: the case
+/// files are read once, however many providers are planned.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_plan_reads_each_case_once_for_all_its_providers() {
+    use conform::config::{Paths, Selection, Workspace};
+    use conform::tokenize::Counter;
+    use std::sync::Arc;
+
+    let project = Project::new(&["openai"]);
+    let openai = std::fs::read_to_string(project.path("providers/openai.toml")).unwrap();
+    project.write("providers/second.toml", &openai);
+    let selection = Selection {
+        providers: vec!["openai".into(), "second".into()],
+        suites: vec!["ticket-triage".into()],
+    };
+    let workspace = Workspace::load(&Paths::under(project.root()), &selection).unwrap();
+    let case_bytes: u64 = std::fs::read_dir(project.path("fixtures/ticket-triage/cases"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    let cases = workspace.suites[0].cases.len();
+    let providers: Vec<_> = workspace
+        .providers
+        .iter()
+        .map(|c| (Arc::new(c.clone()), Counter::for_provider(c).unwrap()))
+        .collect();
+
+    // The pre-flight and the plan run on the caller's thread.
+    let before = common::bytes_read_by_this_thread();
+    let suites = conform::run::prepare(workspace.suites, conform::run::Keep::CaseBytes).unwrap();
+    let plan = conform::plan::plan(&suites, &providers, None, None).unwrap();
+    let read = common::bytes_read_by_this_thread() - before;
+
+    assert_eq!(plan.pairs.len(), 2);
+    assert!(plan.pairs.iter().all(|p| p.cases.len() == cases));
+    assert!(
+        read >= case_bytes && read < case_bytes + case_bytes / 2,
+        "read {read} bytes for {case_bytes} bytes of cases"
+    );
+}

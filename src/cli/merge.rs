@@ -52,7 +52,7 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
     for suite in &mut workspace.suites {
         suite.reference = plan.options.references.get(&suite.name).cloned();
     }
-    let suites = match run::prepare(workspace.suites, run::Keep::Nothing) {
+    let suites = match run::prepare(workspace.suites, run::Keep::CaseBytes) {
         Ok(suites) => suites,
         Err(problems) => {
             print_problems(&problems);

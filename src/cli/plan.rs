@@ -53,7 +53,7 @@ pub fn print(
     shard: Option<Shard>,
     format: Format,
 ) -> u8 {
-    let suites = match run::prepare(workspace.suites, run::Keep::Nothing) {
+    let suites = match run::prepare(workspace.suites, run::Keep::CaseBytes) {
         Ok(suites) => suites,
         Err(problems) => {
             print_problems(&problems);

@@ -687,10 +687,14 @@ impl Suite {
         })
     }
 
-    /// Reads `case_ref` and renders what is sent for it: the case and its request, or the
-    /// problems of either.
-    pub fn load_request(&self, case_ref: &CaseRef) -> Result<(Case, Rendered), Diagnostics> {
-        let case = case_ref.load().map_err(|d| Diagnostics(vec![d]))?;
+    /// Reads `case_ref` (from `held`, its bytes as a pre-flight read them, when given) and
+    /// renders what is sent for it: the case and its request, or the problems of either.
+    pub fn load_request(
+        &self,
+        case_ref: &CaseRef,
+        held: Option<&[u8]>,
+    ) -> Result<(Case, Rendered), Diagnostics> {
+        let case = case_ref.load_from(held).map_err(|d| Diagnostics(vec![d]))?;
         let rendered = self.request(&case, &case_ref.path())?;
         Ok((case, rendered))
     }

@@ -116,12 +116,11 @@ pub fn plan(
                 cost: config.pricing.map(|_| CostRange::default()),
                 cases: Vec::new(),
             };
-            for case_ref in suite
-                .cases
-                .iter()
-                .filter(|c| shard.is_none_or(|s| s.owns(&suite.name, &c.id)))
+            let cases = suite.cases.iter().enumerate();
+            for (index, _) in
+                cases.filter(|(_, c)| shard.is_none_or(|s| s.owns(&suite.name, &c.id)))
             {
-                let (case, rendered) = match suite.load_request(case_ref) {
+                let (case, rendered) = match prepared.load_request(index) {
                     Ok(loaded) => loaded,
                     Err(d) => {
                         problems.extend(d);

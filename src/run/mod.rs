@@ -57,14 +57,24 @@ impl PreparedSuite {
             held: HeldCases::default(),
         })
     }
+
+    /// The case at `index` and what is sent for it, from the bytes the pre-flight held
+    /// when it held them (the file is not read again), else from its file.
+    pub fn load_request(&self, index: usize) -> Result<(Case, Rendered), Diagnostics> {
+        let held = self.held.get(index);
+        self.suite
+            .load_request(&self.suite.cases[index], held.as_deref())
+    }
 }
 
 /// What a pre-flight keeps of the cases it read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keep {
-    /// Every case's bytes, for a run to send ([`HeldCases`]).
+    /// Every case's bytes ([`HeldCases`]), for a command that comes back to the cases after
+    /// its pre-flight: a run sends them, a plan (also `merge`'s estimate) counts them for
+    /// each provider, and neither opens a case file again.
     CaseBytes,
-    /// Nothing: the command sends no case (`check`, `plan`, `merge`).
+    /// Nothing: the command does not come back to the cases (`conform check`).
     Nothing,
 }
 

@@ -69,7 +69,7 @@ impl AnswerBook {
                 .flat_map(|s| s.cases.iter().map(move |c| (*s, c)))
         };
         for (place, (suite, case_ref)) in every_case().enumerate() {
-            let (case, rendered) = match suite.load_request(case_ref) {
+            let (case, rendered) = match suite.load_request(case_ref, None) {
                 Ok(loaded) => loaded,
                 Err(d) => {
                     problems.extend(d);

@@ -542,3 +542,16 @@ async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
     stream.read_exact(&mut body).await.ok()?;
     Some(body)
 }
+
+/// The bytes this thread has read from files and sockets so far (`rchar` of
+/// `/proc/thread-self/io`): what a test that reads nothing else in between can compare.
+#[cfg(target_os = "linux")]
+#[allow(dead_code)]
+pub fn bytes_read_by_this_thread() -> u64 {
+    let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
