@@ -422,12 +422,8 @@ async fn call_one(
     if let Some(why) = target.halted() {
         return not_run(why);
     }
-    let case = match case_ref.load_from(prepared.held.get(item.case).as_deref()) {
-        Ok(case) => case,
-        Err(d) => return not_run(d.to_string()),
-    };
-    let rendered = match suite.request(&case, &case_ref.path()) {
-        Ok(rendered) => rendered,
+    let (case, rendered) = match prepared.load_request(item.case) {
+        Ok(loaded) => loaded,
         Err(d) => return not_run(d.to_string()),
     };
     let prompt = &rendered.prompt;
