@@ -168,10 +168,9 @@ fn check_reads_each_case_once() {
     // Every prompt is counted against the provider's context window: all three look.
     assert!(workspace.providers[0].tokenizer.context_window.is_some());
 
-    // The pre-flight runs on the caller's thread.
-    let before = common::bytes_read_by_this_thread();
-    let found = conform::run::preflight::preflight(workspace, &project.path("probes.json"), None);
-    let read = common::bytes_read_by_this_thread() - before;
+    let probes = project.path("probes.json");
+    let (found, read) =
+        common::bytes_read_by(|| conform::run::preflight::preflight(workspace, &probes, None));
     assert!(found.problems.is_empty(), "{:?}", found.problems);
     assert!(
         read >= case_bytes && read < case_bytes + case_bytes / 2,

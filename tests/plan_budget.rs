@@ -317,11 +317,11 @@ fn a_plan_reads_each_case_once_for_all_its_providers() {
         .map(|c| (Arc::new(c.clone()), Counter::for_provider(c).unwrap()))
         .collect();
 
-    // The pre-flight and the plan run on the caller's thread.
-    let before = common::bytes_read_by_this_thread();
-    let suites = conform::run::prepare(workspace.suites, conform::run::Keep::CaseBytes).unwrap();
-    let plan = conform::plan::plan(&suites, &providers, None, None).unwrap();
-    let read = common::bytes_read_by_this_thread() - before;
+    let (plan, read) = common::bytes_read_by(|| {
+        let suites =
+            conform::run::prepare(workspace.suites, conform::run::Keep::CaseBytes).unwrap();
+        conform::plan::plan(&suites, &providers, None, None).unwrap()
+    });
 
     assert_eq!(plan.pairs.len(), 2);
     assert!(plan.pairs.iter().all(|p| p.cases.len() == cases));

@@ -236,17 +236,7 @@ fn keywords_of_tool_parameters_are_probed_and_warned_about_in_the_tools_file() {
         "ignores"
     );
 
-    let out = project
-        .cmd()
-        .args(["check", "--suite", "support-agent", "--primary", "primary"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let warning = stderr
-        .lines()
-        .find(|l| l.contains("schema_keyword_ignored") && l.contains("maxLength"))
-        .unwrap_or_else(|| panic!("a warning about maxLength:\n{stderr}"));
+    let warning = check_warning(&project, "support-agent", "maxLength");
     assert!(
         warning.contains("fixtures/support-agent/tools.json:"),
         "placed in the tools file: {warning}"
@@ -265,20 +255,27 @@ fn keywords_of_tool_parameters_are_probed_and_warned_about_in_the_tools_file() {
 }
 "#,
     );
-    let out = project
-        .cmd()
-        .args(["check", "--suite", "support-agent", "--primary", "primary"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let warning = stderr
-        .lines()
-        .find(|l| l.contains("099-own-tool.json:") && l.contains("schema_keyword_ignored"))
-        .unwrap_or_else(|| panic!("a warning in the case's file:\n{stderr}"));
+    let warning = check_warning(&project, "support-agent", "099-own-tool.json:");
     assert!(
         warning.contains("099-own-tool.json:5:")
             && warning.contains("/tools/0/function/parameters/properties/text/maxLength"),
         "placed at the keyword: {warning}"
     );
+}
+
+/// `conform check --suite SUITE --primary primary`, which passes, and its first
+/// `schema_keyword_ignored` warning that contains `naming`.
+fn check_warning(project: &Project, suite: &str, naming: &str) -> String {
+    let out = project
+        .cmd()
+        .args(["check", "--suite", suite, "--primary", "primary"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    stderr
+        .lines()
+        .find(|l| l.contains("schema_keyword_ignored") && l.contains(naming))
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("a warning with `{naming}`:\n{stderr}"))
 }

@@ -543,15 +543,20 @@ async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
     Some(body)
 }
 
-/// The bytes this thread has read from files and sockets so far (`rchar` of
-/// `/proc/thread-self/io`): what a test that reads nothing else in between can compare.
+/// What `f` returns, and the bytes this thread read from files and sockets while it ran
+/// (`rchar` of `/proc/thread-self/io`), for `f` that does its reading on the caller's thread.
 #[cfg(target_os = "linux")]
 #[allow(dead_code)]
-pub fn bytes_read_by_this_thread() -> u64 {
-    let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
-    io.lines()
-        .find_map(|l| l.strip_prefix("rchar: "))
-        .unwrap()
-        .parse()
-        .unwrap()
+pub fn bytes_read_by<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    fn so_far() -> u64 {
+        let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+        io.lines()
+            .find_map(|l| l.strip_prefix("rchar: "))
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+    let before = so_far();
+    let out = f();
+    (out, so_far() - before)
 }
