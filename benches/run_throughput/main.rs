@@ -25,7 +25,9 @@
 //! a call (the provider's 50 ms plus the loopback's and the client's share of it).
 //! `--e2e --sim N…` does the same with a simulated provider (`kind = "sim"`), served
 //! inside the `conform` process. `RUN_THROUGHPUT_CONFORM=PATH` measures another build of
-//! `conform` instead of this one's (to compare two commits on the same machine).
+//! `conform` instead of this one's (to compare two commits on the same machine). Each
+//! size's project is made once under `target/tmp/run_throughput/` and kept for the next
+//! bench (see `e2e_project`).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -156,20 +158,13 @@ fn e2e(sizes: &[u64], sim: bool) {
         "CPU/call",
         "latency"
     );
-    // Every size's project is kept until the end: deleting one (up to 100,000 case files)
-    // just before the next size starts would charge that size for it. On ext4 without a
-    // journal, as here, a new file's inode is searched past every inode freed in the last
-    // minutes, so each report file the next run created took about a millisecond of CPU.
-    let mut roots = Vec::new();
     for &n in sizes {
-        let root = tempfile::tempdir().expect("temp dir");
-        write_suite(&root.path().join("fixtures/bench"), n);
-        std::fs::create_dir_all(root.path().join("providers")).expect("providers dir");
-        std::fs::write(root.path().join("providers/bench.toml"), &provider).expect("provider file");
+        let root = e2e_project(n);
+        std::fs::write(root.join("providers/bench.toml"), &provider).expect("provider file");
         let started = Instant::now();
         let child = Command::new(&exe)
             .arg("--root")
-            .arg(root.path())
+            .arg(&root)
             .args(["run", "bench", "--no-progress"])
             .stdout(Stdio::null())
             .spawn()
@@ -177,7 +172,7 @@ fn e2e(sizes: &[u64], sim: bool) {
         let (status, usage) = wait4(child);
         let wall = started.elapsed();
         assert_eq!(status, 0, "conform run must exit 0 (every call conformant)");
-        let reports = root.path().join("reports");
+        let reports = root.join("reports");
         let run = std::fs::read_dir(&reports)
             .expect("reports dir")
             .filter_map(Result::ok)
@@ -219,12 +214,48 @@ fn e2e(sizes: &[u64], sim: bool) {
             cpu * 1e6 / n as f64,
             mean_latency
         );
-        roots.push(root);
     }
     if let Some((mut mock, _)) = mock {
         let _ = mock.kill();
         let _ = mock.wait();
     }
+}
+
+/// The project of `n` cases the end-to-end runs use, made once and kept under the target
+/// folder (`target/tmp/run_throughput/e2e-N`): each run removes only the reports and the
+/// allowlist of the run before it. Projects made in a temporary folder and deleted when
+/// the bench ended charged the next bench's runs: on ext4 without a journal, a new file's
+/// inode is chosen past every inode freed in the last minutes, and after the 111,000 case
+/// files of the bench before were deleted, 1,000 calls cost 46–72 µs of CPU each instead
+/// of 35–41 (BENCHMARKS.md, "A tenth machine").
+fn e2e_project(n: u64) -> std::path::PathBuf {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("run_throughput")
+        .join(format!("e2e-{n}"));
+    // Written last, once every case is: a bench stopped while writing starts again, and
+    // a project of an older `write_suite` is made again.
+    let made = root.join("complete");
+    if std::fs::read_to_string(&made).ok().as_deref() != Some(SUITE_VERSION) {
+        let _ = std::fs::remove_dir_all(&root);
+        write_suite(&root.join("fixtures/bench"), n);
+        std::fs::create_dir_all(root.join("providers")).expect("providers dir");
+        std::fs::write(&made, SUITE_VERSION).expect("marker");
+    }
+    // Each run starts as the first did: no reports, no allowlist.
+    for removed in [
+        std::fs::remove_dir_all(root.join("reports")),
+        std::fs::remove_file(root.join("allowlist.json")),
+    ] {
+        if let Err(e) = removed
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            panic!(
+                "cannot remove the last run's output in {}: {e}",
+                root.display()
+            );
+        }
+    }
+    root
 }
 
 /// The run's own wall time, from its first call to its last record (report.json's
@@ -421,6 +452,9 @@ fn print_one(calls: u64, result: &run::RunResult, wall: Duration) {
         (cpu_seconds() - CPU_AT_START.get().copied().unwrap_or(0.0)) * 1e6 / calls as f64
     );
 }
+
+/// Changed with whatever [`write_suite`] writes, so that kept projects are made again.
+const SUITE_VERSION: &str = "1";
 
 fn write_suite(dir: &Path, cases: u64) {
     std::fs::create_dir_all(dir.join("cases")).expect("suite dir");
