@@ -16,6 +16,7 @@
 //!   promptfoo tests), redacted, deduplicated and sampled;
 //! - [`probe`]: which JSON Schema keywords a provider enforces, rejects, strips or ignores;
 //! - [`latency`]: percentiles from a streaming histogram of bounded size;
+//! - [`stats`]: the failure rate a count of failures rules out;
 //! - [`sim`]: simulated providers on loopback for `conform demo` and the tests;
 //! - [`tokenize`]: counting prompts the way each provider counts them;
 //! - [`ledger`]: jobs and attempts on SQLite or PostgreSQL, one job per intent;
@@ -46,5 +47,6 @@ pub mod run;
 pub mod scenarios;
 pub mod secret;
 pub mod sim;
+pub mod stats;
 pub mod tokenize;
 pub mod verdict;

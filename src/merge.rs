@@ -5,10 +5,15 @@
 //! every one complete, and all agree on conform's version, the plan digest (suites,
 //! cases, repeats, provider digests, options) and whether they were replayed; every
 //! record line is read back as a [`CallRecord`] (a line that is not one refuses the
-//! merge) and copied byte for byte into the merged `results.jsonl`; a shard's record
-//! count must match its manifest (a truncated upload refuses). The verdicts are then
-//! made by [`crate::run::tallies::Tallies`], the path a run takes: this module decides
-//! nothing about providers.
+//! merge), its answer judged again with today's checks ([`crate::run::judge::rejudge`]:
+//! a recorded verdict is never trusted), and written into the merged `results.jsonl`; a
+//! record answered from a tape makes its shard a replay whatever its manifest says; a
+//! shard's record count must match its manifest (a truncated upload refuses). The
+//! merged run is named and timed by its shards (the first call, the last), so merging
+//! the same shards again gives the same entry, and shards whose first call is older than
+//! the validity asked for are refused. The verdicts are made by
+//! [`crate::run::tallies::Tallies`], the path a run takes: this module decides nothing
+//! about providers.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -18,7 +23,11 @@ use std::path::{Path, PathBuf};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
 use crate::check::record::CallRecord;
+use crate::run::judge::{CaseIndex, rejudge};
 use crate::run::shard::{MANIFEST, Manifest, ManifestError, Plan};
 use crate::run::tallies::Tallies;
 use crate::run::{PreparedSuite, RunResult, Target};
@@ -89,6 +98,25 @@ pub enum MergeError {
     },
     #[error("{path}:{line}: not a call record: {message}")]
     Record {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error(
+        "{path}:{line}: this record was answered from a tape, but the shard's manifest says its answers came from the provider: the shard report was changed; run the shard again"
+    )]
+    Replayed { path: PathBuf, line: usize },
+    #[error(
+        "the shards' first call was at {first_call}, more than {valid_for} ago: an entry made from them would already have expired; run the shards again"
+    )]
+    Stale {
+        first_call: String,
+        valid_for: String,
+    },
+    #[error("{dir}: the manifest's started_at `{started_at}` is not an RFC 3339 time")]
+    Time { dir: PathBuf, started_at: String },
+    #[error("{path}:{line}: {message}")]
+    Rejudge {
         path: PathBuf,
         line: usize,
         message: String,
@@ -238,10 +266,63 @@ pub fn check_workspace(
     })
 }
 
-/// Joins validated shard reports into one complete run under `reports_dir`: their records
-/// copied into its `results.jsonl` and counted through the run's own tallies, so the
-/// verdicts are those an unsharded run of the same calls would reach. A record for a pair
-/// the plan does not hold refuses the merge, and the half-made run folder is removed.
+/// When the shards' calls were made: the first shard's start and the last one's end.
+fn span(reports: &[ShardReport]) -> Result<(OffsetDateTime, OffsetDateTime), MergeError> {
+    let parse = |dir: &Path, t: &str| {
+        OffsetDateTime::parse(t, &Rfc3339).map_err(|_| MergeError::Time {
+            dir: dir.to_path_buf(),
+            started_at: t.to_string(),
+        })
+    };
+    let mut first: Option<OffsetDateTime> = None;
+    let mut last: Option<OffsetDateTime> = None;
+    for r in reports {
+        let started = parse(&r.dir, &r.manifest.started_at)?;
+        let finished = parse(&r.dir, &r.manifest.finished_at).unwrap_or(started);
+        first = Some(first.map_or(started, |f| f.min(started)));
+        last = Some(last.map_or(finished, |l| l.max(finished)));
+    }
+    match (first, last) {
+        (Some(first), Some(last)) => Ok((first, last.max(first))),
+        _ => Err(MergeError::NoShards("the arguments".into())),
+    }
+}
+
+/// Refuses shards whose first call is more than `valid_for` before `now`: an entry is
+/// valid for `valid_for` from its first call, so theirs would be expired already.
+pub fn check_fresh(
+    reports: &[ShardReport],
+    valid_for: std::time::Duration,
+    now: OffsetDateTime,
+) -> Result<(), MergeError> {
+    let (first, _) = span(reports)?;
+    if first + valid_for <= now {
+        return Err(MergeError::Stale {
+            first_call: first.format(&Rfc3339).unwrap_or_default(),
+            valid_for: humantime::format_duration(valid_for).to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The merged run's id: the first call's second (so ids sort by when the evidence was
+/// made) and a digest of the shards' own run ids, so the same shards always merge into
+/// the same run.
+fn merged_run_id(reports: &[ShardReport], first: OffsetDateTime) -> String {
+    let format = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
+    let stamp = first.format(&format).unwrap_or_default();
+    let mut ids: Vec<&str> = reports.iter().map(|r| r.manifest.run_id.as_str()).collect();
+    ids.sort_unstable();
+    let digest = crate::digest::canonical(&ids);
+    let hex = digest.trim_start_matches("sha256:");
+    format!("{stamp}-merge-{}", hex.get(..8).unwrap_or(hex))
+}
+
+/// Joins validated shard reports into one complete run under `reports_dir`: each record
+/// judged again with today's checks, written into its `results.jsonl` and counted
+/// through the run's own tallies, so the verdicts are those an unsharded run of the same
+/// answers would reach. A record for a pair the plan does not hold, or for a case the
+/// suite no longer has, refuses the merge, and the half-made run folder is removed.
 pub fn join(
     reports: &[ShardReport],
     suites: &[Arc<PreparedSuite>],
@@ -258,53 +339,66 @@ pub fn join(
     let provider_index: HashMap<&str, usize> = (targets.iter().enumerate())
         .map(|(i, t)| (t.endpoint.config.name.as_str(), i))
         .collect();
-    let run_id = crate::run::new_run_id();
+    let cases: Vec<CaseIndex> = suites.iter().map(|s| CaseIndex::of(s)).collect();
+    let (started_at, finished_at) = span(reports)?;
+    let run_id = merged_run_id(reports, started_at);
     let dir = reports_dir.join(&run_id);
-    std::fs::create_dir_all(&dir).map_err(|source| MergeError::Io {
-        path: dir.clone(),
-        source,
-    })?;
+    // Made beside it and moved into place once every record is in: the same shards merged
+    // again replace the earlier run, and a refused merge leaves it as it was.
+    let making = reports_dir.join(format!(".{run_id}.merging"));
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| MergeError::Io { path, source }
+    };
+    let _ = std::fs::remove_dir_all(&making);
+    std::fs::create_dir_all(&making).map_err(io(&making))?;
     let mut tallies = Tallies::new(suites, targets, options.repeats, None);
-    let copied = copy_records(reports, &dir.join("results.jsonl"), |record| {
+    let copied = copy_records(reports, &making.join("results.jsonl"), |shard, record| {
         let p = provider_index.get(record.provider.as_str());
         let s = suite_index.get(record.suite.as_str());
-        match (p, s) {
-            (Some(&p), Some(&s)) => {
-                tallies.add(p, s, record);
-                true
-            }
-            _ => false,
-        }
+        let (Some(&p), Some(&s)) = (p, s) else {
+            return Ok(false);
+        };
+        rejudge(&suites[s], &cases[s], &targets[p], record, shard.now)?;
+        tallies.add(p, s, record);
+        Ok(true)
     });
-    if let Err(e) = copied {
+    let placed = copied.and_then(|_| {
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(io(&dir))?;
+        }
+        std::fs::rename(&making, &dir).map_err(io(&dir))
+    });
+    if let Err(e) = placed {
         // The half-made run folder would read as a run: it goes.
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&making);
         return Err(e);
     }
-    let parse = |t: &str| {
-        time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
-    };
-    let started_at = (reports.iter())
-        .filter_map(|r| parse(&r.manifest.started_at))
-        .min()
-        .unwrap_or_else(time::OffsetDateTime::now_utc);
     Ok(RunResult {
         run_id,
         dir,
         started_at,
-        finished_at: time::OffsetDateTime::now_utc(),
+        finished_at,
         complete: true,
         verdicts: tallies.verdicts(suites, targets, options.max_transport_error_share, true),
     })
 }
 
+/// The shard a record being copied comes from.
+pub struct ShardOf {
+    /// Its start, unix seconds: what its rules saw as `$now`.
+    pub now: i64,
+}
+
 /// Copies every shard's records, in shard order, into `out` (the merged run's
-/// `results.jsonl`), handing each to `each` as it goes. Memory stays flat: one line at a
-/// time. `each` returns false for a record the plan does not hold, which refuses.
+/// `results.jsonl`), handing each to `each` as it goes and writing what `each` made of
+/// it. Memory stays flat: one line at a time. `each` returns `Ok(false)` for a record the
+/// plan does not hold, and `Err` for one it cannot judge; both refuse. A record answered
+/// from a tape in a shard whose manifest says otherwise refuses too.
 pub fn copy_records(
     reports: &[ShardReport],
     out: &Path,
-    mut each: impl FnMut(&mut CallRecord) -> bool,
+    mut each: impl FnMut(&ShardOf, &mut CallRecord) -> Result<bool, String>,
 ) -> Result<u64, MergeError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -315,6 +409,15 @@ pub fn copy_records(
     for report in reports {
         let path = report.dir.join("results.jsonl");
         let reader = BufReader::new(File::open(&path).map_err(io(&path))?);
+        let shard = ShardOf {
+            now: OffsetDateTime::parse(&report.manifest.started_at, &Rfc3339)
+                .map(OffsetDateTime::unix_timestamp)
+                .map_err(|_| MergeError::Time {
+                    dir: report.dir.clone(),
+                    started_at: report.manifest.started_at.clone(),
+                })?,
+        };
+        let live = report.manifest.replayed_from.is_none();
         let mut found = 0u64;
         for (i, line) in reader.lines().enumerate() {
             let line = line.map_err(io(&path))?;
@@ -327,15 +430,31 @@ pub fn copy_records(
                     line: i + 1,
                     message: e.to_string(),
                 })?;
-            if !each(&mut record) {
-                return Err(MergeError::Foreign {
+            if live && record.replayed {
+                return Err(MergeError::Replayed {
                     path: path.clone(),
                     line: i + 1,
-                    suite: record.suite,
-                    provider: record.provider,
                 });
             }
-            writer.write_all(line.as_bytes()).map_err(io(out))?;
+            match each(&shard, &mut record) {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Err(MergeError::Foreign {
+                        path: path.clone(),
+                        line: i + 1,
+                        suite: record.suite,
+                        provider: record.provider,
+                    });
+                }
+                Err(message) => {
+                    return Err(MergeError::Rejudge {
+                        path: path.clone(),
+                        line: i + 1,
+                        message,
+                    });
+                }
+            }
+            serde_json::to_writer(&mut writer, &record).map_err(|e| io(out)(e.into()))?;
             writer.write_all(b"\n").map_err(io(out))?;
             found += 1;
         }
@@ -375,8 +494,8 @@ mod tests {
                 },
             },
             run_id: format!("run-{k}"),
-            started_at: String::new(),
-            finished_at: String::new(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            finished_at: "2026-01-01T00:01:00Z".into(),
             complete: true,
             replayed_from: None,
             calls: 0,
@@ -463,29 +582,53 @@ mod tests {
         r.dir = shard.clone();
         let out = dir.path().join("merged.jsonl");
         let mut seen = Vec::new();
-        let n = copy_records(std::slice::from_ref(&r), &out, |rec| {
+        let n = copy_records(std::slice::from_ref(&r), &out, |_, rec| {
             seen.push(rec.clone());
-            true
+            rec.passed = true;
+            Ok(true)
         })
         .unwrap();
         assert_eq!(n, 2);
         assert_eq!(seen, [record.clone(), record.clone()]);
+        // What is written is what the callback made of each record.
+        let judged = serde_json::to_string(&CallRecord {
+            passed: true,
+            ..record.clone()
+        })
+        .unwrap();
         assert_eq!(
             std::fs::read_to_string(&out).unwrap(),
-            format!("{line}\n{line}\n")
+            format!("{judged}\n{judged}\n")
         );
 
         r.manifest.calls = 3;
-        let err = copy_records(std::slice::from_ref(&r), &out, |_| true).unwrap_err();
+        let err = copy_records(std::slice::from_ref(&r), &out, |_, _| Ok(true)).unwrap_err();
         assert!(
             err.to_string()
                 .contains("2 call records, but the manifest says 3"),
             "{err}"
         );
-        let err = copy_records(std::slice::from_ref(&r), &out, |_| false).unwrap_err();
+        let err = copy_records(std::slice::from_ref(&r), &out, |_, _| Ok(false)).unwrap_err();
         assert!(err.to_string().contains("suite × p"), "{err}");
+        let err = copy_records(std::slice::from_ref(&r), &out, |_, _| {
+            Err("no such case".into())
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("results.jsonl:1: no such case"),
+            "{err}"
+        );
+        let replayed = serde_json::to_string(&CallRecord {
+            replayed: true,
+            ..record.clone()
+        })
+        .unwrap();
+        std::fs::write(shard.join("results.jsonl"), format!("{replayed}\n")).unwrap();
+        r.manifest.calls = 1;
+        let err = copy_records(std::slice::from_ref(&r), &out, |_, _| Ok(true)).unwrap_err();
+        assert!(err.to_string().contains("answered from a tape"), "{err}");
         std::fs::write(shard.join("results.jsonl"), "{\"suite\": 1}\n").unwrap();
-        let err = copy_records(std::slice::from_ref(&r), &out, |_| true).unwrap_err();
+        let err = copy_records(std::slice::from_ref(&r), &out, |_, _| Ok(true)).unwrap_err();
         assert!(
             err.to_string()
                 .contains("results.jsonl:1: not a call record"),

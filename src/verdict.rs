@@ -227,6 +227,19 @@ impl Tally {
         }
     }
 
+    /// Sets the comparison with the reference, counting each failed field under
+    /// `reference_disagreement` with the calls' finding codes.
+    pub fn attach_differential(&mut self, d: Differential) {
+        let failed = d.failed().count() as u64;
+        if failed > 0 {
+            *self
+                .codes
+                .entry(crate::check::differential::CODE.to_string())
+                .or_default() += failed;
+        }
+        self.differential = Some(d);
+    }
+
     /// Passed calls over planned calls: a call that never ran is not a pass.
     pub fn pass_rate(&self) -> f64 {
         ratio(self.passed, self.planned)
@@ -248,7 +261,10 @@ impl Tally {
         match (verdict, d.judgement()) {
             (Verdict::Inconclusive, _) | (_, Ok(false)) => (verdict, reasons),
             (_, Ok(true)) => {
-                reasons.push(crate::check::differential::CODE.into());
+                let code = crate::check::differential::CODE;
+                if !reasons.iter().any(|r| r == code) {
+                    reasons.push(code.into());
+                }
                 (Verdict::Nonconformant, reasons)
             }
             (Verdict::Nonconformant, Err(_)) => (verdict, reasons),

@@ -16,15 +16,21 @@ const KEY: &str = "sk-test-ci-0123456789";
 
 async fn mock(project: &Project, mode: Mode) -> MockServer {
     let server = MockServer::start().await;
+    answer(project, &server, mode).await;
+    server
+}
+
+/// Makes `server` answer as `mode` says, from now on.
+async fn answer(project: &Project, server: &MockServer, mode: Mode) {
+    server.reset().await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
         .respond_with(OpenAiMock {
             book: answer_book(project.root()),
             mode,
         })
-        .mount(&server)
+        .mount(server)
         .await;
-    server
 }
 
 fn point(project: &Project, provider: &str, server: &MockServer) {
@@ -63,10 +69,10 @@ fn text(out: &Output) -> String {
 async fn the_ci_script_shards_merges_summarises_and_comments() {
     let project = Project::new(&[]);
     let faithful = mock(&project, Mode::Faithful).await;
-    let fenced = mock(&project, Mode::Fenced).await;
+    let backup = mock(&project, Mode::Faithful).await;
     // Yesterday both providers behaved: both are allowlisted.
     point(&project, "openai", &faithful);
-    point(&project, "backup", &faithful);
+    point(&project, "backup", &backup);
     let first = project
         .cmd()
         .env("OPENAI_API_KEY", KEY)
@@ -83,8 +89,8 @@ async fn the_ci_script_shards_merges_summarises_and_comments() {
     assert_eq!(first.status.code(), Some(0), "{}", text(&first));
     let before = std::fs::read(project.path("allowlist.json")).unwrap();
 
-    // Today `backup` fences its JSON (its address is not part of its digest).
-    point(&project, "backup", &fenced);
+    // Today `backup` fences its JSON, at the same address.
+    answer(&project, &backup, Mode::Fenced).await;
     let summary = project.path("step-summary.md");
     let run_args = ["openai", "backup", "--suite", "ticket-triage"];
     let mut recorded = 0;

@@ -37,21 +37,14 @@ struct Run {
 }
 
 fn run(project: &Project, base_url: &str, verbose: bool) -> Run {
+    project.point("openai", base_url);
     let mut cmd = project.cmd();
     cmd.env("OPENAI_API_KEY", KEY);
     if verbose {
         cmd.arg("-v");
     }
     let out = cmd
-        .args([
-            "run",
-            "openai",
-            "--suite",
-            SUITE,
-            "--no-progress",
-            "--base-url",
-        ])
-        .arg(base_url)
+        .args(["run", "openai", "--suite", SUITE, "--no-progress"])
         .output()
         .unwrap();
     let run = Run {

@@ -212,6 +212,7 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
 async fn run_openai_against_a_mock_sends_the_key_only_in_the_header() {
     let project = Project::new(&["openai"]);
     let server = openai_mock(&project, Mode::Faithful).await;
+    project.point("openai", &server.uri());
     let out = project
         .cmd()
         .env("OPENAI_API_KEY", KEY)
@@ -222,9 +223,7 @@ async fn run_openai_against_a_mock_sends_the_key_only_in_the_header() {
             "--suite",
             "ticket-triage",
             "--no-progress",
-            "--base-url",
         ])
-        .arg(server.uri())
         .output()
         .unwrap();
     let (stdout, stderr) = (
@@ -334,18 +333,11 @@ async fn a_drifting_provider_is_revoked_and_exits_1() {
     let project = Project::new(&["openai"]);
     let good = openai_mock(&project, Mode::Faithful).await;
     let run = |uri: String| {
+        project.point("openai", &uri);
         project
             .cmd()
             .env("OPENAI_API_KEY", KEY)
-            .args([
-                "run",
-                "openai",
-                "--suite",
-                "ticket-triage",
-                "--no-progress",
-                "--base-url",
-                &uri,
-            ])
+            .args(["run", "openai", "--suite", "ticket-triage", "--no-progress"])
             .output()
             .unwrap()
     };
@@ -551,23 +543,16 @@ async fn a_recorded_run_replays_without_the_network_or_the_key() {
     let project = Project::new(&["openai"]);
     let server = openai_mock(&project, Mode::Faithful).await;
     let uri = server.uri();
+    project.point("openai", &uri);
     let run = |extra: &[&str], key: bool| {
         let mut cmd = project.cmd();
         if key {
             cmd.env("OPENAI_API_KEY", KEY);
         }
-        cmd.args([
-            "run",
-            "openai",
-            "--suite",
-            "ticket-triage",
-            "--no-progress",
-            "--base-url",
-            &uri,
-        ])
-        .args(extra)
-        .output()
-        .unwrap()
+        cmd.args(["run", "openai", "--suite", "ticket-triage", "--no-progress"])
+            .args(extra)
+            .output()
+            .unwrap()
     };
     let recorded = run(&["--record", "tapes"], true);
     assert_eq!(recorded.status.code(), Some(0), "{recorded:?}");
@@ -685,11 +670,11 @@ async fn a_run_that_replaces_an_unreadable_allowlist_names_the_file() {
         "{\n  \"format\": \"conform.allowlist/v1\",\n",
     );
     let good = openai_mock(&project, Mode::Faithful).await;
+    project.point("openai", &good.uri());
     let out = project
         .cmd()
         .env("OPENAI_API_KEY", KEY)
         .args(["run", "openai", "--suite", "ticket-triage", "--no-progress"])
-        .args(["--base-url", &good.uri()])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));

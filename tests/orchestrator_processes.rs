@@ -32,7 +32,7 @@ struct Env {
 impl Serve {
     fn start(env: &Env) -> Serve {
         let mut child = Command::new(env!("CARGO_BIN_EXE_conform"))
-            .arg("serve")
+            .args(["serve", "--unverified-allowlist"])
             .env("CONFORM_LISTEN", "127.0.0.1:0")
             .env("CONFORM_PROVIDERS", &env.providers)
             .env("CONFORM_DATABASE_URL", &env.database_url)

@@ -54,7 +54,7 @@ fn target_mode_runs_against_a_running_orchestrator_and_skips_restarts() {
     let listen = format!("127.0.0.1:{}", free_port());
     let allowlist = work.path().join("allowlist.json");
     let mut serve = Command::new(env!("CARGO_BIN_EXE_conform"))
-        .arg("serve")
+        .args(["serve", "--unverified-allowlist"])
         .env("CONFORM_LISTEN", &listen)
         .env("CONFORM_PROVIDERS", providers.join(","))
         .env("CONFORM_ALLOWLIST", &allowlist)

@@ -108,6 +108,7 @@ fn normalized(mut value: Value) -> Value {
                         "at",
                         "generated_at",
                         "valid_until",
+                        "first_call_at",
                         "timestamp",
                         "report",
                     ]

@@ -36,7 +36,7 @@ impl Served {
     ) -> Served {
         let mut command = Command::new(bin);
         command
-            .arg("serve")
+            .args(["serve", "--unverified-allowlist"])
             .env("CONFORM_LISTEN", "127.0.0.1:0")
             .env("CONFORM_PROVIDERS", providers)
             .env("CONFORM_DATABASE_URL", database_url)

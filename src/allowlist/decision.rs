@@ -11,9 +11,9 @@ use serde::Serialize;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::format::{Allowlist, Entry, LatencyEvidence, Revocation};
+use super::format::{Allowlist, Entry, LatencyEvidence, Revocation, RulesOut};
 use super::local::Local;
-use crate::config::Paths;
+use crate::config::{Paths, ProviderIdentity, Settings, SuiteIdentity};
 
 /// Why failover is not permitted. The codes are stable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -46,6 +46,13 @@ pub enum Reason {
     UnknownSuite,
     /// The provider is not in the project's `providers/`.
     UnknownProvider,
+    /// The evidence is too thin for what is asked: fewer repeats than the suite asks
+    /// for, or a failure rate the calls do not rule out (`conform gate
+    /// --max-undetected-failure-rate`, or `conform.toml`).
+    InsufficientEvidence,
+    /// The entry claims to be valid for longer after its first call than the project
+    /// allows (`max_valid_for`, 30 days by default), or does not say when that call was.
+    ValidityTooLong,
     /// The suite or provider files of the project do not load.
     InvalidConfig,
 }
@@ -61,6 +68,8 @@ impl Reason {
                 | Reason::SuiteChanged
                 | Reason::ProviderChanged
                 | Reason::ModelDrift
+                | Reason::InsufficientEvidence
+                | Reason::ValidityTooLong
         )
     }
 
@@ -80,6 +89,8 @@ impl Reason {
             Reason::LatencyBound => "latency_bound",
             Reason::UnknownSuite => "unknown_suite",
             Reason::UnknownProvider => "unknown_provider",
+            Reason::InsufficientEvidence => "insufficient_evidence",
+            Reason::ValidityTooLong => "validity_too_long",
             Reason::InvalidConfig => "invalid_config",
         }
     }
@@ -172,6 +183,12 @@ pub struct Observed<'a> {
     pub suite_digest: Option<&'a str>,
     /// The digest of the provider configuration as it is now.
     pub provider_digest: Option<&'a str>,
+    /// The suite's files as they are now: a mismatch names the file that changed.
+    pub suite_identity: Option<&'a SuiteIdentity>,
+    /// The provider's identity as it is now: a mismatch names the field that changed.
+    pub provider_identity: Option<&'a ProviderIdentity>,
+    /// The repeats the suite asks for now: evidence made with fewer is not enough.
+    pub suite_repeats: Option<u32>,
     /// The provider is a simulation (`kind = "sim"`): never a real failover target.
     pub simulated: bool,
     /// The model the provider reported serving.
@@ -199,13 +216,32 @@ pub struct Query<'a> {
 
 /// Bounds a caller holds the evidence to at decision time: an orchestrator whose users
 /// cannot wait 20 s asks for a fallback proven faster than that. Unset bounds are not
-/// checked.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// checked; against a project, the validity window is the project's `max_valid_for` (30
+/// days by default) when unset.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Required {
     /// The evidence's 95th percentile of whole-call latency must be under this.
     pub max_p95_latency: Option<std::time::Duration>,
     /// The evidence's 95th percentile of time to first token must be under this.
     pub max_p95_ttft: Option<std::time::Duration>,
+    /// The evidence must rule out failure rates above this at 95 % confidence
+    /// ([`crate::stats`]): 0 failures in 100 calls rule out 3 %, in 20 calls 14 %.
+    pub max_undetected_failure_rate: Option<f64>,
+    /// An entry may be valid for at most this long after its first call.
+    pub max_valid_for: Option<std::time::Duration>,
+}
+
+impl Required {
+    /// These bounds, the project's `settings` filling those left unset.
+    pub fn or_settings(self, settings: &Settings) -> Required {
+        Required {
+            max_undetected_failure_rate: self
+                .max_undetected_failure_rate
+                .or(settings.max_undetected_failure_rate),
+            max_valid_for: self.max_valid_for.or(Some(settings.max_valid_for)),
+            ..self
+        }
+    }
 }
 
 impl<'a> Query<'a> {
@@ -277,13 +313,14 @@ impl Allowlist {
     }
 
     fn answer(&self, query: &Query<'_>, local: Option<&Local>) -> Result<Permit, Denial> {
-        let observed = match local {
-            Some(local) => local.observed(query.reported),
-            None => query.reported,
+        let (observed, required) = match local {
+            Some(local) => (
+                local.observed(query.reported),
+                query.required.or_settings(&local.settings),
+            ),
+            None => (query.reported, query.required),
         };
-        let permit = self.decide(query.suite, query.provider, query.at, &observed)?;
-        check_required(&permit.entry, &query.required)?;
-        Ok(permit)
+        self.decide_with(query.suite, query.provider, query.at, &observed, &required)
     }
 
     /// The decision for one (suite, provider) at one instant, holding the evidence to
@@ -296,6 +333,18 @@ impl Allowlist {
         provider: &str,
         at: OffsetDateTime,
         observed: &Observed<'_>,
+    ) -> Result<Permit, Denial> {
+        self.decide_with(suite, provider, at, observed, &Required::default())
+    }
+
+    /// [`Allowlist::decide`], also holding the evidence to `required`.
+    pub fn decide_with(
+        &self,
+        suite: &str,
+        provider: &str,
+        at: OffsetDateTime,
+        observed: &Observed<'_>,
+        required: &Required,
     ) -> Result<Permit, Denial> {
         let revocation = self.revocation(suite, provider);
         let mut candidates = self
@@ -316,7 +365,8 @@ impl Allowlist {
         for entry in candidates {
             let checked = match revocation {
                 Some(r) if !newer(&entry.generated_at, &r.at) => Err(revoked(r).about(entry)),
-                _ => check_entry(entry, at, observed),
+                _ => check_entry(entry, at, observed, required)
+                    .and_then(|()| check_required(entry, observed, required)),
             };
             match checked {
                 Ok(()) => {
@@ -374,9 +424,19 @@ fn newer(made: &str, revoked: &str) -> bool {
     }
 }
 
-/// The caller's latency bounds against the evidence's percentiles (each within the
-/// recorded relative error: a percentile within it of the bound counts as above it).
-fn check_required(entry: &Entry, required: &Required) -> Result<(), Denial> {
+/// The caller's bounds against the evidence: enough repeats and calls for the failure rate
+/// asked to be ruled out, and the latency percentiles (each within the recorded relative
+/// error: a percentile within it of the bound counts as above it).
+fn check_required(
+    entry: &Entry,
+    observed: &Observed<'_>,
+    required: &Required,
+) -> Result<(), Denial> {
+    // The contract's reading of a bare entry holds it to nothing but its time.
+    if entry.contract_only {
+        return Ok(());
+    }
+    check_evidence(entry, observed, required)?;
     let total: fn(&LatencyEvidence) -> f64 = |l| l.total_ms.p95;
     let first_token: fn(&LatencyEvidence) -> f64 = |l| l.first_token_ms.p95;
     let bounds = [
@@ -416,7 +476,176 @@ fn check_required(entry: &Entry, required: &Required) -> Result<(), Denial> {
     Ok(())
 }
 
-fn check_entry(entry: &Entry, at: OffsetDateTime, observed: &Observed<'_>) -> Result<(), Denial> {
+/// The evidence is enough for what is asked: the suite's repeats, and the failure rate the
+/// caller needs ruled out, recomputed from the counts rather than read from the file.
+fn check_evidence(
+    entry: &Entry,
+    observed: &Observed<'_>,
+    required: &Required,
+) -> Result<(), Denial> {
+    let deny = |detail: String| Err(Denial::new(Reason::InsufficientEvidence, detail).about(entry));
+    let evidence = &entry.evidence;
+    if let Some(repeats) = observed.suite_repeats
+        && evidence.repeats < repeats
+    {
+        return deny(format!(
+            "the suite asks for {repeats} repeats of each case; the evidence (run {}) made {}",
+            evidence.run_id, evidence.repeats
+        ));
+    }
+    if let Some(bound) = required.max_undetected_failure_rate {
+        let rules_out = RulesOut::of(evidence.calls, evidence.passed);
+        if rules_out.failure_rate_above > bound {
+            return deny(format!(
+                "{} passed of {} calls rule out only {}; {:.1} % was asked for: add cases or repeats and run again",
+                evidence.passed,
+                evidence.calls,
+                rules_out.words(),
+                bound * 100.0
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// When a window is asked for (always, against a project), the entry says when its first
+/// call was and is valid for at most `max_valid_for` after it. The contract's reading of
+/// the file (no project) holds an entry to its `valid_until` alone.
+fn check_window(entry: &Entry, until: OffsetDateTime, required: &Required) -> Result<(), Denial> {
+    let Some(max) = required.max_valid_for else {
+        return Ok(());
+    };
+    let deny = |detail: String| Err(Denial::new(Reason::ValidityTooLong, detail).about(entry));
+    let first = entry
+        .evidence
+        .first_call_at
+        .as_deref()
+        .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok());
+    let Some(first) = first else {
+        return deny(
+            "the entry does not say when the first call of its evidence was made (evidence.first_call_at): run again".into(),
+        );
+    };
+    if until - first > max {
+        return deny(format!(
+            "valid_until {} is {} after the evidence's first call ({}); at most {} is allowed (conform.toml [evidence] max_valid_for)",
+            entry.valid_until,
+            humantime::format_duration(std::time::Duration::from_secs(
+                (until - first).whole_seconds().max(0) as u64
+            )),
+            entry.evidence.first_call_at.as_deref().unwrap_or_default(),
+            humantime::format_duration(max)
+        ));
+    }
+    Ok(())
+}
+
+/// The suite the evidence was made with is the suite as it is now: the detail names the
+/// files that changed when the entry records them, the two digests otherwise.
+fn same_suite(entry: &Entry, observed: &Observed<'_>) -> Result<(), String> {
+    let pinned = |what: &str| {
+        format!(
+            "the entry records no {what}, so it cannot be shown to be for the suite as it is now"
+        )
+    };
+    if let Some(digest) = observed.suite_digest
+        && digest != entry.suite_digest
+    {
+        if entry.contract_only {
+            return Err(format!("{} ({digest})", pinned("suite digest")));
+        }
+        if let (Some(then), Some(now)) = (&entry.suite_identity, observed.suite_identity)
+            && then != now
+        {
+            return Err(format!(
+                "the suite changed since the evidence was made: {}",
+                now.changes_since(then).join("; ")
+            ));
+        }
+        return Err(format!(
+            "the suite is now {digest}; the evidence was made with {}",
+            entry.suite_digest
+        ));
+    }
+    if let (Some(now), false) = (observed.suite_identity, entry.contract_only) {
+        match &entry.suite_identity {
+            // The digest compared above pins it already.
+            None if observed.suite_digest.is_some() => {}
+            None => return Err(pinned("suite identity (the suite's files)")),
+            Some(then) if then != now => {
+                return Err(format!(
+                    "the suite changed since the evidence was made: {}",
+                    now.changes_since(then).join("; ")
+                ));
+            }
+            Some(then) if then.digest() != entry.suite_digest => {
+                return Err(
+                    "the entry's suite_digest is not the digest of its suite_identity: the entry was edited"
+                        .into(),
+                );
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// The provider the evidence was made with is the provider as configured now: the detail
+/// names each field that changed, with both values, when the entry records them.
+fn same_provider(entry: &Entry, observed: &Observed<'_>) -> Result<(), String> {
+    let pinned = |what: &str| {
+        format!(
+            "the entry records no {what}, so it cannot be shown to be for the provider configuration as it is now"
+        )
+    };
+    if let Some(digest) = observed.provider_digest
+        && digest != entry.provider_digest
+    {
+        if entry.contract_only {
+            return Err(pinned("provider digest"));
+        }
+        if let (Some(then), Some(now)) = (&entry.provider_identity, observed.provider_identity)
+            && then != now
+        {
+            return Err(format!(
+                "the provider changed since the evidence was made: {}",
+                now.changes_since(then).join("; ")
+            ));
+        }
+        return Err(format!(
+            "the provider configuration is now {digest}; the evidence was made with {}",
+            entry.provider_digest
+        ));
+    }
+    if let (Some(now), false) = (observed.provider_identity, entry.contract_only) {
+        match &entry.provider_identity {
+            // The digest compared above pins it already.
+            None if observed.provider_digest.is_some() => {}
+            None => return Err(pinned("provider identity")),
+            Some(then) if then != now => {
+                return Err(format!(
+                    "the provider changed since the evidence was made: {}",
+                    now.changes_since(then).join("; ")
+                ));
+            }
+            Some(then) if then.digest() != entry.provider_digest => {
+                return Err(
+                    "the entry's provider_digest is not the digest of its provider_identity: the entry was edited"
+                        .into(),
+                );
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn check_entry(
+    entry: &Entry,
+    at: OffsetDateTime,
+    observed: &Observed<'_>,
+    required: &Required,
+) -> Result<(), Denial> {
     let deny = |reason, detail: String| Err(Denial::new(reason, detail).about(entry));
     if entry.simulated || observed.simulated {
         return deny(
@@ -427,8 +656,8 @@ fn check_entry(entry: &Entry, at: OffsetDateTime, observed: &Observed<'_>) -> Re
             ),
         );
     }
-    match OffsetDateTime::parse(&entry.valid_until, &Rfc3339) {
-        Ok(until) if at < until => {}
+    let until = match OffsetDateTime::parse(&entry.valid_until, &Rfc3339) {
+        Ok(until) if at < until => until,
         Ok(_) => {
             return deny(
                 Reason::Expired,
@@ -444,34 +673,15 @@ fn check_entry(entry: &Entry, at: OffsetDateTime, observed: &Observed<'_>) -> Re
                 ),
             );
         }
-    }
-    if let Some(digest) = observed.suite_digest
-        && digest != entry.suite_digest
-    {
-        let detail = if entry.contract_only {
-            format!(
-                "the entry records no suite digest, so it cannot be shown to be for the suite as it is now ({digest})"
-            )
-        } else {
-            format!(
-                "the suite is now {digest}; the evidence was made with {}",
-                entry.suite_digest
-            )
-        };
+    };
+    if let Err(detail) = same_suite(entry, observed) {
         return deny(Reason::SuiteChanged, detail);
     }
-    if let Some(digest) = observed.provider_digest
-        && digest != entry.provider_digest
-    {
-        let detail = if entry.contract_only {
-            "the entry records no provider digest, so it cannot be shown to be for the provider configuration as it is now".to_string()
-        } else {
-            format!(
-                "the provider configuration is now {digest}; the evidence was made with {}",
-                entry.provider_digest
-            )
-        };
+    if let Err(detail) = same_provider(entry, observed) {
         return deny(Reason::ProviderChanged, detail);
+    }
+    if !entry.contract_only {
+        check_window(entry, until, required)?;
     }
     if let Some(model) = observed.served_model
         && !entry.served_models.iter().any(|m| m == model)

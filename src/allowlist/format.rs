@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::check::tool_metrics::{Bounds, ToolMetrics};
+use crate::config::{ProviderIdentity, SuiteIdentity};
 use crate::latency::Percentiles;
 use crate::verdict::CheckCount;
 
@@ -67,10 +68,18 @@ pub struct Entry {
     /// Every model name the responses reported.
     pub served_models: Vec<String>,
     pub system_fingerprints: Vec<String>,
-    /// Templates, schema, rules and cases.
+    /// Templates, schema, rules and cases: the digest of `suite_identity`.
     pub suite_digest: String,
-    /// The provider configuration, never a secret.
+    /// The provider configuration, never a secret: the digest of `provider_identity`.
     pub provider_digest: String,
+    /// The suite as its files when the evidence was made, so that a reader names the
+    /// file that changed since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite_identity: Option<SuiteIdentity>,
+    /// The provider's identity when the evidence was made: every field that shapes what
+    /// is sent and how the answers are read, the endpoint included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_identity: Option<ProviderIdentity>,
     /// `tiktoken:o200k_base`, `huggingface:sha256:<digest of tokenizer.json>`, or `none`.
     pub tokenizer: String,
     pub evidence: Evidence,
@@ -96,6 +105,10 @@ pub struct Evidence {
     /// The run's `report.json`.
     pub report: String,
     pub conform_version: String,
+    /// RFC 3339, UTC: when the first call of the evidence was made. An entry is valid
+    /// for at most the project's `max_valid_for` after it, however it was merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_call_at: Option<String>,
     pub cases: u64,
     /// How many times each case was sent.
     pub repeats: u32,
@@ -109,6 +122,10 @@ pub struct Evidence {
     pub first_attempt_pass_rate: f64,
     /// Passes and failures per check.
     pub checks: BTreeMap<String, CheckCount>,
+    /// What the calls rule out, for people: readers recompute it from `calls` and
+    /// `passed` ([`RulesOut::of`]) rather than trust it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules_out: Option<RulesOut>,
     /// The calls' latency percentiles; absent in entries written before they were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencyEvidence>,
@@ -118,6 +135,38 @@ pub struct Evidence {
     /// The candidate against the primary, when the suite has a reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub differential: Option<DifferentialEvidence>,
+}
+
+/// The failure rate the evidence excludes: with `failures` of `calls` failing, a provider
+/// that fails more often than `failure_rate_above` would have shown more failures, with
+/// probability `confidence` ([`crate::stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RulesOut {
+    pub confidence: f64,
+    pub failure_rate_above: f64,
+}
+
+impl RulesOut {
+    /// What `passed` of `calls` rule out at [`crate::stats::CONFIDENCE`].
+    pub fn of(calls: u64, passed: u64) -> RulesOut {
+        let confidence = crate::stats::CONFIDENCE;
+        let bound =
+            crate::stats::failure_rate_upper_bound(calls.saturating_sub(passed), calls, confidence);
+        RulesOut {
+            confidence,
+            // Rounded up, so the file never claims more than the calls showed.
+            failure_rate_above: (bound * 10_000.0).ceil() / 10_000.0,
+        }
+    }
+
+    /// `a failure rate above 3.0 % (95 % confidence)`.
+    pub fn words(&self) -> String {
+        format!(
+            "a failure rate above {:.1} % ({:.0} % confidence)",
+            self.failure_rate_above * 100.0,
+            self.confidence * 100.0
+        )
+    }
 }
 
 /// Latency percentiles of the calls behind an entry, in milliseconds, each within
@@ -210,7 +259,7 @@ pub struct FieldEvidence {
     pub candidate_agreement: Option<f64>,
     pub reference_pairs: u64,
     pub candidate_pairs: u64,
-    /// `pass`, `fail`, `no_floor` or `not_compared`.
+    /// `pass`, `fail`, `no_floor`, `not_compared`, `insufficient` or `uninformative`.
     pub verdict: String,
 }
 

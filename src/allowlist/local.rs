@@ -4,49 +4,99 @@
 use std::path::Path;
 
 use super::decision::{Denial, Observed, Reason};
-use crate::config::{Kind, Paths, ProviderConfig, Suite};
+use crate::config::{
+    Kind, Paths, ProviderConfig, ProviderIdentity, Settings, Suite, SuiteIdentity,
+};
 
-/// The suite and provider as the project holds them now.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The suite and provider as the project holds them now, and the project's settings.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Local {
     pub suite_digest: String,
+    pub suite_identity: SuiteIdentity,
+    /// The repeats the suite asks for.
+    pub suite_repeats: u32,
     pub provider_digest: String,
+    pub provider_identity: ProviderIdentity,
     pub simulated: bool,
+    /// `conform.toml`: the validity window and the failure rate every permit must rule
+    /// out.
+    pub settings: Settings,
 }
 
 impl Local {
-    /// Reads `fixtures/SUITE` and `providers/PROVIDER.toml` under `paths`. A name the
-    /// project does not have is [`Reason::UnknownSuite`] or [`Reason::UnknownProvider`],
-    /// naming the folder and the names it holds; files that do not load are
-    /// [`Reason::InvalidConfig`] with every problem.
+    /// Reads `fixtures/SUITE`, `providers/PROVIDER.toml` and `conform.toml` under `paths`.
+    /// A name the project does not have is [`Reason::UnknownSuite`] or
+    /// [`Reason::UnknownProvider`], naming the folder and the names it holds; files that
+    /// do not load are [`Reason::InvalidConfig`] with every problem.
     pub fn observe(paths: &Paths, suite: &str, provider: &str) -> Result<Local, Denial> {
-        let suite_digest = suite_digest(paths, suite)?;
+        let suite = SuiteFacts::read(paths, suite)?;
         let provider = ProviderFacts::read(paths, provider)?;
+        let settings = Settings::load(&paths.settings).map_err(|problems| {
+            Denial::new(
+                Reason::InvalidConfig,
+                format!("the project's settings do not load:\n{problems}"),
+            )
+        })?;
         Ok(Local {
-            suite_digest,
-            provider_digest: provider.digest,
+            suite_digest: suite.identity.digest(),
+            suite_identity: suite.identity,
+            suite_repeats: suite.repeats,
+            provider_digest: provider.identity.digest(),
+            provider_identity: provider.identity,
             simulated: provider.simulated,
+            settings,
         })
     }
 
     /// What to hold the evidence to: these files, and what the provider `reported`. A
-    /// suite digest in `reported` overrides the one read here (`conform gate
+    /// suite digest in `reported` overrides the suite read here (`conform gate
     /// --suite-digest`).
     pub fn observed<'a>(&'a self, reported: Observed<'a>) -> Observed<'a> {
+        let suite_given = reported.suite_digest.is_some();
         Observed {
             suite_digest: reported.suite_digest.or(Some(&self.suite_digest)),
+            suite_identity: (!suite_given).then_some(&self.suite_identity),
+            suite_repeats: Some(self.suite_repeats),
             provider_digest: Some(&self.provider_digest),
+            provider_identity: Some(&self.provider_identity),
             simulated: self.simulated,
             ..reported
         }
     }
 }
 
-/// What `providers/PROVIDER.toml` says now.
+/// What `fixtures/SUITE` says now.
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuiteFacts {
+    pub identity: SuiteIdentity,
+    pub repeats: u32,
+}
+
+impl SuiteFacts {
+    /// Reads `fixtures/SUITE` under `paths`: [`Reason::UnknownSuite`] when there is no
+    /// such suite, [`Reason::InvalidConfig`] when it does not load.
+    pub fn read(paths: &Paths, suite: &str) -> Result<SuiteFacts, Denial> {
+        if let Some(unknown) = unknown_suite(paths, suite) {
+            return Err(unknown);
+        }
+        let loaded = Suite::load(&paths.fixtures.join(suite)).map_err(|problems| {
+            Denial::new(
+                Reason::InvalidConfig,
+                format!("the suite `{suite}` does not load:\n{problems}"),
+            )
+        })?;
+        Ok(SuiteFacts {
+            identity: loaded.identity().clone(),
+            repeats: loaded.repeats,
+        })
+    }
+}
+
+/// What `providers/PROVIDER.toml` says now.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProviderFacts {
-    /// The digest of the configuration that shapes answers.
-    pub digest: String,
+    /// The fields that shape what is sent and how answers are read.
+    pub identity: ProviderIdentity,
     /// `kind = "sim"`.
     pub simulated: bool,
 }
@@ -66,26 +116,20 @@ impl ProviderFacts {
             )
         })?;
         Ok(ProviderFacts {
-            digest: config.digest(),
+            identity: config.identity(),
             simulated: config.kind == Kind::Sim,
         })
+    }
+
+    /// The digest an entry's `provider_digest` must equal.
+    pub fn digest(&self) -> String {
+        self.identity.digest()
     }
 }
 
 /// The digest of `fixtures/SUITE` as it is now.
 pub fn suite_digest(paths: &Paths, suite: &str) -> Result<String, Denial> {
-    let dir = paths.fixtures.join(suite);
-    if let Some(unknown) = unknown_suite(paths, suite) {
-        return Err(unknown);
-    }
-    Suite::load(&dir)
-        .map(|s| s.digest().to_string())
-        .map_err(|problems| {
-            Denial::new(
-                Reason::InvalidConfig,
-                format!("the suite `{suite}` does not load:\n{problems}"),
-            )
-        })
+    SuiteFacts::read(paths, suite).map(|s| s.identity.digest())
 }
 
 /// The suite folders of `fixtures/` (those with a `suite.toml`), sorted.

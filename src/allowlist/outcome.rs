@@ -63,6 +63,9 @@ pub enum Unchanged {
     NoChange,
     /// The update failed, and the file was left as it was.
     UpdateFailed,
+    /// Conformant, but the run sent other than what the project's files say, so its
+    /// evidence grants nothing (`detail` names the flags).
+    Withheld { detail: String },
 }
 
 /// Why a run left the whole allowlist alone.
@@ -105,6 +108,7 @@ impl Unchanged {
             Unchanged::Simulated => "simulated provider".into(),
             Unchanged::NoChange => "no change made".into(),
             Unchanged::UpdateFailed => "the update failed".into(),
+            Unchanged::Withheld { detail } => detail.clone(),
         }
     }
 }
@@ -152,6 +156,11 @@ impl RunOutcome {
                 let change = changes.iter().find(|c| match c {
                     Change::Grant(e) => (&e.suite, &e.provider) == (suite, provider),
                     Change::Revoke(r) => (&r.suite, &r.provider) == (suite, provider),
+                    Change::Withhold {
+                        suite: s,
+                        provider: p,
+                        ..
+                    } => (s, p) == (suite, provider),
                 });
                 let simulated = targets
                     .get(v.provider_index)
@@ -162,6 +171,11 @@ impl RunOutcome {
                     },
                     Some(Change::Revoke(revocation)) => PairEffect::Revoked {
                         reasons: revocation.reasons.clone(),
+                    },
+                    Some(Change::Withhold { why, .. }) => PairEffect::Unchanged {
+                        why: Unchanged::Withheld {
+                            detail: why.clone(),
+                        },
                     },
                     None if v.verdict == Verdict::Inconclusive => PairEffect::Unchanged {
                         why: Unchanged::Inconclusive {
@@ -281,11 +295,14 @@ mod tests {
             system_fingerprints: Vec::new(),
             suite_digest: String::new(),
             provider_digest: String::new(),
+            suite_identity: None,
+            provider_identity: None,
             tokenizer: "none".into(),
             evidence: Evidence {
                 run_id: "r".into(),
                 report: "report.json".into(),
                 conform_version: "0".into(),
+                first_call_at: None,
                 cases: 1,
                 repeats: 1,
                 calls: 1,
@@ -293,6 +310,7 @@ mod tests {
                 pass_rate: 1.0,
                 first_attempt_pass_rate: 1.0,
                 checks: BTreeMap::new(),
+                rules_out: None,
                 latency: None,
                 tool_calls: None,
                 differential: None,

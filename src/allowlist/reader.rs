@@ -188,6 +188,8 @@ fn entry(raw: &Value) -> Option<Entry> {
         system_fingerprints: Vec::new(),
         suite_digest: String::new(),
         provider_digest: String::new(),
+        suite_identity: None,
+        provider_identity: None,
         tokenizer: String::new(),
         evidence: Default::default(),
         generated_at: String::new(),

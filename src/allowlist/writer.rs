@@ -11,8 +11,8 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::format::{Allowlist, Entry, Evidence, LatencyEvidence, Revocation};
-use crate::config::{Kind, TokenizerKind};
+use super::format::{Allowlist, Entry, Evidence, LatencyEvidence, Revocation, RulesOut};
+use crate::config::{Kind, ProviderConfig, ProviderIdentity, Suite};
 use crate::run::{PreparedSuite, RunResult, Target};
 use crate::verdict::Verdict;
 
@@ -23,6 +23,14 @@ pub enum Change {
     Grant(Box<Entry>),
     /// Remove the (suite, provider) entry, recording why.
     Revoke(Revocation),
+    /// A conformant verdict that grants nothing, and why: the run sent something other
+    /// than what the project's files say (`--base-url`, `--stream`, fewer `--repeats`
+    /// than the suite's), so its evidence is not about them. The file is not touched.
+    Withhold {
+        suite: String,
+        provider: String,
+        why: String,
+    },
 }
 
 /// What an update did.
@@ -60,6 +68,8 @@ pub enum UpdateError {
 /// The changes a finished run implies: grants for conformant pairs, revocations for
 /// nonconformant ones, nothing for inconclusive ones, and nothing at all when the run
 /// was interrupted. Simulated providers change only a [`Destination::Demo`] allowlist.
+/// A conformant pair whose run sent other than what the files say is withheld
+/// ([`withheld`]). A grant is valid for `validity` from the run's first call.
 pub fn changes_from_run(
     result: &RunResult,
     suites: &[Arc<PreparedSuite>],
@@ -71,7 +81,6 @@ pub fn changes_from_run(
     if !result.complete {
         return Vec::new();
     }
-    let now = result.finished_at;
     let stamp = |t: OffsetDateTime| t.format(&Rfc3339).unwrap_or_default();
     let report = report.display().to_string();
     result
@@ -85,84 +94,115 @@ pub fn changes_from_run(
             if simulated && destination == Destination::Real {
                 return None;
             }
+            let repeats = if suite.cases.is_empty() {
+                0
+            } else {
+                (t.planned / suite.cases.len() as u64) as u32
+            };
             match v.verdict {
                 Verdict::Inconclusive => None,
                 Verdict::Nonconformant => Some(Change::Revoke(Revocation {
                     suite: suite.name.clone(),
                     provider: config.name.clone(),
                     run_id: result.run_id.clone(),
-                    at: stamp(now),
+                    at: stamp(result.finished_at),
                     reasons: v.reasons.clone(),
                     report: report.clone(),
                 })),
-                Verdict::Conformant => Some(Change::Grant(Box::new(Entry {
-                    suite: suite.name.clone(),
-                    provider: config.name.clone(),
-                    model: config.model.clone(),
-                    served_models: t.served_models.iter().cloned().collect(),
-                    system_fingerprints: t.system_fingerprints.iter().cloned().collect(),
-                    suite_digest: suite.digest().to_string(),
-                    provider_digest: config.digest(),
-                    tokenizer: tokenizer_identity(config),
-                    evidence: Evidence {
-                        run_id: result.run_id.clone(),
-                        report: report.clone(),
-                        conform_version: env!("CARGO_PKG_VERSION").to_string(),
-                        cases: suite.cases.len() as u64,
-                        repeats: if suite.cases.is_empty() {
-                            0
-                        } else {
-                            (t.planned / suite.cases.len() as u64) as u32
+                Verdict::Conformant => {
+                    if let Some(why) = withheld(config, suite, repeats) {
+                        return Some(Change::Withhold {
+                            suite: suite.name.clone(),
+                            provider: config.name.clone(),
+                            why,
+                        });
+                    }
+                    let provider_identity = config.identity();
+                    Some(Change::Grant(Box::new(Entry {
+                        suite: suite.name.clone(),
+                        provider: config.name.clone(),
+                        model: config.model.clone(),
+                        served_models: t.served_models.iter().cloned().collect(),
+                        system_fingerprints: t.system_fingerprints.iter().cloned().collect(),
+                        suite_digest: suite.digest().to_string(),
+                        provider_digest: provider_identity.digest(),
+                        suite_identity: Some(suite.identity().clone()),
+                        tokenizer: tokenizer_words(&provider_identity),
+                        provider_identity: Some(provider_identity),
+                        evidence: Evidence {
+                            run_id: result.run_id.clone(),
+                            report: report.clone(),
+                            conform_version: env!("CARGO_PKG_VERSION").to_string(),
+                            first_call_at: Some(stamp(result.started_at)),
+                            cases: suite.cases.len() as u64,
+                            repeats,
+                            calls: t.planned,
+                            passed: t.passed,
+                            pass_rate: t.pass_rate(),
+                            first_attempt_pass_rate: t.first_attempt_pass_rate(),
+                            checks: t.checks.clone(),
+                            rules_out: Some(RulesOut::of(t.planned, t.passed)),
+                            latency: LatencyEvidence::of(&t.latency),
+                            tool_calls: t
+                                .tool_calls
+                                .as_ref()
+                                .filter(|m| m.answers > 0)
+                                .map(Into::into),
+                            differential: t.differential.as_ref().map(Into::into),
                         },
-                        calls: t.planned,
-                        passed: t.passed,
-                        pass_rate: t.pass_rate(),
-                        first_attempt_pass_rate: t.first_attempt_pass_rate(),
-                        checks: t.checks.clone(),
-                        latency: LatencyEvidence::of(&t.latency),
-                        tool_calls: t
-                            .tool_calls
-                            .as_ref()
-                            .filter(|m| m.answers > 0)
-                            .map(Into::into),
-                        differential: t.differential.as_ref().map(Into::into),
-                    },
-                    generated_at: stamp(now),
-                    valid_until: stamp(now + validity),
-                    simulated,
-                    contract_only: false,
-                }))),
+                        generated_at: stamp(result.finished_at),
+                        // Counted from the first call, not from when the evidence was
+                        // written down: a merge of old shards earns no more time.
+                        valid_until: stamp(result.started_at + validity),
+                        simulated,
+                        contract_only: false,
+                    })))
+                }
             }
         })
         .collect()
 }
 
-/// What the prompts were counted with. A Hugging Face tokenizer is named by the digest of
-/// its `tokenizer.json`, since a path says nothing about what is in the file.
-fn tokenizer_identity(config: &crate::config::ProviderConfig) -> String {
-    let t = &config.tokenizer;
-    match t.kind {
-        TokenizerKind::Tiktoken => format!("tiktoken:{}", t.encoding.as_deref().unwrap_or("?")),
-        TokenizerKind::Huggingface => {
-            let path = t.path.as_deref().map(|p| match config.file.parent() {
-                Some(dir) if p.is_relative() => dir.join(p),
-                _ => p.to_path_buf(),
-            });
-            // `path` names a tokenizer.json or the directory holding it.
-            let file = path.map(|p| {
-                if p.is_dir() {
-                    p.join("tokenizer.json")
-                } else {
-                    p
-                }
-            });
-            match file.map(std::fs::read) {
-                Some(Ok(bytes)) => format!("huggingface:{}", crate::digest::bytes_hex(&bytes)),
-                _ => "huggingface:unreadable".into(),
-            }
-        }
-        TokenizerKind::Provider => "provider".into(),
-        TokenizerKind::None => "none".into(),
+/// Why a conformant run of `config` on `suite`, `repeats` times per case, is not evidence
+/// about the project's files, when it is not: the command line changed what was sent
+/// (`--base-url`, `--stream`) or sent fewer repeats than the suite asks for.
+pub fn withheld(config: &ProviderConfig, suite: &Suite, repeats: u32) -> Option<String> {
+    let mut why = Vec::new();
+    let overridden = config.overridden();
+    if !overridden.is_empty() {
+        why.push(format!(
+            "run with {}, which {} what providers/{}.toml says",
+            overridden.join(" and "),
+            if overridden.len() == 1 {
+                "replaces"
+            } else {
+                "replace"
+            },
+            config.name
+        ));
+    }
+    if repeats < suite.repeats {
+        why.push(format!(
+            "{repeats} repeat{} of each case where the suite asks for {}",
+            if repeats == 1 { "" } else { "s" },
+            suite.repeats
+        ));
+    }
+    (!why.is_empty()).then(|| format!("not granted: {}", why.join("; ")))
+}
+
+/// The tokenizer as the entry names it for people: `tiktoken:o200k_base`,
+/// `huggingface:sha256:…`, `provider` or `none`.
+fn tokenizer_words(identity: &ProviderIdentity) -> String {
+    let Some(tokenizer) = identity.0.get("tokenizer") else {
+        return "none".into();
+    };
+    let field = |name: &str| tokenizer.get(name).and_then(|v| v.as_str());
+    match (field("kind"), field("encoding"), field("content")) {
+        (Some(kind), Some(encoding), _) => format!("{kind}:{encoding}"),
+        (Some(kind), None, Some(content)) => format!("{kind}:{content}"),
+        (Some(kind), None, None) => kind.to_string(),
+        _ => "none".into(),
     }
 }
 
@@ -172,7 +212,10 @@ pub fn update(path: &Path, changes: &[Change]) -> Result<Updated, UpdateError> {
         path: path.to_path_buf(),
         source,
     };
-    if changes.is_empty() {
+    if !changes
+        .iter()
+        .any(|c| !matches!(c, Change::Withhold { .. }))
+    {
         return Ok(Updated::default());
     }
     let dir = match path.parent() {
@@ -235,6 +278,7 @@ pub fn update(path: &Path, changes: &[Change]) -> Result<Updated, UpdateError> {
                 list.revocations.push(revocation.clone());
                 updated.revoked.push(key);
             }
+            Change::Withhold { .. } => {}
         }
     }
     list.entries
@@ -294,7 +338,7 @@ pub(crate) fn write_atomically(path: &Path, dir: &Path, bytes: &[u8]) -> std::io
 
 #[cfg(test)]
 mod tests {
-    use super::tokenizer_identity;
+    use super::tokenizer_words;
     use crate::config::ProviderConfig;
 
     fn provider(dir: &std::path::Path, tokenizer: &str) -> ProviderConfig {
@@ -306,33 +350,19 @@ mod tests {
     }
 
     #[test]
-    fn a_huggingface_tokenizer_is_named_by_its_content() {
+    fn the_tokenizer_is_named_by_its_encoding_or_its_content() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("tokenizer.json"), br#"{"model": "a"}"#).unwrap();
-        let config = provider(
+        let hf = provider(
             dir.path(),
             "kind = \"huggingface\"\npath = \"tokenizer.json\"",
         );
-        let first = tokenizer_identity(&config);
-        assert_eq!(
-            first,
-            format!(
-                "huggingface:{}",
-                crate::digest::bytes_hex(br#"{"model": "a"}"#)
-            )
-        );
-        // Same path, other content: another identity.
-        std::fs::write(dir.path().join("tokenizer.json"), br#"{"model": "b"}"#).unwrap();
-        assert_ne!(tokenizer_identity(&config), first);
-        std::fs::remove_file(dir.path().join("tokenizer.json")).unwrap();
-        assert_eq!(tokenizer_identity(&config), "huggingface:unreadable");
-    }
-
-    #[test]
-    fn tiktoken_and_none_are_named_by_their_configuration() {
-        let dir = tempfile::tempdir().unwrap();
+        assert!(tokenizer_words(&hf.identity()).starts_with("huggingface:sha256:"));
         let tiktoken = provider(dir.path(), "kind = \"tiktoken\"\nencoding = \"o200k_base\"");
-        assert_eq!(tokenizer_identity(&tiktoken), "tiktoken:o200k_base");
-        assert_eq!(tokenizer_identity(&provider(dir.path(), "")), "none");
+        assert_eq!(tokenizer_words(&tiktoken.identity()), "tiktoken:o200k_base");
+        assert_eq!(
+            tokenizer_words(&provider(dir.path(), "").identity()),
+            "none"
+        );
     }
 }

@@ -2,10 +2,67 @@
 //! fallback is held to the primary's answers, not just to the schema.
 
 use super::{Check, Finding, Outcome, Subject};
+use crate::config::reach::{self, Reach};
+use crate::config::{Diagnostic, Diagnostics, Suite};
 
 pub const NAME: &str = "agree";
 
 pub struct AgreeCheck;
+
+impl AgreeCheck {
+    /// The check, once every `agree` pointer names a place an answer valid against the
+    /// suite's schema can hold: a pointer no answer can carry would compare nothing,
+    /// silently, on every call.
+    pub fn compile(suite: &Suite) -> Result<AgreeCheck, Diagnostics> {
+        let mut problems = Diagnostics::default();
+        for pointer in &suite.agree {
+            if let Some(why) = unreachable(&suite.schema, pointer) {
+                let schema = suite
+                    .schema_file
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                problems.push(
+                    Diagnostic::new(
+                        &suite.file,
+                        format!(
+                            "`{pointer}` compares nothing: no answer valid against {schema} holds it ({why})"
+                        ),
+                    )
+                    .field("agree")
+                    .near(&suite.source, &format!("\"{pointer}\"")),
+                );
+            }
+        }
+        if problems.is_empty() {
+            Ok(AgreeCheck)
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+/// Why `pointer` names no place an answer valid against `schema` can hold, or a place
+/// the schema does not declare (a typo, almost always); `None` when it can be there.
+pub(crate) fn unreachable(schema: &serde_json::Value, pointer: &str) -> Option<String> {
+    reason(reach::pointer(schema, pointer))
+}
+
+/// The sentence for a place a check's input cannot be read from, or `None`.
+pub(crate) fn reason(reach: Reach) -> Option<String> {
+    match reach {
+        Reach::Declared | Reach::Open => None,
+        Reach::Impossible(why) => Some(why),
+        Reach::Undeclared { declared } => Some(format!(
+            "the schema does not declare it; it declares: {}",
+            if declared.is_empty() {
+                "nothing".to_string()
+            } else {
+                declared.join(", ")
+            }
+        )),
+    }
+}
 
 impl Check for AgreeCheck {
     fn name(&self) -> &'static str {

@@ -18,7 +18,15 @@
 //! inconclusive, and the verdict with it, never a pass.
 //!
 //! A failed call of either side is not an answer and takes part in no pair; the call's
-//! own verdict already counts it.
+//! own verdict already counts it. A call failed when it brought no answer the comparison
+//! can read: a transport failure, or for a JSON answer one that is not strict JSON
+//! ([`answer_usable`]); an answer that parses but breaks the schema or a rule still
+//! takes part (its own checks fail it).
+//!
+//! A test that could not have failed never passes: a field whose pairs are too few for
+//! a candidate disagreeing on every pair to have been found below the floor is
+//! `insufficient_evidence`, and the verdict inconclusive. A case the reference gave no
+//! usable answer to is left out, and the comparison stands on the cases that remain.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -36,6 +44,9 @@ pub const CODE: &str = "reference_disagreement";
 pub const NO_FLOOR: &str = "reference_no_floor";
 /// The live reference did not answer (stopped, or not in the run).
 pub const NO_REFERENCE: &str = "reference_unavailable";
+/// A field with too few pairs for the test to have failed: even a candidate disagreeing
+/// on every pair would not have been significantly below the floor.
+pub const INSUFFICIENT: &str = "insufficient_evidence";
 
 /// The cases listed per (suite, candidate), most disagreeing first.
 pub const MAX_CASES: usize = 10;
@@ -136,6 +147,16 @@ fn signature(suite: &Suite, case: &Case, content: &str, calls: &[Call<'_>]) -> S
     out.push(tools.then(|| hash(&names.join("\u{1f}"))));
     out.push(tools.then(|| hash(&arguments.join("\u{1f}"))));
     out
+}
+
+/// Whether a call's answer takes part in pairs: its transport succeeded and, where a JSON
+/// answer was due, it parsed as strict JSON (fenced or prose-wrapped JSON does not).
+pub fn answer_usable(outcomes: &[super::Outcome]) -> bool {
+    outcomes
+        .iter()
+        .filter(|o| o.check == super::transport::NAME || o.check == super::json::NAME)
+        .all(|o| o.status == super::Status::Pass)
+        && outcomes.iter().any(|o| o.check == super::transport::NAME)
 }
 
 /// What one call contributes: its own answer's signature (none when the call failed),
@@ -288,6 +309,12 @@ pub enum FieldVerdict {
     NoFloor,
     /// The field applies to no case, or no candidate answer was compared.
     NotCompared,
+    /// Too few pairs for the test to have failed: a candidate disagreeing on every pair
+    /// would not have been found below the floor. Never a pass.
+    Insufficient,
+    /// The reference agrees with itself on this field no more than the margin: no
+    /// candidate could be found below it (free text, say). It decides nothing.
+    Uninformative,
 }
 
 /// One row of the table: a field × (reference self-agreement, candidate agreement,
@@ -330,6 +357,13 @@ pub struct Differential {
     /// Why nothing could be judged, when so (`reference_unavailable`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
+    /// Cases left out because the reference gave no usable answer to them.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub left_out: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Differential {
@@ -353,6 +387,7 @@ impl Differential {
                 .collect(),
             worst_cases: Vec::new(),
             unavailable: None,
+            left_out: 0,
         }
     }
 
@@ -409,10 +444,26 @@ impl Differential {
                 self.margin,
                 self.confidence,
             );
+            // Whether the test could have failed: a candidate disagreeing on every pair.
+            let could_fail = significantly_below(
+                Share {
+                    agreeing: 0,
+                    pairs: field.candidate.pairs,
+                },
+                field.reference,
+                self.margin,
+                self.confidence,
+            )
+            .is_some_and(|t| t.below);
+            let floor_above_margin = field
+                .reference_agreement
+                .is_some_and(|floor| floor > self.margin);
             field.verdict = match (&field.test, field.candidate.pairs, field.reference.pairs) {
                 (_, 0, _) => FieldVerdict::NotCompared,
                 (_, _, 0) => FieldVerdict::NoFloor,
                 (Some(t), _, _) if t.below => FieldVerdict::Fail,
+                _ if !floor_above_margin => FieldVerdict::Uninformative,
+                _ if !could_fail => FieldVerdict::Insufficient,
                 _ => FieldVerdict::Pass,
             };
         }
@@ -426,7 +477,8 @@ impl Differential {
     }
 
     /// What the verdict makes of it: `Err(reason)` for inconclusive evidence (no floor,
-    /// no reference), `Ok(true)` when a field failed, `Ok(false)` otherwise.
+    /// no reference, too few pairs), `Ok(true)` when a field failed, `Ok(false)`
+    /// otherwise.
     pub fn judgement(&self) -> Result<bool, &'static str> {
         if self.unavailable.is_some() {
             return Err(NO_REFERENCE);
@@ -434,12 +486,14 @@ impl Differential {
         if self.failed().next().is_some() {
             return Ok(true);
         }
-        let judged = self.fields.iter().any(|f| f.verdict == FieldVerdict::Pass);
-        let floorless = self
-            .fields
-            .iter()
-            .any(|f| f.verdict == FieldVerdict::NoFloor);
-        if floorless || !judged {
+        let any = |v: FieldVerdict| self.fields.iter().any(|f| f.verdict == v);
+        if any(FieldVerdict::NoFloor) {
+            return Err(NO_FLOOR);
+        }
+        if any(FieldVerdict::Insufficient) {
+            return Err(INSUFFICIENT);
+        }
+        if !any(FieldVerdict::Pass) {
             return Err(NO_FLOOR);
         }
         Ok(false)

@@ -10,6 +10,7 @@ pub mod agree;
 pub mod differential;
 pub mod json;
 pub mod portability;
+pub mod reads;
 pub mod record;
 pub mod rules;
 pub mod schema;
@@ -247,7 +248,10 @@ impl Checks {
             Err(d) => problems.extend(d),
         }
         if !suite.agree.is_empty() {
-            after_parse.push(Box::new(agree::AgreeCheck));
+            match agree::AgreeCheck::compile(suite) {
+                Ok(check) => after_parse.push(Box::new(check)),
+                Err(d) => problems.extend(d),
+            }
         }
         let mut after_reply: Vec<Box<dyn Check>> = vec![Box::new(tokens::TokensCheck)];
         match tool_calls::ToolCallsCheck::compile(suite) {

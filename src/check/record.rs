@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::check::Outcome;
 use crate::provider::{CallError, Finish, ToolCall, Usage};
 
-/// Longest answer text kept in a record.
+/// Longest excerpt of an answer shown in a finding's message.
 pub const MAX_OUTPUT: usize = 4096;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,13 +34,21 @@ pub struct CallRecord {
     /// beside `usage.prompt_tokens`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_tokens_counted: Option<u64>,
+    /// The provider's own count endpoint said its count is not all it bills (a
+    /// `provider` tokenizer only; a local count is made again when the record is judged
+    /// again).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prompt_count_inexact: bool,
     pub served_model: Option<String>,
     pub system_fingerprint: Option<String>,
     pub finish: Option<Finish>,
+    /// The refusal text, when the model refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<CallError>,
     pub checks: Vec<Outcome>,
-    /// The answer text, cut at [`MAX_OUTPUT`] bytes.
+    /// The whole answer text, so that `conform merge` can judge it again.
     pub output: Option<String>,
     /// The tool calls the answer made.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -53,6 +61,26 @@ pub struct CallRecord {
     /// so that `conform merge` compares shards exactly as the run would have.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub differential: Option<Box<crate::check::differential::Observed>>,
+    /// The same case unstreamed, when the suite asks a streamed answer to agree with it:
+    /// what that answer said, or how it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unstreamed: Option<Box<Unstreamed>>,
+    /// The answer came from a tape (`--replay`), not from the provider: never evidence
+    /// about the provider today, whatever a shard's manifest says.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
+}
+
+/// The unstreamed twin of a streamed call, as its record keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unstreamed {
+    Answer {
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    Failed(CallError),
 }
 
 impl CallRecord {
@@ -80,15 +108,19 @@ impl CallRecord {
             retries: 0,
             usage: Usage::default(),
             prompt_tokens_counted: None,
+            prompt_count_inexact: false,
             served_model: None,
             system_fingerprint: None,
             finish: None,
+            refusal: None,
             error: None,
             checks: Vec::new(),
             output: None,
             tool_calls: Vec::new(),
             output_digest: None,
             differential: None,
+            unstreamed: None,
+            replayed: false,
         }
     }
 }

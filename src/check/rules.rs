@@ -72,6 +72,13 @@ impl RulesCheck {
         let mut rules = Vec::with_capacity(suite.rules.len());
         let mut problems = Diagnostics::default();
         for spec in &suite.rules {
+            problems.extend(unreadable(
+                suite,
+                "rules",
+                &spec.name,
+                &spec.expr,
+                &[&suite.schema],
+            ));
             match compile_expr(&spec.expr) {
                 Ok(filter) => rules.push(Rule {
                     name: spec.name.clone(),
@@ -101,6 +108,55 @@ impl RulesCheck {
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }
+}
+
+/// Every member `expr` reads from its input (`.`) that no value valid against any of
+/// `schemas` can hold, as a problem at its name in `suite.toml` under `section.NAME`: a
+/// rule reading `.totl` where the answer has `total` would fail every call, or behind
+/// `//` and `?` pass every one. Nothing is checked against no schema.
+pub(crate) fn unreadable(
+    suite: &Suite,
+    section: &str,
+    name: &str,
+    expr: &str,
+    schemas: &[&Value],
+) -> Diagnostics {
+    let mut problems = Diagnostics::default();
+    if schemas.is_empty() {
+        return problems;
+    }
+    let base = locate(&suite.source, name, expr);
+    let mut seen = Vec::new();
+    for read in super::reads::reads(expr) {
+        if seen.contains(&read.steps) {
+            continue;
+        }
+        let reasons: Vec<String> = schemas
+            .iter()
+            .map(|schema| super::agree::reason(crate::config::reach::path(schema, &read.steps)))
+            .collect::<Option<Vec<_>>>()
+            .unwrap_or_default();
+        if let Some(why) = reasons.into_iter().next() {
+            let path: String = read
+                .steps
+                .iter()
+                .map(|s| match s {
+                    crate::config::reach::Step::Key(k) => format!("/{k}"),
+                    crate::config::reach::Step::Index(i) => format!("/{i}"),
+                    crate::config::reach::Step::Any => "/*".into(),
+                })
+                .collect();
+            let error = ExprError {
+                span: read.span.clone(),
+                message: format!(
+                    "reads {path}, which no value valid against the schema holds ({why})"
+                ),
+            };
+            problems.push(diagnostic(suite, section, name, expr, base, &error));
+        }
+        seen.push(read.steps);
+    }
+    problems
 }
 
 /// One compile problem: where in the expression (byte span) and what.

@@ -81,6 +81,19 @@ impl ToolCallsCheck {
         }
         let mut compiled = Vec::with_capacity(suite.tool_rules.len());
         for spec in &suite.tool_rules {
+            // `.` is a call's arguments: of the rule's tool, or of any tool the suite
+            // declares (a suite whose cases declare their own tools is not checked here).
+            let parameters: Vec<&serde_json::Value> = (suite.tools.iter())
+                .filter(|t| spec.tool.as_deref().is_none_or(|name| t.name() == name))
+                .map(|t| t.parameters())
+                .collect();
+            problems.extend(rules::unreadable(
+                suite,
+                "tool_rules",
+                &spec.name,
+                &spec.expr,
+                &parameters,
+            ));
             match rules::compile_rule(
                 suite,
                 "tool_rules",

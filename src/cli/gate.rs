@@ -32,8 +32,21 @@ pub struct GateArgs {
     /// The same bound on the 95th percentile of time to first token.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub max_p95_ttft: Option<std::time::Duration>,
+    /// Deny (insufficient_evidence) unless the evidence rules out a failure rate above
+    /// RATE at 95 % confidence: 0 failures in 100 calls rule out 3 %, in 20 calls 14 %.
+    /// Default: `max_undetected_failure_rate` in ROOT/conform.toml, else no bound.
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    pub max_undetected_failure_rate: Option<f64>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+/// A share in (0, 1).
+fn rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if r > 0.0 && r < 1.0 => Ok(r),
+        _ => Err(format!("`{text}` is not a share in (0, 1), e.g. 0.05")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -54,6 +67,8 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<u8> {
     let query = query.required(Required {
         max_p95_latency: args.max_p95,
         max_p95_ttft: args.max_p95_ttft,
+        max_undetected_failure_rate: args.max_undetected_failure_rate,
+        max_valid_for: None,
     });
     let decision = decide(&global.allowlist_path(), &query);
     match (&decision, args.format) {

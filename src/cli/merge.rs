@@ -12,6 +12,7 @@ use conform::provider::transport::{Endpoint, Transport};
 use conform::provider::wire_format;
 use conform::run::shard::Plan;
 use conform::run::{self, Target};
+use conform::tokenize::Counter;
 
 use super::run::{conclude, exit_code, load, print_problems};
 use super::{EXIT_CONFIG, EXIT_INCONCLUSIVE, Global};
@@ -48,6 +49,10 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
     let Some(mut workspace) = load(global, &providers, &suite_names) else {
         return Ok(EXIT_CONFIG);
     };
+    if let Err(e) = workspace.settings.allow_valid_for(args.valid_for) {
+        eprintln!("error: {e}");
+        return Ok(EXIT_CONFIG);
+    }
     // Judged against the live references the shards ran with.
     for suite in &mut workspace.suites {
         suite.reference = plan.options.references.get(&suite.name).cloned();
@@ -61,9 +66,8 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
     };
     let mut configs = workspace.providers;
     if plan.options.stream {
-        for p in configs.iter_mut().filter(|p| !p.stream) {
-            p.stream = true;
-            p.stream_forced = true;
+        for p in &mut configs {
+            p.force_stream();
         }
     }
     let here = Plan::new(
@@ -75,20 +79,33 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
         return refuse(e);
     }
 
-    // Nothing is sent: the endpoints are there for what the reports say of each provider.
+    if let Err(e) = merge::check_fresh(&reports, args.valid_for, time::OffsetDateTime::now_utc()) {
+        return refuse(e);
+    }
+
+    // Nothing is sent: the endpoints are there for what the reports say of each provider,
+    // and each provider's tokenizer counts the prompts again as the records are judged.
     let transport = Transport::for_addresses([])?;
-    let targets: Vec<Arc<Target>> = configs
-        .into_iter()
-        .map(|config| {
-            let wire = wire_format(config.wire_kind());
-            Arc::new(Target::new(Endpoint::new(
+    let mut targets: Vec<Arc<Target>> = Vec::with_capacity(configs.len());
+    for config in configs {
+        let counter = match Counter::for_provider(&config) {
+            Ok(counter) => counter,
+            Err(problems) => {
+                print_problems(&problems);
+                return Ok(EXIT_CONFIG);
+            }
+        };
+        let wire = wire_format(config.wire_kind());
+        targets.push(Arc::new(
+            Target::new(Endpoint::new(
                 Arc::new(config),
                 wire,
                 None,
                 transport.clone(),
-            )))
-        })
-        .collect();
+            ))
+            .with_counter(counter),
+        ));
+    }
     // The estimate the reports set beside the actual cost, when a provider is priced.
     let estimate = if targets.iter().any(|t| t.endpoint.config.pricing.is_some()) {
         let configs: Vec<_> = targets

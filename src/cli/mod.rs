@@ -192,8 +192,8 @@ configuration error, 3 a keyword could not be classified.")]
     /// Test an orchestrator against the contract: double clicks, key reuse, timeouts,
     /// races, cancels, the failover gate, crashes.
     #[command(after_help = "Examples:\n  \
-conform scenarios --spawn 'conform serve'\n  \
-conform scenarios --spawn 'conform serve' --database-url postgres://postgres@127.0.0.1:5432/test\n  \
+conform scenarios --spawn 'conform serve --unverified-allowlist'\n  \
+conform scenarios --spawn 'conform serve --unverified-allowlist' --database-url postgres://postgres@127.0.0.1:5432/test\n  \
 conform scenarios --target http://127.0.0.1:8080 --allowlist /srv/allowlist.json \\\n    \
 --mock-ports primary=40001,fallback=40002,rogue=40003,faulty=40004,dead=40005\n  \
 conform scenarios --list\n\n\

@@ -113,6 +113,10 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
     let Some(mut workspace) = load(global, &args.providers, &args.common.suites) else {
         return Ok(EXIT_CONFIG);
     };
+    if let Err(e) = workspace.settings.allow_valid_for(args.common.valid_for) {
+        eprintln!("error: {e}");
+        return Ok(EXIT_CONFIG);
+    }
     if args.providers.is_empty() {
         workspace.providers.retain(|p| p.kind != Kind::Sim);
         if workspace.providers.is_empty() {
@@ -133,7 +137,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
     }
     if let Some(url) = &args.base_url {
         for p in &mut workspace.providers {
-            p.base_url = url.trim_end_matches('/').to_string();
+            p.override_base_url(url);
         }
     }
     if args.dry_run {
@@ -278,9 +282,8 @@ async fn execute(
     let mut sims = Vec::new();
     let mut providers = workspace.providers;
     if common.stream {
-        for p in providers.iter_mut().filter(|p| !p.stream) {
-            p.stream = true;
-            p.stream_forced = true;
+        for p in &mut providers {
+            p.force_stream();
         }
     }
     if providers.iter().any(|p| p.kind == Kind::Sim) {

@@ -84,11 +84,16 @@ pub struct ServeArgs {
     #[arg(long, env = "CONFORM_SHUTDOWN_TIMEOUT_MS", value_name = "MS",
         default_value_t = Limits::DEFAULT.shutdown_timeout.as_millis() as u64)]
     pub shutdown_timeout_ms: u64,
-    /// Also hold every allowlist entry to ROOT/fixtures/TASK and ROOT/providers/PROVIDER.toml
-    /// as they are now, exactly as `conform gate` does (a changed suite or provider
-    /// configuration denies failover). Without it the allowlist is read as the
-    /// orchestrator contract reads it: suite, provider and valid_until.
-    #[arg(long, env = "CONFORM_VERIFY_EVIDENCE")]
+    /// Decide failover on the allowlist's `suite`, `provider` and `valid_until` alone, as
+    /// the orchestrator contract reads the file, without holding the evidence to
+    /// ROOT/fixtures/TASK and ROOT/providers/PROVIDER.toml. For the contract's scenarios
+    /// against mock providers (`conform scenarios --spawn 'conform serve
+    /// --unverified-allowlist'`), never in production: any entry anyone writes then
+    /// permits failover. Said at start and in /readyz.
+    #[arg(long, env = "CONFORM_UNVERIFIED_ALLOWLIST")]
+    pub unverified_allowlist: bool,
+    /// Accepted for older command lines: evidence is verified by default now.
+    #[arg(long, hide = true, conflicts_with = "unverified_allowlist")]
     pub verify_evidence: bool,
 }
 
@@ -128,7 +133,7 @@ pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<u8> {
         listen: args.listen,
         providers,
         allowlist: global.allowlist_path(),
-        project: args.verify_evidence.then(|| global.paths()),
+        project: (!args.unverified_allowlist).then(|| global.paths()),
         attempt_timeout: Duration::from_millis(args.attempt_timeout_ms),
         late_window: Duration::from_millis(args.late_window_ms),
         database_url,
@@ -141,6 +146,16 @@ pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<u8> {
     let server = Server::bind(config)
         .await
         .context("conform serve cannot start")?;
+    if args.unverified_allowlist {
+        eprintln!(
+            "conform serve: --unverified-allowlist: failover is decided on the allowlist's suite, provider and valid_until alone; its evidence is NOT held to a project, so any entry anyone writes permits failover"
+        );
+    } else {
+        eprintln!(
+            "conform serve: failover evidence is held to {} (fixtures/, providers/, conform.toml), as `conform gate` holds it",
+            global.root.display()
+        );
+    }
     if let Some(addr) = server.local_addr() {
         eprintln!("conform serve: listening on http://{addr}");
     }

@@ -8,10 +8,13 @@ pub mod conversation;
 pub mod diagnostic;
 pub mod expect;
 mod held_cases;
+pub mod identity;
 pub mod json_position;
 pub mod pricing;
+pub mod project;
 pub mod provider;
 mod quick_template;
+pub mod reach;
 pub mod reference;
 pub mod schema_file;
 pub mod simulation;
@@ -24,6 +27,8 @@ pub use conversation::{Conversation, Message, Role, Tool, ToolChoice};
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use expect::{Answer, Expect, ExpectedCall, ExpectedCalls, ToolNames};
 pub use held_cases::HeldCases;
+pub use identity::{ProviderIdentity, SuiteIdentity};
+pub use project::Settings;
 pub use provider::{
     KeyError, Kind, Limits, ProviderConfig, StructuredOutput, TokenizerConfig, TokenizerKind,
 };
@@ -38,6 +43,8 @@ pub use suite::{
 pub struct Paths {
     pub providers: PathBuf,
     pub fixtures: PathBuf,
+    /// `conform.toml`: the project's settings ([`Settings`]); optional.
+    pub settings: PathBuf,
 }
 
 impl Paths {
@@ -45,6 +52,7 @@ impl Paths {
         Paths {
             providers: root.join("providers"),
             fixtures: root.join("fixtures"),
+            settings: root.join(project::FILE),
         }
     }
 }
@@ -61,6 +69,8 @@ pub struct Selection {
 pub struct Workspace {
     pub providers: Vec<ProviderConfig>,
     pub suites: Vec<Suite>,
+    /// `conform.toml`, or the defaults when there is none.
+    pub settings: Settings,
 }
 
 impl Workspace {
@@ -122,7 +132,18 @@ impl Workspace {
                 "no suites: add one as fixtures/SUITE/ with suite.toml, schema.json and cases/",
             ));
         }
-        (Workspace { providers, suites }, problems)
+        let settings = Settings::load(&paths.settings).unwrap_or_else(|d| {
+            problems.extend(d);
+            Settings::default()
+        });
+        (
+            Workspace {
+                providers,
+                suites,
+                settings,
+            },
+            problems,
+        )
     }
 }
 

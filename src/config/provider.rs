@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
 use super::diagnostic::{self, Diagnostic, Diagnostics};
+use super::identity::ProviderIdentity;
 use super::pricing::Pricing;
 use super::slo::{Slo, optional_duration};
 use crate::secret::Secret;
@@ -352,13 +355,12 @@ pub struct ProviderConfig {
     pub sim: Option<SimConfig>,
     /// Ask for a server-sent-event stream and fold it into one reply. Streams are where
     /// some servers differ (mid-stream errors, missing usage); the answer is the same.
-    /// Left out of the digest when false, so existing allowlist entries stay valid.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
-    /// `stream` was turned on by the command line (`--stream`), not by the file: the
-    /// digest stays the file's, so the evidence is held to the file as written.
+    /// The settings the command line changed for this run (`--base-url`, `--stream`):
+    /// the identity is then what was sent, not what the file says, so a run with any of
+    /// them grants nothing ([`ProviderConfig::overridden`]).
     #[serde(skip)]
-    pub stream_forced: bool,
+    overrides: Vec<Override>,
     /// Latency objectives this provider's verdicts are held to (with the suite's).
     #[serde(flatten)]
     pub slo: Slo,
@@ -626,7 +628,7 @@ impl ProviderConfig {
             tokenizer: file.tokenizer,
             sim: file.sim,
             stream: file.stream,
-            stream_forced: false,
+            overrides: Vec::new(),
             slo,
             anthropic: file.anthropic,
             gemini: file.gemini,
@@ -695,7 +697,7 @@ impl ProviderConfig {
     /// What the report must say about how this provider was tested.
     pub fn run_properties(&self) -> Vec<RunProperty> {
         let mut properties = Vec::new();
-        if self.stream_forced {
+        if self.overrides.contains(&Override::Stream) {
             properties.push(RunProperty {
                 code: "streamed_by_command_line",
                 message: "streamed (--stream): every answer was asked for as a stream and folded, although the provider file does not set `stream = true`".into(),
@@ -713,19 +715,129 @@ impl ProviderConfig {
         properties
     }
 
-    /// A digest of everything that shapes the provider's answers; the key's variable
-    /// name is part of it, the key never is.
+    /// The fields that shape what is sent and how the answers are read
+    /// ([`super::identity`]): every field of the file but the operational ones
+    /// ([`super::identity::OPERATIONAL`]), the address as its [`super::identity::endpoint`]
+    /// (a simulation's loopback port is chosen at run time and left out), and the
+    /// tokenizer by what is in its files rather than where they are. The key's variable
+    /// name is part of it; the key never is.
+    pub fn identity(&self) -> ProviderIdentity {
+        let mut fields: BTreeMap<String, serde_json::Value> = match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(map)) => map.into_iter().collect(),
+            _ => BTreeMap::new(),
+        };
+        for operational in super::identity::OPERATIONAL {
+            fields.remove(*operational);
+        }
+        fields.remove("base_url");
+        if self.kind != Kind::Sim {
+            fields.insert(
+                "endpoint".into(),
+                super::identity::endpoint(&self.base_url).into(),
+            );
+        }
+        fields.insert("tokenizer".into(), self.tokenizer.identity(&self.file));
+        ProviderIdentity(fields)
+    }
+
+    /// The digest of [`ProviderConfig::identity`]: what an allowlist entry's
+    /// `provider_digest` pins.
     pub fn digest(&self) -> String {
+        self.identity().digest()
+    }
+
+    /// The same provider asked for answers in one piece (a streaming suite's twin call).
+    pub fn unstreamed(&self) -> ProviderConfig {
+        ProviderConfig {
+            stream: false,
+            ..self.clone()
+        }
+    }
+
+    /// Sends to `url` instead of the file's `base_url` (`--base-url`).
+    pub fn override_base_url(&mut self, url: &str) {
+        self.base_url = url.trim_end_matches('/').to_string();
+        if !self.overrides.contains(&Override::BaseUrl) {
+            self.overrides.push(Override::BaseUrl);
+        }
+    }
+
+    /// Asks for a stream although the file does not (`--stream`); nothing when it does.
+    pub fn force_stream(&mut self) {
+        if !self.stream {
+            self.stream = true;
+            self.overrides.push(Override::Stream);
+        }
+    }
+
+    /// The command-line settings this run sends with instead of the file's, as flags
+    /// (`--base-url`, `--stream`); empty when the run sends what the file says.
+    pub fn overridden(&self) -> Vec<&'static str> {
+        self.overrides.iter().map(|o| o.flag()).collect()
+    }
+}
+
+/// A setting of the provider file that the command line replaced for one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Override {
+    BaseUrl,
+    Stream,
+}
+
+impl Override {
+    fn flag(self) -> &'static str {
+        match self {
+            Override::BaseUrl => "--base-url",
+            Override::Stream => "--stream",
+        }
+    }
+}
+
+impl TokenizerConfig {
+    /// What counts the prompts, as identity compares it: the kind and encoding, the
+    /// context window and tolerance, and a Hugging Face tokenizer by the digest of its
+    /// `tokenizer.json` (and `tokenizer_config.json`, which holds the chat template, when
+    /// `path` is a folder), since a path says nothing about what is in the files.
+    pub fn identity(&self, provider_file: &Path) -> serde_json::Value {
         let mut value = serde_json::to_value(self).unwrap_or_default();
         if let Some(map) = value.as_object_mut() {
-            // Where the provider lives and how hard we push it do not change what it answers.
-            map.remove("limits");
-            map.remove("base_url");
-            if self.stream_forced {
-                map.remove("stream");
+            map.remove("path");
+            if self.kind == TokenizerKind::Huggingface {
+                map.insert("content".into(), self.content_digest(provider_file).into());
             }
         }
-        crate::digest::canonical(&value)
+        value
+    }
+
+    /// `sha256:` of the tokenizer's files, or `unreadable`.
+    fn content_digest(&self, provider_file: &Path) -> String {
+        let Some(path) = self.path.as_deref() else {
+            return "unreadable".into();
+        };
+        let path = match provider_file.parent() {
+            Some(dir) if path.is_relative() => dir.join(path),
+            _ => path.to_path_buf(),
+        };
+        let files = if path.is_dir() {
+            vec![
+                path.join("tokenizer.json"),
+                path.join("tokenizer_config.json"),
+            ]
+        } else {
+            vec![path]
+        };
+        let mut parts = crate::digest::Parts::default();
+        for (i, file) in files.iter().enumerate() {
+            match std::fs::read(file) {
+                Ok(bytes) => {
+                    parts.add(&i.to_string(), &bytes);
+                }
+                // The chat template's file is optional; the tokenizer itself is not.
+                Err(_) if i > 0 => {}
+                Err(_) => return "unreadable".into(),
+            }
+        }
+        parts.finish()
     }
 }
 
@@ -802,24 +914,29 @@ mod tests {
     }
 
     #[test]
-    fn digest_ignores_limits_and_address() {
+    fn identity_holds_the_endpoint_and_leaves_out_operational_settings() {
         let a = parse("kind = \"openai\"\nmodel = \"m\"\n").unwrap();
-        let b = parse(
-            "kind = \"openai\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9\"\n[limits]\nconcurrency = 9\n",
+        let operational = parse(
+            "kind = \"openai\"\nmodel = \"m\"\nbase_url = \"https://api.openai.com/\"\ntimeout = \"5s\"\n[limits]\nconcurrency = 9\nrequests_per_minute = 60\nmax_retries = 1\n[pricing]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n",
         )
         .unwrap();
+        assert_eq!(a.digest(), operational.digest());
+        let elsewhere =
+            parse("kind = \"openai\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9\"\n").unwrap();
+        assert_ne!(a.digest(), elsewhere.digest());
+        assert_eq!(
+            elsewhere.identity().changes_since(&a.identity()),
+            ["endpoint: https://api.openai.com:443 then, http://127.0.0.1:9 now"]
+        );
         let c = parse("kind = \"openai\"\nmodel = \"m2\"\n").unwrap();
-        assert_eq!(a.digest(), b.digest());
         assert_ne!(a.digest(), c.digest());
     }
 
     #[test]
-    fn stream_is_off_by_default_and_only_an_enabled_one_shapes_the_digest() {
+    fn stream_is_off_by_default_and_part_of_the_identity() {
         let off = parse("kind = \"openai\"\nmodel = \"m\"\n").unwrap();
         let on = parse("kind = \"openai\"\nmodel = \"m\"\nstream = true\n").unwrap();
         assert!(!off.stream && on.stream);
-        // Configs written before the field existed keep their digest (and allowlist entries).
-        assert!(serde_json::to_value(&off).unwrap().get("stream").is_none());
         assert_ne!(off.digest(), on.digest());
         let responses = parse("kind = \"openai-responses\"\nmodel = \"m\"\n").unwrap();
         assert_eq!(responses.base_url, "https://api.openai.com");
@@ -863,17 +980,46 @@ mod tests {
     }
 
     #[test]
-    fn a_stream_forced_by_the_command_line_keeps_the_files_digest() {
+    fn command_line_overrides_are_what_was_sent_and_are_named() {
         let file = parse("kind = \"openai\"\nmodel = \"m\"\n").unwrap();
-        let forced = ProviderConfig {
-            stream: true,
-            stream_forced: true,
-            ..file.clone()
-        };
-        assert_eq!(forced.digest(), file.digest());
+        assert!(file.overridden().is_empty());
+        let mut forced = file.clone();
+        forced.force_stream();
+        assert_ne!(forced.digest(), file.digest());
+        assert_eq!(forced.overridden(), ["--stream"]);
         assert_eq!(forced.run_properties()[0].code, "streamed_by_command_line");
-        let written = parse("kind = \"openai\"\nmodel = \"m\"\nstream = true\n").unwrap();
-        assert_ne!(written.digest(), file.digest());
+        // A file that streams already is not overridden by --stream.
+        let mut written = parse("kind = \"openai\"\nmodel = \"m\"\nstream = true\n").unwrap();
+        written.force_stream();
+        assert!(written.overridden().is_empty());
+        assert_eq!(written.digest(), forced.digest());
+        let mut moved = file.clone();
+        moved.override_base_url("http://127.0.0.1:8080/");
+        assert_eq!(moved.base_url, "http://127.0.0.1:8080");
+        assert_eq!(moved.overridden(), ["--base-url"]);
+        assert_ne!(moved.digest(), file.digest());
+    }
+
+    #[test]
+    fn a_huggingface_tokenizer_is_identified_by_its_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("local.toml");
+        let source = "kind = \"openai-compatible\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9\"\n[tokenizer]\nkind = \"huggingface\"\npath = \"tok\"\n";
+        std::fs::create_dir(dir.path().join("tok")).unwrap();
+        std::fs::write(dir.path().join("tok/tokenizer.json"), br#"{"model": "a"}"#).unwrap();
+        let config = ProviderConfig::parse(&file, source).unwrap();
+        let first = config.digest();
+        // Same path, another chat template: another identity.
+        std::fs::write(dir.path().join("tok/tokenizer_config.json"), b"{}").unwrap();
+        let second = config.digest();
+        assert_ne!(first, second);
+        std::fs::write(dir.path().join("tok/tokenizer.json"), br#"{"model": "b"}"#).unwrap();
+        assert_ne!(config.digest(), second);
+        std::fs::remove_file(dir.path().join("tok/tokenizer.json")).unwrap();
+        assert_eq!(
+            config.identity().0["tokenizer"]["content"],
+            serde_json::json!("unreadable")
+        );
     }
 
     #[test]
@@ -925,8 +1071,8 @@ mod tests {
         let a = parse("kind = \"anthropic\"\nmodel = \"m\"\n").unwrap();
         assert!(a.sends_temperature());
         assert!(a.run_properties().is_empty());
-        // Absent sections do not enter the digest, so older allowlist entries still match.
-        let value = serde_json::to_value(&a).unwrap();
-        assert!(value.get("anthropic").is_none() && value.get("gemini").is_none());
+        // Absent sections are not part of the identity.
+        let identity = a.identity();
+        assert!(!identity.0.contains_key("anthropic") && !identity.0.contains_key("gemini"));
     }
 }

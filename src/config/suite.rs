@@ -1,5 +1,6 @@
 //! `fixtures/SUITE/`: prompt templates, the output schema, rules and real cases.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -11,9 +12,11 @@ use super::conversation::{self, Conversation, Message, Role, Tool, ToolChoice};
 use super::diagnostic::{self, Diagnostic, Diagnostics};
 use super::expect::{self, Answer, Expect, ExpectedCalls};
 use super::held_cases::HeldCases;
+use super::identity::{CasesIdentity, SuiteIdentity};
 use super::quick_template::{QuickTemplates, is_template};
 use super::reference::{DifferentialSpec, Reference, ReferenceKind};
 use super::schema_file;
+use crate::digest::bytes_hex;
 
 /// A business rule as written in `suite.toml`; [`crate::check::rules`] compiles it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -94,6 +97,10 @@ struct SuiteFile {
     pass_threshold: f64,
     #[serde(default)]
     agree: Vec<String>,
+    /// Fields of `expected` that are there to show the whole answer (free text, say)
+    /// and are knowingly not compared: `conform check` warns of any other.
+    #[serde(default)]
+    not_compared: Vec<String>,
     #[serde(default)]
     rules: Vec<RuleSpec>,
     #[serde(default)]
@@ -138,7 +145,10 @@ pub struct Suite {
     pub schema_file: PathBuf,
     pub repeats: u32,
     pub pass_threshold: f64,
+    /// JSON pointers whose values must equal the case's `expected` ones.
     pub agree: Vec<String>,
+    /// Fields of `expected` knowingly not compared (`not_compared`).
+    pub not_compared: Vec<String>,
     pub rules: Vec<RuleSpec>,
     pub stability: StabilitySpec,
     /// With a provider that streams, every case is also sent unstreamed, and the two
@@ -157,11 +167,11 @@ pub struct Suite {
     /// How candidates are held to the reference (`[differential]`).
     pub differential: DifferentialSpec,
     pub cases: Vec<CaseRef>,
-    /// The digest of `suite.toml`, the schema and the tools: [`Suite::digest`] goes on
-    /// from here with every case file.
-    digest_head: crate::digest::Parts,
-    /// [`Suite::digest`], once the cases have been read for it.
-    digest: std::sync::OnceLock<String>,
+    /// `suite.toml`, the schema and the tools by file name, each `sha256:` of its bytes:
+    /// [`Suite::identity`] adds the case files.
+    files: BTreeMap<String, String>,
+    /// [`Suite::identity`] and its digest, once the cases have been read for it.
+    identity: std::sync::OnceLock<(SuiteIdentity, String)>,
     templates: Arc<Environment<'static>>,
     /// What [`Suite::variables`] returns, worked out once: every case's render checks it.
     variables: Arc<[String]>,
@@ -170,6 +180,28 @@ pub struct Suite {
     /// The `system` and `user` templates that need no minijinja for a case: text alone,
     /// or text and `{{ name }}` of string variables (see [`super::quick_template`]).
     quick: QuickTemplates,
+}
+
+/// The digest over a suite's case files as [`CasesIdentity`] holds it: each case's name
+/// and the digest of its bytes, in the suite's order (by name).
+#[derive(Default)]
+struct CasesDigest {
+    parts: crate::digest::Parts,
+    count: u64,
+}
+
+impl CasesDigest {
+    fn add(&mut self, id: &str, bytes: &[u8]) {
+        self.parts.add(id, bytes_hex(bytes).as_bytes());
+        self.count += 1;
+    }
+
+    fn finish(self) -> CasesIdentity {
+        CasesIdentity {
+            count: self.count,
+            digest: self.parts.finish(),
+        }
+    }
 }
 
 /// Where a case lives; [`CaseRef::load`] reads it.
@@ -302,18 +334,36 @@ impl CaseRef {
 }
 
 impl Suite {
-    /// The digest of `suite.toml`, the schema, the tools and every case file: what an
-    /// allowlist entry's evidence names. Reads every case unless [`Suite::each_case`] has
-    /// gone through them already.
+    /// The suite as its files: `suite.toml`, the schema, the tools and every case file,
+    /// what an allowlist entry pins. Reads every case unless [`Suite::each_case`] has gone
+    /// through them already.
+    pub fn identity(&self) -> &SuiteIdentity {
+        &self.identified().0
+    }
+
+    /// The digest of [`Suite::identity`]: what an allowlist entry's `suite_digest` holds.
     pub fn digest(&self) -> &str {
-        self.digest.get_or_init(|| {
-            let mut digest = self.digest_head.clone();
+        &self.identified().1
+    }
+
+    fn identified(&self) -> &(SuiteIdentity, String) {
+        self.identity.get_or_init(|| {
+            let mut cases = CasesDigest::default();
             for case in &self.cases {
                 let bytes = std::fs::read(case.path()).unwrap_or_default();
-                digest.add(&case.id, &bytes);
+                cases.add(&case.id, &bytes);
             }
-            digest.finish()
+            self.identify(cases)
         })
+    }
+
+    fn identify(&self, cases: CasesDigest) -> (SuiteIdentity, String) {
+        let identity = SuiteIdentity {
+            files: self.files.clone(),
+            cases: cases.finish(),
+        };
+        let digest = identity.digest();
+        (identity, digest)
     }
 
     /// Reads every case once, in order, and hands each to `each` with its reference (the
@@ -325,7 +375,7 @@ impl Suite {
         keep: bool,
         mut each: impl FnMut(&CaseRef, Result<Case, Diagnostic>),
     ) -> HeldCases {
-        let mut digest = self.digest_head.clone();
+        let mut digest = CasesDigest::default();
         let mut held = HeldCases::default();
         if keep {
             held.expect(self.cases.len());
@@ -355,7 +405,7 @@ impl Suite {
         }
         // A digest made by another caller meanwhile is of the same bytes, unless a case
         // changed between the two reads; the first one stays.
-        let _ = self.digest.set(digest.finish());
+        let _ = self.identity.set(self.identify(digest));
         held.finish();
         held
     }
@@ -443,13 +493,15 @@ impl Suite {
         for (field, message) in slo.problems() {
             problems.push(at(field, field, message));
         }
-        for pointer in &spec.agree {
-            if !pointer.is_empty() && !pointer.starts_with('/') {
-                problems.push(at(
-                    "agree",
-                    pointer,
-                    format!("`{pointer}` is not a JSON pointer: write it as \"/field\""),
-                ));
+        for (field, pointers) in [("agree", &spec.agree), ("not_compared", &spec.not_compared)] {
+            for pointer in pointers {
+                if !pointer.is_empty() && !pointer.starts_with('/') {
+                    problems.push(at(
+                        field,
+                        pointer,
+                        format!("`{pointer}` is not a JSON pointer: write it as \"/field\""),
+                    ));
+                }
             }
         }
 
@@ -536,6 +588,7 @@ impl Suite {
         }
 
         let schema_file = dir.join(&spec.schema);
+        let mut schema_bytes = Vec::new();
         let schema = match std::fs::read_to_string(&schema_file) {
             Err(e) => {
                 problems.push(at(
@@ -552,6 +605,7 @@ impl Suite {
                 }
                 Ok(v) => {
                     problems.extend(schema_file::problems(&schema_file, &text, &v));
+                    schema_bytes = text.into_bytes();
                     v
                 }
             },
@@ -568,11 +622,11 @@ impl Suite {
             return Err(problems);
         }
 
-        let mut digest = crate::digest::Parts::default();
-        digest.add("suite.toml", source.as_bytes());
-        digest.add("schema", schema.to_string().as_bytes());
-        if tools_file.is_some() {
-            digest.add("tools", &tools_bytes);
+        let mut files = BTreeMap::new();
+        files.insert("suite.toml".to_string(), bytes_hex(source.as_bytes()));
+        files.insert(spec.schema.clone(), bytes_hex(&schema_bytes));
+        if let Some(name) = &spec.tools {
+            files.insert(name.clone(), bytes_hex(&tools_bytes));
         }
         let has_system = spec.system.is_some();
         let has_user = spec.user.is_some();
@@ -589,6 +643,7 @@ impl Suite {
             repeats: spec.repeats,
             pass_threshold: spec.pass_threshold,
             agree: spec.agree,
+            not_compared: spec.not_compared,
             rules: spec.rules,
             stability: spec.stability,
             stream_agreement: spec.stream_agreement,
@@ -600,14 +655,33 @@ impl Suite {
             reference: spec.reference,
             differential: spec.differential,
             cases,
-            digest_head: digest,
-            digest: std::sync::OnceLock::new(),
+            files,
+            identity: std::sync::OnceLock::new(),
             templates: Arc::new(env),
             variables,
             has_system,
             has_user,
             quick,
         })
+    }
+
+    /// The top-level fields of `expected` that neither an `agree` pointer compares nor
+    /// `not_compared` lists: what a reader of the case may believe is checked and is not.
+    pub fn uncompared<'a>(&self, expected: &'a Value) -> Vec<&'a str> {
+        let head = |pointer: &str| {
+            (pointer.split('/').nth(1)).map(|s| s.replace("~1", "/").replace("~0", "~"))
+        };
+        let covered = |field: &str| {
+            (self.agree.iter().chain(&self.not_compared)).any(|p| head(p).as_deref() == Some(field))
+        };
+        match expected {
+            Value::Object(fields) => fields
+                .keys()
+                .map(String::as_str)
+                .filter(|f| !covered(f))
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// Template variables that the prompts use, sorted.
@@ -704,6 +778,36 @@ impl Suite {
     /// in the case file. Empty for a template case.
     pub fn case_problems(&self, case: &Case, path: &Path) -> Diagnostics {
         let mut out = Diagnostics::default();
+        // Every field the suite compares must be there to compare with: one missing would
+        // make the comparison of this case pass silently.
+        if let Some(expected) = &case.expected {
+            // A pointer no answer can hold is reported once, in suite.toml.
+            let reachable = |p: &&String| {
+                !matches!(
+                    super::reach::pointer(&self.schema, p),
+                    super::reach::Reach::Impossible(_) | super::reach::Reach::Undeclared { .. }
+                )
+            };
+            let missing: Vec<&str> = (self.agree.iter())
+                .filter(reachable)
+                .filter(|p| expected.pointer(p).is_none())
+                .map(String::as_str)
+                .collect();
+            if !missing.is_empty() {
+                let source = std::fs::read_to_string(path).unwrap_or_default();
+                out.push(
+                    Diagnostic::new(
+                        path,
+                        format!(
+                            "expected has no {}, which suite.toml's agree compares: add {} (what the answer must hold), or leave `expected` out to judge the case against a reference",
+                            missing.join(", "),
+                            if missing.len() == 1 { "it" } else { "them" }
+                        ),
+                    )
+                    .at_pointer(&source, "/expected"),
+                );
+            }
+        }
         if let Some(reference) = &case.reference {
             let found = reference.problems();
             if !found.is_empty() {

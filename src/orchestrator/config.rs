@@ -15,7 +15,7 @@ pub struct Config {
     /// `CONFORM_ALLOWLIST`: read at every failover decision.
     pub allowlist: PathBuf,
     /// The project whose suites and providers the allowlist's evidence must still match
-    /// (`--verify-evidence`); `None` reads the file as the contract does.
+    /// (the default); `None` reads the file as the contract does (`--unverified-allowlist`).
     pub project: Option<Paths>,
     /// `CONFORM_ATTEMPT_TIMEOUT_MS`: after this an attempt is `unknown`.
     pub attempt_timeout: Duration,

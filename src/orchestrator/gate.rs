@@ -1,11 +1,12 @@
 //! The failover gate of `conform serve`: [`crate::allowlist::decide`], read at decision
 //! time and failing closed, exactly as `conform gate` decides.
 //!
-//! By default the evidence is held to nothing but its time, as the contract reads the
-//! file (`format`, `entries`, and each entry's `suite`, `provider` and `valid_until`): an
-//! allowlist another tool wrote with only those members still permits failover. Given a
-//! project (`conform serve --verify-evidence`), each entry must also still match the
-//! project's `fixtures/TASK` and `providers/PROVIDER.toml`, as `conform gate` requires.
+//! By default each entry must still match the project's `fixtures/TASK`,
+//! `providers/PROVIDER.toml` and `conform.toml`, as `conform gate` requires: a task or
+//! provider the project does not have is denied. Without a project (`conform serve
+//! --unverified-allowlist`) the evidence is held to nothing but its time, as the contract
+//! reads the file (`format`, `entries`, and each entry's `suite`, `provider` and
+//! `valid_until`).
 
 use std::path::Path;
 

@@ -104,9 +104,14 @@ async fn readyz(State(app): State<Arc<App>>) -> Answer {
         ));
     }
     app.ready().await.map_err(unavailable)?;
+    // Whether a failover's evidence is held to a project, or the file alone decides.
+    let evidence = match &app.config.project {
+        Some(_) => "verified",
+        None => "unverified",
+    };
     Ok(json(
         StatusCode::OK,
-        &serde_json::json!({"status": "ready", "database": "ok"}),
+        &serde_json::json!({"status": "ready", "database": "ok", "evidence": evidence}),
     ))
 }
 

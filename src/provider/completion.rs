@@ -35,6 +35,14 @@ impl Finish {
             raw: raw.map(str::to_string),
         }
     }
+
+    /// No finish reason at all: not a normal stop.
+    pub fn missing() -> Self {
+        Finish {
+            kind: FinishKind::Other,
+            raw: None,
+        }
+    }
 }
 
 /// Token usage as the provider reported it. A missing count is unknown, never 0.

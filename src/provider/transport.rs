@@ -143,10 +143,7 @@ impl Endpoint {
     ) -> Self {
         let limiter = Limiter::new(&config.limits);
         let unstreamed = if config.stream {
-            Arc::new(ProviderConfig {
-                stream: false,
-                ..config.as_ref().clone()
-            })
+            Arc::new(config.unstreamed())
         } else {
             Arc::clone(&config)
         };
@@ -162,6 +159,11 @@ impl Endpoint {
             last_url: std::sync::Mutex::new(None),
             templates: Templates::default(),
         }
+    }
+
+    /// Whether answers come from a tape (`--replay`) rather than from the provider.
+    pub fn replays(&self) -> bool {
+        matches!(self.tape, Some(Tape::Replay(_)))
     }
 
     /// Records every response to `tape`, or answers from it without the network.

@@ -19,6 +19,8 @@ pub fn verdict_word(v: FieldVerdict) -> &'static str {
         FieldVerdict::Fail => "FAIL",
         FieldVerdict::NoFloor => "no floor",
         FieldVerdict::NotCompared => "not compared",
+        FieldVerdict::Insufficient => "too few pairs",
+        FieldVerdict::Uninformative => "uninformative",
     }
 }
 

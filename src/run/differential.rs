@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use crate::check::differential::{self, Differential, Signature};
-pub use crate::check::differential::{Observed, observe};
+pub use crate::check::differential::{Observed, answer_usable, observe};
 use crate::check::stability::DEFAULT_CONFIDENCE;
 use crate::config::Suite;
 
@@ -176,14 +176,15 @@ impl Collector {
                 Source::Missing(name) => Some(format!(
                     "the reference `{name}` was not run: add it to the providers of the run"
                 )),
-                Source::Live(_) => self.unanswered.get(s).map(|n| {
-                    format!(
-                        "the reference `{}` answered none of {n} case(s)",
-                        d.reference
-                    )
-                }),
-                Source::Recorded => None,
+                // Cases the reference did not answer are left out; only a reference that
+                // answered none leaves nothing to compare.
+                Source::Live(_) if d.cases == 0 => Some(format!(
+                    "the reference `{}` gave no usable answer to any case",
+                    d.reference
+                )),
+                Source::Live(_) | Source::Recorded => None,
             };
+            d.left_out = self.unanswered.get(s).copied().unwrap_or(0);
             d.finish();
         }
         self.results

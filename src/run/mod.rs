@@ -9,6 +9,7 @@
 pub mod budget;
 pub mod differential;
 pub mod journal;
+pub mod judge;
 pub mod preflight;
 pub mod progress;
 pub mod reference_tape;
@@ -23,14 +24,12 @@ use std::sync::{Arc, Mutex};
 use futures::stream::{self, StreamExt};
 use time::OffsetDateTime;
 
-use crate::check::record::{CallRecord, MAX_OUTPUT, truncate};
-use crate::check::stream_agreement;
-use crate::check::tokens::{self, PromptTokens};
-use crate::check::{self, CallFacts, Checks, Outcome};
+use crate::check::record::CallRecord;
+use crate::check::{CallFacts, Checks};
 use crate::config::{Case, CaseRef, Diagnostics, HeldCases, Rendered, Suite};
 use crate::provider::transport::Endpoint;
 use crate::provider::{CallError, CallSpec, Effect};
-use crate::tokenize::{self, Counter};
+use crate::tokenize::Counter;
 use crate::verdict::{Tally, Verdict};
 use journal::ResultsWriter;
 use progress::Progress;
@@ -437,28 +436,17 @@ async fn call_one(
         .counter
         .count_call(&call)
         .await
-        .map(|r| PromptTokens {
-            tokenizer: target.counter.describe().to_string(),
-            exact: tokens::count_is_exact(config, call.conversation)
-                && r.as_ref().is_ok_and(|c| c.exact),
-            counted: r.map(|c| c.tokens).map_err(|e| e.to_string()),
-            control: tokenize::control_tokens_in(&case.vars, target.counter.control_tokens()),
-        });
+        .map(|r| judge::prompt_tokens(target, config, &case, call.conversation, r));
     let request = target.endpoint.encode(&call);
     let mut record = CallRecord::new(&suite.name, &case.id, &config.name, item.repeat);
     record.request_digest = Some(request.digest().to_string());
     record.prompt_tokens_counted = counted.as_ref().and_then(|t| t.counted.clone().ok());
+    record.prompt_count_inexact = counted.as_ref().is_some_and(|t| !t.exact);
+    record.replayed = target.endpoint.replays();
     // An overflow is the provider's failure to hold this prompt: recorded, never sent,
     // and it costs no tokens.
-    if let Some(overflow) = counted.as_ref().and_then(|t| tokens::preflight(t, config)) {
-        let mut findings = vec![overflow];
-        findings.extend(
-            counted
-                .as_ref()
-                .map(tokens::input_findings)
-                .unwrap_or_default(),
-        );
-        record.checks = vec![Outcome::from_findings(tokens::NAME, findings)];
+    if let Some(overflow) = judge::overflow(config, counted.as_ref()) {
+        record.checks = vec![overflow];
         return record;
     }
     let estimate = match record.prompt_tokens_counted {
@@ -496,39 +484,33 @@ async fn call_one(
     {
         target.halt(error);
     }
-    let facts = CallFacts {
-        now,
-        tokens: counted.as_ref(),
-    };
-    let judged = prepared.checks.evaluate(
-        suite,
-        &case,
-        config,
-        result.as_ref().map(|c| &c.reply),
-        facts,
-    );
-    record.checks = judged.outcomes;
     // The same case unstreamed, when the suite asks streamed answers to agree with it
     // (a streamed call that failed has nothing to agree).
-    if suite.stream_agreement && config.stream && result.is_ok() {
+    let plain = if suite.stream_agreement && config.stream && result.is_ok() {
         let plain = target.endpoint.call_unstreamed(&call, tokens).await;
         if let Err(error) = &plain
             && matches!(error.effect(), Effect::HaltProvider | Effect::ConfigError)
         {
             target.halt(error);
         }
-        record.checks.push(stream_agreement::outcome(
-            result.as_ref().map(|c| &c.reply),
-            plain.as_ref().map(|c| &c.reply),
-        ));
-    }
-    record.passed = check::all_passed(&record.checks);
-    record.differential = differential::observe(
-        suite,
+        Some(plain.map(|c| c.reply))
+    } else {
+        None
+    };
+    let judged = judge::judge(
+        prepared,
+        config,
         &case,
-        result.as_ref().ok().map(|c| &c.reply),
+        result.as_ref().map(|c| &c.reply),
+        plain.as_ref().map(|p| p.as_ref()),
+        CallFacts {
+            now,
+            tokens: counted.as_ref(),
+        },
         item.repeat,
     );
+    record.unstreamed = plain.map(|p| Box::new(judge::unstreamed(p)));
+    judged.apply(&mut record);
     if let (Some(budget), Some(ceiling)) = (budget, ceiling) {
         // The twin's usage is not kept: its share stays at its ceiling.
         let usage = match &result {
@@ -554,12 +536,8 @@ async fn call_one(
             record.served_model = reply.served_model;
             record.system_fingerprint = reply.system_fingerprint;
             record.finish = Some(reply.finish);
-            record.output_digest = Some(crate::check::record::reply_digest_parsed(
-                &reply.text,
-                &reply.tool_calls,
-                judged.text_json.as_ref(),
-            ));
-            record.output = Some(truncate(&reply.text, MAX_OUTPUT));
+            record.refusal = reply.refusal;
+            record.output = Some(reply.text);
             record.tool_calls = reply.tool_calls;
         }
         Err(mut error) => {

@@ -78,7 +78,31 @@ pub fn preflight(workspace: Workspace, probes_path: &Path, primary: Option<&str>
     let (counters, unloaded) = counters(&workspace.providers);
     found.problems.extend(unloaded);
     let providers = &workspace.providers;
+    // Per suite: each field of `expected` no `agree` pointer compares, and in how many
+    // cases: a case expecting `"fr"` there passes with `"en"`.
+    let mut uncompared: Vec<(
+        std::path::PathBuf,
+        String,
+        std::collections::BTreeMap<String, u64>,
+    )> = Vec::new();
     let prepared = super::prepare_visiting(workspace.suites, super::Keep::Nothing, |visit| {
+        if let Some(expected) = &visit.case.expected {
+            let fields = visit.suite.uncompared(expected);
+            if !fields.is_empty() {
+                if uncompared
+                    .last()
+                    .is_none_or(|(file, _, _)| *file != visit.suite.file)
+                {
+                    let source = visit.suite.source.clone();
+                    uncompared.push((visit.suite.file.clone(), source, Default::default()));
+                }
+                if let Some((_, _, counts)) = uncompared.last_mut() {
+                    for field in fields {
+                        *counts.entry(field.to_string()).or_default() += 1;
+                    }
+                }
+            }
+        }
         request_problems(&visit, providers, &mut found);
         warn_ignored(case_schemas(visit.case_ref, visit.case), &mut found);
         let Some(rendered) = visit.rendered else {
@@ -92,6 +116,21 @@ pub fn preflight(workspace: Workspace, probes_path: &Path, primary: Option<&str>
     });
     if let Err(more) = prepared {
         found.problems.extend(more);
+    }
+    for (file, source, counts) in uncompared {
+        for (field, cases) in counts {
+            found.warnings.push(
+                Diagnostic::new(
+                    &file,
+                    format!(
+                        "`expected` holds {field} in {cases} case{}, and no agree pointer compares it: it is not checked; add \"/{field}\" to agree, or to not_compared if it only shows the whole answer",
+                        if cases == 1 { "" } else { "s" }
+                    ),
+                )
+                .field("agree")
+                .near(&source, "agree"),
+            );
+        }
     }
     found
 }

@@ -116,7 +116,7 @@ impl Tallies {
         let mut tallies = self.tallies;
         for ((s, p), d) in self.differential.finish() {
             if let Some(tally) = tallies.get_mut(p * n_suites + s) {
-                tally.differential = Some(d);
+                tally.attach_differential(d);
             }
         }
         tallies

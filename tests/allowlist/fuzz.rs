@@ -37,6 +37,9 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         system_fingerprint: None,
         provider_digest: None,
         simulated: false,
+        suite_identity: None,
+        provider_identity: None,
+        suite_repeats: None,
     },
     Observed {
         suite_digest: Some("d1"),
@@ -44,6 +47,9 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         system_fingerprint: None,
         provider_digest: None,
         simulated: false,
+        suite_identity: None,
+        provider_identity: None,
+        suite_repeats: None,
     },
     Observed {
         suite_digest: Some("d2"),
@@ -51,6 +57,9 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         system_fingerprint: None,
         provider_digest: None,
         simulated: false,
+        suite_identity: None,
+        provider_identity: None,
+        suite_repeats: None,
     },
     Observed {
         suite_digest: None,
@@ -58,6 +67,9 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         system_fingerprint: None,
         provider_digest: None,
         simulated: false,
+        suite_identity: None,
+        provider_identity: None,
+        suite_repeats: None,
     },
     Observed {
         suite_digest: None,
@@ -65,6 +77,9 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         system_fingerprint: None,
         provider_digest: None,
         simulated: false,
+        suite_identity: None,
+        provider_identity: None,
+        suite_repeats: None,
     },
     Observed {
         suite_digest: None,
@@ -72,6 +87,9 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         system_fingerprint: Some("fp2"),
         provider_digest: None,
         simulated: false,
+        suite_identity: None,
+        provider_identity: None,
+        suite_repeats: None,
     },
     Observed {
         suite_digest: Some("d1"),
@@ -79,6 +97,9 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         system_fingerprint: Some("fp1"),
         provider_digest: None,
         simulated: false,
+        suite_identity: None,
+        provider_identity: None,
+        suite_repeats: None,
     },
     Observed {
         suite_digest: Some("d2"),
@@ -86,6 +107,9 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         system_fingerprint: Some("fp2"),
         provider_digest: None,
         simulated: false,
+        suite_identity: None,
+        provider_identity: None,
+        suite_repeats: None,
     },
 ];
 

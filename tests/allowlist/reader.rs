@@ -177,6 +177,7 @@ fn a_valid_entry_permits_with_everything_observed() {
         simulated: false,
         served_model: Some("mistral-model-2026-01-01"),
         system_fingerprint: Some("fp_1"),
+        ..Observed::default()
     };
     assert_eq!(ask(&f.path, &observed).unwrap(), "mistral");
 }

@@ -37,11 +37,14 @@ pub fn entry(suite: &str, provider: &str, until: OffsetDateTime) -> Entry {
         system_fingerprints: vec!["fp_1".into()],
         suite_digest: SUITE_DIGEST.into(),
         provider_digest: PROVIDER_DIGEST.into(),
+        suite_identity: None,
+        provider_identity: None,
         tokenizer: "tiktoken:o200k_base".into(),
         evidence: Evidence {
             run_id: "20260101T000000Z-abcd".into(),
             report: "reports/20260101T000000Z-abcd/report.json".into(),
             conform_version: "0.1.0".into(),
+            first_call_at: Some(stamp(until - time::Duration::days(7))),
             cases: 25,
             repeats: 3,
             calls: 75,
@@ -49,6 +52,7 @@ pub fn entry(suite: &str, provider: &str, until: OffsetDateTime) -> Entry {
             pass_rate: 1.0,
             first_attempt_pass_rate: 0.96,
             checks,
+            rules_out: None,
             latency: None,
             tool_calls: None,
             differential: None,
@@ -122,6 +126,8 @@ pub fn current_entry(root: &Path, suite: &str, provider: &str, until: OffsetDate
     Entry {
         suite_digest: local.suite_digest,
         provider_digest: local.provider_digest,
+        suite_identity: Some(local.suite_identity),
+        provider_identity: Some(local.provider_identity),
         ..entry(suite, provider, until)
     }
 }

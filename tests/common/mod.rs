@@ -60,6 +60,22 @@ impl Project {
         std::fs::write(path, text).unwrap();
     }
 
+    /// Points `providers/NAME.toml` at `url` (its `base_url`), as a user does to run a
+    /// provider somewhere else: unlike `--base-url`, the evidence is then about the file.
+    pub fn point(&self, provider: &str, url: &str) {
+        let rel = format!("providers/{provider}.toml");
+        let text = std::fs::read_to_string(self.path(&rel)).unwrap();
+        let mut out = String::new();
+        for line in text.lines().filter(|l| !l.starts_with("base_url")) {
+            out.push_str(line);
+            out.push('\n');
+            if line.starts_with("model") {
+                out.push_str(&format!("base_url = \"{url}\"\n"));
+            }
+        }
+        self.write(&rel, &out);
+    }
+
     pub fn cmd(&self) -> assert_cmd::Command {
         let mut cmd = assert_cmd::Command::cargo_bin("conform").unwrap();
         cmd.current_dir(self.root()).arg("--root").arg(self.root());

@@ -11,7 +11,11 @@ use serde_json::Value;
 
 /// `exec …/conform serve`: the reference orchestrator this test build made.
 pub fn serve_command() -> String {
-    format!("exec '{}' serve", env!("CARGO_BIN_EXE_conform"))
+    // The scenarios' providers are mocks, not a project's: the file alone decides.
+    format!(
+        "exec '{}' serve --unverified-allowlist",
+        env!("CARGO_BIN_EXE_conform")
+    )
 }
 
 /// Holds the machine-wide suite lock while it lives.

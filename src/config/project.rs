@@ -1,0 +1,167 @@
+//! `conform.toml` at the project root: the settings every run and every reader of the
+//! project's allowlist holds to. The file is optional; without it the defaults hold.
+//!
+//! ```toml
+//! [evidence]
+//! max_valid_for = "30d"              # the longest a grant may last after its first call
+//! max_undetected_failure_rate = 0.05 # every permit must rule out a higher failure rate
+//! ```
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::diagnostic::{self, Diagnostic, Diagnostics};
+
+/// The file's name, at the project root.
+pub const FILE: &str = "conform.toml";
+
+/// How long a grant may last after its first call when `conform.toml` does not say.
+pub const DEFAULT_MAX_VALID_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The project's settings, defaults filled in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    /// The longest `--valid-for` a run or merge may grant, counted from the evidence's
+    /// first call; readers deny an entry valid for longer.
+    pub max_valid_for: Duration,
+    /// The failure rate every permit must rule out at 95 % confidence (the default of
+    /// `conform gate --max-undetected-failure-rate`); `None`: no bound is required.
+    pub max_undetected_failure_rate: Option<f64>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_valid_for: DEFAULT_MAX_VALID_FOR,
+            max_undetected_failure_rate: None,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    evidence: EvidenceTable,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EvidenceTable {
+    #[serde(default, with = "super::slo::optional_duration")]
+    max_valid_for: Option<Duration>,
+    max_undetected_failure_rate: Option<f64>,
+}
+
+impl Settings {
+    /// Reads `path`; a missing file is the defaults, a file that does not parse or holds
+    /// a value out of range is every problem with its line and field.
+    pub fn load(path: &Path) -> Result<Settings, Diagnostics> {
+        match std::fs::read_to_string(path) {
+            Ok(source) => Self::parse(path, &source),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Settings::default()),
+            Err(e) => Err(Diagnostics(vec![Diagnostic::new(
+                path,
+                format!("cannot read: {e}"),
+            )])),
+        }
+    }
+
+    pub fn parse(path: &Path, source: &str) -> Result<Settings, Diagnostics> {
+        let file: File = toml::from_str(source)
+            .map_err(|e| Diagnostics(vec![diagnostic::from_toml(path, source, &e)]))?;
+        let mut problems = Diagnostics::default();
+        let at = |field: &str, message: &str| {
+            Diagnostic::new(path, message)
+                .field(format!("evidence.{field}"))
+                .near(source, field)
+        };
+        let e = file.evidence;
+        if e.max_valid_for.is_some_and(|d| d.is_zero()) {
+            problems.push(at(
+                "max_valid_for",
+                "must be longer than zero, e.g. \"30d\"",
+            ));
+        }
+        if e.max_undetected_failure_rate
+            .is_some_and(|r| !(r > 0.0 && r < 1.0))
+        {
+            problems.push(at(
+                "max_undetected_failure_rate",
+                "must be a share in (0, 1), e.g. 0.05",
+            ));
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(Settings {
+            max_valid_for: e.max_valid_for.unwrap_or(DEFAULT_MAX_VALID_FOR),
+            max_undetected_failure_rate: e.max_undetected_failure_rate,
+        })
+    }
+}
+
+impl Settings {
+    /// Whether a grant may be valid for `valid_for` after its first call: no longer than
+    /// `max_valid_for`. The error says what to do.
+    pub fn allow_valid_for(&self, valid_for: Duration) -> Result<(), String> {
+        if valid_for <= self.max_valid_for {
+            return Ok(());
+        }
+        Err(format!(
+            "--valid-for {} is longer than the project allows ({}): evidence goes stale as providers change; raise `max_valid_for` under [evidence] in {FILE} if you mean it",
+            humantime::format_duration(valid_for),
+            humantime::format_duration(self.max_valid_for)
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_file_is_the_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings::load(&dir.path().join(FILE)).unwrap();
+        assert_eq!(settings, Settings::default());
+        assert_eq!(settings.max_valid_for, Duration::from_secs(30 * 86_400));
+    }
+
+    #[test]
+    fn validity_is_capped_at_the_setting() {
+        let settings = Settings::default();
+        assert!(
+            settings
+                .allow_valid_for(Duration::from_secs(7 * 86_400))
+                .is_ok()
+        );
+        assert!(settings.allow_valid_for(DEFAULT_MAX_VALID_FOR).is_ok());
+        let err = settings
+            .allow_valid_for(Duration::from_secs(36_500 * 86_400))
+            .unwrap_err();
+        assert!(
+            err.contains("max_valid_for") && err.contains("30days"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn values_are_read_and_problems_are_placed() {
+        let path = Path::new("conform.toml");
+        let s = Settings::parse(
+            path,
+            "[evidence]\nmax_valid_for = \"90d\"\nmax_undetected_failure_rate = 0.05\n",
+        )
+        .unwrap();
+        assert_eq!(s.max_valid_for, Duration::from_secs(90 * 86_400));
+        assert_eq!(s.max_undetected_failure_rate, Some(0.05));
+        let err =
+            Settings::parse(path, "[evidence]\nmax_undetected_failure_rate = 5\n").unwrap_err();
+        assert_eq!(err.0[0].line, Some(2), "{err}");
+        let err = Settings::parse(path, "[evidence]\nmax_valid = \"9d\"\n").unwrap_err();
+        assert_eq!(err.0[0].field.as_deref(), Some("max_valid"), "{err}");
+    }
+}
