@@ -113,6 +113,10 @@ pub enum MergeError {
         first_call: String,
         valid_for: String,
     },
+    #[error(
+        "the shards say their calls were made until {at}, which is later than now: no call is made in the future; run the shards again"
+    )]
+    Future { at: String },
     #[error("{dir}: the manifest's started_at `{started_at}` is not an RFC 3339 time")]
     Time { dir: PathBuf, started_at: String },
     #[error("{path}:{line}: {message}")]
@@ -295,7 +299,12 @@ pub fn check_fresh(
     valid_for: std::time::Duration,
     now: OffsetDateTime,
 ) -> Result<(), MergeError> {
-    let (first, _) = span(reports)?;
+    let (first, last) = span(reports)?;
+    if last > now + crate::allowlist::decision::CLOCK_SKEW {
+        return Err(MergeError::Future {
+            at: last.format(&Rfc3339).unwrap_or_default(),
+        });
+    }
     if first + valid_for <= now {
         return Err(MergeError::Stale {
             first_call: first.format(&Rfc3339).unwrap_or_default(),

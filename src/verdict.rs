@@ -254,6 +254,27 @@ impl Tally {
     /// (`reference_disagreement`); a reference that gives no floor leaves a verdict that
     /// would pass inconclusive, never conformant.
     pub fn verdict(&self, policy: &Policy) -> (Verdict, Vec<String>) {
+        let (verdict, reasons) = self.verdict_with_reference(policy);
+        // A pass must rule out what the suite asks it to: else the test could not tell.
+        if let (Verdict::Conformant, Some(bound)) = (verdict, policy.max_undetected_failure_rate)
+            && self.rules_out() > bound
+        {
+            return (Verdict::Inconclusive, vec![INSUFFICIENT.into()]);
+        }
+        (verdict, reasons)
+    }
+
+    /// The failure rate the calls rule out at [`crate::stats::CONFIDENCE`]: a provider
+    /// failing more often would have shown more failures than these.
+    pub fn rules_out(&self) -> f64 {
+        crate::stats::failure_rate_upper_bound(
+            self.planned.saturating_sub(self.passed),
+            self.planned,
+            crate::stats::CONFIDENCE,
+        )
+    }
+
+    fn verdict_with_reference(&self, policy: &Policy) -> (Verdict, Vec<String>) {
         let (verdict, mut reasons) = self.verdict_alone(policy);
         let Some(d) = &self.differential else {
             return (verdict, reasons);
@@ -360,7 +381,14 @@ pub struct Policy {
     pub complete: bool,
     /// The latency objectives of the provider and the suite together.
     pub slo: Slo,
+    /// The failure rate a conformant verdict must rule out (the suite's
+    /// `max_undetected_failure_rate`): with too few calls to, it is inconclusive.
+    pub max_undetected_failure_rate: Option<f64>,
 }
+
+/// Fewer calls than needed to rule out the failure rate a suite asks about: the code a
+/// comparison with a reference also gives when it could not have failed.
+pub use crate::check::differential::INSUFFICIENT;
 
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
@@ -386,6 +414,7 @@ mod tests {
             max_transport_error_share: 0.1,
             complete: true,
             slo,
+            max_undetected_failure_rate: None,
         }
     }
 
@@ -417,6 +446,25 @@ mod tests {
             tally.verdict(&policy(Slo::default())).0,
             Verdict::Conformant
         );
+    }
+
+    #[test]
+    fn a_pass_on_too_few_calls_for_the_suites_bound_is_inconclusive() {
+        let mut tally = Tally::new("s", "p", 20);
+        for _ in 0..20 {
+            tally.add(&timed(10.0, 5.0));
+        }
+        let with = |bound| Policy {
+            max_undetected_failure_rate: Some(bound),
+            ..policy(Slo::default())
+        };
+        // 0 failures in 20 calls rule out 13.9 %, not 5 %.
+        assert!((tally.rules_out() - 0.139).abs() < 0.001);
+        assert_eq!(
+            tally.verdict(&with(0.05)),
+            (Verdict::Inconclusive, vec![INSUFFICIENT.to_string()])
+        );
+        assert_eq!(tally.verdict(&with(0.2)).0, Verdict::Conformant);
     }
 
     #[test]

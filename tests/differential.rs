@@ -14,7 +14,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use conform::check::differential::{CODE, FieldVerdict, NO_FLOOR};
+use conform::check::differential::{CODE, FieldVerdict, INSUFFICIENT, NO_FLOOR, NO_REFERENCE};
 use conform::config::{ProviderConfig, Suite};
 use conform::provider::transport::{Endpoint, Transport};
 use conform::provider::wire_format;
@@ -120,7 +120,11 @@ async fn run_with(
     dir: PathBuf,
 ) -> RunResult {
     let mut servers = Vec::new();
-    for c in &mut configs {
+    // A simulation gets a server of its own; a real kind is already somewhere.
+    for c in configs
+        .iter_mut()
+        .filter(|c| c.kind == conform::config::Kind::Sim)
+    {
         let server = SimServer::start(c, Arc::clone(book))
             .await
             .expect("a simulation");
@@ -887,4 +891,201 @@ fn a_merged_sharded_run_compares_with_the_reference_as_the_whole_run_does() {
         );
     }
     assert_eq!(verdict_in(&merged, "flipper")["verdict"], "nonconformant");
+}
+
+/// A suite of `cases` tickets, each sent once, judged against recorded answers: two
+/// agreeing ones for the first case (one agreeing pair: the whole floor), one for each of
+/// the others.
+fn thin_suite(root: &Path, cases: usize) -> PathBuf {
+    let dir = ticket_suite(root, None, 1);
+    let toml = dir.join("suite.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, text.replace("repeats = 3", "repeats = 1")).unwrap();
+    for entry in std::fs::read_dir(dir.join("cases")).unwrap() {
+        let path = entry.unwrap().path();
+        let i: usize = path.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+        if i >= cases {
+            std::fs::remove_file(&path).unwrap();
+        } else if i == 0 {
+            let mut case: Value = read_json(&path);
+            let first = case["reference"]["answers"][0].clone();
+            case["reference"]["answers"] = json!([first.clone(), first]);
+            std::fs::write(&path, case.to_string()).unwrap();
+        }
+    }
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_comparison_that_could_not_have_failed_is_insufficient_evidence_never_a_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The issue's numbers: one agreeing pair of reference answers, four cases, a
+    // candidate that disagrees on every one (z 1.57 < 1.645 passed it).
+    let dir = thin_suite(tmp.path(), 4);
+    let (suite, book) = prepared(&dir);
+    let result = run_with(
+        &suite,
+        &book,
+        vec![sim("flipper", "flips-enum", "")],
+        tmp.path().join("reports/thin"),
+    )
+    .await;
+    let flipper = verdict_of(&result, "flipper");
+    let d = flipper.tally.differential.as_ref().unwrap();
+    let category = d.fields.iter().find(|f| f.field == "/category").unwrap();
+    assert_eq!(category.candidate.agreeing, 0, "it disagreed everywhere");
+    let z = category.test.unwrap().z;
+    assert!((z - 1.57).abs() < 0.01, "the issue's test statistic: {z}");
+    assert_eq!(category.verdict, FieldVerdict::Insufficient);
+    assert_eq!(
+        flipper.verdict,
+        Verdict::Inconclusive,
+        "{:?}",
+        flipper.reasons
+    );
+    assert_eq!(flipper.reasons, [INSUFFICIENT]);
+
+    // With enough cases the same candidate is caught.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut many = thin_suite(tmp.path(), 40);
+    for i in 1..40 {
+        let path = many.join(format!("cases/{i:03}.json"));
+        let mut case: Value = read_json(&path);
+        let first = case["reference"]["answers"][0].clone();
+        case["reference"]["answers"] = json!([first.clone(), first]);
+        std::fs::write(&path, case.to_string()).unwrap();
+    }
+    let (suite, book) = prepared(&many);
+    let result = run_with(
+        &suite,
+        &book,
+        vec![sim("flipper", "flips-enum", "")],
+        tmp.path().join("reports/many"),
+    )
+    .await;
+    let flipper = verdict_of(&result, "flipper");
+    assert_eq!(
+        flipper.verdict,
+        Verdict::Nonconformant,
+        "{:?}",
+        flipper.reasons
+    );
+    // The failed field counts among the pair's codes, as its reasons name it.
+    assert_eq!(
+        flipper.tally.codes.get(CODE).copied(),
+        Some(2),
+        "{:?}",
+        flipper.tally.codes
+    );
+    many.pop();
+}
+
+/// A primary that answers every ticket as the simulations do, except ticket `down`,
+/// which it fails with a 500 every time.
+struct FailsOneCase {
+    down: usize,
+}
+
+impl wiremock::Respond for FailsOneCase {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        let user = body["messages"].as_array().unwrap().last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let i: usize = user
+            .trim_start_matches("Ticket: ticket number ")
+            .split(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        if i == self.down {
+            return wiremock::ResponseTemplate::new(500)
+                .set_body_json(json!({"error": {"message": "boom", "type": "server_error"}}));
+        }
+        wiremock::ResponseTemplate::new(200).set_body_json(json!({
+            "id": "c", "object": "chat.completion", "created": 1, "model": "primary-model",
+            "choices": [{"index": 0, "message": {"role": "assistant",
+                "content": canonical_answer(i).to_string()}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
+        }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_case_the_primary_failed_is_left_out_and_the_rest_still_judge() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ticket_suite(tmp.path(), Some("primary"), 1);
+    let (suite, book) = prepared(&dir);
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(FailsOneCase { down: 7 })
+        .mount(&server)
+        .await;
+    let primary = ProviderConfig::parse(
+        Path::new("providers/primary.toml"),
+        &format!(
+            "kind = \"openai-compatible\"\nmodel = \"primary-model\"\nbase_url = \"{}\"\n\
+             structured_output = \"prompt\"\n[limits]\nconcurrency = 16\nmax_retries = 1\n\
+             retry_base_wait = \"1ms\"\n",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let result = run_with(
+        &suite,
+        &book,
+        vec![
+            primary,
+            sim("flipper", "flips-enum", "rate = 0.5\nseed = 3\n"),
+            sim("faithful", "steady", ""),
+        ],
+        tmp.path().join("reports/one-down"),
+    )
+    .await;
+    for name in ["flipper", "faithful"] {
+        let v = verdict_of(&result, name);
+        let d = v.tally.differential.as_ref().unwrap();
+        assert_eq!(
+            d.left_out, 1,
+            "{name}: the case the primary failed is left out"
+        );
+        assert_eq!(d.cases, CASES as u64 - 1, "{name}");
+        assert!(d.unavailable.is_none(), "{name}: {:?}", d.unavailable);
+        assert!(
+            !v.reasons.iter().any(|r| r == NO_REFERENCE),
+            "{name}: one unanswered case voided the comparison: {:?}",
+            v.reasons
+        );
+    }
+    assert_eq!(
+        verdict_of(&result, "flipper").verdict,
+        Verdict::Nonconformant
+    );
+    assert_eq!(verdict_of(&result, "faithful").verdict, Verdict::Conformant);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_answer_that_is_not_strict_json_takes_part_in_no_pair() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ticket_suite(tmp.path(), Some("primary"), 1);
+    let (suite, book) = prepared(&dir);
+    let result = run_with(
+        &suite,
+        &book,
+        vec![sim("primary", "steady", ""), sim("fenced", "fenced", "")],
+        tmp.path().join("reports/fenced"),
+    )
+    .await;
+    let fenced = verdict_of(&result, "fenced");
+    assert_eq!(fenced.verdict, Verdict::Nonconformant);
+    let d = fenced.tally.differential.as_ref().unwrap();
+    for field in &d.fields {
+        assert_eq!(
+            field.candidate.pairs, 0,
+            "{}: a fenced answer was paired with the reference",
+            field.field
+        );
+    }
 }

@@ -58,6 +58,26 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, in the order the decision checks them.
+    pub const ALL: [Reason; 16] = [
+        Reason::UnknownSuite,
+        Reason::UnknownProvider,
+        Reason::InvalidConfig,
+        Reason::Missing,
+        Reason::Unreadable,
+        Reason::UnknownFormat,
+        Reason::NoEntry,
+        Reason::Revoked,
+        Reason::Simulated,
+        Reason::Expired,
+        Reason::SuiteChanged,
+        Reason::ProviderChanged,
+        Reason::ValidityTooLong,
+        Reason::ModelDrift,
+        Reason::InsufficientEvidence,
+        Reason::LatencyBound,
+    ];
+
     /// Whether a new run of the provider on the suite is what lifts this denial.
     pub fn lifted_by_rerun(self) -> bool {
         matches!(
@@ -508,10 +528,18 @@ fn check_evidence(
     Ok(())
 }
 
+/// How far a time written by another machine may run ahead of this one's clock.
+pub const CLOCK_SKEW: time::Duration = time::Duration::minutes(5);
+
 /// When a window is asked for (always, against a project), the entry says when its first
 /// call was and is valid for at most `max_valid_for` after it. The contract's reading of
 /// the file (no project) holds an entry to its `valid_until` alone.
-fn check_window(entry: &Entry, until: OffsetDateTime, required: &Required) -> Result<(), Denial> {
+fn check_window(
+    entry: &Entry,
+    at: OffsetDateTime,
+    until: OffsetDateTime,
+    required: &Required,
+) -> Result<(), Denial> {
     let Some(max) = required.max_valid_for else {
         return Ok(());
     };
@@ -526,6 +554,12 @@ fn check_window(entry: &Entry, until: OffsetDateTime, required: &Required) -> Re
             "the entry does not say when the first call of its evidence was made (evidence.first_call_at): run again".into(),
         );
     };
+    if first > at + CLOCK_SKEW {
+        return deny(format!(
+            "the evidence's first call is dated {}, later than now: no call is made in the future",
+            entry.evidence.first_call_at.as_deref().unwrap_or_default()
+        ));
+    }
     if until - first > max {
         return deny(format!(
             "valid_until {} is {} after the evidence's first call ({}); at most {} is allowed (conform.toml [evidence] max_valid_for)",
@@ -681,7 +715,7 @@ fn check_entry(
         return deny(Reason::ProviderChanged, detail);
     }
     if !entry.contract_only {
-        check_window(entry, until, required)?;
+        check_window(entry, at, until, required)?;
     }
     if let Some(model) = observed.served_model
         && !entry.served_models.iter().any(|m| m == model)

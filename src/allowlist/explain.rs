@@ -6,6 +6,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::decision::{Denial, Permit, Reason};
+use super::format::RulesOut;
 
 /// The stable status of a decision: `permitted`, or the denial's reason code
 /// (`no_entry`, `revoked`, `expired`, `suite_changed` …).
@@ -47,7 +48,7 @@ pub fn sentence(
             let ev = &entry.evidence;
             format!(
                 "failover is permitted until {} ({} left), on run {}: {}/{} calls passed \
-({:.0}% after retries, {:.0}% first attempt), served {}; report {}",
+({:.0}% after retries, {:.0}% first attempt), which rules out {}; served {}; report {}",
                 entry.valid_until,
                 time_left(&entry.valid_until, now),
                 ev.run_id,
@@ -55,6 +56,7 @@ pub fn sentence(
                 ev.calls,
                 ev.pass_rate * 100.0,
                 ev.first_attempt_pass_rate * 100.0,
+                RulesOut::of(ev.calls, ev.passed).words(),
                 list_or_none(&entry.served_models),
                 ev.report
             )

@@ -32,7 +32,9 @@ pub mod writer;
 
 pub use decision::{Denial, Observed, Permit, Query, Reason, Required, decide};
 pub use explain::status;
-pub use format::{Allowlist, Entry, Evidence, FORMAT, LatencyEvidence, Revocation, SCHEMA};
+pub use format::{
+    Allowlist, Entry, Evidence, FORMAT, LatencyEvidence, Revocation, RulesOut, SCHEMA,
+};
 pub use local::Local;
 pub use outcome::{PairEffect, PairOutcome, RunOutcome, Unchanged, Untouched};
 pub use reader::permits;

@@ -227,7 +227,7 @@ fn print_evidence(e: &Entry) {
     );
     println!(
         "    evidence: run {} ({}, conform {}): {} case{} × {} repeat{}, {}/{} calls passed \
-({:.0}% after retries, {:.0}% first attempt)",
+({:.0}% after retries, {:.0}% first attempt), ruling out {}",
         ev.run_id,
         e.generated_at,
         ev.conform_version,
@@ -238,7 +238,8 @@ fn print_evidence(e: &Entry) {
         ev.passed,
         ev.calls,
         ev.pass_rate * 100.0,
-        ev.first_attempt_pass_rate * 100.0
+        ev.first_attempt_pass_rate * 100.0,
+        allowlist::RulesOut::of(ev.calls, ev.passed).words()
     );
     if !ev.checks.is_empty() {
         let checks: Vec<String> = ev

@@ -75,7 +75,9 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<u8> {
         (Ok(permit), Format::Json) => println!(
             "{}",
             serde_json::json!({"permitted": true, "suite": args.suite, "provider": args.provider,
-                               "valid_until": permit.entry.valid_until, "evidence": permit.entry.evidence})
+                               "valid_until": permit.entry.valid_until, "evidence": permit.entry.evidence,
+                               "rules_out": conform::allowlist::RulesOut::of(
+                                   permit.entry.evidence.calls, permit.entry.evidence.passed)})
         ),
         (Err(denial), Format::Json) => println!(
             "{}",
@@ -84,13 +86,18 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<u8> {
                                "findings": denial.revocation.as_ref().map(|r| &r.reasons)})
         ),
         (Ok(permit), Format::Text) => println!(
-            "permitted: failover to {} for {} until {} (run {}, {}/{} calls passed{})",
+            "permitted: failover to {} for {} until {} (run {}, {}/{} calls passed, ruling out {}{})",
             args.provider,
             args.suite,
             permit.entry.valid_until,
             permit.entry.evidence.run_id,
             permit.entry.evidence.passed,
             permit.entry.evidence.calls,
+            conform::allowlist::RulesOut::of(
+                permit.entry.evidence.calls,
+                permit.entry.evidence.passed
+            )
+            .words(),
             permit
                 .entry
                 .evidence

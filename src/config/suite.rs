@@ -107,6 +107,9 @@ struct SuiteFile {
     stability: StabilitySpec,
     #[serde(default)]
     stream_agreement: bool,
+    /// A conformant verdict must rule out a failure rate above this at 95 % confidence;
+    /// with too few calls to, it is inconclusive (`insufficient_evidence`).
+    max_undetected_failure_rate: Option<f64>,
     #[serde(default, with = "super::slo::optional_duration")]
     max_p95_latency: Option<std::time::Duration>,
     #[serde(default, with = "super::slo::optional_duration")]
@@ -154,6 +157,8 @@ pub struct Suite {
     /// With a provider that streams, every case is also sent unstreamed, and the two
     /// answers must be the same (canonical JSON).
     pub stream_agreement: bool,
+    /// The failure rate a conformant verdict must rule out (`max_undetected_failure_rate`).
+    pub max_undetected_failure_rate: Option<f64>,
     /// Latency objectives every provider's verdict on this suite is held to.
     pub slo: super::Slo,
     /// The tools every case may call (`tools` in `suite.toml`); a case's own `tools`
@@ -457,6 +462,16 @@ impl Suite {
                 "must be a share in (0, 1]".into(),
             ));
         }
+        if !spec
+            .max_undetected_failure_rate
+            .is_none_or(|r| r > 0.0 && r < 1.0)
+        {
+            problems.push(at(
+                "max_undetected_failure_rate",
+                "max_undetected_failure_rate",
+                "must be a share in (0, 1), e.g. 0.05: 0 failures in 60 calls rule out 5 %".into(),
+            ));
+        }
         if !spec.stability.confidence.is_none_or(|c| c > 0.0 && c < 1.0) {
             problems.push(at(
                 "stability.confidence",
@@ -647,6 +662,7 @@ impl Suite {
             rules: spec.rules,
             stability: spec.stability,
             stream_agreement: spec.stream_agreement,
+            max_undetected_failure_rate: spec.max_undetected_failure_rate,
             slo,
             tools: tools.into(),
             tools_file,

@@ -663,6 +663,7 @@ mod tests {
             reasons,
             pass_rate: 0.0,
             first_attempt_pass_rate: 0.0,
+            rules_out: crate::allowlist::RulesOut::of(tally.planned, tally.passed),
             tally,
         }
     }

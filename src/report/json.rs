@@ -23,6 +23,8 @@ pub struct VerdictView<'a> {
     pub reasons: &'a [String],
     pub pass_rate: f64,
     pub first_attempt_pass_rate: f64,
+    /// The failure rate the calls rule out (95 % confidence).
+    pub rules_out: crate::allowlist::RulesOut,
     #[serde(flatten)]
     pub tally: &'a Tally,
 }
@@ -42,6 +44,7 @@ pub fn verdict_views<'a>(
             reasons: &v.reasons,
             pass_rate: v.tally.pass_rate(),
             first_attempt_pass_rate: v.tally.first_attempt_pass_rate(),
+            rules_out: crate::allowlist::RulesOut::of(v.tally.planned, v.tally.passed),
             tally: &v.tally,
         })
         .collect()

@@ -8,7 +8,8 @@ use crate::allowlist::{PairEffect, RunOutcome};
 use crate::run::RunResult;
 
 /// The allowlist in one line, `allowlist: PATH: granted N, revoked M, unchanged K`, and
-/// with `verbose` one more line per pair saying what became of it and why.
+/// one more line per pair saying what became of it and why: with `verbose` for every
+/// pair, else for the conformant pairs the run withheld.
 pub fn allowlist(decision: &RunOutcome, verbose: bool) -> String {
     let mut out = format!(
         "allowlist: {}: {}",
@@ -19,10 +20,18 @@ pub fn allowlist(decision: &RunOutcome, verbose: bool) -> String {
         let _ = write!(out, " (untouched: {})", why.explain());
     }
     out.push('\n');
-    if !verbose {
-        return out;
-    }
-    for p in &decision.pairs {
+    // A conformant pair that grants nothing surprises whoever reads only the verdicts:
+    // it is always said why.
+    let shown = |p: &&crate::allowlist::PairOutcome| {
+        verbose
+            || matches!(
+                p.effect,
+                PairEffect::Unchanged {
+                    why: crate::allowlist::Unchanged::Withheld { .. }
+                }
+            )
+    };
+    for p in decision.pairs.iter().filter(shown) {
         let (what, detail) = match &p.effect {
             PairEffect::Granted { valid_until } => {
                 ("granted", format!(" until {}", to_second_text(valid_until)))

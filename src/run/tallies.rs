@@ -135,6 +135,9 @@ impl Tallies {
                     max_transport_error_share,
                     complete,
                     slo: tally.slo,
+                    max_undetected_failure_rate: suites[suite_index]
+                        .suite
+                        .max_undetected_failure_rate,
                 };
                 let (verdict, reasons) = tally.verdict(&policy);
                 PairVerdict {

@@ -1,0 +1,65 @@
+//! docs/evidence.md is the contract a reader audits: held to the code here.
+
+use conform::allowlist::Reason;
+
+fn doc() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/evidence.md")).unwrap()
+}
+
+#[test]
+fn the_rules_out_table_is_what_the_statistics_give() {
+    let doc = doc();
+    let rows: Vec<(u64, f64)> = doc
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+            let n = cells.first()?.parse().ok()?;
+            let rate = cells.get(1)?.strip_suffix(" %")?.parse().ok()?;
+            Some((n, rate))
+        })
+        .collect();
+    assert!(rows.len() >= 5, "{rows:?}");
+    for (n, rate) in rows {
+        let bound = conform::stats::failure_rate_upper_bound(0, n, 0.95) * 100.0;
+        assert!(
+            (bound - rate).abs() < 0.051,
+            "{n} calls: the page says {rate} %, the code {bound:.2} %"
+        );
+    }
+}
+
+#[test]
+fn every_reason_is_named_and_in_the_order_the_decision_checks_them() {
+    let doc = doc();
+    let listed = doc
+        .split("The reasons, in the order they are checked:")
+        .nth(1)
+        .unwrap();
+    let mut last = 0;
+    for reason in Reason::ALL {
+        let code = format!("`{}`", reason.code());
+        let at = listed
+            .find(&code)
+            .unwrap_or_else(|| panic!("{code} is not on the page"));
+        assert!(at >= last, "{code} is out of order");
+        last = at;
+    }
+}
+
+#[test]
+fn the_operational_fields_are_the_ones_the_identity_leaves_out() {
+    let doc = doc();
+    let para = doc
+        .split("**Operational settings are outside the identity**")
+        .nth(1)
+        .unwrap()
+        .split("\n\n")
+        .next()
+        .unwrap();
+    for field in conform::config::identity::OPERATIONAL {
+        assert!(
+            para.contains(&format!("`{field}`")) || para.contains(&format!("`[{field}]`")),
+            "{field} is not named as operational"
+        );
+    }
+}
