@@ -156,7 +156,9 @@ impl Tally {
         }
         self.retries += u64::from(record.retries);
         // A call was timed when its first byte was: a replayed answer was not sent at all.
-        if record.ttfb_ms.is_some() {
+        // The percentiles are of answers: a failed call's time (a cut stream's, say) stays
+        // in its record.
+        if record.ttfb_ms.is_some() && record.error.is_none() {
             if let Some(ms) = record.latency_ms {
                 self.latency.total.record(ms);
             }

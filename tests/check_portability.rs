@@ -167,3 +167,19 @@ fn the_shipped_workspace_passes() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
+
+#[test]
+fn openai_responses_answer_schemas_are_held_to_strict_mode() {
+    let dir = workspace(&[(
+        "responses",
+        "kind = \"openai-responses\"\nmodel = \"gpt-4.1-mini\"\napi_key_env = \"OPENAI_API_KEY\"\n",
+    )]);
+    let (code, stderr) = check(&dir);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.lines().any(|l| l.contains(": /properties/note: ")
+            && l.contains("provider `responses`")
+            && l.contains("every property in `required`")),
+        "{stderr}"
+    );
+}

@@ -399,8 +399,50 @@ async fn a_stream_cut_after_40_of_60_tokens_is_truncated_for_every_vendor() {
             if end == StreamEnd::Drop {
                 assert!(err.message.contains("connection closed"), "{err}");
             }
+            // What the stream had said, and when, is kept for the record.
+            let said = err.partial_text().unwrap_or_default();
+            assert!(
+                !said.is_empty() && whole_text().starts_with(said) && said != whole_text(),
+                "{} {end:?}: kept {said:?}",
+                s.kind
+            );
+            let measured = err
+                .measured
+                .unwrap_or_else(|| panic!("{}: not timed", s.kind));
+            assert!(measured.first_byte.is_some() && measured.first_token.is_some());
+        }
+
+        // Every token, and no terminal event: the whole valid JSON arrived before the
+        // cut. Still not an answer, and kept whole. (Gemini's last chunk carries the last
+        // text with the finish reason: no cut of it leaves the whole text.)
+        if s.kind == "gemini" {
+            continue;
+        }
+        for end in [StreamEnd::Complete, StreamEnd::Drop] {
+            let (base, _) = streaming_server(
+                s.content_type,
+                all_but_the_end(&s),
+                Duration::ZERO,
+                Vec::new(),
+                end,
+            )
+            .await;
+            let err = ask(s.kind, &base).await.unwrap_err();
+            assert_eq!(err.kind, ErrorKind::StreamTruncated, "{} {end:?}", s.kind);
+            assert_eq!(
+                err.partial_text(),
+                Some(whole_text().as_str()),
+                "{}",
+                s.kind
+            );
         }
     }
+}
+
+fn all_but_the_end(s: &Stream) -> Vec<String> {
+    let mut all = s.preamble.clone();
+    all.extend(s.tokens.clone());
+    all
 }
 
 /// The kind the vendor's adapter gives an error status with this body.
@@ -666,6 +708,11 @@ async fn through_conform_run_a_cut_or_failed_stream_never_passes() {
             .unwrap();
         assert_eq!(r["checks"][0]["findings"][0]["code"], *code, "{r}");
         assert_eq!(r["retries"], 0, "{r}");
+        // Not a thin record: how long it took, and what had arrived.
+        for field in ["latency_ms", "ttfb_ms", "ttft_ms"] {
+            assert!(r[field].as_f64().is_some(), "{field}: {r}");
+        }
+        assert!(r["output"].as_str().is_some_and(|o| !o.is_empty()), "{r}");
     }
     assert!(!project.path("allowlist.json").exists());
 }

@@ -233,7 +233,14 @@ fn missing_calls_ignored_choices_and_unexpected_calls() {
         "024-required-first-contact-lookup",
         &reply(text, vec![], "stop"),
     );
-    assert_eq!(codes(&out), [("tool_choice_ignored", "/tool_calls".into())]);
+    // Missing, as every expected call that did not come is, and forced besides.
+    assert_eq!(
+        codes(&out),
+        [
+            ("tool_call_missing", "/tool_calls".into()),
+            ("tool_choice_ignored", "/tool_calls".into())
+        ]
+    );
     // Two in parallel, one came.
     let out = outcomes(
         "015-two-orders-in-parallel",

@@ -522,8 +522,19 @@ async fn gemini_parallel_calls_and_thought_signatures() {
     )
     .await
     .unwrap();
-    // The thought summary is not the answer; the call beside its signature is.
+    // The thought summary is not the answer; the call beside its signature is, and
+    // the signature is kept with the call, as the record keeps it.
     assert_eq!(done.reply.tool_calls.len(), 1);
+    let recorded = wire("gemini_generatecontent_function_call_thought_signature_response.json");
+    let signature = recorded["candidates"][0]["content"]["parts"][1]["thoughtSignature"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        done.reply.tool_calls[0].signature.as_deref(),
+        Some(signature)
+    );
+    let record = serde_json::to_value(&done.reply.tool_calls[0]).unwrap();
+    assert_eq!(record["signature"], signature);
     assert!(
         !done.reply.content().contains("**"),
         "a thought leaked into the text: {}",
@@ -559,6 +570,10 @@ async fn gemini_streams_deliver_the_call_whole_in_one_chunk() {
     assert_eq!(reply.tool_calls.len(), 1);
     assert_eq!(reply.tool_calls[0].name, "now");
     assert_eq!(reply.tool_calls[0].arguments, Some(json!({})));
+    assert!(
+        reply.tool_calls[0].signature.is_some(),
+        "the streamed call's thought signature is kept"
+    );
     assert_eq!(reply.content(), "", "thought parts are not the answer");
     assert_eq!(reply.finish.kind, FinishKind::Stop);
     assert!(reply.usage.prompt_tokens.is_some());
@@ -667,4 +682,105 @@ async fn an_ollama_tool_stream_nobody_asked_for_is_named() {
     // Every request says `stream: false`: a stream is a proxy's doing, not an answer.
     assert_eq!(err.kind, ErrorKind::NonJsonBody, "{err}");
     assert_eq!(requests(&server).await.len(), 1);
+}
+
+#[tokio::test]
+async fn gemini_gets_a_history_calls_thought_signature_back_byte_for_byte() {
+    let server = answering(
+        GENERATE,
+        ok("gemini_generatecontent_function_response_followup_response.json"),
+    )
+    .await;
+    let recorded = wire("gemini_generatecontent_function_call_thought_signature_response.json");
+    let signature = recorded["candidates"][0]["content"]["parts"][1]["thoughtSignature"]
+        .as_str()
+        .unwrap();
+    // As Gemini's OpenAI-compatible API hands the call out, and a case keeps it.
+    let c = conversation(
+        json!([
+            {"role": "user", "content": "How many days until New Year's Eve?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "now", "arguments": "{}"},
+                "extra_content": {"google": {"thought_signature": signature}}}]},
+            {"role": "tool", "tool_call_id": "c1", "name": "now", "content": "2026-12-04"}
+        ]),
+        json!([{"type": "function", "function": {"name": "now", "description": "the time"}}]),
+    );
+    call_conversation(
+        &endpoint(gemini(&server.uri(), "", "responseJsonSchema")),
+        &c,
+    )
+    .await
+    .unwrap();
+    let sent = body(&requests(&server).await[0]);
+    let part = &sent["contents"][1]["parts"][0];
+    assert_eq!(part["functionCall"]["name"], "now");
+    assert_eq!(
+        part["thoughtSignature"], signature,
+        "a sibling of functionCall"
+    );
+
+    // Sent to an OpenAI-compatible server, the call goes back as it came.
+    let compatible = answering(
+        r"^/v1/chat/completions$",
+        ok("openai_chat_tool_calls_response.json"),
+    )
+    .await;
+    let config = common::config(
+        "gemini-compat",
+        &format!(
+            "kind = \"openai-compatible\"\nmodel = \"gemini-3-flash\"\nbase_url = \"{}\"\n",
+            compatible.uri()
+        ),
+    );
+    call_conversation(&endpoint(config), &c).await.unwrap();
+    let sent = body(&requests(&compatible).await[0]);
+    assert_eq!(
+        sent["messages"][1]["tool_calls"][0]["extra_content"]["google"]["thought_signature"],
+        signature
+    );
+}
+
+#[tokio::test]
+async fn ollama_streams_deliver_the_call_whole_in_one_line() {
+    let server = answering(
+        CHAT,
+        ResponseTemplate::new(200)
+            .insert_header("content-type", "application/x-ndjson")
+            .set_body_string(ndjson(&wire_text(
+                "ollama_chat_tools_stream_ndjson_first_and_final_chunks.txt",
+            ))),
+    )
+    .await;
+    let c = conversation(
+        json!([{"role": "user", "content": "What is the weather in Tokyo?"}]),
+        json!([{"type": "function", "function": {"name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]),
+    );
+    let mut config = (*ollama(&server.uri())).clone();
+    config.force_stream();
+    let done = call_conversation(&endpoint(std::sync::Arc::new(config)), &c)
+        .await
+        .unwrap();
+    assert_eq!(
+        done.reply.tool_calls.len(),
+        1,
+        "the streamed call was dropped"
+    );
+    assert_eq!(done.reply.tool_calls[0].name, "get_weather");
+    assert_eq!(
+        done.reply.tool_calls[0].arguments,
+        Some(json!({"city": "Tokyo"}))
+    );
+}
+
+/// A transcript file (`// comment` lines, pretty-printed objects) as the server sends it:
+/// one object per line.
+fn ndjson(transcript: &str) -> String {
+    transcript
+        .split("// ")
+        .filter_map(|chunk| chunk.split_once('\n').map(|(_, json)| json.trim()))
+        .filter(|json| !json.is_empty())
+        .map(|json| format!("{}\n", serde_json::from_str::<Value>(json).unwrap()))
+        .collect()
 }

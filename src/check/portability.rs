@@ -58,7 +58,11 @@ impl Mode {
         }
         use StructuredOutput::{JsonSchema, Tool};
         match (provider.wire_kind(), provider.structured_output) {
-            (Kind::Openai | Kind::OpenaiCompatible, JsonSchema | Tool) => Some(Mode::OpenAiStrict),
+            // The Responses API says `strict: true` for the answer's format and a forced
+            // function alike.
+            (Kind::Openai | Kind::OpenaiCompatible | Kind::OpenaiResponses, JsonSchema | Tool) => {
+                Some(Mode::OpenAiStrict)
+            }
             (Kind::Gemini, JsonSchema | Tool) => {
                 Some(match provider.gemini_options().schema_field {
                     GeminiSchemaField::ResponseSchema => Mode::GeminiResponseSchema,

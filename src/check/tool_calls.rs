@@ -13,7 +13,7 @@
 //! | `tool_call_as_text` | no structured call, but one written in the text (JSON, tags, code) |
 //! | `tool_call_missing` | an expected call that did not come |
 //! | `tool_call_unexpected` | a call the case does not expect (no call expected, `tool_choice` none, or more calls than `parallel_tool_calls` allows) |
-//! | `tool_choice_ignored` | `tool_choice` forced a call (`required` or a named tool) and none came |
+//! | `tool_choice_ignored` | `tool_choice` forced a call (`required` or a named tool) and none came; it always comes with `tool_call_missing` for each expected call |
 //! | `tool_argument_mismatch` | an argument the case pins (by JSON pointer) has another value |
 //! | `tool_rule_failed`, `tool_rule_error` | a `[[tool_rules]]` expression over the call did not yield `true` |
 //! | `tool_finish_mismatch` | the finish reason says calls were made and none were, or the reverse (OpenAI Chat `tool_calls`, Anthropic `tool_use`) |
@@ -233,34 +233,34 @@ impl Check for ToolCallsCheck {
                 if calls.is_empty() {
                     // A call written as text was made, in the wrong channel: that finding
                     // says it, not a second one.
+                    // Each expected call is missing; a request that forced one was also
+                    // ignored: both are said, so that a consumer looking for missing
+                    // calls finds these too.
                     if as_text.is_none() {
-                        match choice.filter(|c| c.forces_a_call()) {
-                            Some(forced) => findings.push(
+                        for e in expected {
+                            findings.push(
                                 Finding::new(
-                                    "tool_choice_ignored",
+                                    "tool_call_missing",
                                     format!(
-                                        "tool_choice is {}, but the answer calls no tool{}",
-                                        forced.describe(),
+                                        "expected a call to {}, but the answer calls no tool{}",
+                                        e.name.describe(),
                                         answered_with(reply.content())
                                     ),
                                 )
                                 .at("/tool_calls"),
-                            ),
-                            None => {
-                                for e in expected {
-                                    findings.push(
-                                        Finding::new(
-                                            "tool_call_missing",
-                                            format!(
-                                                "expected a call to {}, but the answer calls no tool{}",
-                                                e.name.describe(),
-                                                answered_with(reply.content())
-                                            ),
-                                        )
-                                        .at("/tool_calls"),
-                                    );
-                                }
-                            }
+                            );
+                        }
+                        if let Some(forced) = choice.filter(|c| c.forces_a_call()) {
+                            findings.push(
+                                Finding::new(
+                                    "tool_choice_ignored",
+                                    format!(
+                                        "tool_choice is {}, but the answer calls no tool",
+                                        forced.describe()
+                                    ),
+                                )
+                                .at("/tool_calls"),
+                            );
                         }
                     }
                 } else {

@@ -164,16 +164,33 @@ fn code_blocks(text: &str) -> Vec<&str> {
     out
 }
 
-/// A declared tool called like a function: the block begins with `name(` and ends with
-/// `)` (so a sentence that mentions the tool is not a call).
+/// A declared tool called like a function: the block begins with `name(`, or with it
+/// under a module (`default_api.name(`, as Gemini writes calls in its code-execution
+/// style; `functions.name(`), and ends with `)` (so a sentence that mentions the tool is
+/// not a call).
 fn function_style<'a>(block: &str, tools: &[&'a str]) -> Option<&'a str> {
     let block = block.trim().trim_start_matches("print(").trim();
+    let unqualified = strip_module(block);
     tools.iter().copied().find(|name| {
-        block
+        unqualified
             .strip_prefix(name)
             .is_some_and(|rest| rest.trim_start().starts_with('('))
             && block.trim_end().trim_end_matches(';').ends_with(')')
     })
+}
+
+/// `default_api.lookup_order(…)` without `default_api.`: the leading dotted path of
+/// identifiers before the last one.
+fn strip_module(block: &str) -> &str {
+    let head_end = block.find('(').unwrap_or(block.len());
+    let head = &block[..head_end];
+    let is_path = head
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    match head.rfind('.') {
+        Some(dot) if is_path => &block[dot + 1..],
+        _ => block,
+    }
 }
 
 fn excerpt(text: &str) -> String {
@@ -213,6 +230,14 @@ mod tests {
         assert!(found("<|python_tag|>lookup_order.call(order_id=\"A-1\")"));
         assert!(found("```python\nlookup_order(order_id=\"A-1\")\n```"));
         assert!(found("lookup_order(order_id='A-1')"));
+        // Gemini's code-execution style, in a block or printed.
+        assert!(found(
+            "```tool_code\nprint(default_api.lookup_order(order_id=\"A-1\"))\n```"
+        ));
+        assert!(found(
+            "```python\ndefault_api.issue_refund(order_id=\"A-1\")\n```"
+        ));
+        assert!(found("functions.lookup_order(order_id='A-1')"));
         assert!(found(
             "Sure: {\"tool\": \"lookup_order\", \"order_id\": \"A-1\"} done"
         ));
@@ -228,6 +253,10 @@ mod tests {
         ));
         assert!(!found(r#"{"category": "billing", "priority": "p3"}"#));
         assert!(!found(r#"{"name": "Ada Lovelace", "age": 36}"#));
+        assert!(!found(
+            "See default_api.lookup_order for details (the docs)."
+        ));
+        assert!(!found("```python\nother_api.unknown_tool(x=1)\n```"));
         assert!(!found(""));
     }
 }

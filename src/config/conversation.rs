@@ -97,6 +97,11 @@ pub struct HistoryCall {
     #[serde(rename = "type", default = "function_type")]
     pub kind: String,
     pub function: HistoryFunction,
+    /// What a vendor attached to the call that must go back with it, as Gemini's
+    /// OpenAI-compatible API carries it: `{"google": {"thought_signature": "…"}}`. Gemini
+    /// requires the signature back, byte for byte, on a later turn's function call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_content: Option<Value>,
 }
 
 /// The function a history call named, with its arguments.
@@ -109,6 +114,14 @@ pub struct HistoryFunction {
 }
 
 impl HistoryCall {
+    /// Gemini's thought signature for this call, when the history carries one.
+    pub fn thought_signature(&self) -> Option<&str> {
+        self.extra_content
+            .as_ref()?
+            .pointer("/google/thought_signature")?
+            .as_str()
+    }
+
     /// The arguments as an object; `None` when they are not one.
     pub fn arguments_object(&self) -> Option<Map<String, Value>> {
         match &self.function.arguments {
@@ -331,8 +344,13 @@ pub fn openai_message(m: &Message) -> Value {
             .tool_calls
             .iter()
             .map(|c| {
-                json!({"id": c.id, "type": "function",
-                    "function": {"name": c.function.name, "arguments": c.arguments_text()}})
+                let mut call = json!({"id": c.id, "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.arguments_text()}});
+                // Sent back as it came: Gemini's OpenAI-compatible API reads it there.
+                if let Some(extra) = &c.extra_content {
+                    call["extra_content"] = extra.clone();
+                }
+                call
             })
             .collect();
         out.insert("tool_calls".into(), Value::Array(calls));

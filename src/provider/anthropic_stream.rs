@@ -20,9 +20,21 @@ pub(crate) fn fold(body: &[u8]) -> Result<Reply, CallError> {
     let mut message = Message::default();
     let folded = collect(body, &mut message);
     let value = message.value();
-    folded
-        .and_then(|()| decode_message(&value))
-        .map_err(|e| e.keep_served(usage_of(&value), model_of(&value), None))
+    folded.and_then(|()| decode_message(&value)).map_err(|e| {
+        e.keep_served(usage_of(&value), model_of(&value), None)
+            .keep_text(text_of(&value))
+    })
+}
+
+/// The text blocks of a message built so far, joined.
+fn text_of(message: &Value) -> Option<String> {
+    let blocks = message.get("content")?.as_array()?;
+    let text: String = blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect();
+    Some(text)
 }
 
 /// Whether an event carries a piece of the answer: text, or a tool's input.

@@ -65,6 +65,10 @@ pub struct ToolCall {
     /// The arguments as the vendor sent them: its string (OpenAI, vLLM, llama.cpp), or
     /// its object serialized (Anthropic, Gemini, Ollama).
     pub raw_arguments: String,
+    /// The vendor's opaque signature of the call (Gemini's `thoughtSignature`), which a
+    /// later turn must send back with it byte for byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 impl ToolCall {
@@ -76,7 +80,14 @@ impl ToolCall {
             name: name.into(),
             arguments: serde_json::from_str(&raw).ok(),
             raw_arguments: raw,
+            signature: None,
         }
+    }
+
+    /// The call with the vendor's signature of it.
+    pub fn signed(mut self, signature: Option<String>) -> Self {
+        self.signature = signature;
+        self
     }
 
     /// A call whose arguments came as a JSON value: an object (as Anthropic, Gemini and
@@ -89,6 +100,7 @@ impl ToolCall {
                 name: name.into(),
                 arguments: Some(other.clone()),
                 raw_arguments: other.to_string(),
+                signature: None,
             },
         }
     }

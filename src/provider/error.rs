@@ -162,6 +162,9 @@ pub struct CallError {
     /// The provider's own word on retrying (`x-should-retry`), which overrides the kind.
     #[serde(skip)]
     pub should_retry: Option<bool>,
+    /// How long the call took, for a failure after its response began.
+    #[serde(skip)]
+    pub measured: Option<Measured>,
 }
 
 impl CallError {
@@ -175,7 +178,27 @@ impl CallError {
             served: None,
             retry_after: None,
             should_retry: None,
+            measured: None,
         }
+    }
+
+    /// Keeps what a stream had said of the answer before it failed.
+    pub fn keep_text(mut self, text: Option<String>) -> Self {
+        if let Some(text) = text.filter(|t| !t.is_empty()) {
+            self.served.get_or_insert_with(Default::default).text = Some(text);
+        }
+        self
+    }
+
+    /// The answer's text a broken stream had delivered.
+    pub fn partial_text(&self) -> Option<&str> {
+        self.served.as_ref().and_then(|s| s.text.as_deref())
+    }
+
+    /// Keeps how long the call took; the first measure stands.
+    pub fn timed(mut self, measured: Measured) -> Self {
+        self.measured.get_or_insert(measured);
+        self
     }
 
     /// Marks the error as one that happened after a 2xx status arrived.
@@ -200,6 +223,7 @@ impl CallError {
             },
             model: known.model.or(model),
             system_fingerprint: known.system_fingerprint.or(fingerprint),
+            text: known.text,
         };
         if merged != Served::default() {
             self.served = Some(Box::new(merged));
@@ -294,6 +318,19 @@ pub struct Served {
     pub usage: Usage,
     pub model: Option<String>,
     pub system_fingerprint: Option<String>,
+    /// The answer's text as far as a stream had delivered it before it broke off or
+    /// failed: the whole valid JSON may have arrived before a cut.
+    pub text: Option<String>,
+}
+
+/// What the transport measured of a call that failed after its response began.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Measured {
+    /// First byte sent to the last byte read.
+    pub latency: Duration,
+    pub first_byte: Option<Duration>,
+    /// When the first piece of the answer arrived.
+    pub first_token: Option<Duration>,
 }
 
 /// The classification every vendor shares, from the status and body alone; each

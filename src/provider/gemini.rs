@@ -365,7 +365,12 @@ pub(super) fn decode_response(value: &Value) -> Result<Reply, CallError> {
             let id = call.get("id").and_then(Value::as_str).map(str::to_string);
             // A call without arguments may leave `args` out.
             let args = call.get("args").cloned().unwrap_or(json!({}));
-            tool_calls.push(ToolCall::from_value(id, name, &args));
+            // A sibling of `functionCall` on the part, to be sent back with it.
+            let signature = part
+                .get("thoughtSignature")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            tool_calls.push(ToolCall::from_value(id, name, &args).signed(signature));
         }
     }
     let text = Reply::text_or_first_arguments(text, &tool_calls);
@@ -451,8 +456,13 @@ fn contents(turns: &[Message]) -> Vec<Value> {
                     parts.push(json!({"text": m.content_str()}));
                 }
                 for call in &m.tool_calls {
-                    parts.push(json!({"functionCall": {"name": call.function.name,
-                        "args": Value::Object(call.arguments_object().unwrap_or_default())}}));
+                    let mut part = json!({"functionCall": {"name": call.function.name,
+                        "args": Value::Object(call.arguments_object().unwrap_or_default())}});
+                    // Gemini 3 refuses a function-calling turn without its signature.
+                    if let Some(signature) = call.thought_signature() {
+                        part["thoughtSignature"] = json!(signature);
+                    }
+                    parts.push(part);
                 }
                 out.push(json!({"role": role, "parts": parts}));
             }

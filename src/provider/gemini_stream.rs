@@ -17,9 +17,10 @@ pub(crate) fn fold(body: &[u8]) -> Result<Reply, CallError> {
     let mut whole = Whole::default();
     let folded = collect(body, &mut whole);
     let value = whole.value();
-    folded
-        .and_then(|()| decode_response(&value))
-        .map_err(|e| e.keep_served(usage_of(&value), model_of(&value), None))
+    folded.and_then(|()| decode_response(&value)).map_err(|e| {
+        e.keep_served(usage_of(&value), model_of(&value), None)
+            .keep_text(Some(whole.text()))
+    })
 }
 
 /// Whether a chunk carries a piece of the answer: text that is not a thought, or a call.
@@ -48,6 +49,15 @@ struct Whole {
 }
 
 impl Whole {
+    /// The answer's text so far: the parts that are not thoughts.
+    fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter(|p| p.get("thought").and_then(Value::as_bool) != Some(true))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect()
+    }
+
     fn value(&self) -> Value {
         let mut value = json!({});
         if self.candidates {

@@ -14,13 +14,20 @@ use super::{Reply, stream};
 /// its error, the model (and any counts) its lines had said.
 pub(crate) fn fold(body: &[u8]) -> Result<Reply, CallError> {
     let mut text = String::new();
+    let mut calls = Vec::new();
     let mut last = json!({});
-    let folded = collect(body, &mut text, &mut last);
+    let folded = collect(body, &mut text, &mut calls, &mut last);
     let mut whole = last;
+    let said = (!text.is_empty()).then(|| text.clone());
     whole["message"] = json!({"role": "assistant", "content": text});
-    folded
-        .and_then(|()| decode_chat(&whole))
-        .map_err(|e| e.keep_served(usage_of(&whole), model_of(&whole), None))
+    // A call arrives whole in one line, before the `done` line, which has none.
+    if !calls.is_empty() {
+        whole["message"]["tool_calls"] = Value::Array(calls);
+    }
+    folded.and_then(|()| decode_chat(&whole)).map_err(|e| {
+        e.keep_served(usage_of(&whole), model_of(&whole), None)
+            .keep_text(said)
+    })
 }
 
 /// Whether a line carries a piece of the answer.
@@ -29,7 +36,12 @@ pub(crate) fn carries_answer(_event: &str, line: &Value) -> bool {
         || line.pointer("/message/tool_calls").is_some()
 }
 
-fn collect(body: &[u8], text: &mut String, last: &mut Value) -> Result<(), CallError> {
+fn collect(
+    body: &[u8],
+    text: &mut String,
+    calls: &mut Vec<Value>,
+    last: &mut Value,
+) -> Result<(), CallError> {
     let lines = stream::ndjson(body)?;
     for line in &lines {
         if let Some(message) = error_message(line) {
@@ -37,6 +49,9 @@ fn collect(body: &[u8], text: &mut String, last: &mut Value) -> Result<(), CallE
         }
         if let Some(piece) = line.pointer("/message/content").and_then(Value::as_str) {
             text.push_str(piece);
+        }
+        if let Some(Value::Array(more)) = line.pointer("/message/tool_calls") {
+            calls.extend(more.iter().cloned());
         }
         *last = line.clone();
         if line.get("done").and_then(Value::as_bool) == Some(true) {
@@ -63,6 +78,32 @@ mod tests {
         assert_eq!(reply.finish.kind, FinishKind::Stop);
         assert_eq!(reply.usage.prompt_tokens, Some(26));
         assert_eq!(reply.served_model.as_deref(), Some("m"));
+    }
+
+    #[test]
+    fn a_streamed_tool_call_is_kept() {
+        let body = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/wire/ollama_chat_tools_stream_ndjson_first_and_final_chunks.txt"
+        ))
+        .unwrap();
+        // The recorded transcript, one object per line as the server sends it.
+        let lines: String = body
+            .split("// ")
+            .filter_map(|chunk| chunk.split_once('\n').map(|(_, json)| json))
+            .map(|json| {
+                let v: Value = serde_json::from_str(json.trim()).unwrap();
+                format!("{v}\n")
+            })
+            .collect();
+        let reply = fold(lines.as_bytes()).unwrap();
+        assert_eq!(reply.tool_calls.len(), 1);
+        assert_eq!(reply.tool_calls[0].name, "get_weather");
+        assert_eq!(
+            reply.tool_calls[0].arguments,
+            Some(json!({"city": "Tokyo"}))
+        );
+        assert_eq!(reply.usage.prompt_tokens, Some(169));
     }
 
     #[test]

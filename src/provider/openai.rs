@@ -407,7 +407,12 @@ fn tool_call(entry: &Value) -> Option<ToolCall> {
         .filter(|id| !id.is_empty())
         .map(str::to_string);
     let arguments = function.get("arguments").cloned().unwrap_or(json!(""));
-    Some(ToolCall::from_value(id, name, &arguments))
+    // Gemini's OpenAI-compatible API signs a call here.
+    let signature = entry
+        .pointer("/extra_content/google/thought_signature")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    Some(ToolCall::from_value(id, name, &arguments).signed(signature))
 }
 
 /// Prompt and output token counts from a Chat Completions `usage` object.

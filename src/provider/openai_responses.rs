@@ -254,13 +254,21 @@ fn keep_served(error: CallError, response: &Value) -> CallError {
 /// on its error, what the last response object it carried (`response.created` …) said.
 fn fold(body: &[u8]) -> Result<Reply, CallError> {
     let mut last = None;
-    fold_events(body, &mut last).map_err(|e| match &last {
-        Some(response) => keep_served(e, response),
-        None => e,
+    let mut text = None;
+    fold_events(body, &mut last, &mut text).map_err(|e| {
+        let e = e.keep_text(text);
+        match &last {
+            Some(response) => keep_served(e, response),
+            None => e,
+        }
     })
 }
 
-fn fold_events(body: &[u8], last: &mut Option<Value>) -> Result<Reply, CallError> {
+fn fold_events(
+    body: &[u8],
+    last: &mut Option<Value>,
+    said: &mut Option<String>,
+) -> Result<Reply, CallError> {
     let events = sse::events(body)?;
     let mut streamed = Streamed::default();
     for event in &events {
@@ -283,6 +291,7 @@ fn fold_events(body: &[u8], last: &mut Option<Value>) -> Result<Reply, CallError
                     .text
                     .get_or_insert_default()
                     .push_str(text("delta"));
+                said.clone_from(&streamed.text);
             }
             "response.refusal.delta" => {
                 streamed

@@ -34,14 +34,15 @@ struct PartialCall {
 pub(crate) fn fold(body: &[u8]) -> Result<Reply, CallError> {
     let mut parts = ChatParts::default();
     let folded = collect(body, &mut parts);
-    let (usage, model, fingerprint) = (
+    let (usage, model, fingerprint, text) = (
         parts.usage,
         parts.served_model.clone(),
         parts.system_fingerprint.clone(),
+        parts.content.clone(),
     );
     folded
         .and_then(|()| parts.into_reply())
-        .map_err(|e| e.keep_served(usage, model, fingerprint))
+        .map_err(|e| e.keep_served(usage, model, fingerprint).keep_text(text))
 }
 
 fn collect(body: &[u8], parts: &mut ChatParts) -> Result<(), CallError> {

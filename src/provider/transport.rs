@@ -356,9 +356,16 @@ impl Endpoint {
         if let Some(Tape::Record(tape)) = &self.tape {
             tape.record(&request.digest, &request.bytes, status, &headers, &body);
         }
-        let reply = self.answer(config.stream, status, &headers, &body)?;
         let streamed = config.stream.then_some(body.as_slice());
-        Ok((reply, self.timing(streamed, total, &arrivals)))
+        let timing = self.timing(streamed, total, &arrivals);
+        // A body that arrived whole and cannot be used still took its time.
+        let reply = self
+            .answer(config.stream, status, &headers, &body)
+            .map_err(|e| match is_success(status) {
+                true => e.timed(timing.measured()),
+                false => e,
+            })?;
+        Ok((reply, timing))
     }
 
     /// A streamed body whose connection broke after a 2xx: what the stream said up to
@@ -376,7 +383,10 @@ impl Endpoint {
             Ok(reply) => Ok((reply, self.timing(Some(body), total, arrivals))),
             Err(decoded) if broke.kind == ErrorKind::Timeout => {
                 let served = decoded.served.map(|s| *s).unwrap_or_default();
-                Err(broke.keep_served(served.usage, served.model, served.system_fingerprint))
+                Err(broke
+                    .keep_served(served.usage, served.model, served.system_fingerprint)
+                    .keep_text(served.text)
+                    .timed(self.timing(Some(body), total, arrivals).measured()))
             }
             Err(mut decoded) => {
                 if decoded.kind == ErrorKind::StreamTruncated {
@@ -387,7 +397,10 @@ impl Endpoint {
                     );
                 }
                 let status = decoded.status.or(broke.status).unwrap_or(200);
-                Err(decoded.status(status).after_success())
+                Err(decoded
+                    .status(status)
+                    .after_success()
+                    .timed(self.timing(Some(body), total, arrivals).measured()))
             }
         }
     }
@@ -436,6 +449,16 @@ struct Timing {
     total: Duration,
     first_byte: Option<Duration>,
     first_token: Option<Duration>,
+}
+
+impl Timing {
+    fn measured(self) -> super::error::Measured {
+        super::error::Measured {
+            latency: self.total,
+            first_byte: self.first_byte,
+            first_token: self.first_token,
+        }
+    }
 }
 
 /// When the body had reached each length: one mark per chunk read.

@@ -542,12 +542,20 @@ async fn call_one(
         }
         Err(mut error) => {
             // A failed call still made its retries, and a processed (2xx) body of the
-            // wrong shape still said what it cost and which model served it.
+            // wrong shape still said what it cost, which model served it, how long it
+            // took and as much of the answer as had arrived.
             record.retries = error.retries;
+            if let Some(measured) = error.measured.take() {
+                let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0 / config.time_scale();
+                record.latency_ms = Some(ms(measured.latency));
+                record.ttfb_ms = measured.first_byte.map(ms);
+                record.ttft_ms = measured.first_token.map(ms);
+            }
             if let Some(served) = error.served.take() {
                 record.usage = served.usage;
                 record.served_model = served.model;
                 record.system_fingerprint = served.system_fingerprint;
+                record.output = served.text;
             }
             record.error = Some(error);
         }
