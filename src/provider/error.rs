@@ -363,6 +363,12 @@ pub fn classify_status(status: u16, body: &[u8], message: String) -> CallError {
     CallError::new(kind, message).status(status)
 }
 
+/// A rate limit that resets tomorrow is not worth waiting for.
+pub(crate) fn is_daily_quota(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("per day") || m.contains("requests per day") || m.contains("(rpd)")
+}
+
 /// Whether a body is an HTML page rather than JSON.
 pub fn looks_like_html(body: &[u8]) -> bool {
     let start = body

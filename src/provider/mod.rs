@@ -7,20 +7,16 @@
 //! recorded payloads, and keeps retries and limits in one place.
 
 pub mod anthropic;
-pub(crate) mod anthropic_stream;
 pub mod completion;
 mod encoded;
 pub mod error;
 pub mod gemini;
-pub(crate) mod gemini_stream;
 pub mod limits;
 pub mod ollama;
-pub(crate) mod ollama_stream;
 pub mod openai;
-pub mod openai_compatible;
 pub mod openai_responses;
-pub(crate) mod openai_stream;
 pub mod policy;
+pub mod server;
 pub mod sse;
 pub(crate) mod stream;
 mod streamed;
@@ -30,7 +26,7 @@ pub mod transport;
 
 use std::sync::Arc;
 
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 pub use completion::{Completion, Finish, FinishKind, Reply, ToolCall, Usage};
@@ -119,6 +115,12 @@ pub trait WireFormat: Send + Sync {
 
     /// Classifies a non-2xx answer.
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError;
+
+    /// The server side of this wire, which a simulation speaks; `None` for a wire no
+    /// simulation speaks.
+    fn server(&self) -> Option<&'static dyn server::WireServer> {
+        None
+    }
 }
 
 /// The wire format for a provider kind. Pass [`ProviderConfig::wire_kind`], which
@@ -128,7 +130,7 @@ pub fn wire_format(kind: Kind) -> Arc<dyn WireFormat> {
         Kind::Openai => Arc::new(openai::OpenAiChat::official()),
         Kind::OpenaiResponses => Arc::new(openai_responses::OpenAiResponses),
         // A simulation without a `wire` speaks Chat Completions, as most fallbacks do.
-        Kind::OpenaiCompatible | Kind::Sim => Arc::new(openai_compatible::OpenAiCompatible),
+        Kind::OpenaiCompatible | Kind::Sim => Arc::new(openai::compatible::OpenAiCompatible),
         Kind::Anthropic => Arc::new(anthropic::AnthropicMessages),
         Kind::Gemini => Arc::new(gemini::GeminiGenerateContent),
         Kind::Ollama => Arc::new(ollama::OllamaChat),
@@ -212,6 +214,44 @@ fn httpdate_to_unix(value: &str) -> Option<i64> {
     time::OffsetDateTime::parse(value, &format)
         .ok()
         .map(|t| t.unix_timestamp())
+}
+
+/// The JSON headers with the key as a bearer token (OpenAI and every server that speaks
+/// its dialect, Ollama included).
+pub(crate) fn bearer_headers(key: Option<&Secret>) -> HeaderMap {
+    json_headers(key.map(|k| (AUTHORIZATION, format!("Bearer {}", k.expose()))))
+}
+
+/// The schema as providers accept it: without the `$schema` dialect marker, which
+/// strict mode does not list among its keywords.
+pub(crate) fn wire_schema(schema: &Value) -> Value {
+    let mut schema = schema.clone();
+    if let Some(map) = schema.as_object_mut() {
+        map.remove("$schema");
+    }
+    schema
+}
+
+/// Parses a success body as JSON, telling a cut-off body from one that never was JSON.
+pub(crate) fn parse_body(body: &[u8]) -> Result<Value, CallError> {
+    serde_json::from_slice(body).map_err(|e| {
+        if error::looks_like_html(body) {
+            CallError::new(
+                ErrorKind::HtmlErrorPage,
+                "an HTML page instead of JSON (a proxy or gateway answered)",
+            )
+        } else if e.is_eof() {
+            CallError::new(
+                ErrorKind::TruncatedBody,
+                format!("the body ended mid-JSON after {} bytes", body.len()),
+            )
+        } else {
+            CallError::new(
+                ErrorKind::NonJsonBody,
+                format!("the body is not JSON ({e}): {}", error::excerpt(body)),
+            )
+        }
+    })
 }
 
 #[cfg(test)]

@@ -6,12 +6,12 @@
 //! Each simulated provider knows the expected answer of every shipped case (looked up
 //! by a digest of the rendered prompt), and answers it the way its [`Behaviour`] says:
 //! faithfully, or drifting the way real fallbacks drift. A simulation speaks the wire
-//! of the vendor its `[sim] wire` names (see [`shape`]), so the runner calls it through
-//! that vendor's adapter.
+//! of the vendor its `[sim] wire` names, through that vendor's server side
+//! ([`crate::provider::server::WireServer`], in the vendor's folder), so the runner calls
+//! it through that vendor's adapter.
 
 pub mod keywords;
 pub mod latency;
-mod shape;
 pub mod tools;
 
 use std::collections::HashMap;
@@ -20,10 +20,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use shape::Reply;
+use crate::provider::server::{self as shape, Response as Reply, WireServer};
 
 pub use crate::config::simulation::Behaviour;
-use crate::config::{Diagnostic, Diagnostics, Kind, ProviderConfig, Suite};
+use crate::config::{Diagnostic, Diagnostics, ProviderConfig, Suite};
 use crate::tokenize::{Counter, Tokenizer};
 
 /// How many requests a [`Behaviour::RateLimited`] provider turns away.
@@ -201,6 +201,15 @@ pub struct StartError {
     source: std::io::Error,
 }
 
+/// The server side of the wire `config` simulates: every simulation speaks a vendor's wire
+/// with a server side (the configuration refuses the others when it loads).
+fn server_of(config: &ProviderConfig) -> &'static dyn WireServer {
+    let chat: &'static dyn WireServer = &crate::provider::openai::server::ChatServer;
+    crate::provider::wire_format(config.wire_kind())
+        .server()
+        .unwrap_or(chat)
+}
+
 impl SimServer {
     /// Starts a simulated provider for `config` on a free loopback port, served by a
     /// thread of its own; an error when the machine gives it no port or no thread.
@@ -227,7 +236,7 @@ impl SimServer {
         let responder = Arc::new(SimResponder {
             book,
             behaviour,
-            wire: config.wire_kind(),
+            wire: server_of(config),
             latency,
             time_scale,
             keywords,
@@ -338,7 +347,7 @@ async fn answer(
     body: axum::body::Bytes,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    if method != axum::http::Method::POST || !shape::on_route(responder.wire, uri.path()) {
+    if method != axum::http::Method::POST || !responder.wire.on_route(uri.path()) {
         return axum::http::StatusCode::NOT_FOUND.into_response();
     }
     let (delay, reply) = responder.respond(uri.path(), &body);
@@ -363,7 +372,8 @@ async fn answer(
 struct SimResponder {
     book: Arc<AnswerBook>,
     behaviour: Behaviour,
-    wire: Kind,
+    /// The server side of the wire the simulation speaks.
+    wire: &'static dyn WireServer,
     latency: latency::Latency,
     /// The simulated clock's speed: an answer of latency L takes L × this.
     time_scale: f64,
@@ -389,23 +399,23 @@ impl SimResponder {
 
     fn reply(&self, path: &str, request: &[u8], n: u64) -> Reply {
         if self.behaviour == Behaviour::RateLimited && n < RATE_LIMITED_REQUESTS {
-            return shape::rate_limited(self.wire);
+            return self.wire.rate_limited();
         }
         let body: Value = match serde_json::from_slice(request) {
             Ok(v) => v,
             Err(e) => {
                 let message = format!("the body is not JSON: {e}");
-                return shape::error(self.wire, 400, &message);
+                return self.wire.error(400, &message);
             }
         };
-        let asked = shape::read(self.wire, &body);
+        let asked = self.wire.read(&body);
         let used = asked.schema.map(keywords::keywords_of).unwrap_or_default();
         if let Some(refused) = used
             .iter()
             .find(|k| keywords::handling(&self.keywords, k) == keywords::Handling::Reject)
         {
             let message = format!("Invalid schema: the keyword `{refused}` is not supported");
-            return shape::error(self.wire, 400, &message);
+            return self.wire.error(400, &message);
         }
         let probe = asked
             .user_texts
@@ -420,14 +430,14 @@ impl SimResponder {
             None => {
                 let Some(entry) = self.book.entry(&asked.user_texts) else {
                     let message = "the simulation has no answer for this prompt";
-                    return shape::error(self.wire, 400, message);
+                    return self.wire.error(400, message);
                 };
                 if let Some(answer) = &entry.tools {
                     return self.answer_request(entry, answer, &asked, &body, n);
                 }
                 let Some(expected) = entry.json.as_ref() else {
                     let message = "the simulation has no answer for this prompt";
-                    return shape::error(self.wire, 400, message);
+                    return self.wire.error(400, message);
                 };
                 probe_free_expected = Some(expected);
                 match self.field_drift(expected, &asked, n) {
@@ -444,7 +454,7 @@ impl SimResponder {
             prompt_tokens: self.prompt_tokens(&body, asked.prompt_chars),
             tool: asked.tool,
         };
-        if shape::wants_stream(self.wire, path, &body) {
+        if self.wire.wants_stream(path, &body) {
             let drifted;
             let answer = match (self.behaviour, probe_free_expected) {
                 (Behaviour::StreamDrift, Some(expected)) => {
@@ -462,10 +472,10 @@ impl SimResponder {
                 }
                 _ => &answer,
             };
-            let (content_type, stream) = shape::stream(self.wire, answer);
+            let (content_type, stream) = self.wire.stream(answer);
             return Reply::raw(200, stream, content_type);
         }
-        Reply::json(200, &shape::success(self.wire, &answer))
+        Reply::json(200, &self.wire.success(&answer))
     }
 
     /// The answer to a `conform probe` request: the one the prompt dictates or describes
@@ -519,10 +529,13 @@ impl SimResponder {
             tool: None,
         };
         let named = asked.choice == tools::Choice::Named;
-        Reply::json(
-            200,
-            &shape::success_with_calls(self.wire, &result, &planned.calls, named),
-        )
+        let calls: Vec<shape::Call<'_>> = (planned.calls.iter())
+            .map(|c| shape::Call {
+                name: &c.name,
+                raw: &c.raw,
+            })
+            .collect();
+        Reply::json(200, &self.wire.success_with_calls(&result, &calls, named))
     }
 
     /// The answer with one field changed, for the behaviours that change a field, when

@@ -83,16 +83,7 @@ impl ToolAnswer {
     }
 }
 
-/// What the request asked of tool use, as read off the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Choice {
-    #[default]
-    Auto,
-    None,
-    Required,
-    /// A named tool.
-    Named,
-}
+pub use crate::provider::server::Choice;
 
 /// An answer before it takes a vendor's shape.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -172,7 +172,7 @@ impl ProviderCounter {
     /// llama.cpp: the request rendered by `/apply-template`, then `/tokenize`d.
     async fn llama_cpp(&self, request: Value) -> Result<u64, TokenizeError> {
         let base = &self.config.base_url;
-        let headers = crate::provider::openai::headers(self.key.as_ref());
+        let headers = crate::provider::bearer_headers(self.key.as_ref());
         let rendered = self
             .post(&format!("{base}/apply-template"), headers.clone(), &request)
             .await?;

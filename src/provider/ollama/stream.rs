@@ -6,9 +6,9 @@
 
 use serde_json::{Value, json};
 
-use super::error::CallError;
-use super::ollama::{decode_chat, error_message, kind_of_message, model_of, usage_of};
-use super::{Reply, stream};
+use crate::provider::error::CallError;
+use super::{decode_chat, error_message, kind_of_message, model_of, usage_of};
+use crate::provider::{Reply, stream};
 
 /// Folds a complete NDJSON body into one reply. A stream that fails part-way keeps, on
 /// its error, the model (and any counts) its lines had said.

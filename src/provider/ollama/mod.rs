@@ -2,7 +2,7 @@
 //!
 //! Streaming is Ollama's default, so every request says `stream` explicitly: `false`,
 //! or with `stream = true` `true`, and the NDJSON lines are folded by
-//! [`super::ollama_stream`]. Structured
+//! [`stream`]. Structured
 //! output is `format`: the JSON Schema itself, or `"json"`. Sampling goes in `options`:
 //! `temperature`, `seed`, `num_predict` (the output limit) and `num_ctx`, set from the
 //! tokenizer's `context_window` because Ollama otherwise cuts the history from the front
@@ -12,11 +12,15 @@
 //! disappears on prompt-cache hits) is unknown, never 0. `model` echoes the tag that was
 //! asked for. Errors are `{"error": "…"}` with the HTTP status.
 
+pub mod server;
+pub(crate) mod stream;
+
 use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
-use super::openai::{is_daily_quota, parse_body, wire_schema};
+use super::error::is_daily_quota;
+use super::{parse_body, wire_schema};
 use super::{
     CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, streamed,
 };
@@ -28,6 +32,10 @@ use crate::secret::Secret;
 pub struct OllamaChat;
 
 impl WireFormat for OllamaChat {
+    fn server(&self) -> Option<&'static dyn crate::provider::server::WireServer> {
+        Some(&server::ChatServer)
+    }
+
     fn encode(
         &self,
         call: &CallSpec<'_>,
@@ -72,7 +80,7 @@ impl WireFormat for OllamaChat {
         WireRequest {
             url: format!("{}/api/chat", config.base_url),
             // Local Ollama needs no key; Ollama's cloud takes a bearer token.
-            headers: super::openai::headers(key),
+            headers: super::bearer_headers(key),
             body: Value::Object(body),
         }
     }
@@ -97,11 +105,11 @@ impl WireFormat for OllamaChat {
     fn decode_stream(&self, body: &[u8]) -> Result<Reply, CallError> {
         // A server that answers in one object sends a one-line stream: it too must say
         // `done: true`.
-        super::ollama_stream::fold(body).map_err(CallError::after_success)
+        stream::fold(body).map_err(CallError::after_success)
     }
 
     fn first_token_end(&self, body: &[u8]) -> Option<usize> {
-        super::stream::first_answer_end(body, super::ollama_stream::carries_answer)
+        super::stream::first_answer_end(body, stream::carries_answer)
     }
 
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {

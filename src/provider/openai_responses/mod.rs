@@ -19,7 +19,8 @@ use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::error::{CallError, ErrorKind};
-use super::openai::{OpenAiChat, error_in_body, headers, parse_body, wire_schema};
+use super::openai::{OpenAiChat, error_in_body};
+use super::{bearer_headers as headers, parse_body, wire_schema};
 use super::{
     CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, sse, stream,
 };

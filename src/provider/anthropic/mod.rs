@@ -11,13 +11,16 @@
 //! the total unknown, never smaller. Errors are `{"type": "error", "error": {"type",
 //! "message"}}`; context overflow has no code, only the message "prompt is too long".
 //! With `stream = true` the request says `stream: true` and the events are folded by
-//! [`super::anthropic_stream`].
+//! [`stream`].
+
+pub mod server;
+pub(crate) mod stream;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
-use super::openai::{parse_body, wire_schema};
+use super::{parse_body, wire_schema};
 use super::{
     CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, sse, streamed,
 };
@@ -32,6 +35,10 @@ pub const API_VERSION: &str = "2023-06-01";
 pub struct AnthropicMessages;
 
 impl WireFormat for AnthropicMessages {
+    fn server(&self) -> Option<&'static dyn crate::provider::server::WireServer> {
+        Some(&server::MessagesServer)
+    }
+
     fn encode(
         &self,
         call: &CallSpec<'_>,
@@ -124,14 +131,14 @@ impl WireFormat for AnthropicMessages {
 
     fn decode_stream(&self, body: &[u8]) -> Result<Reply, CallError> {
         if sse::is_event_stream(body) {
-            super::anthropic_stream::fold(body).map_err(CallError::after_success)
+            stream::fold(body).map_err(CallError::after_success)
         } else {
             self.decode(body)
         }
     }
 
     fn first_token_end(&self, body: &[u8]) -> Option<usize> {
-        super::stream::first_answer_end(body, super::anthropic_stream::carries_answer)
+        super::stream::first_answer_end(body, stream::carries_answer)
     }
 
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {

@@ -10,9 +10,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::anthropic::{decode_message, error_object, model_of, usage_of};
-use super::error::{CallError, ErrorKind};
-use super::{Reply, sse, stream};
+use super::{decode_message, error_object, model_of, usage_of};
+use crate::provider::error::{CallError, ErrorKind};
+use crate::provider::{Reply, sse, stream};
 
 /// Folds a complete event-stream body into one reply. A stream that fails part-way keeps,
 /// on its error, the usage and model its events had said.

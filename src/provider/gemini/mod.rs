@@ -18,7 +18,10 @@
 //! which its `QuotaFailure.violations[].quotaId` says.
 //!
 //! With `stream = true` the call goes to `:streamGenerateContent?alt=sse` and the chunks
-//! are folded by [`super::gemini_stream`].
+//! are folded by [`stream`].
+
+pub mod server;
+pub(crate) mod stream;
 
 use std::time::Duration;
 
@@ -26,7 +29,8 @@ use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
-use super::openai::{is_daily_quota, parse_body, wire_schema};
+use super::error::is_daily_quota;
+use super::{parse_body, wire_schema};
 use super::{
     CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, sse, streamed,
 };
@@ -39,6 +43,10 @@ use crate::secret::Secret;
 pub struct GeminiGenerateContent;
 
 impl WireFormat for GeminiGenerateContent {
+    fn server(&self) -> Option<&'static dyn crate::provider::server::WireServer> {
+        Some(&server::GenerateServer)
+    }
+
     fn encode(
         &self,
         call: &CallSpec<'_>,
@@ -189,14 +197,14 @@ impl WireFormat for GeminiGenerateContent {
 
     fn decode_stream(&self, body: &[u8]) -> Result<Reply, CallError> {
         if sse::is_event_stream(body) {
-            super::gemini_stream::fold(body).map_err(CallError::after_success)
+            stream::fold(body).map_err(CallError::after_success)
         } else {
             self.decode(body)
         }
     }
 
     fn first_token_end(&self, body: &[u8]) -> Option<usize> {
-        super::stream::first_answer_end(body, super::gemini_stream::carries_answer)
+        super::stream::first_answer_end(body, stream::carries_answer)
     }
 
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {

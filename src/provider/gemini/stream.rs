@@ -7,9 +7,9 @@
 
 use serde_json::{Value, json};
 
-use super::error::{CallError, ErrorKind};
-use super::gemini::{decode_response, error_object, model_of, usage_of};
-use super::{Reply, sse, stream};
+use crate::provider::error::{CallError, ErrorKind};
+use super::{decode_response, error_object, model_of, usage_of};
+use crate::provider::{Reply, sse, stream};
 
 /// Folds a complete event-stream body into one reply. A stream that fails part-way keeps,
 /// on its error, the usage and model its chunks had said.

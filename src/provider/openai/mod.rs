@@ -4,9 +4,16 @@
 //! "strict": true, "schema"}}` (strict mode), the legacy `{"type": "json_object"}`, or a
 //! forced function call. A refusal arrives as `message.refusal` with `content: null` and
 //! `finish_reason: "stop"`; it is normalized to [`FinishKind::Refusal`]. With `stream = true`
-//! the answer is an event stream of chunks, folded by [`super::openai_stream`].
+//! the answer is an event stream of chunks, folded by [`stream`].
 
-use reqwest::header::{AUTHORIZATION, HeaderMap};
+pub mod compatible;
+pub mod server;
+pub(crate) mod stream;
+
+use reqwest::header::HeaderMap;
+
+use crate::provider::error::is_daily_quota;
+use crate::provider::{bearer_headers as headers, parse_body, wire_schema};
 use serde_json::{Map, Value, json};
 
 use super::error::{self, CallError, ErrorKind, classify_status};
@@ -31,6 +38,10 @@ impl OpenAiChat {
 }
 
 impl WireFormat for OpenAiChat {
+    fn server(&self) -> Option<&'static dyn crate::provider::server::WireServer> {
+        Some(&server::ChatServer)
+    }
+
     fn encode(
         &self,
         call: &CallSpec<'_>,
@@ -45,7 +56,7 @@ impl WireFormat for OpenAiChat {
     }
 
     fn first_token_end(&self, body: &[u8]) -> Option<usize> {
-        super::stream::first_answer_end(body, super::openai_stream::carries_answer)
+        super::stream::first_answer_end(body, stream::carries_answer)
     }
 
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
@@ -134,12 +145,6 @@ pub(crate) fn error_in_body(err: &Value) -> CallError {
     CallError::new(kind, message)
 }
 
-/// A rate limit that resets tomorrow is not worth waiting for.
-pub(crate) fn is_daily_quota(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    m.contains("per day") || m.contains("requests per day") || m.contains("(rpd)")
-}
-
 pub(crate) fn encode_chat(
     call: &CallSpec<'_>,
     config: &ProviderConfig,
@@ -217,46 +222,10 @@ pub(crate) fn encode_chat(
 }
 
 /// A JSON body, and the key as a bearer token marked sensitive.
-pub(crate) fn headers(key: Option<&Secret>) -> HeaderMap {
-    super::json_headers(key.map(|k| (AUTHORIZATION, format!("Bearer {}", k.expose()))))
-}
-
-/// The schema as providers accept it: without the `$schema` dialect marker, which
-/// strict mode does not list among its keywords.
-pub(crate) fn wire_schema(schema: &Value) -> Value {
-    let mut schema = schema.clone();
-    if let Some(map) = schema.as_object_mut() {
-        map.remove("$schema");
-    }
-    schema
-}
-
-/// Parses a success body as JSON, telling a cut-off body from one that never was JSON.
-pub(crate) fn parse_body(body: &[u8]) -> Result<Value, CallError> {
-    serde_json::from_slice(body).map_err(|e| {
-        if error::looks_like_html(body) {
-            CallError::new(
-                ErrorKind::HtmlErrorPage,
-                "an HTML page instead of JSON (a proxy or gateway answered)",
-            )
-        } else if e.is_eof() {
-            CallError::new(
-                ErrorKind::TruncatedBody,
-                format!("the body ended mid-JSON after {} bytes", body.len()),
-            )
-        } else {
-            CallError::new(
-                ErrorKind::NonJsonBody,
-                format!("the body is not JSON ({e}): {}", error::excerpt(body)),
-            )
-        }
-    })
-}
-
 /// Decodes a Chat Completions body: one JSON document, or an event stream of chunks.
 pub(crate) fn decode_chat(body: &[u8]) -> Result<Reply, CallError> {
     if super::sse::is_event_stream(body) {
-        return super::openai_stream::fold(body);
+        return stream::fold(body);
     }
     if let Some(parts) = PlainChat::parts(body) {
         return parts.into_reply();

@@ -12,7 +12,8 @@ use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
-use super::openai::{OpenAiChat, is_daily_quota};
+use super::OpenAiChat;
+use crate::provider::error::is_daily_quota;
 use super::{CallSpec, Reply, WireFormat, WireRequest};
 use crate::config::ProviderConfig;
 use crate::secret::Secret;
@@ -25,6 +26,10 @@ const CHAT: OpenAiChat = OpenAiChat {
 };
 
 impl WireFormat for OpenAiCompatible {
+    fn server(&self) -> Option<&'static dyn crate::provider::server::WireServer> {
+        Some(&super::server::ChatServer)
+    }
+
     fn encode(
         &self,
         call: &CallSpec<'_>,

@@ -17,9 +17,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::error::{CallError, ErrorKind};
-use super::openai::{ChatParts, error_in_body, usage};
-use super::{Reply, ToolCall, sse, stream};
+use crate::provider::error::{CallError, ErrorKind};
+use super::{ChatParts, error_in_body, usage};
+use crate::provider::{Reply, ToolCall, sse, stream};
 
 /// A tool call being assembled from its deltas.
 #[derive(Debug, Default)]

@@ -1,0 +1,158 @@
+//! Anthropic Messages as a server speaks it (`POST /v1/messages`): what simulated
+//! Anthropic providers answer, in the recorded payloads' shapes.
+
+use serde_json::{Value, json};
+
+use crate::provider::server::{
+    Answer, Asked, Call, Choice, Response, WireServer, first_at, output_tokens, pieces,
+};
+
+/// The server side of Anthropic Messages.
+pub struct MessagesServer;
+
+impl WireServer for MessagesServer {
+    fn on_route(&self, path: &str) -> bool {
+        path == "/v1/messages"
+    }
+
+    fn read<'a>(&self, body: &'a Value) -> Asked<'a> {
+        let tool = body.pointer("/tool_choice/name").and_then(Value::as_str);
+        let schema = first_at(body, &["/output_config/format/schema", "/tools/0/input_schema"]);
+        let choice = match body.pointer("/tool_choice/type").and_then(Value::as_str) {
+            Some("none") => Choice::None,
+            Some("any") => Choice::Required,
+            Some("tool") => Choice::Named,
+            _ => Choice::Auto,
+        };
+        crate::provider::server::read_messages(body, tool, schema, choice)
+    }
+
+    fn success(&self, a: &Answer<'_>) -> Value {
+        let output_tokens = a.content.len().div_ceil(4) as u64;
+        let input: Option<Value> = a
+            .tool
+            .and_then(|_| serde_json::from_str(&a.content).ok())
+            .filter(Value::is_object);
+        let block = match (&input, a.tool) {
+            (Some(input), Some(name)) => json!({"type": "tool_use",
+                "id": format!("toolu_sim{:020}", a.n), "name": name, "input": input,
+                "caller": {"type": "direct"}}),
+            _ => json!({"type": "text", "text": a.content}),
+        };
+        let stop = match (a.cut_off, &input) {
+            (true, _) => "max_tokens",
+            (false, Some(_)) => "tool_use",
+            (false, None) => "end_turn",
+        };
+        json!({
+            "model": a.model, "id": format!("msg_sim{:020}", a.n), "type": "message",
+            "role": "assistant", "content": [block], "stop_reason": stop,
+            "stop_sequence": null,
+            "usage": {"input_tokens": a.prompt_tokens, "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+                "output_tokens": output_tokens, "service_tier": "standard",
+                "inference_geo": "not_available"},
+        })
+    }
+
+    fn success_with_calls(&self, a: &Answer<'_>, calls: &[Call<'_>], _named: bool) -> Value {
+        let output_tokens = output_tokens(&a.content, calls);
+        let mut blocks = Vec::new();
+        if !a.content.is_empty() {
+            blocks.push(json!({"type": "text", "text": a.content}));
+        }
+        for (i, c) in calls.iter().enumerate() {
+            blocks.push(
+                json!({"type": "tool_use", "id": format!("toolu_sim{:016}{i:04}", a.n),
+                "name": c.name, "input": c.object(), "caller": {"type": "direct"}}),
+            );
+        }
+        let stop = match (a.cut_off, calls.is_empty()) {
+            (true, _) => "max_tokens",
+            (false, false) => "tool_use",
+            (false, true) => "end_turn",
+        };
+        json!({
+            "model": a.model, "id": format!("msg_sim{:020}", a.n), "type": "message",
+            "role": "assistant", "content": blocks, "stop_reason": stop,
+            "stop_sequence": null,
+            "usage": {"input_tokens": a.prompt_tokens, "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0, "output_tokens": output_tokens,
+                "service_tier": "standard"},
+        })
+    }
+
+    fn stream(&self, a: &Answer<'_>) -> (&'static str, String) {
+        let whole = self.success(a);
+        let named = |e: Value| {
+            let name = e["type"].as_str().unwrap_or("message").to_string();
+            format!("event: {name}\ndata: {e}\n\n")
+        };
+        let mut skeleton = whole.clone();
+        let block = whole["content"][0].clone();
+        skeleton["content"] = json!([]);
+        skeleton["stop_reason"] = Value::Null;
+        skeleton["usage"]["output_tokens"] = json!(1);
+        let tool = block["type"] == "tool_use";
+        let mut start_block = block.clone();
+        if tool {
+            start_block["input"] = json!({});
+        } else {
+            start_block["text"] = json!("");
+        }
+        let mut out = named(json!({"type": "message_start", "message": skeleton}));
+        out += &named(
+            json!({"type": "content_block_start", "index": 0, "content_block": start_block}),
+        );
+        out += &named(json!({"type": "ping"}));
+        for piece in &pieces(&a.content) {
+            let delta = if tool {
+                json!({"type": "input_json_delta", "partial_json": piece})
+            } else {
+                json!({"type": "text_delta", "text": piece})
+            };
+            out += &named(json!({"type": "content_block_delta", "index": 0, "delta": delta}));
+        }
+        out += &named(json!({"type": "content_block_stop", "index": 0}));
+        out += &named(json!({"type": "message_delta",
+            "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": null},
+            "usage": whole["usage"]}));
+        out += &named(json!({"type": "message_stop"}));
+        ("text/event-stream", out)
+    }
+
+    fn rate_limited(&self) -> Response {
+        Response::json(
+            429,
+            &json!({"type": "error", "error": {"type": "rate_limit_error",
+                "message": "This request would exceed your organization's rate limit of 3 requests per minute. Please try again later."},
+                "request_id": "req_sim"}),
+        )
+        .header("retry-after", "1")
+        .header("x-should-retry", "true")
+    }
+
+    fn error(&self, status: u16, message: &str) -> Response {
+        Response::json(
+            status,
+            &json!({"type": "error",
+                "error": {"type": "invalid_request_error", "message": message}, "request_id": "req_sim"}),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn it_answers_on_its_path_and_limits_with_its_headers() {
+        assert!(MessagesServer.on_route("/v1/messages"));
+        assert!(!MessagesServer.on_route("/v1/messages/count_tokens"));
+        let limited = MessagesServer.rate_limited();
+        assert_eq!(limited.status, 429);
+        assert!(limited.headers.contains(&("x-should-retry", "true")));
+        assert!(limited.headers.contains(&("retry-after", "1")));
+    }
+}

@@ -1,0 +1,221 @@
+//! The other side of a wire: how a server speaking it reads a request and shapes its
+//! answers and errors, as the recorded payloads in `tests/wire/` show them. Simulated
+//! providers (`crate::sim`) answer through it, so every vendor's knowledge of its own wire,
+//! both ways, lives in its folder.
+
+use serde_json::Value;
+
+/// One vendor's wire, as a server speaks it.
+pub trait WireServer: Send + Sync {
+    /// Whether `path` is where this wire's server answers.
+    fn on_route(&self, path: &str) -> bool;
+
+    /// What the server reads from a request body.
+    fn read<'a>(&self, body: &'a Value) -> Asked<'a>;
+
+    /// Whether the request asks for a stream.
+    fn wants_stream(&self, _path: &str, body: &Value) -> bool {
+        body.get("stream").and_then(Value::as_bool) == Some(true)
+    }
+
+    /// A 200 body holding `answer` (a forced tool's input, when `answer.tool` names it).
+    fn success(&self, answer: &Answer<'_>) -> Value;
+
+    /// A 200 body carrying `calls` after the content; `named` says the request forced a
+    /// tool by name.
+    fn success_with_calls(&self, answer: &Answer<'_>, calls: &[Call<'_>], named: bool) -> Value;
+
+    /// `answer` as the vendor streams it: the content type and the body.
+    fn stream(&self, answer: &Answer<'_>) -> (&'static str, String);
+
+    /// A 429 a wait cures, with the vendor's own hints.
+    fn rate_limited(&self) -> Response;
+
+    /// A 4xx in the vendor's error shape.
+    fn error(&self, status: u16, message: &str) -> Response;
+}
+
+/// An HTTP answer, before it is sent.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(&'static str, &'static str)>,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn json(status: u16, body: &Value) -> Response {
+        Response {
+            status,
+            headers: Vec::new(),
+            content_type: "application/json",
+            body: body.to_string().into_bytes(),
+        }
+    }
+
+    pub fn raw(status: u16, body: String, content_type: &'static str) -> Response {
+        Response {
+            status,
+            headers: Vec::new(),
+            content_type,
+            body: body.into_bytes(),
+        }
+    }
+
+    pub fn header(mut self, name: &'static str, value: &'static str) -> Response {
+        self.headers.push((name, value));
+        self
+    }
+}
+
+/// What a server reads from a request.
+#[derive(Debug, Default)]
+pub struct Asked<'a> {
+    /// Characters of system and user text, for a plausible token count.
+    pub prompt_chars: usize,
+    pub output_limit: Option<u64>,
+    /// The tool the request forces, if any.
+    pub tool: Option<&'a str>,
+    /// The schema the answer is held to, wherever the vendor's request carries it.
+    pub schema: Option<&'a Value>,
+    /// The text of every user message, in order: what identifies a case whichever wire
+    /// carried it (tool results, which vendors put in user turns, are left out).
+    pub user_texts: Vec<&'a str>,
+    /// Whether, and how, tools may be called.
+    pub choice: Choice,
+}
+
+/// What the request asked of tool use, as read off the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Choice {
+    #[default]
+    Auto,
+    None,
+    Required,
+    /// A named tool.
+    Named,
+}
+
+/// One answer, before it takes a vendor's shape.
+#[derive(Debug)]
+pub struct Answer<'a> {
+    pub content: String,
+    /// Cut off at the output limit rather than finished.
+    pub cut_off: bool,
+    pub model: &'a str,
+    /// The request's sequence number, for ids.
+    pub n: u64,
+    pub prompt_tokens: u64,
+    /// The forced tool, when the content is its JSON input.
+    pub tool: Option<&'a str>,
+}
+
+/// One tool call an answer carries.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    pub name: &'a str,
+    /// The arguments as they go on the wire: their JSON text, or whatever a drift made of
+    /// it.
+    pub raw: &'a str,
+}
+
+impl Call<'_> {
+    /// The arguments as an object, as Anthropic, Gemini and Ollama carry them; arguments
+    /// that are not one (double-encoded, cut off) go as the string they became.
+    pub fn object(&self) -> Value {
+        serde_json::from_str::<Value>(self.raw)
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| Value::String(self.raw.to_string()))
+    }
+}
+
+/// Output tokens an answer plausibly took: four characters a token.
+pub fn output_tokens(content: &str, calls: &[Call<'_>]) -> u64 {
+    (content.len() + calls.iter().map(|c| c.raw.len()).sum::<usize>())
+        .div_ceil(4)
+        .max(1) as u64
+}
+
+/// The text in pieces of about four characters, as tokens come.
+pub fn pieces(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let pieces: Vec<String> = chars.chunks(4).map(|c| c.iter().collect()).collect();
+    if pieces.is_empty() {
+        vec![String::new()]
+    } else {
+        pieces
+    }
+}
+
+/// Server-sent events, one `data:` line each.
+pub fn sse(events: &[Value]) -> String {
+    events.iter().map(|e| format!("data: {e}\n\n")).collect()
+}
+
+/// What a request carrying `messages` says (OpenAI Chat, Anthropic Messages, Ollama
+/// chat), given where its vendor keeps the forced tool, the schema and the tool choice.
+pub fn read_messages<'a>(
+    body: &'a Value,
+    tool: Option<&'a str>,
+    schema: Option<&'a Value>,
+    choice: Choice,
+) -> Asked<'a> {
+    let messages = body.get("messages").and_then(Value::as_array);
+    // A user turn is a string, or (Anthropic) blocks of which the text ones count.
+    let user_texts: Vec<&str> = messages
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .flat_map(|m| match &m["content"] {
+            Value::String(s) => vec![s.as_str()],
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter(|b| b["type"] == "text")
+                .filter_map(|b| b["text"].as_str())
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    let chars: usize = messages
+        .map(|m| {
+            m.iter()
+                .filter_map(|m| m["content"].as_str())
+                .map(str::len)
+                .sum()
+        })
+        .unwrap_or(0);
+    let system = body.get("system").and_then(Value::as_str).map_or(0, str::len);
+    let output_limit = [
+        "/max_tokens",
+        "/max_completion_tokens",
+        "/options/num_predict",
+    ]
+    .iter()
+    .find_map(|p| body.pointer(p).and_then(Value::as_u64));
+    Asked {
+        prompt_chars: chars + system,
+        output_limit,
+        tool,
+        schema,
+        user_texts,
+        choice,
+    }
+}
+
+/// OpenAI Chat's `tool_choice` (`none`, `required`, a named function, else `auto`), which
+/// Ollama copies.
+pub fn chat_choice(body: &Value) -> Choice {
+    match body.get("tool_choice") {
+        Some(Value::String(s)) if s == "none" => Choice::None,
+        Some(Value::String(s)) if s == "required" => Choice::Required,
+        Some(Value::Object(_)) => Choice::Named,
+        _ => Choice::Auto,
+    }
+}
+
+/// The first of `pointers` the body holds.
+pub fn first_at<'a>(body: &'a Value, pointers: &[&str]) -> Option<&'a Value> {
+    pointers.iter().find_map(|p| body.pointer(p))
+}
