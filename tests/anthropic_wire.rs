@@ -127,7 +127,7 @@ async fn forced_tool_request_matches_and_tool_input_becomes_the_text() {
     let reply = completion.reply;
     // The object arrives parsed; the checks read it serialized, key order kept.
     assert_eq!(reply.text, "{\"location\":\"SF\",\"units\":\"c\"}");
-    assert_eq!(reply.finish.kind, FinishKind::Stop);
+    assert_eq!(reply.finish.kind, FinishKind::ToolUse);
     assert_eq!(reply.finish.raw.as_deref(), Some("tool_use"));
     assert_eq!(reply.usage.prompt_tokens, Some(597));
     assert_eq!(reply.usage.output_tokens, Some(71));

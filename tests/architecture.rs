@@ -174,3 +174,75 @@ fn the_checker_catches_an_upward_import() {
         ]
     );
 }
+
+/// Each vendor's `Kind` variant and the folder that is its one home.
+const VENDORS: &[(&str, &str)] = &[
+    ("Openai", "provider/openai/"),
+    ("OpenaiCompatible", "provider/openai/"),
+    ("OpenaiResponses", "provider/openai_responses/"),
+    ("Anthropic", "provider/anthropic/"),
+    ("Gemini", "provider/gemini/"),
+    ("Ollama", "provider/ollama/"),
+];
+
+/// Where any vendor may be named: its description beside the `Kind` it describes, and the
+/// one registration of every vendor's wire.
+const NAMING_EVERY_VENDOR: &[&str] = &["config/kind.rs", "provider/mod.rs"];
+
+/// Every `Kind::Variant` a line of code names (not `ErrorKind::…` or `FinishKind::…`).
+fn kinds_named(line: &str) -> Vec<&str> {
+    let code = code(line);
+    code.match_indices("Kind::")
+        .filter(|(at, _)| {
+            !code[..*at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+        .filter_map(|(at, _)| {
+            let rest = &code[at + "Kind::".len()..];
+            let end = rest
+                .find(|c: char| !c.is_ascii_alphanumeric())
+                .unwrap_or(rest.len());
+            (end > 0).then(|| &rest[..end])
+        })
+        .collect()
+}
+
+#[test]
+fn a_vendor_is_named_only_in_its_folder_its_description_and_the_registration() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    collect(&src, &mut files);
+    files.sort();
+    let mut found = Vec::new();
+    for file in files {
+        let relative = file.strip_prefix(&src).unwrap_or(&file);
+        let shown = relative.to_string_lossy().replace('\\', "/");
+        if NAMING_EVERY_VENDOR.contains(&shown.as_str()) {
+            continue;
+        }
+        let text = fs::read_to_string(&file).unwrap_or_default();
+        for (number, line) in text.lines().enumerate() {
+            for named in kinds_named(line) {
+                let Some((_, home)) = VENDORS.iter().find(|(v, _)| *v == named) else {
+                    continue;
+                };
+                if !shown.starts_with(home) {
+                    found.push(format!(
+                        "src/{shown}:{}: names `Kind::{named}`, whose home is src/{home}: ask the vendor (a `WireFormat` method, its `Description`) instead",
+                        number + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn the_tidy_rule_sees_what_it_must() {
+    assert_eq!(kinds_named("match k { Kind::Gemini => 1 }"), ["Gemini"]);
+    assert!(kinds_named("ErrorKind::Auth | FinishKind::Stop").is_empty());
+    assert!(kinds_named("// Kind::Anthropic in a comment").is_empty());
+}

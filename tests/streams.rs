@@ -112,7 +112,7 @@ async fn every_vendors_recorded_transcripts_decode() {
         (
             "anthropic_messages_stream_tool_use_response.sse",
             "I'll check the current weather in Paris for you.",
-            FinishKind::Stop,
+            FinishKind::ToolUse,
         ),
     ] {
         let recorded = wire_text(file);

@@ -45,7 +45,14 @@ fn reply(text: &str, calls: Vec<ToolCall>, finish: &str) -> Reply {
     Reply {
         text: Reply::text_or_first_arguments(text.to_string(), &calls),
         tool_calls: calls,
-        finish: Finish::new(FinishKind::Stop, Some(finish)),
+        // As the adapters decode them: the vendors' words for a call are a tool-use finish.
+        finish: Finish::new(
+            match finish {
+                "tool_calls" | "tool_use" => FinishKind::ToolUse,
+                _ => FinishKind::Stop,
+            },
+            Some(finish),
+        ),
         refusal: None,
         usage: Usage::default(),
         served_model: None,

@@ -4,9 +4,7 @@
 use std::path::Path;
 
 use super::decision::{Denial, Observed, Reason};
-use crate::config::{
-    Kind, Paths, ProviderConfig, ProviderIdentity, Settings, Suite, SuiteIdentity,
-};
+use crate::config::{Paths, ProviderConfig, ProviderIdentity, Settings, Suite, SuiteIdentity};
 
 /// The suite and provider as the project holds them now, and the project's settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,7 +115,7 @@ impl ProviderFacts {
         })?;
         Ok(ProviderFacts {
             identity: config.identity(),
-            simulated: config.kind == Kind::Sim,
+            simulated: config.is_simulated(),
         })
     }
 

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::writer::{Change, Updated};
-use crate::config::Kind;
 use crate::run::{RunResult, Target};
 use crate::verdict::Verdict;
 
@@ -164,7 +163,7 @@ impl RunOutcome {
                 });
                 let simulated = targets
                     .get(v.provider_index)
-                    .is_some_and(|t| t.endpoint.config.kind == Kind::Sim);
+                    .is_some_and(|t| t.endpoint.config.is_simulated());
                 let effect = match change {
                     Some(Change::Grant(entry)) => PairEffect::Granted {
                         valid_until: entry.valid_until.clone(),

@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::format::{Allowlist, Entry, Evidence, LatencyEvidence, Revocation, RulesOut};
-use crate::config::{Kind, ProviderConfig, ProviderIdentity, Suite};
+use crate::config::{ProviderConfig, ProviderIdentity, Suite};
 use crate::run::{PreparedSuite, RunResult, Target};
 use crate::verdict::Verdict;
 
@@ -90,7 +90,7 @@ pub fn changes_from_run(
             let suite = &suites[v.suite_index].suite;
             let config = &targets[v.provider_index].endpoint.config;
             let t = &v.tally;
-            let simulated = config.kind == Kind::Sim;
+            let simulated = config.is_simulated();
             if simulated && destination == Destination::Real {
                 return None;
             }

@@ -2,18 +2,11 @@
 //! structured-output mode rejects (a 400 on every call) or does not enforce, found
 //! statically, with the JSON path, before any token is spent.
 //!
-//! The modes and their rules:
-//! - OpenAI strict mode (`openai` and `openai-compatible` with `json_schema` or `tool`:
-//!   the request says `strict: true`): the root is an object, every object has
-//!   `additionalProperties: false`, every property is in `required` (an optional field
-//!   is written required and nullable).
-//! - Gemini `responseSchema` (an OpenAPI 3.0 subset): any keyword outside its `Schema`
-//!   fields is a 400 "Unknown name" (`additionalProperties`, `$ref`, `const`,
-//!   `propertyNames` …); a type list other than `["T", "null"]` has no translation.
-//! - Gemini `responseJsonSchema`: keywords outside its documented subset are not
-//!   enforced (a warning: conform's own schema check still enforces them).
-//! - Anthropic `output_config.format`: numeric bounds, string lengths, `maxItems`,
-//!   `minItems` above 1 and `additionalProperties` other than `false` are a 400.
+//! Each vendor names the dialect of each mode (`WireFormat::answer_dialect`,
+//! `tool_dialect`) and writes its rules in its folder (`provider/<vendor>/dialect.rs`):
+//! OpenAI strict mode, Gemini's `responseSchema` and `responseJsonSchema`, Anthropic's
+//! `output_config.format`. This module walks the schema and asks the dialect about every
+//! subschema.
 //!
 //! Simulated providers accept any schema and are not linted; neither are modes that
 //! send no schema (`json_object`, `prompt`), Anthropic's non-strict forced tool, or
@@ -21,157 +14,19 @@
 
 use serde_json::Value;
 
-use crate::config::provider::GeminiSchemaField;
-use crate::config::{Kind, ProviderConfig, StructuredOutput};
-
-/// How bad an incompatibility is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Severity {
-    /// The provider answers 400: nothing can run. A `conform check` problem.
-    Rejected,
-    /// The provider accepts the schema but does not enforce this part. A warning.
-    Ignored,
-}
-
-/// One schema feature a provider's structured-output mode cannot honour.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Incompatibility {
-    pub severity: Severity,
-    /// JSON pointer into the schema file.
-    pub path: String,
-    pub message: String,
-}
-
-/// A structured-output mode with a known schema dialect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    OpenAiStrict,
-    GeminiResponseSchema,
-    GeminiResponseJsonSchema,
-    AnthropicOutputConfig,
-}
-
-impl Mode {
-    fn of(provider: &ProviderConfig) -> Option<Mode> {
-        if provider.kind == Kind::Sim {
-            return None;
-        }
-        use StructuredOutput::{JsonSchema, Tool};
-        match (provider.wire_kind(), provider.structured_output) {
-            // The Responses API says `strict: true` for the answer's format and a forced
-            // function alike.
-            (Kind::Openai | Kind::OpenaiCompatible | Kind::OpenaiResponses, JsonSchema | Tool) => {
-                Some(Mode::OpenAiStrict)
-            }
-            (Kind::Gemini, JsonSchema | Tool) => {
-                Some(match provider.gemini_options().schema_field {
-                    GeminiSchemaField::ResponseSchema => Mode::GeminiResponseSchema,
-                    GeminiSchemaField::ResponseJsonSchema => Mode::GeminiResponseJsonSchema,
-                })
-            }
-            (Kind::Anthropic, JsonSchema) => Some(Mode::AnthropicOutputConfig),
-            _ => None,
-        }
-    }
-
-    /// The dialect a tool's `parameters` is held to: what a strict function (OpenAI,
-    /// Anthropic strict tool use) accepts, or Gemini's declaration field.
-    fn for_tool(provider: &ProviderConfig, strict: bool) -> Option<Mode> {
-        if provider.kind == Kind::Sim {
-            return None;
-        }
-        match provider.wire_kind() {
-            Kind::Openai | Kind::OpenaiCompatible | Kind::OpenaiResponses if strict => {
-                Some(Mode::OpenAiStrict)
-            }
-            Kind::Anthropic if strict => Some(Mode::AnthropicOutputConfig),
-            Kind::Gemini => Some(match provider.gemini_options().schema_field {
-                GeminiSchemaField::ResponseSchema => Mode::GeminiResponseSchema,
-                GeminiSchemaField::ResponseJsonSchema => Mode::GeminiResponseJsonSchema,
-            }),
-            _ => None,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Mode::OpenAiStrict => "OpenAI strict mode",
-            Mode::GeminiResponseSchema => "Gemini responseSchema (an OpenAPI subset)",
-            Mode::GeminiResponseJsonSchema => "Gemini responseJsonSchema",
-            Mode::AnthropicOutputConfig => "Anthropic output_config.format",
-        }
-    }
-}
-
-/// The `Schema` fields Gemini's `responseSchema` knows.
-const GEMINI_OPENAPI_FIELDS: &[&str] = &[
-    "type",
-    "format",
-    "title",
-    "description",
-    "nullable",
-    "enum",
-    "maxItems",
-    "minItems",
-    "properties",
-    "required",
-    "minProperties",
-    "maxProperties",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "example",
-    "anyOf",
-    "propertyOrdering",
-    "default",
-    "items",
-    "minimum",
-    "maximum",
-];
-
-/// The keywords Gemini documents for `responseJsonSchema`.
-const GEMINI_JSON_SCHEMA_KEYWORDS: &[&str] = &[
-    "$id",
-    "$defs",
-    "$ref",
-    "$anchor",
-    "type",
-    "format",
-    "title",
-    "description",
-    "enum",
-    "items",
-    "prefixItems",
-    "minItems",
-    "maxItems",
-    "minimum",
-    "maximum",
-    "anyOf",
-    "oneOf",
-    "properties",
-    "additionalProperties",
-    "required",
-    "propertyOrdering",
-];
-
-/// What Anthropic's structured outputs reject outright.
-const ANTHROPIC_REJECTED: &[&str] = &[
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "multipleOf",
-    "minLength",
-    "maxLength",
-    "maxItems",
-    "uniqueItems",
-];
+use crate::config::ProviderConfig;
+use crate::provider::dialect::escape;
+pub use crate::provider::dialect::{Incompatibility, Severity};
+use crate::provider::{Dialect, wire_format};
 
 /// Every incompatibility of `schema` with `provider`'s structured-output mode, in
 /// document order; empty when the mode has no known dialect.
 pub fn lint(schema: &Value, provider: &ProviderConfig) -> Vec<Incompatibility> {
-    match Mode::of(provider) {
-        Some(mode) => lint_as(schema, mode),
+    if provider.is_simulated() {
+        return Vec::new();
+    }
+    match wire_format(provider.wire_kind()).answer_dialect(provider) {
+        Some(dialect) => lint_as(schema, dialect),
         None => Vec::new(),
     }
 }
@@ -184,26 +39,20 @@ pub fn lint_tool(
     strict: bool,
     provider: &ProviderConfig,
 ) -> Vec<Incompatibility> {
-    match Mode::for_tool(provider, strict) {
-        Some(mode) => lint_as(parameters, mode),
+    if provider.is_simulated() {
+        return Vec::new();
+    }
+    match wire_format(provider.wire_kind()).tool_dialect(provider, strict) {
+        Some(dialect) => lint_as(parameters, dialect),
         None => Vec::new(),
     }
 }
 
-fn lint_as(schema: &Value, mode: Mode) -> Vec<Incompatibility> {
+fn lint_as(schema: &Value, dialect: &dyn Dialect) -> Vec<Incompatibility> {
     let mut found = Vec::new();
-    if mode == Mode::OpenAiStrict && !is_object_type(schema) {
-        found.push(Incompatibility {
-            severity: Severity::Rejected,
-            path: "/type".into(),
-            message: format!(
-                "{} needs an object at the root (`\"type\": \"object\"`)",
-                mode.name()
-            ),
-        });
-    }
+    dialect.root(schema, &mut found);
     walk(schema, "", true, &mut |node, path| {
-        node_rules(mode, node, path, &mut found)
+        dialect.node(node, path, &mut found)
     });
     found
 }
@@ -249,161 +98,6 @@ fn walk(node: &Value, path: &str, root: bool, visit: &mut dyn FnMut(&Value, &str
             _ => {}
         }
     }
-}
-
-fn node_rules(mode: Mode, node: &Value, path: &str, found: &mut Vec<Incompatibility>) {
-    let Some(map) = node.as_object() else {
-        return;
-    };
-    let root = path.is_empty();
-    let mut push = |severity, at: String, message: String| {
-        found.push(Incompatibility {
-            severity,
-            path: if at.is_empty() { "/".into() } else { at },
-            message,
-        })
-    };
-    let name = mode.name();
-    match mode {
-        Mode::OpenAiStrict => {
-            if is_object_node(node) && map.get("additionalProperties") != Some(&Value::Bool(false))
-            {
-                push(
-                    Severity::Rejected,
-                    format!("{path}/additionalProperties"),
-                    format!("{name} needs `additionalProperties: false` on every object"),
-                );
-            }
-            let required: Vec<&str> = map
-                .get("required")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            for key in map
-                .get("properties")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flat_map(|p| p.keys())
-            {
-                if !required.contains(&key.as_str()) {
-                    push(
-                        Severity::Rejected,
-                        format!("{path}/properties/{}", escape(key)),
-                        format!(
-                            "{name} needs every property in `required`: `{key}` is optional; make it required and nullable (`\"type\": [\"…\", \"null\"]`)"
-                        ),
-                    );
-                }
-            }
-        }
-        Mode::GeminiResponseSchema => {
-            for (key, value) in map {
-                // The adapter strips the root `$schema` before sending.
-                if root && key == "$schema" {
-                    continue;
-                }
-                if key == "type" && !gemini_type_translates(value) {
-                    push(
-                        Severity::Rejected,
-                        format!("{path}/type"),
-                        format!(
-                            "{name} takes one type per schema (or [\"T\", \"null\"], sent as `nullable`): use anyOf"
-                        ),
-                    );
-                } else if key == "items" && value.is_array() {
-                    push(
-                        Severity::Rejected,
-                        format!("{path}/items"),
-                        format!("{name} has no tuple `items`"),
-                    );
-                } else if !GEMINI_OPENAPI_FIELDS.contains(&key.as_str()) {
-                    push(
-                        Severity::Rejected,
-                        format!("{path}/{}", escape(key)),
-                        format!(
-                            "{name} rejects `{key}` (400 \"Unknown name\"): drop it, or set [gemini] schema_field = \"responseJsonSchema\""
-                        ),
-                    );
-                }
-            }
-        }
-        Mode::GeminiResponseJsonSchema => {
-            for key in map.keys() {
-                if (root && key == "$schema") || GEMINI_JSON_SCHEMA_KEYWORDS.contains(&key.as_str())
-                {
-                    continue;
-                }
-                push(
-                    Severity::Ignored,
-                    format!("{path}/{}", escape(key)),
-                    format!(
-                        "`{key}` is outside the keywords {name} documents: the provider may not enforce it (conform's schema check still does)"
-                    ),
-                );
-            }
-        }
-        Mode::AnthropicOutputConfig => {
-            for (key, value) in map {
-                let at = format!("{path}/{}", escape(key));
-                let rejected = ANTHROPIC_REJECTED.contains(&key.as_str())
-                    || (key == "minItems" && value.as_u64().is_some_and(|n| n > 1))
-                    || (key == "additionalProperties" && value != &Value::Bool(false))
-                    || (key == "$ref" && value.as_str().is_some_and(|r| !r.starts_with('#')));
-                if rejected {
-                    push(
-                        Severity::Rejected,
-                        at,
-                        format!(
-                            "{name} rejects `{key}: {value}` with a 400: drop it, or use structured_output = \"tool\""
-                        ),
-                    );
-                }
-            }
-            if is_object_node(node) && !map.contains_key("additionalProperties") {
-                push(
-                    Severity::Rejected,
-                    format!("{path}/additionalProperties"),
-                    format!("{name} needs `additionalProperties: false` on every object"),
-                );
-            }
-        }
-    }
-}
-
-fn is_object_type(schema: &Value) -> bool {
-    match schema.get("type") {
-        Some(Value::String(t)) => t == "object",
-        _ => false,
-    }
-}
-
-/// A schema that describes an object: typed so, or with properties.
-fn is_object_node(node: &Value) -> bool {
-    let typed = match node.get("type") {
-        Some(Value::String(t)) => t == "object",
-        Some(Value::Array(types)) => types.iter().any(|t| t == "object"),
-        _ => false,
-    };
-    typed || node.get("properties").is_some()
-}
-
-/// Whether the Gemini adapter can send this `type`: a string, or a string and "null".
-fn gemini_type_translates(value: &Value) -> bool {
-    match value {
-        Value::String(_) => true,
-        Value::Array(types) => {
-            let non_null: Vec<&Value> = types.iter().filter(|t| *t != "null").collect();
-            non_null.len() == 1 && non_null[0].is_string() && non_null.len() < types.len()
-        }
-        _ => false,
-    }
-}
-
-/// RFC 6901 escaping of one pointer segment.
-fn escape(segment: &str) -> String {
-    segment.replace('~', "~0").replace('/', "~1")
 }
 
 #[cfg(test)]

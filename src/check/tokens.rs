@@ -38,14 +38,9 @@ pub struct PromptTokens {
 /// grammar, such as llama.cpp, add nothing to the prompt). A request that asks for no
 /// JSON answer (it expects tool calls or text) sends no schema.
 pub fn count_is_exact(config: &ProviderConfig, conversation: Option<&Conversation>) -> bool {
-    use crate::config::{Kind, StructuredOutput};
     let schema_sent = conversation.is_none_or(|c| c.json_answer);
-    !(config.kind == Kind::Openai
-        && schema_sent
-        && matches!(
-            config.structured_output,
-            StructuredOutput::JsonSchema | StructuredOutput::Tool
-        ))
+    let wire = crate::provider::wire_format(config.kind);
+    !(schema_sent && wire.bills_schema_unpublished(config))
 }
 
 /// `context_overflow` when the prompt and the output budget do not fit the window.

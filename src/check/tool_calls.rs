@@ -32,8 +32,8 @@ use serde_json::{Value, json};
 
 use super::rules::{self, Rule};
 use super::{Check, Finding, Outcome, Subject, tool_text};
-use crate::config::{Answer, Diagnostics, Kind, Suite, ToolChoice};
-use crate::provider::{FinishKind, ToolCall};
+use crate::config::{Answer, Diagnostics, Suite, ToolChoice};
+use crate::provider::{FinishKind, ToolCall, wire_format};
 
 pub const NAME: &str = "tool_calls";
 
@@ -497,9 +497,10 @@ fn match_expected(
     }
 }
 
-/// The finish reason against what came back, where the vendor has one for calls: OpenAI
-/// Chat (and the servers that copy it) say `tool_calls` when the model chose to call
-/// (a forced named call may say `stop`), Anthropic `tool_use` whenever it calls.
+/// The finish reason against what came back, where the vendor has a word for calls
+/// (`WireFormat::tool_use_finish`): OpenAI Chat (and the servers that copy it) says
+/// `tool_calls` when the model chose to call (a forced named call may say `stop`),
+/// Anthropic `tool_use` whenever it calls.
 fn finish_mismatch(subject: &Subject<'_>, choice: Option<&ToolChoice>) -> Option<Finding> {
     let reply = subject.reply;
     if reply.finish.kind == FinishKind::Length || subject.suite.tools_for(subject.case).is_empty() {
@@ -507,22 +508,9 @@ fn finish_mismatch(subject: &Subject<'_>, choice: Option<&ToolChoice>) -> Option
     }
     let raw = reply.finish.raw.as_deref()?;
     let called = !reply.tool_calls.is_empty();
-    let (says_calls, wanted) = match subject.provider.wire_kind() {
-        Kind::Openai | Kind::OpenaiCompatible => {
-            let says = matches!(raw, "tool_calls" | "function_call" | "tool");
-            let forced_by_name = matches!(choice, Some(ToolChoice::Tool(_)));
-            (
-                says,
-                if forced_by_name {
-                    None
-                } else {
-                    Some("tool_calls")
-                },
-            )
-        }
-        Kind::Anthropic => (raw == "tool_use", Some("tool_use")),
-        _ => return None,
-    };
+    let says_calls = reply.finish.kind == FinishKind::ToolUse;
+    let forced_by_name = matches!(choice, Some(ToolChoice::Tool(_)));
+    let wanted = wire_format(subject.provider.wire_kind()).tool_use_finish(forced_by_name);
     let message = match (called, says_calls, wanted) {
         (false, true, _) => format!("the finish reason is `{raw}`, but no tool call came back"),
         (true, false, Some(wanted)) => format!(

@@ -12,7 +12,7 @@ pub fn outcome_of_error(error: &CallError) -> Outcome {
 pub fn outcome_of_reply(reply: &Reply) -> Outcome {
     let raw = reply.finish.raw.as_deref().unwrap_or("none");
     let finding = match reply.finish.kind {
-        FinishKind::Stop => None,
+        FinishKind::Stop | FinishKind::ToolUse => None,
         FinishKind::Length => Some(Finding::new(
             "finish_length",
             format!("the answer was cut off at the output token limit (finish reason `{raw}`)"),

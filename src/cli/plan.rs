@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 
-use conform::config::{Kind, Workspace};
+use conform::config::Workspace;
 use conform::plan;
 use conform::run;
 use conform::run::shard::Shard;
@@ -41,7 +41,7 @@ pub fn plan(global: &Global, args: PlanArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_CONFIG);
     };
     if args.providers.is_empty() {
-        workspace.providers.retain(|p| p.kind != Kind::Sim);
+        workspace.providers.retain(|p| !p.is_simulated());
     }
     Ok(print(workspace, args.repeats, args.shard, args.format))
 }

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::json;
 
-use conform::config::{Kind, ProviderConfig, Selection, StructuredOutput, Workspace};
+use conform::config::{ProviderConfig, Selection, StructuredOutput, Workspace};
 use conform::probe::file::{self, Probes, Update};
 use conform::probe::{self, Support, findings, inventory};
 use conform::provider::transport::{Endpoint, Transport};
@@ -105,7 +105,7 @@ pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<u8> {
         config.model,
         cost.prompt_tokens,
         cost.output_tokens,
-        if config.kind == Kind::Sim {
+        if config.is_simulated() {
             " (a simulation: free)"
         } else {
             ""
@@ -135,7 +135,7 @@ pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<u8> {
         }
     };
     // A simulated provider answers probes from the catalogue; it needs no case answers.
-    let _sim = if config.kind == Kind::Sim {
+    let _sim = if config.is_simulated() {
         let server = SimServer::start(&config, Arc::new(AnswerBook::default())).await?;
         config.base_url = server.uri();
         Some(server)

@@ -9,7 +9,7 @@ use clap::Args;
 
 use conform::allowlist::Destination;
 use conform::conclude::Conclude;
-use conform::config::{Diagnostic, Diagnostics, KeyError, Kind, Selection, Workspace};
+use conform::config::{Diagnostic, Diagnostics, KeyError, Selection, Workspace};
 use conform::provider::tape::{Recorder, Replayer};
 use conform::provider::transport::{Endpoint, Tape, Transport};
 use conform::provider::wire_format;
@@ -118,7 +118,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_CONFIG);
     }
     if args.providers.is_empty() {
-        workspace.providers.retain(|p| p.kind != Kind::Sim);
+        workspace.providers.retain(|p| !p.is_simulated());
         if workspace.providers.is_empty() {
             eprintln!(
                 "error: no providers to run in {}: every one there is simulated; add providers/NAME.toml, or try `conform demo`",
@@ -199,7 +199,7 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<u8> {
     let Some(mut workspace) = load(global, &[], &args.common.suites) else {
         return Ok(EXIT_CONFIG);
     };
-    workspace.providers.retain(|p| p.kind == Kind::Sim);
+    workspace.providers.retain(|p| p.is_simulated());
     if let Err(problems) =
         conform::config::reference::add_live_references(&mut workspace, &global.paths(), None)
     {
@@ -286,7 +286,7 @@ async fn execute(
             p.force_stream();
         }
     }
-    if providers.iter().any(|p| p.kind == Kind::Sim) {
+    if providers.iter().any(|p| p.is_simulated()) {
         let all: Vec<_> = suites.iter().map(|s| &s.suite).collect();
         let book = match AnswerBook::from_suites(&all) {
             Ok(book) => Arc::new(book),
@@ -295,7 +295,7 @@ async fn execute(
                 return Ok(None);
             }
         };
-        for p in providers.iter_mut().filter(|p| p.kind == Kind::Sim) {
+        for p in providers.iter_mut().filter(|p| p.is_simulated()) {
             let server = SimServer::start(p, Arc::clone(&book)).await?;
             p.base_url = server.uri();
             sims.push(server);
@@ -527,7 +527,7 @@ pub(super) fn conclude(
     let simulated: Vec<&str> = targets
         .iter()
         .map(|t| t.endpoint.config.as_ref())
-        .filter(|c| c.kind == Kind::Sim)
+        .filter(|c| c.is_simulated())
         .map(|c| c.name.as_str())
         .collect();
     if destination == Destination::Real && !simulated.is_empty() {

@@ -9,17 +9,16 @@
 //!
 //! [`problems`] finds what makes a conversation unsendable on any vendor (a tool result
 //! that answers no call, a call left unanswered, duplicate tool names, a parameter schema
-//! that does not compile …); [`vendor_problems`] what one vendor's API refuses (Anthropic
-//! and Gemini keep the system prompt apart and begin with the user …). Both return JSON
-//! pointers into the case file, which [`super::Diagnostic::at_pointer`] places.
+//! that does not compile …); what one vendor's API refuses besides (Anthropic and Gemini
+//! keep the system prompt apart and begin with the user …) is that vendor's to say
+//! (`crate::provider::WireFormat::conversation_problems`). Both give JSON pointers into the
+//! case file, which [`super::Diagnostic::at_pointer`] places.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-
-use super::provider::Kind;
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
@@ -370,7 +369,7 @@ pub struct Problem {
 }
 
 impl Problem {
-    fn new(pointer: impl Into<String>, message: impl Into<String>) -> Problem {
+    pub fn new(pointer: impl Into<String>, message: impl Into<String>) -> Problem {
         Problem {
             pointer: pointer.into(),
             message: message.into(),
@@ -594,55 +593,6 @@ pub fn problems(
     found
 }
 
-/// What `kind`'s API refuses in this conversation (on top of [`problems`]): where the
-/// system prompt may be, which role comes first and last.
-pub fn vendor_problems(messages: &[Message], kind: Kind) -> Vec<Problem> {
-    let mut found = Vec::new();
-    let keeps_system_apart = matches!(kind, Kind::Anthropic | Kind::Gemini);
-    if !keeps_system_apart {
-        return found;
-    }
-    let vendor = match kind {
-        Kind::Anthropic => "Anthropic",
-        _ => "Gemini",
-    };
-    let leading = messages
-        .iter()
-        .take_while(|m| m.role == Role::System)
-        .count();
-    for (i, m) in messages.iter().enumerate().skip(leading) {
-        if m.role == Role::System {
-            found.push(Problem::new(
-                format!("/messages/{i}"),
-                format!(
-                    "{vendor} takes the system prompt apart from the conversation: a system message after the first turn cannot be sent"
-                ),
-            ));
-        }
-    }
-    if let Some((i, first)) = messages.iter().enumerate().nth(leading)
-        && first.role != Role::User
-    {
-        found.push(Problem::new(
-            format!("/messages/{i}"),
-            format!(
-                "{vendor} needs the conversation to begin with a user message, not {}",
-                first.role.as_str()
-            ),
-        ));
-    }
-    if kind == Kind::Anthropic
-        && let Some(last) = messages.last()
-        && last.role == Role::Assistant
-    {
-        found.push(Problem::new(
-            format!("/messages/{}", messages.len() - 1),
-            "Anthropic rejects a conversation that ends with an assistant turn (prefill is gone since Claude 4.6): end with the user or a tool result",
-        ));
-    }
-    found
-}
-
 fn list(names: &BTreeSet<&str>) -> String {
     if names.is_empty() {
         "none".into()
@@ -731,24 +681,6 @@ mod tests {
                 "/tools/2/function/parameters"
             ],
             "{found:?}"
-        );
-    }
-
-    #[test]
-    fn vendors_that_keep_the_system_apart_refuse_it_mid_conversation() {
-        let m = messages(json!([{"role": "system", "content": "s"},
-            {"role": "assistant", "content": "hello"},
-            {"role": "system", "content": "late"},
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": "prefill"}]));
-        assert!(vendor_problems(&m, Kind::Openai).is_empty());
-        assert_eq!(
-            pointers(&vendor_problems(&m, Kind::Gemini)),
-            ["/messages/2", "/messages/1"]
-        );
-        assert_eq!(
-            pointers(&vendor_problems(&m, Kind::Anthropic)),
-            ["/messages/2", "/messages/1", "/messages/4"]
         );
     }
 

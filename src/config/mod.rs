@@ -10,6 +10,7 @@ pub mod expect;
 mod held_cases;
 pub mod identity;
 pub mod json_position;
+pub mod kind;
 pub mod pricing;
 pub mod project;
 pub mod provider;
@@ -28,9 +29,10 @@ pub use diagnostic::{Diagnostic, Diagnostics};
 pub use expect::{Answer, Expect, ExpectedCall, ExpectedCalls, ToolNames};
 pub use held_cases::HeldCases;
 pub use identity::{ProviderIdentity, SuiteIdentity};
+pub use kind::Kind;
 pub use project::Settings;
 pub use provider::{
-    KeyError, Kind, Limits, ProviderConfig, StructuredOutput, TokenizerConfig, TokenizerKind,
+    KeyError, Limits, ProviderConfig, StructuredOutput, TokenizerConfig, TokenizerKind,
 };
 pub use reference::{DifferentialSpec, RecordedAnswer, RecordedCall, Reference, ReferenceKind};
 pub use slo::Slo;

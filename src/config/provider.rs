@@ -9,50 +9,10 @@ use std::collections::BTreeMap;
 
 use super::diagnostic::{self, Diagnostic, Diagnostics};
 use super::identity::ProviderIdentity;
+use super::kind::Kind;
 use super::pricing::Pricing;
 use super::slo::{Slo, optional_duration};
 use crate::secret::Secret;
-
-/// The wire format a provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Kind {
-    /// OpenAI Chat Completions.
-    Openai,
-    /// vLLM, llama.cpp and other servers that speak Chat Completions.
-    OpenaiCompatible,
-    Anthropic,
-    Gemini,
-    Ollama,
-    /// A simulated provider started in-process on loopback (see `crate::sim`).
-    Sim,
-    /// The OpenAI Responses API (`POST /v1/responses`).
-    OpenaiResponses,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Openai => "openai",
-            Kind::OpenaiCompatible => "openai-compatible",
-            Kind::Anthropic => "anthropic",
-            Kind::Gemini => "gemini",
-            Kind::Ollama => "ollama",
-            Kind::Sim => "sim",
-            Kind::OpenaiResponses => "openai-responses",
-        }
-    }
-
-    fn default_base_url(self) -> Option<&'static str> {
-        match self {
-            Kind::Openai | Kind::OpenaiResponses => Some("https://api.openai.com"),
-            Kind::Anthropic => Some("https://api.anthropic.com"),
-            Kind::Gemini => Some("https://generativelanguage.googleapis.com"),
-            Kind::Ollama => Some("http://127.0.0.1:11434"),
-            Kind::OpenaiCompatible | Kind::Sim => None,
-        }
-    }
-}
 
 /// How JSON output is requested from the provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -408,9 +368,14 @@ impl ProviderConfig {
             );
         };
 
-        let base_url = match (&file.base_url, file.kind.default_base_url(), file.kind) {
+        let base_url = match (
+            &file.base_url,
+            file.kind.describe().default_base_url,
+            file.kind,
+        ) {
             (Some(url), _, _) => url.trim_end_matches('/').to_string(),
             (None, Some(default), _) => default.to_string(),
+            // A simulation's address is its loopback server's, known when it starts.
             (None, None, Kind::Sim) => String::new(),
             (None, None, _) => {
                 problem(
@@ -489,44 +454,44 @@ impl ProviderConfig {
             );
         }
         let wire = match (file.kind, file.sim.as_ref().and_then(|s| s.wire)) {
-            (Kind::Sim, Some(Kind::Sim | Kind::OpenaiResponses)) => {
+            (Kind::Sim, Some(wire)) if !wire.describe().simulable => {
                 problem(
                     "sim.wire",
                     "wire",
-                    "a simulation speaks a vendor's wire format: openai, openai-compatible, anthropic, gemini or ollama".into(),
+                    format!(
+                        "a simulation speaks a vendor's wire format: {}",
+                        Kind::simulable_names().join(", ")
+                    ),
                 );
-                Kind::OpenaiCompatible
+                Kind::SIMULATED_BY_DEFAULT
             }
             (Kind::Sim, Some(wire)) => wire,
-            (Kind::Sim, None) => Kind::OpenaiCompatible,
+            (Kind::Sim, None) => Kind::SIMULATED_BY_DEFAULT,
             (kind, _) => kind,
         };
-        if file.anthropic.is_some() && wire != Kind::Anthropic {
-            problem(
-                "anthropic",
-                "[anthropic]",
-                "only providers that speak the Anthropic wire take an [anthropic] section".into(),
-            );
+        let described = wire.describe();
+        for (section, present) in [
+            ("anthropic", file.anthropic.is_some()),
+            ("gemini", file.gemini.is_some()),
+        ] {
+            if present && described.section != Some(section) {
+                problem(
+                    section,
+                    &format!("[{section}]"),
+                    format!(
+                        "only providers that speak the {section} wire take a [{section}] section"
+                    ),
+                );
+            }
         }
-        if file.gemini.is_some() && wire != Kind::Gemini {
+        if let Some((_, instead)) =
+            (described.lacks.iter()).find(|(mode, _)| Some(*mode) == file.structured_output)
+        {
             problem(
-                "gemini",
-                "[gemini]",
-                "only providers that speak the Gemini wire take a [gemini] section".into(),
+                "structured_output",
+                "structured_output",
+                instead.to_string(),
             );
-        }
-        match (wire, file.structured_output) {
-            (Kind::Anthropic, Some(StructuredOutput::JsonObject)) => problem(
-                "structured_output",
-                "structured_output",
-                "Anthropic has no JSON mode: use \"json_schema\" (output_config.format), \"tool\" (forced tool use) or \"prompt\"".into(),
-            ),
-            (Kind::Ollama, Some(StructuredOutput::Tool)) => problem(
-                "structured_output",
-                "structured_output",
-                "Ollama cannot force a tool call: use \"json_schema\" (format = the schema), \"json_object\" or \"prompt\"".into(),
-            ),
-            _ => {}
         }
         let slo = Slo {
             max_p95_latency: file.max_p95_latency,
@@ -587,23 +552,16 @@ impl ProviderConfig {
                 "[tokenizer]",
                 "a huggingface tokenizer needs `path` to a tokenizer.json or its directory".into(),
             ),
-            TokenizerKind::Provider
-                if !matches!(
-                    file.kind,
-                    Kind::OpenaiCompatible | Kind::Anthropic | Kind::Gemini | Kind::OpenaiResponses
-                ) =>
-            {
-                problem(
-                    "tokenizer.kind",
-                    "[tokenizer]",
-                    format!(
-                        "tokenizer kind `provider` counts through the provider's own count endpoint \
+            TokenizerKind::Provider if file.kind.describe().count_endpoint.is_none() => problem(
+                "tokenizer.kind",
+                "[tokenizer]",
+                format!(
+                    "tokenizer kind `provider` counts through the provider's own count endpoint \
                          (llama.cpp /apply-template + /tokenize, Anthropic count_tokens, Gemini countTokens, \
                          OpenAI Responses input_tokens), which kind `{}` does not have: use tiktoken or huggingface",
-                        file.kind.as_str()
-                    ),
-                )
-            }
+                    file.kind.as_str()
+                ),
+            ),
             _ => {}
         }
         if !problems.is_empty() {
@@ -650,12 +608,18 @@ impl ProviderConfig {
         }
     }
 
+    /// Whether this is a simulated provider (`kind = "sim"`): it speaks a vendor's wire
+    /// on loopback, and its evidence never permits a real failover.
+    pub fn is_simulated(&self) -> bool {
+        self.kind == Kind::Sim
+    }
+
     /// The wire format this provider speaks: its kind, or for a simulation the vendor
     /// it imitates.
     pub fn wire_kind(&self) -> Kind {
         match (self.kind, self.sim.as_ref().and_then(|s| s.wire)) {
-            (Kind::Sim, Some(wire)) if wire != Kind::Sim => wire,
-            (Kind::Sim, _) => Kind::OpenaiCompatible,
+            (Kind::Sim, Some(wire)) if wire.describe().simulable => wire,
+            (Kind::Sim, _) => Kind::SIMULATED_BY_DEFAULT,
             (kind, _) => kind,
         }
     }
@@ -681,7 +645,8 @@ impl ProviderConfig {
 
     /// Whether requests carry `temperature`.
     pub fn sends_temperature(&self) -> bool {
-        self.wire_kind() != Kind::Anthropic || self.anthropic_options().send_temperature
+        // Only a provider that speaks Anthropic's wire takes the section that turns it off.
+        self.anthropic_options().send_temperature
     }
 
     /// How much faster than real time a simulated provider's clock runs (1 for every
@@ -730,7 +695,7 @@ impl ProviderConfig {
             fields.remove(*operational);
         }
         fields.remove("base_url");
-        if self.kind != Kind::Sim {
+        if !self.is_simulated() {
             fields.insert(
                 "endpoint".into(),
                 super::identity::endpoint(&self.base_url).into(),
@@ -1038,7 +1003,7 @@ mod tests {
             "kind = \"sim\"\nmodel = \"m\"\n[sim]\nbehaviour = \"steady\"\nexpect = \"conformant\"\nwire = \"anthropic\"\n[anthropic]\nsend_temperature = false\n",
         )
         .unwrap();
-        assert_eq!(sim.wire_kind(), Kind::Anthropic);
+        assert_eq!(sim.wire_kind().as_str(), "anthropic");
         assert!(!sim.sends_temperature());
         assert_eq!(sim.run_properties()[0].code, "temperature_not_settable");
     }

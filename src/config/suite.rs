@@ -875,33 +875,6 @@ impl Suite {
         out
     }
 
-    /// What `kind`'s API refuses in the case's conversation (Anthropic and Gemini keep
-    /// the system prompt apart, begin with the user, …), placed in the case file.
-    pub fn vendor_problems(
-        &self,
-        case: &Case,
-        path: &Path,
-        kind: super::Kind,
-        provider: &str,
-    ) -> Diagnostics {
-        let mut out = Diagnostics::default();
-        let Some(messages) = &case.messages else {
-            return out;
-        };
-        let found = conversation::vendor_problems(messages, kind);
-        if found.is_empty() {
-            return out;
-        }
-        let source = std::fs::read_to_string(path).unwrap_or_default();
-        for p in found {
-            out.push(
-                Diagnostic::new(path, format!("provider `{provider}`: {}", p.message))
-                    .at_pointer(&source, &p.pointer),
-            );
-        }
-        out
-    }
-
     /// The case's messages with every content rendered; a variable the case does not
     /// define is an error at that message.
     fn render_messages(

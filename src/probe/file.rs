@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{Answers, Outcome, Support};
-use crate::config::{Kind, ProviderConfig};
+use crate::config::ProviderConfig;
 
 /// The value of the file's `format` field.
 pub const FORMAT: &str = "conform.probes/v1";
@@ -146,7 +146,7 @@ pub fn update(path: &Path, update: &Update<'_>) -> Result<Probes, FileError> {
         .or_insert_with(|| ProviderProbes {
             model: config.model.clone(),
             provider_digest: digest.clone(),
-            simulated: config.kind == Kind::Sim,
+            simulated: config.is_simulated(),
             keywords: BTreeMap::new(),
         });
     // Results made with another configuration say nothing about this one.
@@ -155,7 +155,7 @@ pub fn update(path: &Path, update: &Update<'_>) -> Result<Probes, FileError> {
     }
     entry.model = config.model.clone();
     entry.provider_digest = digest;
-    entry.simulated = config.kind == Kind::Sim;
+    entry.simulated = config.is_simulated();
     for outcome in update
         .outcomes
         .iter()

@@ -9,8 +9,12 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishKind {
-    /// A normal end of the answer (including a forced tool call that completed).
+    /// A normal end of the answer (including a forced tool call that completed, where the
+    /// vendor's word for it is its plain stop).
     Stop,
+    /// The model stopped to call tools, in the vendor's own word for it (OpenAI Chat's
+    /// `tool_calls`, Anthropic's `tool_use`): a normal end too.
+    ToolUse,
     /// Cut off at the output token limit.
     Length,
     /// The model declined to answer.

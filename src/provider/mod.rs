@@ -8,6 +8,9 @@
 
 pub mod anthropic;
 pub mod completion;
+pub mod conversation;
+pub mod count;
+pub mod dialect;
 mod encoded;
 pub mod error;
 pub mod gemini;
@@ -30,11 +33,13 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, Header
 use serde_json::Value;
 
 pub use completion::{Completion, Finish, FinishKind, Reply, ToolCall, Usage};
+pub use dialect::Dialect;
 pub use encoded::Encoded;
 pub use error::{CallError, Effect, ErrorKind, Served};
 pub use policy::Stage;
 pub use transport::Transport;
 
+use crate::config::conversation::Problem;
 use crate::config::{Conversation, Kind, Prompt, ProviderConfig};
 use crate::secret::Secret;
 
@@ -115,6 +120,63 @@ pub trait WireFormat: Send + Sync {
 
     /// Classifies a non-2xx answer.
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError;
+
+    /// What this vendor's API refuses in a conversation, on top of what no vendor takes
+    /// (`crate::config::conversation::problems`): JSON pointers into the case.
+    fn conversation_problems(&self, _messages: &[crate::config::Message]) -> Vec<Problem> {
+        Vec::new()
+    }
+
+    /// Whether the vendor bills, on top of the prompt's messages, the schema `config`'s
+    /// structured-output mode sends, by a rule it does not publish: a local count is then
+    /// a lower bound (OpenAI's own API with `json_schema` or a forced tool; servers that
+    /// constrain decoding with a grammar, such as llama.cpp, add nothing to the prompt).
+    fn bills_schema_unpublished(&self, _config: &ProviderConfig) -> bool {
+        false
+    }
+
+    /// The word this vendor's finish reason must say when tool calls came back (a client
+    /// that reads it runs them only then); `None` when its vocabulary has none, or when a
+    /// call forced by name (`forced_by_name`) may end with its plain stop.
+    fn tool_use_finish(&self, _forced_by_name: bool) -> Option<&'static str> {
+        None
+    }
+
+    /// The first request that counts, at this vendor's own endpoint, the prompt tokens of
+    /// the call whose request is `sent`; `None` when the vendor has no count endpoint.
+    fn count_request(
+        &self,
+        _sent: &WireRequest,
+        _config: &ProviderConfig,
+    ) -> Option<count::CountRequest> {
+        None
+    }
+
+    /// What the answer to count request number `step` (0 for the first) says.
+    fn count_answer(
+        &self,
+        _step: usize,
+        _answer: &Value,
+        _sent: &WireRequest,
+        _config: &ProviderConfig,
+    ) -> Result<count::Counted, String> {
+        Err("this wire has no count endpoint".into())
+    }
+
+    /// The schema dialect the answer's schema is held to in `config`'s structured-output
+    /// mode; `None` where no schema is sent or its dialect is not known.
+    fn answer_dialect(&self, _config: &ProviderConfig) -> Option<&'static dyn Dialect> {
+        None
+    }
+
+    /// The dialect a tool's `parameters` is held to, declared `strict` or not.
+    fn tool_dialect(
+        &self,
+        _config: &ProviderConfig,
+        _strict: bool,
+    ) -> Option<&'static dyn Dialect> {
+        None
+    }
 
     /// The server side of this wire, which a simulation speaks; `None` for a wire no
     /// simulation speaks.

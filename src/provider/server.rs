@@ -186,7 +186,10 @@ pub fn read_messages<'a>(
                 .sum()
         })
         .unwrap_or(0);
-    let system = body.get("system").and_then(Value::as_str).map_or(0, str::len);
+    let system = body
+        .get("system")
+        .and_then(Value::as_str)
+        .map_or(0, str::len);
     let output_limit = [
         "/max_tokens",
         "/max_completion_tokens",

@@ -273,7 +273,7 @@ fn find_all<'a>(haystack: &'a [u8], needle: &'a [u8]) -> impl Iterator<Item = us
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Kind, ProviderConfig};
+    use crate::config::ProviderConfig;
     use crate::provider::wire_format;
     use proptest::prelude::*;
     use serde_json::json;
@@ -407,7 +407,7 @@ mod tests {
     #[test]
     fn each_shape_is_its_own_template() {
         let config = &configs()[0];
-        assert_eq!(config.wire_kind(), Kind::Openai);
+        assert_eq!(config.wire_kind().as_str(), "openai");
         let with = |system: Option<&str>| Prompt {
             system: system.map(str::to_string),
             user: "u".into(),

@@ -11,6 +11,7 @@ use crate::config::{CaseRef, Diagnostic, Diagnostics, ProviderConfig, Rendered, 
 use crate::probe::file::Probes;
 use crate::probe::findings::ignored;
 use crate::probe::inventory::{SchemaSource, case_schemas, own_schemas};
+use crate::provider::wire_format;
 use crate::tokenize::Counter;
 
 /// The problems (the run would fail or be refused) and the warnings (it would run, but a
@@ -201,12 +202,21 @@ fn request_problems(visit: &Visit<'_>, providers: &[ProviderConfig], found: &mut
     // The file is read again only to place a finding in a tool the case declares.
     let mut source = None;
     for provider in providers {
-        found.problems.extend(suite.vendor_problems(
-            case,
-            &path,
-            provider.wire_kind(),
-            &provider.name,
-        ));
+        // What the vendor's API refuses in the conversation, placed in the case file.
+        let refused = (case.messages.as_deref())
+            .map(|messages| wire_format(provider.wire_kind()).conversation_problems(messages))
+            .unwrap_or_default();
+        for p in refused {
+            let text =
+                source.get_or_insert_with(|| std::fs::read_to_string(&path).unwrap_or_default());
+            found.problems.push(
+                Diagnostic::new(
+                    &path,
+                    format!("provider `{}`: {}", provider.name, p.message),
+                )
+                .at_pointer(text, &p.pointer),
+            );
+        }
         for (i, tool) in case.tools.iter().flatten().enumerate() {
             let base = format!("/tools/{i}/function/parameters");
             for (severity, message, pointer) in tool_lint(tool, provider) {

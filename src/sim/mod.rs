@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Value, json};
 use crate::provider::server::{self as shape, Response as Reply, WireServer};
+use serde_json::{Value, json};
 
 pub use crate::config::simulation::Behaviour;
 use crate::config::{Diagnostic, Diagnostics, ProviderConfig, Suite};

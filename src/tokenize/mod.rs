@@ -82,12 +82,8 @@ pub fn conversation_messages(conversation: &Conversation) -> Vec<Message<'_>> {
 }
 
 /// A count, and whether it is all the provider bills (`false`: a lower bound, since the
-/// provider adds text by a rule it does not publish).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Count {
-    pub tokens: u64,
-    pub exact: bool,
-}
+/// provider adds text by a rule it does not publish, or its count endpoint takes less).
+pub use crate::provider::count::Count;
 
 /// Why a prompt could not be counted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -204,15 +200,6 @@ impl Counter {
             Counter::None => "none",
             Counter::Local(t) => t.describe(),
             Counter::Remote(p) => p.describe(),
-        }
-    }
-
-    /// Counts the prompt; `None` when no tokenizer is configured.
-    pub async fn count(&self, prompt: &Prompt) -> Option<Result<u64, TokenizeError>> {
-        match self {
-            Counter::None => None,
-            Counter::Local(t) => Some(t.count_messages(&messages(prompt))),
-            Counter::Remote(p) => Some(p.count(&messages(prompt)).await),
         }
     }
 

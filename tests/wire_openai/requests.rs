@@ -205,7 +205,7 @@ async fn chat_tool_curl_example_becomes_a_forced_strict_call() {
         call_reply(
             reply(
                 "{\n\"location\": \"Boston, MA\"\n}",
-                FinishKind::Stop,
+                FinishKind::ToolUse,
                 "tool_calls",
                 (Some(82), Some(17)),
                 "gpt-4o-mini",

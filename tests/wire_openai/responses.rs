@@ -56,7 +56,7 @@ async fn strict_tool_call_arguments_are_the_answer() {
         call_reply(
             reply(
                 r#"{"city":"San Francisco","state":"CA"}"#,
-                FinishKind::Stop,
+                FinishKind::ToolUse,
                 "tool_calls",
                 (Some(48), Some(19)),
                 "gpt-4o-2024-08-06",

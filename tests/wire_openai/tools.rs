@@ -161,7 +161,7 @@ async fn a_parallel_stream_assembles_argument_fragments_by_index() {
         calls[1].arguments,
         Some(json!({"ticker": "AAPL", "exchange": "NASDAQ"}))
     );
-    assert_eq!(done.reply.finish.kind, FinishKind::Stop);
+    assert_eq!(done.reply.finish.kind, FinishKind::ToolUse);
     assert_eq!(done.reply.finish.raw.as_deref(), Some("tool_calls"));
     assert_eq!(done.reply.usage.prompt_tokens, Some(149));
 }
@@ -343,7 +343,7 @@ async fn llama_cpp_gets_the_documented_request_and_its_old_flat_calls_decode() {
         call.arguments,
         Some(json!({"code": " \nprint(\"Hello, World!\")"}))
     );
-    assert_eq!(done.reply.finish.kind, FinishKind::Stop);
+    assert_eq!(done.reply.finish.kind, FinishKind::ToolUse);
 }
 
 #[tokio::test]

@@ -13,17 +13,19 @@
 //! With `stream = true` the request says `stream: true` and the events are folded by
 //! [`stream`].
 
+pub mod dialect;
 pub mod server;
 pub(crate) mod stream;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
+use super::count::{self, Count, CountRequest, Counted};
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
-use super::{parse_body, wire_schema};
 use super::{
     CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, sse, streamed,
 };
+use super::{parse_body, wire_schema};
 use crate::config::conversation::{Message, Role, Tool, ToolChoice};
 use crate::config::{ProviderConfig, StructuredOutput};
 use crate::secret::Secret;
@@ -35,6 +37,67 @@ pub const API_VERSION: &str = "2023-06-01";
 pub struct AnthropicMessages;
 
 impl WireFormat for AnthropicMessages {
+    fn tool_use_finish(&self, _forced_by_name: bool) -> Option<&'static str> {
+        Some("tool_use")
+    }
+
+    /// `POST /v1/messages/count_tokens` with the request's `model`, `system`, `messages`,
+    /// `tools` and `tool_choice` (`{"input_tokens": N}`); it cannot take `output_config`,
+    /// so a request holding one is counted as a lower bound.
+    fn count_request(&self, sent: &WireRequest, config: &ProviderConfig) -> Option<CountRequest> {
+        let body = count::keep(
+            &sent.body,
+            &["model", "system", "messages", "tools", "tool_choice"],
+        );
+        Some(CountRequest {
+            url: format!("{}/v1/messages/count_tokens", config.base_url),
+            headers: sent.headers.clone(),
+            body: Value::Object(body),
+        })
+    }
+
+    fn count_answer(
+        &self,
+        _step: usize,
+        answer: &Value,
+        sent: &WireRequest,
+        _config: &ProviderConfig,
+    ) -> Result<Counted, String> {
+        Ok(Counted::Tokens(Count {
+            tokens: count::integer(answer, "input_tokens")?,
+            exact: sent.body.get("output_config").is_none(),
+        }))
+    }
+
+    fn conversation_problems(
+        &self,
+        messages: &[Message],
+    ) -> Vec<crate::config::conversation::Problem> {
+        let mut found = crate::provider::conversation::system_kept_apart(messages, "Anthropic");
+        if messages.last().is_some_and(|m| m.role == Role::Assistant) {
+            found.push(crate::config::conversation::Problem::new(
+                format!("/messages/{}", messages.len() - 1),
+                "Anthropic rejects a conversation that ends with an assistant turn (prefill is gone since Claude 4.6): end with the user or a tool result",
+            ));
+        }
+        found
+    }
+
+    fn answer_dialect(
+        &self,
+        config: &ProviderConfig,
+    ) -> Option<&'static dyn crate::provider::Dialect> {
+        (config.structured_output == StructuredOutput::JsonSchema).then_some(&dialect::OutputConfig)
+    }
+
+    fn tool_dialect(
+        &self,
+        _config: &ProviderConfig,
+        strict: bool,
+    ) -> Option<&'static dyn crate::provider::Dialect> {
+        strict.then_some(&dialect::OutputConfig)
+    }
+
     fn server(&self) -> Option<&'static dyn crate::provider::server::WireServer> {
         Some(&server::MessagesServer)
     }
@@ -225,7 +288,8 @@ pub(super) fn decode_message(value: &Value) -> Result<Reply, CallError> {
     }
     let raw_stop = value.get("stop_reason").and_then(Value::as_str);
     let kind = match raw_stop {
-        Some("end_turn" | "stop_sequence" | "tool_use") => FinishKind::Stop,
+        Some("end_turn" | "stop_sequence") => FinishKind::Stop,
+        Some("tool_use") => FinishKind::ToolUse,
         // Both cut the answer short: the output limit, or the context window filling up.
         Some("max_tokens" | "model_context_window_exceeded") => FinishKind::Length,
         Some("refusal") => FinishKind::Refusal,
@@ -361,4 +425,30 @@ fn tool_choice(choice: Option<&ToolChoice>, parallel: Option<bool>) -> Option<Va
         out["disable_parallel_tool_use"] = json!(true);
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod conversation_tests {
+    use super::*;
+
+    #[test]
+    fn a_conversation_must_not_end_with_the_assistant() {
+        let m: Vec<Message> = serde_json::from_value(json!([{"role": "system", "content": "s"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "prefill"}]))
+        .unwrap();
+        let pointers: Vec<String> = AnthropicMessages
+            .conversation_problems(&m)
+            .into_iter()
+            .map(|p| p.pointer)
+            .collect();
+        assert_eq!(pointers, ["/messages/1", "/messages/3"]);
+        // Other wires take it.
+        assert!(
+            crate::provider::openai::OpenAiChat::official()
+                .conversation_problems(&m)
+                .is_empty()
+        );
+    }
 }

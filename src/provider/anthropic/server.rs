@@ -17,7 +17,10 @@ impl WireServer for MessagesServer {
 
     fn read<'a>(&self, body: &'a Value) -> Asked<'a> {
         let tool = body.pointer("/tool_choice/name").and_then(Value::as_str);
-        let schema = first_at(body, &["/output_config/format/schema", "/tools/0/input_schema"]);
+        let schema = first_at(
+            body,
+            &["/output_config/format/schema", "/tools/0/input_schema"],
+        );
         let choice = match body.pointer("/tool_choice/type").and_then(Value::as_str) {
             Some("none") => Choice::None,
             Some("any") => Choice::Required,

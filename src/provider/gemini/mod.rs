@@ -20,6 +20,7 @@
 //! With `stream = true` the call goes to `:streamGenerateContent?alt=sse` and the chunks
 //! are folded by [`stream`].
 
+pub mod dialect;
 pub mod server;
 pub(crate) mod stream;
 
@@ -28,12 +29,13 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::{Map, Value, json};
 
-use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
+use super::count::{self, Count, CountRequest, Counted};
 use super::error::is_daily_quota;
-use super::{parse_body, wire_schema};
+use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
 use super::{
     CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, sse, streamed,
 };
+use super::{parse_body, wire_schema};
 use crate::config::conversation::{Message, Role, ToolChoice};
 use crate::config::provider::GeminiSchemaField;
 use crate::config::{ProviderConfig, StructuredOutput};
@@ -43,6 +45,72 @@ use crate::secret::Secret;
 pub struct GeminiGenerateContent;
 
 impl WireFormat for GeminiGenerateContent {
+    /// `POST …/models/{model}:countTokens`, with `contents` alone, or the whole
+    /// `generateContentRequest` when the request has a system instruction or tools
+    /// (`{"totalTokens": N}`); a response schema is not counted, so a request holding one
+    /// is counted as a lower bound.
+    fn count_request(&self, sent: &WireRequest, config: &ProviderConfig) -> Option<CountRequest> {
+        let only_contents = sent
+            .body
+            .as_object()
+            .is_some_and(|b| b.keys().all(|k| k == "contents" || k == "generationConfig"));
+        let body = if only_contents {
+            Value::Object(count::keep(&sent.body, &["contents"]))
+        } else {
+            let mut inner = count::keep(
+                &sent.body,
+                &["contents", "systemInstruction", "tools", "toolConfig"],
+            );
+            let model = config.model.trim_start_matches("models/");
+            inner.insert("model".into(), json!(format!("models/{model}")));
+            json!({"generateContentRequest": inner})
+        };
+        Some(CountRequest {
+            url: count_url(&sent.url),
+            headers: sent.headers.clone(),
+            body,
+        })
+    }
+
+    fn count_answer(
+        &self,
+        _step: usize,
+        answer: &Value,
+        sent: &WireRequest,
+        _config: &ProviderConfig,
+    ) -> Result<Counted, String> {
+        let schema_sent = sent.body.get("generationConfig").is_some_and(|g| {
+            g.get("responseJsonSchema").is_some() || g.get("responseSchema").is_some()
+        });
+        Ok(Counted::Tokens(Count {
+            tokens: count::integer(answer, "totalTokens")?,
+            exact: !schema_sent,
+        }))
+    }
+
+    fn conversation_problems(
+        &self,
+        messages: &[Message],
+    ) -> Vec<crate::config::conversation::Problem> {
+        crate::provider::conversation::system_kept_apart(messages, "Gemini")
+    }
+
+    fn answer_dialect(
+        &self,
+        config: &ProviderConfig,
+    ) -> Option<&'static dyn crate::provider::Dialect> {
+        use crate::config::StructuredOutput::{JsonSchema, Tool};
+        matches!(config.structured_output, JsonSchema | Tool).then(|| field_dialect(config))
+    }
+
+    fn tool_dialect(
+        &self,
+        config: &ProviderConfig,
+        _strict: bool,
+    ) -> Option<&'static dyn crate::provider::Dialect> {
+        Some(field_dialect(config))
+    }
+
     fn server(&self) -> Option<&'static dyn crate::provider::server::WireServer> {
         Some(&server::GenerateServer)
     }
@@ -480,6 +548,23 @@ fn contents(turns: &[Message]) -> Vec<Value> {
         out.push(json!({"role": "user", "parts": responses}));
     }
     out
+}
+
+/// The `countTokens` URL beside a `generateContent` (or streaming) one.
+fn count_url(generate: &str) -> String {
+    let base = generate.split('?').next().unwrap_or(generate);
+    match base.rsplit_once(':') {
+        Some((model, _)) => format!("{model}:countTokens"),
+        None => base.to_string(),
+    }
+}
+
+/// The dialect of the `generationConfig` field the provider sends its schemas in.
+fn field_dialect(config: &ProviderConfig) -> &'static dyn crate::provider::Dialect {
+    match config.gemini_options().schema_field {
+        GeminiSchemaField::ResponseSchema => &dialect::ResponseSchema,
+        GeminiSchemaField::ResponseJsonSchema => &dialect::ResponseJsonSchema,
+    }
 }
 
 /// JSON Schema to Gemini's OpenAPI `Schema`, translating only what translates

@@ -7,8 +7,8 @@
 
 use serde_json::{Value, json};
 
-use crate::provider::error::{CallError, ErrorKind};
 use super::{decode_response, error_object, model_of, usage_of};
+use crate::provider::error::{CallError, ErrorKind};
 use crate::provider::{Reply, sse, stream};
 
 /// Folds a complete event-stream body into one reply. A stream that fails part-way keeps,

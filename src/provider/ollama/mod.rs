@@ -18,12 +18,12 @@ pub(crate) mod stream;
 use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
-use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
 use super::error::is_daily_quota;
-use super::{parse_body, wire_schema};
+use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
 use super::{
     CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, streamed,
 };
+use super::{parse_body, wire_schema};
 use crate::config::conversation::{Message, Role};
 use crate::config::{ProviderConfig, StructuredOutput};
 use crate::secret::Secret;

@@ -6,8 +6,8 @@
 
 use serde_json::{Value, json};
 
-use crate::provider::error::CallError;
 use super::{decode_chat, error_message, kind_of_message, model_of, usage_of};
+use crate::provider::error::CallError;
 use crate::provider::{Reply, stream};
 
 /// Folds a complete NDJSON body into one reply. A stream that fails part-way keeps, on

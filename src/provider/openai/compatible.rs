@@ -11,11 +11,12 @@
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
 use super::OpenAiChat;
-use crate::provider::error::is_daily_quota;
+use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
 use super::{CallSpec, Reply, WireFormat, WireRequest};
 use crate::config::ProviderConfig;
+use crate::provider::count::{self, Count, CountRequest, Counted};
+use crate::provider::error::is_daily_quota;
 use crate::secret::Secret;
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -26,6 +27,70 @@ const CHAT: OpenAiChat = OpenAiChat {
 };
 
 impl WireFormat for OpenAiCompatible {
+    fn tool_use_finish(&self, forced_by_name: bool) -> Option<&'static str> {
+        OpenAiChat::official().tool_use_finish(forced_by_name)
+    }
+
+    /// llama.cpp's `llama-server`: `POST /apply-template` renders the messages, with the
+    /// tools, through the model's chat template (`{"prompt": …}`), then `POST /tokenize`
+    /// tokenizes that text with special tokens parsed (`{"tokens": […]}`): the count its
+    /// chat endpoint reports as `usage.prompt_tokens` for the same request.
+    fn count_request(&self, sent: &WireRequest, config: &ProviderConfig) -> Option<CountRequest> {
+        let body = count::keep(
+            &sent.body,
+            &["messages", "tools", "tool_choice", "parallel_tool_calls"],
+        );
+        Some(CountRequest {
+            url: format!("{}/apply-template", config.base_url),
+            headers: sent.headers.clone(),
+            body: Value::Object(body),
+        })
+    }
+
+    fn count_answer(
+        &self,
+        step: usize,
+        answer: &Value,
+        sent: &WireRequest,
+        config: &ProviderConfig,
+    ) -> Result<Counted, String> {
+        if step == 0 {
+            let prompt = answer
+                .get("prompt")
+                .and_then(Value::as_str)
+                .ok_or("/apply-template returned no `prompt`")?;
+            return Ok(Counted::Then(CountRequest {
+                url: format!("{}/tokenize", config.base_url),
+                headers: sent.headers.clone(),
+                body: serde_json::json!({"content": prompt, "add_special": true, "parse_special": true}),
+            }));
+        }
+        let tokens = answer
+            .get("tokens")
+            .and_then(Value::as_array)
+            .ok_or("/tokenize returned no `tokens`")?;
+        Ok(Counted::Tokens(Count {
+            tokens: tokens.len() as u64,
+            exact: true,
+        }))
+    }
+
+    fn answer_dialect(
+        &self,
+        config: &ProviderConfig,
+    ) -> Option<&'static dyn crate::provider::Dialect> {
+        use crate::config::StructuredOutput::{JsonSchema, Tool};
+        matches!(config.structured_output, JsonSchema | Tool).then_some(&super::dialect::Strict)
+    }
+
+    fn tool_dialect(
+        &self,
+        _config: &ProviderConfig,
+        strict: bool,
+    ) -> Option<&'static dyn crate::provider::Dialect> {
+        strict.then_some(&super::dialect::Strict)
+    }
+
     fn server(&self) -> Option<&'static dyn crate::provider::server::WireServer> {
         Some(&super::server::ChatServer)
     }

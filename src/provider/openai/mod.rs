@@ -7,6 +7,7 @@
 //! the answer is an event stream of chunks, folded by [`stream`].
 
 pub mod compatible;
+pub mod dialect;
 pub mod server;
 pub(crate) mod stream;
 
@@ -38,6 +39,32 @@ impl OpenAiChat {
 }
 
 impl WireFormat for OpenAiChat {
+    fn bills_schema_unpublished(&self, config: &ProviderConfig) -> bool {
+        use crate::config::StructuredOutput::{JsonSchema, Tool};
+        matches!(config.structured_output, JsonSchema | Tool)
+    }
+
+    fn tool_use_finish(&self, forced_by_name: bool) -> Option<&'static str> {
+        // A call forced by name may finish with `stop`.
+        (!forced_by_name).then_some("tool_calls")
+    }
+
+    fn answer_dialect(
+        &self,
+        config: &ProviderConfig,
+    ) -> Option<&'static dyn crate::provider::Dialect> {
+        use crate::config::StructuredOutput::{JsonSchema, Tool};
+        matches!(config.structured_output, JsonSchema | Tool).then_some(&dialect::Strict)
+    }
+
+    fn tool_dialect(
+        &self,
+        _config: &ProviderConfig,
+        strict: bool,
+    ) -> Option<&'static dyn crate::provider::Dialect> {
+        strict.then_some(&dialect::Strict)
+    }
+
     fn server(&self) -> Option<&'static dyn crate::provider::server::WireServer> {
         Some(&server::ChatServer)
     }
@@ -411,8 +438,9 @@ impl ChatParts {
     pub(crate) fn into_reply(self) -> Result<Reply, CallError> {
         let raw_finish = self.finish_reason.as_deref();
         let mut kind = match raw_finish {
+            Some("stop") => FinishKind::Stop,
             // `tool` is what llama.cpp's older servers said.
-            Some("stop" | "tool_calls" | "function_call" | "tool") => FinishKind::Stop,
+            Some("tool_calls" | "function_call" | "tool") => FinishKind::ToolUse,
             Some("length") => FinishKind::Length,
             Some("content_filter") => FinishKind::ContentFilter,
             _ => FinishKind::Other,
@@ -429,7 +457,7 @@ impl ChatParts {
         let text = match (content, first_arguments) {
             (Some(text), _) => text,
             (None, Some(args)) => args,
-            (None, None) if kind == FinishKind::Stop => {
+            (None, None) if matches!(kind, FinishKind::Stop | FinishKind::ToolUse) => {
                 // A body of the wrong shape was still processed: it keeps what it cost.
                 return Err(CallError::new(
                     ErrorKind::InvalidResponse,

@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::provider::error::{CallError, ErrorKind};
 use super::{ChatParts, error_in_body, usage};
+use crate::provider::error::{CallError, ErrorKind};
 use crate::provider::{Reply, ToolCall, sse, stream};
 
 /// A tool call being assembled from its deltas.

@@ -20,10 +20,10 @@ use serde_json::{Map, Value, json};
 
 use super::error::{CallError, ErrorKind};
 use super::openai::{OpenAiChat, error_in_body};
-use super::{bearer_headers as headers, parse_body, wire_schema};
 use super::{
     CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, sse, stream,
 };
+use super::{bearer_headers as headers, parse_body, wire_schema};
 use crate::config::conversation::{Message, Role, ToolChoice};
 use crate::config::{ProviderConfig, StructuredOutput};
 use crate::secret::Secret;
@@ -32,6 +32,63 @@ use crate::secret::Secret;
 pub struct OpenAiResponses;
 
 impl WireFormat for OpenAiResponses {
+    /// `POST /v1/responses/input_tokens` (`{"input_tokens": N}`).
+    fn count_request(
+        &self,
+        sent: &WireRequest,
+        config: &ProviderConfig,
+    ) -> Option<crate::provider::count::CountRequest> {
+        let body = crate::provider::count::keep(
+            &sent.body,
+            &[
+                "model",
+                "input",
+                "instructions",
+                "tools",
+                "tool_choice",
+                "parallel_tool_calls",
+                "text",
+            ],
+        );
+        Some(crate::provider::count::CountRequest {
+            url: format!("{}/v1/responses/input_tokens", config.base_url),
+            headers: sent.headers.clone(),
+            body: Value::Object(body),
+        })
+    }
+
+    fn count_answer(
+        &self,
+        _step: usize,
+        answer: &Value,
+        _sent: &WireRequest,
+        _config: &ProviderConfig,
+    ) -> Result<crate::provider::count::Counted, String> {
+        Ok(crate::provider::count::Counted::Tokens(
+            crate::provider::count::Count {
+                tokens: crate::provider::count::integer(answer, "input_tokens")?,
+                exact: true,
+            },
+        ))
+    }
+
+    fn answer_dialect(
+        &self,
+        config: &ProviderConfig,
+    ) -> Option<&'static dyn crate::provider::Dialect> {
+        use crate::config::StructuredOutput::{JsonSchema, Tool};
+        matches!(config.structured_output, JsonSchema | Tool)
+            .then_some(&crate::provider::openai::dialect::Strict)
+    }
+
+    fn tool_dialect(
+        &self,
+        _config: &ProviderConfig,
+        strict: bool,
+    ) -> Option<&'static dyn crate::provider::Dialect> {
+        strict.then_some(&crate::provider::openai::dialect::Strict)
+    }
+
     fn encode(
         &self,
         call: &CallSpec<'_>,

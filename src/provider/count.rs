@@ -1,0 +1,46 @@
+//! Counting a call's prompt tokens at the provider's own endpoint, as each vendor offers
+//! it (`WireFormat::count_request`, `count_answer`): pure requests and answers, sent by
+//! `crate::tokenize::provider`. Each body is made from the request the call sends, so what
+//! is counted is what is sent.
+
+use reqwest::header::HeaderMap;
+use serde_json::{Map, Value};
+
+/// How many prompt tokens a call was counted at; `exact` is false when the count is a
+/// lower bound (the count endpoint could not take part of the request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Count {
+    pub tokens: u64,
+    pub exact: bool,
+}
+
+/// One request to a count endpoint.
+#[derive(Debug, Clone)]
+pub struct CountRequest {
+    pub url: String,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+/// What a count endpoint's answer says: the count, or the request that comes next.
+#[derive(Debug, Clone)]
+pub enum Counted {
+    Tokens(Count),
+    Then(CountRequest),
+}
+
+/// The members of `sent` (the request a call sends) named by `keys`, as an object.
+pub fn keep(sent: &Value, keys: &[&str]) -> Map<String, Value> {
+    let sent = sent.as_object();
+    keys.iter()
+        .filter_map(|k| sent?.get(*k).map(|v| (k.to_string(), v.clone())))
+        .collect()
+}
+
+/// The integer `field` of a count's answer.
+pub fn integer(answer: &Value, field: &str) -> Result<u64, String> {
+    answer
+        .get(field)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| format!("the count has no integer `{field}`"))
+}
