@@ -96,7 +96,7 @@ fn tool_findings(outcomes: &[Outcome]) -> Vec<Finding> {
 fn codes(outcomes: &[Outcome]) -> Vec<(&'static str, String)> {
     tool_findings(outcomes)
         .into_iter()
-        .map(|f| (f.code, f.path.unwrap_or_default()))
+        .map(|f| (f.code.as_str(), f.path.unwrap_or_default()))
         .collect()
 }
 

@@ -178,7 +178,7 @@ impl RunOutcome {
                     },
                     None if v.verdict == Verdict::Inconclusive => PairEffect::Unchanged {
                         why: Unchanged::Inconclusive {
-                            reasons: v.reasons.clone(),
+                            reasons: crate::verdict::Reason::names(&v.reasons),
                         },
                     },
                     None if simulated => PairEffect::Unchanged {
@@ -249,9 +249,12 @@ mod tests {
 
     use super::*;
     use crate::allowlist::{Entry, Evidence, Revocation};
+    use crate::check::Code;
     use crate::config::ProviderConfig;
+    use crate::provider::ErrorKind;
     use crate::provider::transport::{Endpoint, Transport};
     use crate::run::PairVerdict;
+    use crate::verdict::Reason;
     use crate::verdict::Tally;
 
     fn target(dir: &Path, name: &str, kind: &str) -> Arc<Target> {
@@ -274,11 +277,11 @@ mod tests {
         provider: &str,
         provider_index: usize,
         verdict: Verdict,
-        reasons: &[&str],
+        reasons: &[Code],
     ) -> PairVerdict {
         PairVerdict {
             verdict,
-            reasons: reasons.iter().map(|r| r.to_string()).collect(),
+            reasons: reasons.iter().map(|c| Reason::Found(*c)).collect(),
             tally: Tally::new(suite, provider, 1),
             suite_index: 0,
             provider_index,
@@ -336,8 +339,14 @@ mod tests {
             complete: true,
             verdicts: vec![
                 verdict("a", "real", 0, Verdict::Conformant, &[]),
-                verdict("b", "real", 0, Verdict::Nonconformant, &["not_pure_json"]),
-                verdict("c", "real", 0, Verdict::Inconclusive, &["auth_failed"]),
+                verdict("b", "real", 0, Verdict::Nonconformant, &[Code::NotPureJson]),
+                verdict(
+                    "c",
+                    "real",
+                    0,
+                    Verdict::Inconclusive,
+                    &[Code::Call(ErrorKind::Auth)],
+                ),
                 verdict("d", "real", 0, Verdict::Conformant, &[]),
                 verdict("a", "sim-steady", 1, Verdict::Conformant, &[]),
             ],

@@ -106,7 +106,7 @@ pub fn changes_from_run(
                     provider: config.name.clone(),
                     run_id: result.run_id.clone(),
                     at: stamp(result.finished_at),
-                    reasons: v.reasons.clone(),
+                    reasons: crate::verdict::Reason::names(&v.reasons),
                     report: report.clone(),
                 })),
                 Verdict::Conformant => {

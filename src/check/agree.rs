@@ -1,7 +1,7 @@
 //! The fields the suite names agree with the case's expected answer, so that a
 //! fallback is held to the primary's answers, not just to the schema.
 
-use super::{Check, Finding, Outcome, Subject};
+use super::{Check, Code, Finding, Outcome, Subject};
 use crate::config::reach::{self, Reach};
 use crate::config::{Diagnostic, Diagnostics, Suite};
 
@@ -89,12 +89,15 @@ impl Check for AgreeCheck {
             };
             match output.pointer(pointer) {
                 None => findings.push(
-                    Finding::new("field_missing", format!("expected {want}, found nothing"))
-                        .at(pointer.clone()),
+                    Finding::new(
+                        Code::FieldMissing,
+                        format!("expected {want}, found nothing"),
+                    )
+                    .at(pointer.clone()),
                 ),
                 // Numbers compare by value: 5.50 and 5.5 agree.
                 Some(got) if !same(got, want) => findings.push(
-                    Finding::new("field_mismatch", format!("expected {want}, got {got}"))
+                    Finding::new(Code::FieldMismatch, format!("expected {want}, got {got}"))
                         .at(pointer.clone()),
                 ),
                 Some(_) => {}

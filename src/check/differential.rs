@@ -476,27 +476,48 @@ impl Differential {
             .filter(|f| f.verdict == FieldVerdict::Fail)
     }
 
-    /// What the verdict makes of it: `Err(reason)` for inconclusive evidence (no floor,
+    /// What the verdict makes of it: `Err` for evidence that decides nothing (no floor,
     /// no reference, too few pairs), `Ok(true)` when a field failed, `Ok(false)`
     /// otherwise.
-    pub fn judgement(&self) -> Result<bool, &'static str> {
+    pub fn judgement(&self) -> Result<bool, Undecided> {
         if self.unavailable.is_some() {
-            return Err(NO_REFERENCE);
+            return Err(Undecided::Unavailable);
         }
         if self.failed().next().is_some() {
             return Ok(true);
         }
         let any = |v: FieldVerdict| self.fields.iter().any(|f| f.verdict == v);
         if any(FieldVerdict::NoFloor) {
-            return Err(NO_FLOOR);
+            return Err(Undecided::NoFloor);
         }
         if any(FieldVerdict::Insufficient) {
-            return Err(INSUFFICIENT);
+            return Err(Undecided::Insufficient);
         }
         if !any(FieldVerdict::Pass) {
-            return Err(NO_FLOOR);
+            return Err(Undecided::NoFloor);
         }
         Ok(false)
+    }
+}
+
+/// Why a comparison with the reference decided nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Undecided {
+    /// The reference was not in the run, or answered no case: `reference_unavailable`.
+    Unavailable,
+    /// One reference answer per case measures no noise: `reference_no_floor`.
+    NoFloor,
+    /// Too few pairs for the test to have failed: `insufficient_evidence`.
+    Insufficient,
+}
+
+impl Undecided {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Undecided::Unavailable => NO_REFERENCE,
+            Undecided::NoFloor => NO_FLOOR,
+            Undecided::Insufficient => INSUFFICIENT,
+        }
     }
 }
 
@@ -573,7 +594,7 @@ mod tests {
         d.add_case("c1", &one, &[vec![Some(1)], vec![Some(1)]]);
         d.finish();
         assert_eq!(d.fields[0].verdict, FieldVerdict::NoFloor);
-        assert_eq!(d.judgement(), Err(NO_FLOOR));
+        assert_eq!(d.judgement(), Err(Undecided::NoFloor));
 
         let mut d = Differential::new("p", vec![ANSWER.into()], 0.05, 0.95);
         for i in 0..100 {
@@ -587,6 +608,6 @@ mod tests {
         assert_eq!(d.worst_cases[0].case, "c000");
         assert_eq!(d.worst_cases[0].fields, [ANSWER]);
         d.unavailable = Some("stopped".into());
-        assert_eq!(d.judgement(), Err(NO_REFERENCE));
+        assert_eq!(d.judgement(), Err(Undecided::Unavailable));
     }
 }

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::Finding;
+use super::{Code, Finding};
 use crate::config::StructuredOutput;
 
 pub const NAME: &str = "json";
@@ -16,17 +16,17 @@ pub fn parse_strict(text: &str, requested: StructuredOutput) -> Result<Value, Fi
     };
     let trimmed = text.trim();
     if trimmed.is_empty() {
-        return Err(Finding::new("empty_output", "the answer is empty"));
+        return Err(Finding::new(Code::EmptyOutput, "the answer is empty"));
     }
     if trimmed.starts_with("```") {
         return Err(Finding::new(
-            "not_pure_json",
+            Code::NotPureJson,
             "the JSON is wrapped in markdown fences (```); the answer must be JSON only",
         ));
     }
     if let Some(embedded) = embedded_object(trimmed) {
         return Err(Finding::new(
-            "not_pure_json",
+            Code::NotPureJson,
             format!(
                 "prose around the JSON: {} bytes before it, {} after; the answer must be JSON only",
                 embedded.0, embedded.1
@@ -35,13 +35,13 @@ pub fn parse_strict(text: &str, requested: StructuredOutput) -> Result<Value, Fi
     }
     if error.is_eof() && trimmed.starts_with(['{', '[']) {
         return Err(Finding::new(
-            "invalid_json",
+            Code::InvalidJson,
             format!("the JSON is truncated: it ends after {} bytes", text.len()),
         ));
     }
     if requested != StructuredOutput::Prompt && !trimmed.contains('{') {
         return Err(Finding::new(
-            "structured_output_ignored",
+            Code::StructuredOutputIgnored,
             format!(
                 "JSON was requested ({}) but the answer is not JSON at all: {}",
                 requested_name(requested),
@@ -50,7 +50,7 @@ pub fn parse_strict(text: &str, requested: StructuredOutput) -> Result<Value, Fi
         ));
     }
     Err(Finding::new(
-        "invalid_json",
+        Code::InvalidJson,
         format!("not valid JSON ({error}): {}", excerpt(trimmed)),
     ))
 }
@@ -90,7 +90,7 @@ mod tests {
     fn code(text: &str) -> &'static str {
         parse_strict(text, StructuredOutput::JsonSchema)
             .map(|_| "ok")
-            .unwrap_or_else(|f| f.code)
+            .unwrap_or_else(|f| f.code.as_str())
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! parsed output.
 
 pub mod agree;
+pub mod code;
 pub mod differential;
 pub mod json;
 pub mod portability;
@@ -25,6 +26,8 @@ pub mod transport;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use code::Code;
+
 use crate::config::{Answer, Case, Diagnostics, ProviderConfig, Suite};
 use crate::provider::{CallError, Reply};
 
@@ -39,47 +42,46 @@ pub enum Status {
 }
 
 /// One thing a check found wrong.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
-    /// Stable, machine-readable: `schema_violation`, `not_pure_json`, `finish_length` …
-    pub code: &'static str,
+    /// What it is, by its stable name: `schema_violation`, `not_pure_json` …
+    pub code: Code,
     pub message: String,
     /// The JSON pointer (instance path) the finding concerns, when it concerns one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
-}
-
-/// A [`Finding`] as a results file holds it (`conform merge` reads them back).
-#[derive(Deserialize)]
-struct FindingFile {
-    code: String,
-    message: String,
-    #[serde(default)]
-    path: Option<String>,
-}
-
-// By hand: a derive would borrow the `&'static str` from the input.
-impl<'de> Deserialize<'de> for Finding {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        FindingFile::deserialize(d).map(Into::into)
-    }
 }
 
 impl<'de> Deserialize<'de> for Outcome {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        OutcomeFile::deserialize(d).map(Into::into)
+        let o = OutcomeFile::deserialize(d)?;
+        let check = CHECKS
+            .iter()
+            .copied()
+            .find(|c| *c == o.check)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!("`{}` is not a check of this conform", o.check))
+            })?;
+        Ok(Outcome {
+            check,
+            status: o.status,
+            findings: o.findings,
+            tool_calls: o.tool_calls,
+        })
     }
 }
 
-impl From<FindingFile> for Finding {
-    fn from(f: FindingFile) -> Self {
-        Finding {
-            code: static_name(f.code),
-            message: f.message,
-            path: f.path,
-        }
-    }
-}
+/// Every check's name, as outcomes carry it.
+pub const CHECKS: &[&str] = &[
+    transport::NAME,
+    json::NAME,
+    schema::NAME,
+    rules::NAME,
+    agree::NAME,
+    tokens::NAME,
+    tool_calls::NAME,
+    stream_agreement::NAME,
+];
 
 /// An [`Outcome`] as a results file holds it.
 #[derive(Deserialize)]
@@ -92,38 +94,8 @@ struct OutcomeFile {
     tool_calls: Option<tool_calls::ToolSummary>,
 }
 
-impl From<OutcomeFile> for Outcome {
-    fn from(o: OutcomeFile) -> Self {
-        Outcome {
-            check: static_name(o.check),
-            status: o.status,
-            findings: o.findings,
-            tool_calls: o.tool_calls,
-        }
-    }
-}
-
-/// A check name or finding code read back from a results file, as the `&'static str`
-/// the checks use. Each distinct name is leaked once and reused, so memory grows with
-/// the number of distinct codes, not of records.
-fn static_name(name: String) -> &'static str {
-    use std::collections::BTreeSet;
-    use std::sync::{Mutex, OnceLock};
-    static NAMES: OnceLock<Mutex<BTreeSet<&'static str>>> = OnceLock::new();
-    let mut names = NAMES
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(known) = names.get(name.as_str()) {
-        return known;
-    }
-    let leaked: &'static str = Box::leak(name.into_boxed_str());
-    names.insert(leaked);
-    leaked
-}
-
 impl Finding {
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
         Finding {
             code,
             message: message.into(),

@@ -14,7 +14,7 @@ use jaq_core::{Compiler, Ctx, Vars, compile, data};
 use jaq_json::Val;
 use serde_json::Value;
 
-use super::{Check, Finding, Outcome, Subject};
+use super::{Check, Code, Finding, Outcome, Subject};
 use crate::config::{Diagnostic, Diagnostics, Suite};
 
 pub const NAME: &str = "rules";
@@ -459,7 +459,7 @@ impl Rule {
             Verdict::Holds => None,
             Verdict::Failed(yielded) => Some(
                 Finding::new(
-                    "rule_failed",
+                    Code::RuleFailed,
                     format!(
                         "rule `{}` failed: {}; it yielded {yielded} on {}",
                         self.name,
@@ -471,7 +471,7 @@ impl Rule {
             ),
             Verdict::Error(error) => Some(
                 Finding::new(
-                    "rule_error",
+                    Code::RuleError,
                     format!(
                         "rule `{}` could not be evaluated: {error}; a rule that errors fails ({})",
                         self.name, self.message

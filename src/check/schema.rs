@@ -2,7 +2,7 @@
 
 use jsonschema::Validator;
 
-use super::{Check, Finding, Outcome, Subject};
+use super::{Check, Code, Finding, Outcome, Subject};
 use crate::config::{Diagnostic, Diagnostics, Suite, schema_file};
 
 pub const NAME: &str = "schema";
@@ -47,7 +47,7 @@ impl Check for SchemaCheck {
             .iter_errors(output)
             .map(|e| {
                 let path = e.instance_path().to_string();
-                Finding::new("schema_violation", e.to_string()).at(if path.is_empty() {
+                Finding::new(Code::SchemaViolation, e.to_string()).at(if path.is_empty() {
                     "/".to_string()
                 } else {
                     path

@@ -3,7 +3,7 @@
 //! say the same thing (canonical JSON, so key order and spacing do not count), tool
 //! calls included (each call's name and parsed arguments).
 
-use super::{Finding, Outcome};
+use super::{Code, Finding, Outcome};
 use crate::check::record::{MAX_OUTPUT, reply_digest, truncate};
 use crate::provider::{CallError, Reply};
 
@@ -17,7 +17,7 @@ pub fn outcome(streamed: Result<&Reply, &CallError>, plain: Result<&Reply, &Call
     };
     let finding = match plain {
         Err(error) => Finding::new(
-            "unstreamed_call_failed",
+            Code::UnstreamedCallFailed,
             format!("the same case unstreamed, to compare with, failed: {error}"),
         ),
         Ok(plain)
@@ -27,7 +27,7 @@ pub fn outcome(streamed: Result<&Reply, &CallError>, plain: Result<&Reply, &Call
             return Outcome::from_findings(NAME, Vec::new());
         }
         Ok(plain) => Finding::new(
-            "stream_disagreement",
+            Code::StreamDisagreement,
             format!(
                 "the streamed answer differs from the unstreamed one: streamed `{}`, unstreamed `{}`",
                 truncate(&streamed.text, MAX_OUTPUT / 8),

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use super::{Check, Finding, Outcome, Subject};
+use super::{Check, Code, Finding, Outcome, Subject};
 use crate::config::{Conversation, ProviderConfig};
 use crate::tokenize::ControlToken;
 
@@ -50,7 +50,7 @@ pub fn preflight(tokens: &PromptTokens, config: &ProviderConfig) -> Option<Findi
     let needed = prompt + u64::from(config.max_output_tokens);
     (needed > u64::from(window)).then(|| {
         Finding::new(
-            "context_overflow",
+            Code::ContextOverflow,
             format!(
                 "the prompt ({prompt} tokens, {}) plus max_output_tokens ({}) needs {needed} tokens, \
                  over the context window of {window} by {}; not sent",
@@ -69,7 +69,7 @@ pub fn input_findings(tokens: &PromptTokens) -> Vec<Finding> {
         .iter()
         .map(|c| {
             Finding::new(
-                "special_token_in_input",
+                Code::SpecialTokenInInput,
                 format!(
                     "{} contains `{}`, which {} turns into a special token: the model would read it as control, not text",
                     c.variable, c.token, tokens.tokenizer
@@ -80,7 +80,7 @@ pub fn input_findings(tokens: &PromptTokens) -> Vec<Finding> {
         .collect();
     if let Err(why) = &tokens.counted {
         findings.push(Finding::new(
-            "token_count_failed",
+            Code::TokenCountFailed,
             format!(
                 "the prompt could not be counted with {}: {why}",
                 tokens.tokenizer
@@ -112,7 +112,7 @@ impl Check for TokensCheck {
             let tolerance = u64::from(subject.provider.tokenizer.tolerance.unwrap_or(0));
             match subject.reply.usage.prompt_tokens {
                 None => findings.push(Finding::new(
-                    "prompt_tokens_unreported",
+                    Code::PromptTokensUnreported,
                     "the provider reported no usage.prompt_tokens: the prompt it saw cannot be verified",
                 )),
                 Some(reported)
@@ -121,7 +121,7 @@ impl Check for TokensCheck {
                 {
                     let (by, more) = (reported.abs_diff(counted), reported > counted);
                     findings.push(Finding::new(
-                        "token_count_mismatch",
+                        Code::TokenCountMismatch,
                         format!(
                             "the provider counted {reported} prompt tokens, {} counted {counted}: \
                              {by} token{} {} (tolerance {tolerance}); the provider saw a different prompt than the one rendered",

@@ -31,7 +31,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::rules::{self, Rule};
-use super::{Check, Finding, Outcome, Subject, tool_text};
+use super::{Check, Code, Finding, Outcome, Subject, tool_text};
 use crate::config::{Answer, Diagnostics, Suite, ToolChoice};
 use crate::provider::{FinishKind, ToolCall, wire_format};
 
@@ -167,7 +167,7 @@ impl Check for ToolCallsCheck {
             if !known {
                 findings.push(
                     Finding::new(
-                        "unknown_tool",
+                        Code::UnknownTool,
                         format!(
                             "called `{}`, which the request does not declare; declared: {}",
                             call.name,
@@ -189,7 +189,7 @@ impl Check for ToolCallsCheck {
                     .take(MAX_ERRORS_PER_CALL)
                     .map(|e| {
                         Finding::new(
-                            "tool_arguments_invalid",
+                            Code::ToolArgumentsInvalid,
                             format!("`{}` arguments: {e}", call.name),
                         )
                         .at(format!("{at}/arguments{}", e.instance_path()))
@@ -197,7 +197,7 @@ impl Check for ToolCallsCheck {
                     .collect(),
                 None => vec![
                     Finding::new(
-                        "tool_arguments_invalid",
+                        Code::ToolArgumentsInvalid,
                         format!(
                             "`{}` has no usable parameter schema to validate against",
                             call.name
@@ -221,7 +221,7 @@ impl Check for ToolCallsCheck {
         if let Some(how) = &as_text {
             findings.push(
                 Finding::new(
-                    "tool_call_as_text",
+                    Code::ToolCallAsText,
                     format!("no structured tool call came back, but {how}"),
                 )
                 .at("/content"),
@@ -240,7 +240,7 @@ impl Check for ToolCallsCheck {
                         for e in expected {
                             findings.push(
                                 Finding::new(
-                                    "tool_call_missing",
+                                    Code::ToolCallMissing,
                                     format!(
                                         "expected a call to {}, but the answer calls no tool{}",
                                         e.name.describe(),
@@ -253,7 +253,7 @@ impl Check for ToolCallsCheck {
                         if let Some(forced) = choice.filter(|c| c.forces_a_call()) {
                             findings.push(
                                 Finding::new(
-                                    "tool_choice_ignored",
+                                    Code::ToolChoiceIgnored,
                                     format!(
                                         "tool_choice is {}, but the answer calls no tool",
                                         forced.describe()
@@ -279,7 +279,7 @@ impl Check for ToolCallsCheck {
                     };
                     findings.push(
                         Finding::new(
-                            "tool_call_unexpected",
+                            Code::ToolCallUnexpected,
                             format!("{why}, but the answer calls `{}`", call.name),
                         )
                         .at(format!("/tool_calls/{i}")),
@@ -293,12 +293,12 @@ impl Check for ToolCallsCheck {
             && as_text.is_none()
             && reply.content().trim().is_empty()
         {
-            findings.push(Finding::new("empty_output", "the answer is empty").at("/content"));
+            findings.push(Finding::new(Code::EmptyOutput, "the answer is empty").at("/content"));
         }
         if case.parallel_tool_calls == Some(false) && calls.len() > 1 {
             findings.push(
                 Finding::new(
-                    "tool_call_unexpected",
+                    Code::ToolCallUnexpected,
                     format!(
                         "parallel_tool_calls is false, but {} calls came in one answer",
                         calls.len()
@@ -351,7 +351,7 @@ impl ToolCallsCheck {
                 rules::Verdict::Holds => {}
                 rules::Verdict::Failed(yielded) => findings.push(
                     Finding::new(
-                        "tool_rule_failed",
+                        Code::ToolRuleFailed,
                         format!(
                             "tool rule `{}` failed on the call to `{}`: {}; it yielded {yielded} on {}",
                             r.rule.name,
@@ -364,7 +364,7 @@ impl ToolCallsCheck {
                 ),
                 rules::Verdict::Error(error) => findings.push(
                     Finding::new(
-                        "tool_rule_error",
+                        Code::ToolRuleError,
                         format!(
                             "tool rule `{}` could not be evaluated on the call to `{}`: {error}; a rule that errors fails ({})",
                             r.rule.name, call.name, r.rule.message
@@ -385,7 +385,7 @@ fn arguments_object<'a>(
     findings: &mut Vec<Finding>,
 ) -> Option<&'a Value> {
     let not_json = |message: String| {
-        Finding::new("tool_arguments_not_json", message).at(format!("{at}/arguments"))
+        Finding::new(Code::ToolArgumentsNotJson, message).at(format!("{at}/arguments"))
     };
     match &call.arguments {
         None => {
@@ -457,7 +457,7 @@ fn match_expected(
                         ),
                         Some(_) => continue,
                     };
-                    findings.push(Finding::new("tool_argument_mismatch", message).at(at));
+                    findings.push(Finding::new(Code::ToolArgumentMismatch, message).at(at));
                 }
             }
             None => unmatched.push(e),
@@ -473,7 +473,7 @@ fn match_expected(
         }
         findings.push(
             Finding::new(
-                "tool_call_unexpected",
+                Code::ToolCallUnexpected,
                 format!("the case does not expect this call to `{}`", call.name),
             )
             .at(format!("/tool_calls/{i}")),
@@ -483,7 +483,7 @@ fn match_expected(
     for e in unmatched {
         findings.push(
             Finding::new(
-                "tool_call_missing",
+                Code::ToolCallMissing,
                 format!(
                     "expected a call to {} in this answer, which made {} call{} ({})",
                     e.name.describe(),
@@ -525,7 +525,7 @@ fn finish_mismatch(subject: &Subject<'_>, choice: Option<&ToolChoice>) -> Option
         ),
         _ => return None,
     };
-    Some(Finding::new("tool_finish_mismatch", message).at("/finish_reason"))
+    Some(Finding::new(Code::ToolFinishMismatch, message).at("/finish_reason"))
 }
 
 /// Numbers compare by value: 5.50 and 5.5 agree.

@@ -119,8 +119,8 @@ impl ToolMetrics {
         }
     }
 
-    /// The thresholds not met, as verdict reasons.
-    pub fn failures(&self) -> Vec<String> {
+    /// The thresholds not met.
+    pub fn failures(&self) -> Vec<Measure> {
         let judged = match &self.lower_bounds {
             Some(b) => [
                 b.trigger_precision,
@@ -137,25 +137,40 @@ impl ToolMetrics {
         };
         let t = &self.thresholds;
         let limits = [
-            (
-                t.min_trigger_precision,
-                "tool_trigger_precision_below_threshold",
-            ),
-            (t.min_trigger_recall, "tool_trigger_recall_below_threshold"),
-            (t.min_trigger_f1, "tool_trigger_f1_below_threshold"),
-            (
-                t.min_schema_accuracy,
-                "tool_schema_accuracy_below_threshold",
-            ),
+            (t.min_trigger_precision, Measure::TriggerPrecision),
+            (t.min_trigger_recall, Measure::TriggerRecall),
+            (t.min_trigger_f1, Measure::TriggerF1),
+            (t.min_schema_accuracy, Measure::SchemaAccuracy),
         ];
         limits
             .iter()
             .zip(judged)
-            .filter_map(|((min, code), value)| match (min, value) {
-                (Some(min), Some(value)) if value < *min => Some(code.to_string()),
+            .filter_map(|((min, measure), value)| match (min, value) {
+                (Some(min), Some(value)) if value < *min => Some(*measure),
                 _ => None,
             })
             .collect()
+    }
+}
+
+/// One of K2 Vendor Verifier's measures a suite may set a threshold on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Measure {
+    TriggerPrecision,
+    TriggerRecall,
+    TriggerF1,
+    SchemaAccuracy,
+}
+
+impl Measure {
+    /// The verdict reason of a threshold not met.
+    pub fn below_threshold(self) -> &'static str {
+        match self {
+            Measure::TriggerPrecision => "tool_trigger_precision_below_threshold",
+            Measure::TriggerRecall => "tool_trigger_recall_below_threshold",
+            Measure::TriggerF1 => "tool_trigger_f1_below_threshold",
+            Measure::SchemaAccuracy => "tool_schema_accuracy_below_threshold",
+        }
     }
 }
 
@@ -219,7 +234,7 @@ mod tests {
         assert!((m.trigger_recall.unwrap() - 8.0 / 9.0).abs() < 1e-12);
         assert!((m.trigger_f1.unwrap() - 8.0 / 9.0).abs() < 1e-12);
         assert!((m.schema_accuracy.unwrap() - 9.0 / 10.0).abs() < 1e-12);
-        assert_eq!(m.failures(), ["tool_trigger_f1_below_threshold"]);
+        assert_eq!(m.failures(), [Measure::TriggerF1]);
     }
 
     #[test]
@@ -237,7 +252,7 @@ mod tests {
         assert_eq!(m.schema_accuracy, Some(1.0));
         let bound = m.lower_bounds.unwrap().schema_accuracy.unwrap();
         assert!((bound - 0.722_46).abs() < 1e-4, "{bound}");
-        assert_eq!(m.failures(), ["tool_schema_accuracy_below_threshold"]);
+        assert_eq!(m.failures(), [Measure::SchemaAccuracy]);
         // 200 of 200 can.
         for _ in 0..190 {
             m.add(&answer(true, true, 1, 1));

@@ -1,12 +1,15 @@
 //! The call succeeded and the model stopped normally.
 
-use super::{Finding, Outcome};
+use super::{Code, Finding, Outcome};
 use crate::provider::{CallError, FinishKind, Reply};
 
 pub const NAME: &str = "transport";
 
 pub fn outcome_of_error(error: &CallError) -> Outcome {
-    Outcome::from_findings(NAME, vec![Finding::new(error.code(), error.to_string())])
+    Outcome::from_findings(
+        NAME,
+        vec![Finding::new(Code::Call(error.kind), error.to_string())],
+    )
 }
 
 pub fn outcome_of_reply(reply: &Reply) -> Outcome {
@@ -14,22 +17,22 @@ pub fn outcome_of_reply(reply: &Reply) -> Outcome {
     let finding = match reply.finish.kind {
         FinishKind::Stop | FinishKind::ToolUse => None,
         FinishKind::Length => Some(Finding::new(
-            "finish_length",
+            Code::FinishLength,
             format!("the answer was cut off at the output token limit (finish reason `{raw}`)"),
         )),
         FinishKind::Refusal => Some(Finding::new(
-            "refusal",
+            Code::Refusal,
             format!(
                 "the model refused: {}",
                 reply.refusal.as_deref().unwrap_or("(no refusal text)")
             ),
         )),
         FinishKind::ContentFilter => Some(Finding::new(
-            "content_filter",
+            Code::ContentFilter,
             format!("a content filter stopped the answer (finish reason `{raw}`)"),
         )),
         FinishKind::Other => Some(Finding::new(
-            "finish_other",
+            Code::FinishOther,
             format!("the model stopped for an unexpected reason `{raw}`"),
         )),
     };

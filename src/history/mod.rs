@@ -112,12 +112,12 @@ pub fn lines_from_run(
                 suite_digest: suite.digest().to_string(),
                 provider_digest: config.digest(),
                 verdict: v.verdict,
-                reasons: v.reasons.clone(),
+                reasons: crate::verdict::Reason::names(&v.reasons),
                 planned: t.planned,
                 passed: t.passed,
                 failed: t.failed,
                 not_run: t.not_run,
-                codes: t.codes.clone(),
+                codes: t.codes.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
                 report: report.display().to_string(),
             }
         })

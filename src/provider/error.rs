@@ -10,7 +10,9 @@ use super::policy::{self, Stage};
 
 /// The classification of a failed call. Each kind has a stable [`ErrorKind::code`]
 /// that reports and CI can match on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// 401/403, or a vendor's "invalid key": the provider is stopped, the run inconclusive.

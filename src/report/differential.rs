@@ -141,15 +141,17 @@ pub fn markdown(result: &RunResult) -> String {
 /// Why a pair failed against its reference, one sentence per failed field, for the
 /// "why" of the terminal summary and `summary.md`.
 pub fn why(d: &Differential) -> Vec<String> {
-    use crate::check::differential::{NO_FLOOR, NO_REFERENCE};
+    use crate::check::differential::Undecided;
     match d.judgement() {
-        Err(code) if code == NO_REFERENCE => {
+        Err(why @ Undecided::Unavailable) => {
+            let code = why.as_str();
             return vec![format!(
                 "{code}: {}",
                 d.unavailable.as_deref().unwrap_or("no reference answers")
             )];
         }
-        Err(code) if code == NO_FLOOR => {
+        Err(why @ Undecided::NoFloor) => {
+            let code = why.as_str();
             return vec![format!(
                 "{code}: `{}` gave at most one answer per case, so how much it varies is unknown and a disagreement cannot be told from its noise: run with --repeats 2 or more (or record more answers)",
                 d.reference

@@ -518,7 +518,7 @@ pub fn render(
                 suite: view.suite.to_string(),
                 provider: view.provider.to_string(),
                 verdict: view.verdict,
-                reasons: view.reasons.to_vec(),
+                reasons: crate::verdict::Reason::names(view.reasons),
                 passed: view.tally.passed,
                 planned: view.tally.planned,
                 anchor: anchor.clone(),
@@ -605,7 +605,8 @@ pub fn write(
 mod tests {
     use super::*;
     use crate::allowlist::PairOutcome;
-    use crate::verdict::{Tally, Verdict};
+    use crate::check::Code;
+    use crate::verdict::{Reason, Tally, Verdict};
     use serde_json::json;
 
     /// The page for `result`, its failures gathered from its `results.jsonl`.
@@ -654,7 +655,7 @@ mod tests {
             "output": output})
     }
 
-    fn view<'a>(tally: &'a Tally, verdict: Verdict, reasons: &'a [String]) -> VerdictView<'a> {
+    fn view<'a>(tally: &'a Tally, verdict: Verdict, reasons: &'a [Reason]) -> VerdictView<'a> {
         VerdictView {
             suite: &tally.suite,
             provider: &tally.provider,
@@ -772,8 +773,11 @@ mod tests {
             Tally::new("invoices", "fenced", 5),
             Tally::new("tickets", "fenced", 5),
         ];
-        let fenced = vec!["not_pure_json".to_string(), "schema_violation".to_string()];
-        let none: Vec<String> = Vec::new();
+        let fenced = vec![
+            Reason::Found(Code::NotPureJson),
+            Reason::Found(Code::SchemaViolation),
+        ];
+        let none: Vec<Reason> = Vec::new();
         let views = vec![
             view(&tallies[0], Verdict::Conformant, &none),
             view(&tallies[1], Verdict::Conformant, &none),
@@ -798,7 +802,7 @@ mod tests {
                 "invoices",
                 "fenced",
                 PairEffect::Revoked {
-                    reasons: fenced.clone(),
+                    reasons: Reason::names(&fenced),
                 },
             ),
             pair(

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::run::{PairVerdict, PreparedSuite, RunResult, Target};
-use crate::verdict::Tally;
+use crate::verdict::{Reason, Tally};
 
 pub const FORMAT: &str = "conform.report/v1";
 
@@ -20,7 +20,7 @@ pub struct VerdictView<'a> {
     pub provider: &'a str,
     pub model: &'a str,
     pub verdict: &'static str,
-    pub reasons: &'a [String],
+    pub reasons: &'a [Reason],
     pub pass_rate: f64,
     pub first_attempt_pass_rate: f64,
     /// The failure rate the calls rule out (95 % confidence).

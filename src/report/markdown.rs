@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::json::to_second_text;
 use crate::allowlist::{PairEffect, RunOutcome};
 use crate::run::RunResult;
-use crate::verdict::Verdict;
+use crate::verdict::{Reason, Verdict};
 
 pub fn render(result: &RunResult, decision: &RunOutcome) -> String {
     let mut out = String::new();
@@ -33,7 +33,7 @@ pub fn render(result: &RunResult, decision: &RunOutcome) -> String {
             t.provider,
             t.passed,
             t.planned,
-            v.reasons.join(", ")
+            Reason::names(&v.reasons).join(", ")
         );
     }
     let _ = write!(

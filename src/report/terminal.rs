@@ -6,6 +6,7 @@ use std::fmt::Write;
 use super::json::to_second_text;
 use crate::allowlist::{PairEffect, RunOutcome};
 use crate::run::RunResult;
+use crate::verdict::Reason;
 
 /// The allowlist in one line, `allowlist: PATH: granted N, revoked M, unchanged K`, and
 /// one more line per pair saying what became of it and why: with `verbose` for every
@@ -72,7 +73,7 @@ pub fn summary(result: &RunResult) -> String {
             t.provider,
             v.verdict.as_str(),
             format!("{}/{}", t.passed, t.planned),
-            v.reasons.join(", ")
+            Reason::names(&v.reasons).join(", ")
         );
     }
     let stable: Vec<_> = result
@@ -140,21 +141,21 @@ pub fn summary(result: &RunResult) -> String {
                 t.planned
             );
         }
-        for code in v.reasons.iter().filter(|r| r.starts_with("slo_")) {
-            let (what, field, h, bound) = if code == "slo_ttft" {
-                (
+        for code in &v.reasons {
+            let (what, field, h, bound) = match code {
+                Reason::SloTtft => (
                     "time to first token",
                     "max_p95_ttft",
                     &t.latency.first_token,
                     t.slo.max_p95_ttft,
-                )
-            } else {
-                (
+                ),
+                Reason::SloLatency => (
                     "latency",
                     "max_p95_latency",
                     &t.latency.total,
                     t.slo.max_p95_latency,
-                )
+                ),
+                _ => continue,
             };
             if let (Some(p95), Some(bound)) = (h.quantile(0.95), bound) {
                 let _ = writeln!(

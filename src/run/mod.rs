@@ -30,7 +30,7 @@ use crate::config::{Case, CaseRef, Diagnostics, HeldCases, Rendered, Suite};
 use crate::provider::transport::Endpoint;
 use crate::provider::{CallError, CallSpec, Effect};
 use crate::tokenize::Counter;
-use crate::verdict::{Tally, Verdict};
+use crate::verdict::{Reason, Tally, Verdict};
 use journal::ResultsWriter;
 use progress::Progress;
 use tallies::Tallies;
@@ -205,7 +205,7 @@ pub struct RunOptions {
 #[derive(Debug, Clone)]
 pub struct PairVerdict {
     pub verdict: Verdict,
-    pub reasons: Vec<String>,
+    pub reasons: Vec<Reason>,
     pub tally: Tally,
     pub suite_index: usize,
     pub provider_index: usize,
@@ -243,14 +243,14 @@ impl RunResult {
                     v.verdict.as_str()
                 ));
             } else if let Some(code) = caught_by.filter(|_| v.verdict == Verdict::Nonconformant)
-                && !v.reasons.iter().any(|r| r == code)
+                && !v.reasons.iter().any(|r| *r == code)
             {
                 surprises.push(format!(
                     "{} × {}: {} as expected, but not caught by `{code}` (reasons: {})",
                     v.tally.suite,
                     config.name,
                     v.verdict.as_str(),
-                    v.reasons.join(", ")
+                    Reason::names(&v.reasons).join(", ")
                 ));
             }
         }

@@ -10,16 +10,20 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::check::Status;
 use crate::check::differential::Differential;
 use crate::check::record::CallRecord;
 use crate::check::stability::Stability;
 use crate::check::tool_metrics::ToolMetrics;
+use crate::check::{Code, Status};
 use crate::config::Slo;
 use crate::config::pricing::PairCost;
 use crate::config::simulation::ExpectedVerdict;
 use crate::latency::{self, Histogram};
 use crate::provider::Effect;
+
+mod reason;
+
+pub use reason::Reason;
 
 /// The verdict on one provider for one suite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -66,7 +70,7 @@ pub struct Example {
     pub case: String,
     pub repeat: u32,
     pub check: String,
-    pub code: String,
+    pub code: Code,
     pub message: String,
     pub path: Option<String>,
     /// The start of what came back.
@@ -95,11 +99,11 @@ pub struct Tally {
     pub retries: u64,
     pub checks: BTreeMap<String, CheckCount>,
     /// How often each finding code occurred.
-    pub codes: BTreeMap<String, u64>,
+    pub codes: BTreeMap<Code, u64>,
     pub served_models: BTreeSet<String>,
     pub system_fingerprints: BTreeSet<String>,
     /// Set when a call's error stopped the provider: `(code, message)`.
-    pub halted: Option<(String, String)>,
+    pub halted: Option<(Code, String)>,
     pub config_error: bool,
     pub examples: Vec<Example>,
     /// How the repeats of each case agree, when the suite repeats or demands it.
@@ -190,7 +194,7 @@ impl Tally {
                 Effect::HaltProvider | Effect::ConfigError => {
                     self.config_error |= error.effect() == Effect::ConfigError;
                     self.halted
-                        .get_or_insert_with(|| (error.code().to_string(), error.message.clone()));
+                        .get_or_insert_with(|| (Code::Call(error.kind), error.message.clone()));
                 }
                 Effect::ConformanceFailure => {}
             }
@@ -208,7 +212,7 @@ impl Tally {
                 Status::Skip => {}
             }
             for finding in &outcome.findings {
-                *self.codes.entry(finding.code.to_string()).or_default() += 1;
+                *self.codes.entry(finding.code).or_default() += 1;
                 if self.examples.len() < MAX_EXAMPLES
                     && !self.examples.iter().any(|e| e.code == finding.code)
                 {
@@ -216,7 +220,7 @@ impl Tally {
                         case: record.case.clone(),
                         repeat: record.repeat,
                         check: outcome.check.to_string(),
-                        code: finding.code.to_string(),
+                        code: finding.code,
                         message: finding.message.clone(),
                         path: finding.path.clone(),
                         output: record
@@ -234,10 +238,7 @@ impl Tally {
     pub fn attach_differential(&mut self, d: Differential) {
         let failed = d.failed().count() as u64;
         if failed > 0 {
-            *self
-                .codes
-                .entry(crate::check::differential::CODE.to_string())
-                .or_default() += failed;
+            *self.codes.entry(Code::ReferenceDisagreement).or_default() += failed;
         }
         self.differential = Some(d);
     }
@@ -255,13 +256,13 @@ impl Tally {
     /// significantly below the reference's own agreement fails it
     /// (`reference_disagreement`); a reference that gives no floor leaves a verdict that
     /// would pass inconclusive, never conformant.
-    pub fn verdict(&self, policy: &Policy) -> (Verdict, Vec<String>) {
+    pub fn verdict(&self, policy: &Policy) -> (Verdict, Vec<Reason>) {
         let (verdict, reasons) = self.verdict_with_reference(policy);
         // A pass must rule out what the suite asks it to: else the test could not tell.
         if let (Verdict::Conformant, Some(bound)) = (verdict, policy.max_undetected_failure_rate)
             && self.rules_out() > bound
         {
-            return (Verdict::Inconclusive, vec![INSUFFICIENT.into()]);
+            return (Verdict::Inconclusive, vec![Reason::InsufficientEvidence]);
         }
         (verdict, reasons)
     }
@@ -276,7 +277,7 @@ impl Tally {
         )
     }
 
-    fn verdict_with_reference(&self, policy: &Policy) -> (Verdict, Vec<String>) {
+    fn verdict_with_reference(&self, policy: &Policy) -> (Verdict, Vec<Reason>) {
         let (verdict, mut reasons) = self.verdict_alone(policy);
         let Some(d) = &self.differential else {
             return (verdict, reasons);
@@ -284,9 +285,9 @@ impl Tally {
         match (verdict, d.judgement()) {
             (Verdict::Inconclusive, _) | (_, Ok(false)) => (verdict, reasons),
             (_, Ok(true)) => {
-                let code = crate::check::differential::CODE;
-                if !reasons.iter().any(|r| r == code) {
-                    reasons.push(code.into());
+                let disagreement = Reason::Found(Code::ReferenceDisagreement);
+                if !reasons.contains(&disagreement) {
+                    reasons.push(disagreement);
                 }
                 (Verdict::Nonconformant, reasons)
             }
@@ -296,24 +297,21 @@ impl Tally {
     }
 
     /// The verdict on the calls' own checks, before any reference is consulted.
-    fn verdict_alone(&self, policy: &Policy) -> (Verdict, Vec<String>) {
+    fn verdict_alone(&self, policy: &Policy) -> (Verdict, Vec<Reason>) {
         if let Some((code, _)) = &self.halted {
-            return (Verdict::Inconclusive, vec![code.clone()]);
+            return (Verdict::Inconclusive, vec![Reason::Found(*code)]);
         }
         if !policy.complete {
-            return (Verdict::Inconclusive, vec!["interrupted".into()]);
+            return (Verdict::Inconclusive, vec![Reason::Interrupted]);
         }
         // A planned call that was never sent (its provider was stopped by an error in
         // another suite) is missing evidence: neither a pass nor the model's failure.
         if self.not_run > 0 {
-            return (Verdict::Inconclusive, vec!["calls_not_sent".into()]);
+            return (Verdict::Inconclusive, vec![Reason::CallsNotSent]);
         }
         let ran = self.passed + self.failed;
         if ran > 0 && ratio(self.transport_errors, ran) > policy.max_transport_error_share {
-            return (
-                Verdict::Inconclusive,
-                vec!["too_many_transport_errors".into()],
-            );
+            return (Verdict::Inconclusive, vec![Reason::TooManyTransportErrors]);
         }
         let stability = self.stability.as_ref();
         // With a per-case bound, each case is judged by the confidence its repeats give,
@@ -332,27 +330,25 @@ impl Tally {
         if passes && stable && slow.is_empty() && tools_short.is_empty() {
             (Verdict::Conformant, Vec::new())
         } else {
-            let mut codes: Vec<(&String, &u64)> = self.codes.iter().collect();
-            codes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-            let mut reasons: Vec<String> = codes.into_iter().map(|(c, _)| c.clone()).collect();
-            for (i, code) in tools_short.into_iter().enumerate() {
-                reasons.insert(i, code);
-            }
+            let mut codes: Vec<(&Code, &u64)> = self.codes.iter().collect();
+            codes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.as_str().cmp(b.0.as_str())));
+            let mut reasons: Vec<Reason> = Vec::new();
             if !stable {
-                reasons.insert(0, "unstable_repeats".into());
+                reasons.push(Reason::UnstableRepeats);
             }
+            reasons.extend(tools_short.into_iter().map(Reason::ToolBelowThreshold));
+            reasons.extend(codes.into_iter().map(|(c, _)| Reason::Found(*c)));
             if stability.is_some_and(|s| s.cases_below_pass_bound > 0) {
-                reasons.push("case_pass_rate_below_bound".into());
+                reasons.push(Reason::CasePassRateBelowBound);
             }
-            reasons.extend(slow.into_iter().map(str::to_string));
+            reasons.extend(slow);
             (Verdict::Nonconformant, reasons)
         }
     }
 
-    /// The latency objectives this pair's 95th percentiles may exceed: `slo_latency`,
-    /// `slo_ttft`. A percentile within the histogram's error of its bound counts as
+    /// The latency objectives this pair's 95th percentiles may exceed. A percentile within the histogram's error of its bound counts as
     /// above it; with no answered call there is nothing to measure (the failures say why).
-    pub fn slo_breaches(&self, slo: &Slo) -> Vec<&'static str> {
+    pub fn slo_breaches(&self, slo: &Slo) -> Vec<Reason> {
         let breached =
             |h: &Histogram, bound: Option<std::time::Duration>| match (h.quantile(0.95), bound) {
                 (Some(p95), Some(bound)) => {
@@ -362,10 +358,10 @@ impl Tally {
             };
         let mut codes = Vec::new();
         if breached(&self.latency.total, slo.max_p95_latency) {
-            codes.push("slo_latency");
+            codes.push(Reason::SloLatency);
         }
         if breached(&self.latency.first_token, slo.max_p95_ttft) {
-            codes.push("slo_ttft");
+            codes.push(Reason::SloTtft);
         }
         codes
     }
@@ -387,10 +383,6 @@ pub struct Policy {
     /// `max_undetected_failure_rate`): with too few calls to, it is inconclusive.
     pub max_undetected_failure_rate: Option<f64>,
 }
-
-/// Fewer calls than needed to rule out the failure rate a suite asks about: the code a
-/// comparison with a reference also gives when it could not have failed.
-pub use crate::check::differential::INSUFFICIENT;
 
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
@@ -434,11 +426,11 @@ mod tests {
         };
         assert_eq!(
             tally.verdict(&policy(bound(5, 2_000))),
-            (Verdict::Nonconformant, vec!["slo_latency".to_string()])
+            (Verdict::Nonconformant, vec![Reason::SloLatency])
         );
         assert_eq!(
             tally.verdict(&policy(bound(30, 500))),
-            (Verdict::Nonconformant, vec!["slo_ttft".to_string()])
+            (Verdict::Nonconformant, vec![Reason::SloTtft])
         );
         assert_eq!(
             tally.verdict(&policy(bound(30, 2_000))).0,
@@ -464,7 +456,7 @@ mod tests {
         assert!((tally.rules_out() - 0.139).abs() < 0.001);
         assert_eq!(
             tally.verdict(&with(0.05)),
-            (Verdict::Inconclusive, vec![INSUFFICIENT.to_string()])
+            (Verdict::Inconclusive, vec![Reason::InsufficientEvidence])
         );
         assert_eq!(tally.verdict(&with(0.2)).0, Verdict::Conformant);
     }
