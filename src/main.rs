@@ -25,14 +25,14 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(cli::EXIT_CONFIG);
+            return cli::Exit::Usage.into();
         }
     };
     let code = match runtime.block_on(cli::dispatch(args)) {
-        Ok(code) => ExitCode::from(code),
+        Ok(exit) => exit.into(),
         Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(cli::EXIT_CONFIG)
+            eprintln!("error: {}", cli::describe(&e));
+            cli::Exit::of_error(&e).into()
         }
     };
     if one_thread {

@@ -688,3 +688,37 @@ async fn a_run_that_replaces_an_unreadable_allowlist_names_the_file() {
     assert!(warning.contains("line 2, column 36"), "{warning}");
     assert_eq!(entries(&project.allowlist()).len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_that_cannot_be_written_is_its_own_exit_and_names_the_path_once() {
+    let project = Project::new(&["openai"]);
+    let good = openai_mock(&project, Mode::Faithful).await;
+    project.point("openai", &good.uri());
+    project.write("not-a-folder", "");
+    let blocked = project.path("not-a-folder");
+    let attempt = |flag: &str, path: std::path::PathBuf| {
+        project
+            .cmd()
+            .env("OPENAI_API_KEY", KEY)
+            .args(["run", "openai", "--suite", "ticket-triage", "--no-progress"])
+            .arg(flag)
+            .arg(path)
+            .output()
+            .unwrap()
+    };
+    // Where the records go, and where the allowlist goes once the reports are written.
+    for (flag, path) in [
+        ("--reports", blocked.join("reports")),
+        ("--allowlist", blocked.join("allowlist.json")),
+    ] {
+        let out = attempt(flag, path);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{flag}: {stderr}");
+        let error = stderr
+            .lines()
+            .find(|l| l.starts_with("error: "))
+            .unwrap_or_else(|| panic!("{flag}: no error in {stderr}"));
+        assert!(error.contains(&blocked.display().to_string()), "{error}");
+        assert_eq!(error.matches("(os error").count(), 1, "{error}");
+    }
+}

@@ -14,7 +14,7 @@ use conform::allowlist::{
 };
 
 use super::gate::Format;
-use super::{EXIT_CONFIG, EXIT_NONCONFORMANT, EXIT_OK, Global};
+use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct AllowlistArgs {
@@ -75,11 +75,11 @@ pub struct RewriteLoopArgs {
     pub count: u64,
 }
 
-pub fn allowlist(global: &Global, args: AllowlistArgs) -> anyhow::Result<u8> {
+pub fn allowlist(global: &Global, args: AllowlistArgs) -> anyhow::Result<Exit> {
     match args.command {
         AllowlistCommand::Schema => {
             print!("{}", allowlist::SCHEMA);
-            Ok(EXIT_OK)
+            Ok(Exit::Ok)
         }
         AllowlistCommand::Show(args) => show(global, &args),
         AllowlistCommand::Explain(args) => explain(global, &args),
@@ -91,7 +91,7 @@ fn stamp(t: OffsetDateTime) -> String {
     t.format(&Rfc3339).unwrap_or_default()
 }
 
-fn show(global: &Global, args: &ShowArgs) -> anyhow::Result<u8> {
+fn show(global: &Global, args: &ShowArgs) -> anyhow::Result<Exit> {
     let path = global.allowlist_path();
     let paths = global.paths();
     let now = OffsetDateTime::now_utc();
@@ -110,7 +110,7 @@ fn show(global: &Global, args: &ShowArgs) -> anyhow::Result<u8> {
                     denial.detail
                 ),
             }
-            return Ok(EXIT_NONCONFORMANT);
+            return Ok(Exit::Failed);
         }
     };
     // Each entry as `conform gate` would decide it now, against this project's files.
@@ -213,7 +213,7 @@ fn show(global: &Global, args: &ShowArgs) -> anyhow::Result<u8> {
             }
         }
     }
-    Ok(EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 fn print_evidence(e: &Entry) {
@@ -270,7 +270,7 @@ fn reasons(codes: &[String]) -> String {
     }
 }
 
-fn explain(global: &Global, args: &ExplainArgs) -> anyhow::Result<u8> {
+fn explain(global: &Global, args: &ExplainArgs) -> anyhow::Result<Exit> {
     let path = global.allowlist_path();
     let paths = global.paths();
     let now = OffsetDateTime::now_utc();
@@ -294,7 +294,7 @@ fn explain(global: &Global, args: &ExplainArgs) -> anyhow::Result<u8> {
             "error: no suite in {} or in the allowlist: name one with --suite",
             paths.fixtures.display()
         );
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     }
 
     // Every suite as `conform gate` would decide it now.
@@ -362,15 +362,15 @@ fn explain(global: &Global, args: &ExplainArgs) -> anyhow::Result<u8> {
         .iter()
         .any(|(_, d)| matches!(d, Err(denial) if denial.reason.is_usage_error()));
     Ok(if usage_error {
-        EXIT_CONFIG
+        Exit::Usage
     } else if rows.iter().all(|(_, d)| d.is_ok()) {
-        EXIT_OK
+        Exit::Ok
     } else {
-        EXIT_NONCONFORMANT
+        Exit::Failed
     })
 }
 
-fn rewrite_loop(global: &Global, args: &RewriteLoopArgs) -> anyhow::Result<u8> {
+fn rewrite_loop(global: &Global, args: &RewriteLoopArgs) -> anyhow::Result<Exit> {
     use std::io::Write;
     let text = std::fs::read(&args.entry)
         .with_context(|| format!("cannot read {}", args.entry.display()))?;
@@ -386,5 +386,5 @@ fn rewrite_loop(global: &Global, args: &RewriteLoopArgs) -> anyhow::Result<u8> {
         writeln!(out, "{n}")?;
         out.flush()?;
     }
-    Ok(EXIT_OK)
+    Ok(Exit::Ok)
 }

@@ -6,7 +6,7 @@ use conform::config::{Selection, Workspace};
 use conform::run::preflight::{Preflight, preflight};
 
 use super::run::print_problems;
-use super::{EXIT_CONFIG, EXIT_OK, Global};
+use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -21,7 +21,7 @@ pub struct CheckArgs {
     pub primary: Option<String>,
 }
 
-pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
+pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<Exit> {
     let selection = Selection {
         providers: args.providers,
         suites: args.suites,
@@ -46,14 +46,14 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<u8> {
     }
     if !problems.is_empty() {
         print_problems(&problems);
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     }
     println!(
         "ok: {n_providers} provider{}, {n_suites} suite{}, {cases} cases",
         plural(n_providers),
         plural(n_suites),
     );
-    Ok(EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 fn plural(n: usize) -> &'static str {

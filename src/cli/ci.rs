@@ -9,7 +9,7 @@ use conform::allowlist::{Allowlist, FORMAT, Reason};
 use conform::ci::{self, CommentPlan};
 use conform::export::Names;
 
-use super::{EXIT_CONFIG, EXIT_OK, Global};
+use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct CiArgs {
@@ -62,7 +62,7 @@ fn parse_name(s: &str) -> Result<(String, String), String> {
     }
 }
 
-pub fn ci(global: &Global, args: CiArgs) -> anyhow::Result<u8> {
+pub fn ci(global: &Global, args: CiArgs) -> anyhow::Result<Exit> {
     match args.command {
         CiCommand::Comment(args) => comment(global, args),
     }
@@ -79,13 +79,13 @@ fn read(path: &std::path::Path) -> Result<Allowlist, String> {
     }
 }
 
-fn comment(global: &Global, args: CommentArgs) -> anyhow::Result<u8> {
+fn comment(global: &Global, args: CommentArgs) -> anyhow::Result<Exit> {
     let after_path = args.after.unwrap_or_else(|| global.allowlist_path());
     let (before, after) = match (read(&args.before), read(&after_path)) {
         (Ok(b), Ok(a)) => (b, a),
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("error: {e}");
-            return Ok(EXIT_CONFIG);
+            return Ok(Exit::Usage);
         }
     };
     let paths = global.paths();
@@ -105,5 +105,5 @@ fn comment(global: &Global, args: CommentArgs) -> anyhow::Result<u8> {
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?,
         None => print!("{body}"),
     }
-    Ok(EXIT_OK)
+    Ok(Exit::Ok)
 }

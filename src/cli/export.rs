@@ -10,7 +10,7 @@ use conform::allowlist::local::{suite_names, unknown_provider, unknown_suite};
 use conform::config::ProviderConfig;
 use conform::export::{self, Chain, Names, Plan, SuiteRef, litellm, portkey};
 
-use super::{EXIT_CONFIG, EXIT_NONCONFORMANT, EXIT_OK, Global};
+use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
@@ -85,11 +85,11 @@ fn parse_name(s: &str) -> Result<(String, String), String> {
     }
 }
 
-pub fn export(global: &Global, args: ExportArgs) -> anyhow::Result<u8> {
+pub fn export(global: &Global, args: ExportArgs) -> anyhow::Result<Exit> {
     match args.gateway {
         Gateway::Litellm(args) => {
             let Some((chains, names, header)) = prepare(global, &args.common) else {
-                return Ok(EXIT_CONFIG);
+                return Ok(Exit::Usage);
             };
             let section = match args.section {
                 SectionArg::RouterSettings => litellm::Section::RouterSettings,
@@ -103,10 +103,10 @@ pub fn export(global: &Global, args: ExportArgs) -> anyhow::Result<u8> {
                 eprintln!(
                     "error: a Portkey config has one primary: run `conform export portkey --primary P` once per primary"
                 );
-                return Ok(EXIT_CONFIG);
+                return Ok(Exit::Usage);
             }
             let Some((chains, names, _)) = prepare(global, &args.common) else {
-                return Ok(EXIT_CONFIG);
+                return Ok(Exit::Usage);
             };
             let chain = &chains[0];
             let primary_model = ProviderConfig::load(
@@ -219,10 +219,10 @@ fn report_chains(chains: &[Chain]) {
 }
 
 /// 0 when every primary has a permitted fallback, 1 when one has none.
-fn summary(chains: &[Chain]) -> u8 {
+fn summary(chains: &[Chain]) -> Exit {
     if chains.iter().all(|c| !c.fallbacks.is_empty()) {
-        EXIT_OK
+        Exit::Ok
     } else {
-        EXIT_NONCONFORMANT
+        Exit::Failed
     }
 }

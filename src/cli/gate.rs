@@ -4,7 +4,7 @@ use clap::{Args, ValueEnum};
 
 use conform::allowlist::{Query, Required, decide};
 
-use super::{EXIT_CONFIG, EXIT_NONCONFORMANT, EXIT_OK, Global};
+use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct GateArgs {
@@ -55,7 +55,7 @@ pub enum Format {
     Json,
 }
 
-pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<u8> {
+pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<Exit> {
     let paths = global.paths();
     let mut query = Query::new(&args.suite, &args.provider, time::OffsetDateTime::now_utc())
         .project(&paths)
@@ -113,8 +113,8 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<u8> {
         }
     }
     Ok(match decision {
-        Ok(_) => EXIT_OK,
-        Err(denial) if denial.reason.is_usage_error() => EXIT_CONFIG,
-        Err(_) => EXIT_NONCONFORMANT,
+        Ok(_) => Exit::Ok,
+        Err(denial) if denial.reason.is_usage_error() => Exit::Usage,
+        Err(_) => Exit::Failed,
     })
 }

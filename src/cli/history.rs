@@ -11,7 +11,7 @@ use conform::history::drift::{self, Flag, Policy, percent};
 use conform::history::{self, Line};
 
 use super::gate::Format;
-use super::{EXIT_CONFIG, EXIT_NONCONFORMANT, EXIT_OK, Global};
+use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
@@ -43,7 +43,7 @@ pub fn history_path(global: &Global) -> PathBuf {
     global.reports_dir().join("history.jsonl")
 }
 
-pub fn history(global: &Global, args: HistoryArgs) -> anyhow::Result<u8> {
+pub fn history(global: &Global, args: HistoryArgs) -> anyhow::Result<Exit> {
     let path = history_path(global);
     let (lines, skipped) = history::read(&path, |l| {
         args.suite.as_deref().is_none_or(|s| s == l.suite)
@@ -69,7 +69,7 @@ pub fn history(global: &Global, args: HistoryArgs) -> anyhow::Result<u8> {
                 ),
             }
         );
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     }
     let mut pairs: BTreeMap<(String, String), Vec<Line>> = BTreeMap::new();
     for line in lines {
@@ -128,7 +128,7 @@ pub fn history(global: &Global, args: HistoryArgs) -> anyhow::Result<u8> {
             }
         }
     }
-    Ok(if warned { EXIT_NONCONFORMANT } else { EXIT_OK })
+    Ok(if warned { Exit::Failed } else { Exit::Ok })
 }
 
 fn at_second(rfc3339: &str) -> String {
@@ -145,13 +145,13 @@ fn run_dir(global: &Global, run: &str) -> PathBuf {
     }
 }
 
-pub fn diff(global: &Global, args: DiffArgs) -> anyhow::Result<u8> {
+pub fn diff(global: &Global, args: DiffArgs) -> anyhow::Result<Exit> {
     let (a, b) = (run_dir(global, &args.run_a), run_dir(global, &args.run_b));
     let diff = match diff::diff(&a, &b) {
         Ok(diff) => diff,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(EXIT_CONFIG);
+            return Ok(Exit::Usage);
         }
     };
     match args.format {
@@ -159,8 +159,8 @@ pub fn diff(global: &Global, args: DiffArgs) -> anyhow::Result<u8> {
         Format::Text => print!("{diff}"),
     }
     Ok(if diff.regressed() {
-        EXIT_NONCONFORMANT
+        Exit::Failed
     } else {
-        EXIT_OK
+        Exit::Ok
     })
 }

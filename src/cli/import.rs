@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 
 use conform::import::{self, Options, Redaction, Summary};
 
-use super::{EXIT_CONFIG, EXIT_OK, Global};
+use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
@@ -88,7 +88,7 @@ pub struct Common {
     pub no_default_redaction: bool,
 }
 
-pub fn import(global: &Global, args: ImportArgs) -> anyhow::Result<u8> {
+pub fn import(global: &Global, args: ImportArgs) -> anyhow::Result<Exit> {
     let (kind, common) = match &args.source {
         Source::OpenaiBatch { common, .. } => ("openai-batch", common),
         Source::Jsonl { common, .. } => ("jsonl", common),
@@ -102,7 +102,7 @@ pub fn import(global: &Global, args: ImportArgs) -> anyhow::Result<u8> {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(EXIT_CONFIG);
+            return Ok(Exit::Usage);
         }
     };
     let opts = Options {
@@ -124,12 +124,12 @@ pub fn import(global: &Global, args: ImportArgs) -> anyhow::Result<u8> {
     match result {
         Ok(summary) => {
             print_summary(kind, &summary);
-            Ok(EXIT_OK)
+            Ok(Exit::Ok)
         }
         Err(e) => {
             eprintln!("error: {e}");
             eprintln!("nothing was written");
-            Ok(EXIT_CONFIG)
+            Ok(Exit::Usage)
         }
     }
 }

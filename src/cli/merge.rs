@@ -14,8 +14,8 @@ use conform::run::shard::Plan;
 use conform::run::{self, Target};
 use conform::tokenize::Counter;
 
-use super::run::{conclude, exit_code, load, print_problems};
-use super::{EXIT_CONFIG, EXIT_INCONCLUSIVE, Global};
+use super::run::{conclude, load, print_problems};
+use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct MergeArgs {
@@ -27,11 +27,11 @@ pub struct MergeArgs {
     pub valid_for: Duration,
 }
 
-pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
+pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<Exit> {
     let refuse = |e: MergeError| {
         eprintln!("refused: {e}");
         eprintln!("nothing was merged and the allowlist was not touched");
-        Ok(EXIT_INCONCLUSIVE)
+        Ok(Exit::Inconclusive)
     };
     let mut reports = match merge::collect(&args.dirs) {
         Ok(reports) => reports,
@@ -47,11 +47,11 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
     let providers: Vec<String> = plan.providers.iter().map(|p| p.name.clone()).collect();
     let suite_names: Vec<String> = plan.suites.iter().map(|s| s.name.clone()).collect();
     let Some(mut workspace) = load(global, &providers, &suite_names) else {
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     };
     if let Err(e) = workspace.settings.allow_valid_for(args.valid_for) {
         eprintln!("error: {e}");
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     }
     // Judged against the live references the shards ran with.
     for suite in &mut workspace.suites {
@@ -61,7 +61,7 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
         Ok(suites) => suites,
         Err(problems) => {
             print_problems(&problems);
-            return Ok(EXIT_CONFIG);
+            return Ok(Exit::Usage);
         }
     };
     let mut configs = workspace.providers;
@@ -92,7 +92,7 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
             Ok(counter) => counter,
             Err(problems) => {
                 print_problems(&problems);
-                return Ok(EXIT_CONFIG);
+                return Ok(Exit::Usage);
             }
         };
         let wire = wire_format(config.wire_kind());
@@ -116,7 +116,7 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
             Ok(estimate) => Some(estimate),
             Err(problems) => {
                 print_problems(&problems);
-                return Ok(EXIT_CONFIG);
+                return Ok(Exit::Usage);
             }
         }
     } else {
@@ -146,6 +146,5 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<u8> {
         args.valid_for,
         &[],
     )?;
-    let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
-    Ok(exit_code(&result, config_error))
+    Ok(result.overall(false).into())
 }

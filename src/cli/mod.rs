@@ -19,6 +19,7 @@ mod allocator;
 mod allowlist;
 mod check;
 mod ci;
+mod exit;
 mod export;
 mod gate;
 mod history;
@@ -35,15 +36,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-/// Every selected provider is conformant (or, for `gate`, failover is permitted).
-pub const EXIT_OK: u8 = 0;
-/// A provider is not conformant (or, for `gate`, failover is denied).
-pub const EXIT_NONCONFORMANT: u8 = 1;
-/// A usage or configuration error.
-pub const EXIT_CONFIG: u8 = 2;
-/// Inconclusive: a provider could not be reached or authenticated, too many transport
-/// errors, or the run was interrupted. Nothing was allowlisted.
-pub const EXIT_INCONCLUSIVE: u8 = 3;
+pub use exit::{Exit, describe};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -56,7 +49,7 @@ reports for people and CI, and writes an allowlist that an orchestrator reads to
 failover. It fails closed: no valid, fresh allowlist entry means no failover.\n\n\
 Start with `conform demo`: simulated providers on loopback, no keys, no network.",
     after_help = "Exit codes: 0 conformant, 1 not conformant, 2 usage or configuration error, \
-3 inconclusive (nothing allowlisted)."
+3 inconclusive (nothing allowlisted), 4 a file could not be read or written."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -113,7 +106,8 @@ conform run openai --shard 2/4          one CI job's share; then `conform merge 
 conform run fallback --reference openai judged against openai's own run-to-run agreement\n\n\
 Exit codes: 0 every provider conformant, 1 a provider is not conformant, 2 usage or \
 configuration error, 3 inconclusive (unreachable, auth failed, too many transport errors, \
-interrupted): an inconclusive run changes nothing in the allowlist.")]
+interrupted): an inconclusive run changes nothing in the allowlist; 4 a report, record or the \
+allowlist could not be written (a full disk, a read-only folder).")]
     Run(run::RunArgs),
     /// The embedded default: simulated providers on loopback, no keys, no network.
     #[command(
@@ -134,7 +128,7 @@ plan (suite and provider digests, cases, repeats, options), or the workspace her
 run. Shards replayed from tapes merge into a replayed run: the allowlist stays untouched and the \
 one the evidence would write goes to REPORT_DIR/allowlist.replayed.json.\n\n\
 Exit codes: as `conform run`: 0 conformant, 1 not conformant, 2 configuration error, 3 \
-inconclusive or refused.")]
+inconclusive or refused, 4 a file could not be written.")]
     Merge(merge::MergeArgs),
     /// What a run would send and cost: per provider and suite the calls, the exact prompt
     /// tokens, the output-token ceiling and the cost range from `[pricing]`. Sends nothing.
@@ -232,7 +226,7 @@ impl Command {
     }
 }
 
-pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
+pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Run(args) => run::run(&cli.global, args).await,
         Command::Demo(args) => run::demo(&cli.global, args).await,

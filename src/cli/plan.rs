@@ -10,7 +10,7 @@ use conform::run;
 use conform::run::shard::Shard;
 
 use super::run::{load, print_problems};
-use super::{EXIT_CONFIG, EXIT_OK, Global};
+use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -36,9 +36,9 @@ pub enum Format {
     Json,
 }
 
-pub fn plan(global: &Global, args: PlanArgs) -> anyhow::Result<u8> {
+pub fn plan(global: &Global, args: PlanArgs) -> anyhow::Result<Exit> {
     let Some(mut workspace) = load(global, &args.providers, &args.suites) else {
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     };
     if args.providers.is_empty() {
         workspace.providers.retain(|p| !p.is_simulated());
@@ -52,12 +52,12 @@ pub fn print(
     repeats: Option<u32>,
     shard: Option<Shard>,
     format: Format,
-) -> u8 {
+) -> Exit {
     let suites = match run::prepare(workspace.suites, run::Keep::CaseBytes) {
         Ok(suites) => suites,
         Err(problems) => {
             print_problems(&problems);
-            return EXIT_CONFIG;
+            return Exit::Usage;
         }
     };
     let providers: Vec<_> = workspace.providers.into_iter().map(Arc::new).collect();
@@ -70,11 +70,11 @@ pub fn print(
                     serde_json::to_string_pretty(&plan).unwrap_or_default()
                 ),
             }
-            EXIT_OK
+            Exit::Ok
         }
         Err(problems) => {
             print_problems(&problems);
-            EXIT_CONFIG
+            Exit::Usage
         }
     }
 }

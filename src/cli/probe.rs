@@ -17,7 +17,7 @@ use conform::provider::wire_format;
 use conform::sim::{AnswerBook, SimServer};
 
 use super::run::print_problems;
-use super::{EXIT_CONFIG, EXIT_INCONCLUSIVE, EXIT_NONCONFORMANT, EXIT_OK, Global};
+use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
@@ -42,7 +42,7 @@ pub struct ProbeArgs {
     pub primary: Option<String>,
 }
 
-pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<u8> {
+pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<Exit> {
     let selection = Selection {
         providers: vec![args.provider.clone()],
         suites: args.suites.clone(),
@@ -51,11 +51,11 @@ pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<u8> {
         Ok(ws) => ws,
         Err(problems) => {
             print_problems(&problems);
-            return Ok(EXIT_CONFIG);
+            return Ok(Exit::Usage);
         }
     };
     let Some(mut config) = workspace.providers.into_iter().next() else {
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     };
     // The results are for the provider as its file says; the probes' own output limit
     // and a simulation's address do not change what it does with a keyword.
@@ -95,7 +95,7 @@ pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<u8> {
     }
     if probes.is_empty() {
         println!("nothing to probe");
-        return Ok(EXIT_OK);
+        return Ok(Exit::Ok);
     }
     let cost = probe::cost(&probes, args.repeats, config.max_output_tokens);
     println!(
@@ -125,13 +125,13 @@ pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<u8> {
     }
     if args.dry_run {
         println!("dry run: nothing sent");
-        return Ok(EXIT_OK);
+        return Ok(Exit::Ok);
     }
     let key = match config.api_key() {
         Ok(key) => key,
         Err(e) => {
             eprintln!("error: {}: {e}", config.file.display());
-            return Ok(EXIT_CONFIG);
+            return Ok(Exit::Usage);
         }
     };
     // A simulated provider answers probes from the catalogue; it needs no case answers.
@@ -245,11 +245,11 @@ pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<u8> {
         probes_path.display()
     );
     Ok(if !found.is_empty() {
-        EXIT_NONCONFORMANT
+        Exit::Failed
     } else if !inconclusive.is_empty() {
-        EXIT_INCONCLUSIVE
+        Exit::Inconclusive
     } else {
-        EXIT_OK
+        Exit::Ok
     })
 }
 

@@ -19,9 +19,8 @@ use conform::run::shard::{Manifest, PlanOptions, Shard};
 use conform::run::{self, PreparedSuite, RunOptions, RunResult, Target};
 use conform::sim::{AnswerBook, SimServer};
 use conform::tokenize::Counter;
-use conform::verdict::Verdict;
 
-use super::{EXIT_CONFIG, EXIT_INCONCLUSIVE, EXIT_NONCONFORMANT, EXIT_OK, Global};
+use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -103,19 +102,19 @@ pub struct Common {
     pub stream: bool,
 }
 
-pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
+pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
     if args.base_url.is_some() && args.providers.len() != 1 {
         eprintln!(
             "error: --base-url needs exactly one provider, e.g. `conform run openai --base-url URL`"
         );
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     }
     let Some(mut workspace) = load(global, &args.providers, &args.common.suites) else {
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     };
     if let Err(e) = workspace.settings.allow_valid_for(args.common.valid_for) {
         eprintln!("error: {e}");
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     }
     if args.providers.is_empty() {
         workspace.providers.retain(|p| !p.is_simulated());
@@ -124,7 +123,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
                 "error: no providers to run in {}: every one there is simulated; add providers/NAME.toml, or try `conform demo`",
                 global.paths().providers.display()
             );
-            return Ok(EXIT_CONFIG);
+            return Ok(Exit::Usage);
         }
     }
     if let Err(problems) = conform::config::reference::add_live_references(
@@ -133,7 +132,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
         args.reference.as_deref(),
     ) {
         print_problems(&problems);
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     }
     if let Some(url) = &args.base_url {
         for p in &mut workspace.providers {
@@ -151,7 +150,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
     if let Some(budget) = args.budget {
         if !(budget.is_finite() && budget >= 0.0) {
             eprintln!("error: --budget {budget} is not an amount of USD");
-            return Ok(EXIT_CONFIG);
+            return Ok(Exit::Usage);
         }
         let unpriced: Vec<String> = workspace
             .providers
@@ -164,7 +163,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
                 "error: --budget needs the price of every call: add [pricing] (input_per_mtok, output_per_mtok, USD per million tokens) to {}",
                 unpriced.join(", ")
             );
-            return Ok(EXIT_CONFIG);
+            return Ok(Exit::Usage);
         }
     }
     let tape = match (args.record, args.replay) {
@@ -182,38 +181,30 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<u8> {
         args.budget,
     )
     .await?;
-    let shard = args.shard.is_some();
-    Ok(result.map_or(EXIT_CONFIG, |(result, config_error)| {
-        // A shard's partial verdicts decide nothing: it succeeds when its share is
-        // recorded whole, and the merge gives the run's exit code.
-        match (shard, config_error, result.complete) {
-            (true, true, _) => EXIT_CONFIG,
-            (true, false, false) => EXIT_INCONCLUSIVE,
-            (true, false, true) => EXIT_OK,
-            (false, ..) => exit_code(&result, config_error),
-        }
+    Ok(result.map_or(Exit::Usage, |result| {
+        result.overall(args.shard.is_some()).into()
     }))
 }
 
-pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<u8> {
+pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
     let Some(mut workspace) = load(global, &[], &args.common.suites) else {
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     };
     workspace.providers.retain(|p| p.is_simulated());
     if let Err(problems) =
         conform::config::reference::add_live_references(&mut workspace, &global.paths(), None)
     {
         print_problems(&problems);
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     }
     if workspace.providers.is_empty() {
         eprintln!(
             "error: no simulated providers (kind = \"sim\") in {}",
             global.paths().providers.display()
         );
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     }
-    let Some((result, _)) = execute(
+    let Some(result) = execute(
         global,
         workspace.clone(),
         &args.common,
@@ -224,18 +215,18 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<u8> {
     )
     .await?
     else {
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     };
     if !result.complete {
-        return Ok(EXIT_INCONCLUSIVE);
+        return Ok(Exit::Inconclusive);
     }
     let surprises = result.surprises(&workspace.providers);
     if surprises.is_empty() {
         println!("\ndemo: every simulated provider earned the verdict it was built to earn.");
-        Ok(EXIT_OK)
+        Ok(Exit::Ok)
     } else {
         println!("\ndemo: unexpected verdicts:\n  {}", surprises.join("\n  "));
-        Ok(EXIT_NONCONFORMANT)
+        Ok(Exit::Failed)
     }
 }
 
@@ -269,7 +260,7 @@ async fn execute(
     destination: Destination,
     shard: Option<Shard>,
     budget: Option<f64>,
-) -> anyhow::Result<Option<(RunResult, bool)>> {
+) -> anyhow::Result<Option<RunResult>> {
     let suites = match run::prepare(workspace.suites, run::Keep::CaseBytes) {
         Ok(suites) => suites,
         Err(problems) => {
@@ -423,8 +414,7 @@ async fn execute(
         for recorder in &recorders {
             println!("tape: {}", recorder.finish()?.display());
         }
-        let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
-        return Ok(Some((result, config_error)));
+        return Ok(Some(result));
     }
     conclude(
         global,
@@ -444,8 +434,7 @@ async fn execute(
             conform::plan::usd(budget.spent())
         );
     }
-    let config_error = result.verdicts.iter().any(|v| v.tally.config_error);
-    Ok(Some((result, config_error)))
+    Ok(Some(result))
 }
 
 /// Where shard K of N writes its report: one folder per shard, named for it, so a CI
@@ -578,28 +567,6 @@ fn interrupted_counts(result: &RunResult, targets: &[Arc<Target>]) -> String {
          calls completed and recorded; the report is marked incomplete",
         if sent == 1 { " was" } else { "s were" }
     )
-}
-
-pub(super) fn exit_code(result: &RunResult, config_error: bool) -> u8 {
-    if config_error {
-        EXIT_CONFIG
-    } else if !result.complete {
-        EXIT_INCONCLUSIVE
-    } else if result
-        .verdicts
-        .iter()
-        .any(|v| v.verdict == Verdict::Nonconformant)
-    {
-        EXIT_NONCONFORMANT
-    } else if result
-        .verdicts
-        .iter()
-        .any(|v| v.verdict == Verdict::Inconclusive)
-    {
-        EXIT_INCONCLUSIVE
-    } else {
-        EXIT_OK
-    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -16,7 +16,7 @@ use conform::scenarios::workdir::{WorkDir, free_port};
 use conform::scenarios::{self as suite, Env, Evidence, Outcome, Timing, gatefile, job};
 
 use super::gate::Format;
-use super::{EXIT_CONFIG, EXIT_INCONCLUSIVE, EXIT_NONCONFORMANT, EXIT_OK, Global};
+use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct ScenariosArgs {
@@ -90,17 +90,17 @@ fn parse_ports(text: &str) -> Result<BTreeMap<String, u16>, String> {
         .collect()
 }
 
-pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u8> {
+pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<Exit> {
     let selected = match runner::select(suite::all(), &args.only, &args.skip) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(EXIT_CONFIG);
+            return Ok(Exit::Usage);
         }
     };
     if args.list {
         list(&selected, args.format);
-        return Ok(EXIT_OK);
+        return Ok(Exit::Ok);
     }
     let timing = Timing {
         attempt_timeout: Duration::from_millis(args.attempt_timeout_ms),
@@ -108,7 +108,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
     };
     if let Some(problem) = usage_problem(global, &args, &timing) {
         eprintln!("error: {problem}");
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     }
     let mut work = WorkDir::create(args.work_dir.as_deref(), args.keep)?;
     let ports = args.mock_ports.clone().unwrap_or_default();
@@ -116,7 +116,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(EXIT_CONFIG);
+            return Ok(Exit::Usage);
         }
     };
     let allowlist = match (&args.target, &global.allowlist) {
@@ -157,7 +157,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
             Err(e) => {
                 eprintln!("error: {e}");
                 eprintln!("(working directory kept: {})", work.keep().display());
-                return Ok(EXIT_INCONCLUSIVE);
+                return Ok(Exit::Inconclusive);
             }
         };
         let described = format!(
@@ -170,7 +170,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
         let api = Api::new(&url).context("cannot build the HTTP client")?;
         if !api.healthy().await {
             eprintln!("error: {url}/healthz does not answer 200: is the orchestrator running?");
-            return Ok(EXIT_INCONCLUSIVE);
+            return Ok(Exit::Inconclusive);
         }
         (api, None, url)
     };
@@ -198,7 +198,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
                 s.stop().await;
             }
             eprintln!("interrupted; working directory kept: {}", work.keep().display());
-            return Ok(EXIT_INCONCLUSIVE);
+            return Ok(Exit::Inconclusive);
         }
     };
     if let Some(s) = &spawned {
@@ -215,7 +215,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<u
     if !passed || args.keep {
         eprintln!("working directory kept: {}", work.keep().display());
     }
-    Ok(if passed { EXIT_OK } else { EXIT_NONCONFORMANT })
+    Ok(if passed { Exit::Ok } else { Exit::Failed })
 }
 
 fn usage_problem(global: &Global, args: &ScenariosArgs, timing: &Timing) -> Option<String> {

@@ -8,7 +8,7 @@ use clap::Args;
 use conform::orchestrator::config::DEFAULT_DATABASE_TIMEOUT;
 use conform::orchestrator::{Config, Limits, Providers, Server};
 
-use super::{EXIT_CONFIG, EXIT_OK, Global};
+use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -97,17 +97,17 @@ pub struct ServeArgs {
     pub verify_evidence: bool,
 }
 
-pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<u8> {
+pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<Exit> {
     // BROKEN VARIANT (tests only): say loudly which one runs, refuse unknown names.
     if let Err(e) = conform::broken::announce() {
         eprintln!("error: {e}");
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     }
     let providers = match Providers::parse(&args.providers) {
         Ok(providers) => providers,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(EXIT_CONFIG);
+            return Ok(Exit::Usage);
         }
     };
     if args.body_memory_bytes < args.max_body_bytes {
@@ -115,7 +115,7 @@ pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<u8> {
             "error: --body-memory-bytes ({}) must be at least --max-body-bytes ({}): a body of the largest size must fit",
             args.body_memory_bytes, args.max_body_bytes
         );
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     }
     let database_url = args
         .database_url
@@ -162,7 +162,7 @@ pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<u8> {
     let served = server.run(shutdown_signal()).await;
     trimmer.abort();
     served.context("conform serve stopped")?;
-    Ok(EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 async fn shutdown_signal() {

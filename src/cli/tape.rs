@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use conform::config::{ProviderConfig, Selection, Workspace};
 use conform::run::reference_tape;
 
-use super::{EXIT_CONFIG, EXIT_OK, Global};
+use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct TapeArgs {
@@ -44,13 +44,13 @@ pub struct ToReferenceArgs {
     pub provider: Option<String>,
 }
 
-pub fn tape(global: &Global, args: TapeArgs) -> anyhow::Result<u8> {
+pub fn tape(global: &Global, args: TapeArgs) -> anyhow::Result<Exit> {
     match args.command {
         TapeCommand::ToReference(args) => to_reference(global, args),
     }
 }
 
-fn to_reference(global: &Global, args: ToReferenceArgs) -> anyhow::Result<u8> {
+fn to_reference(global: &Global, args: ToReferenceArgs) -> anyhow::Result<Exit> {
     let provider = match args.provider.clone().or_else(|| {
         args.tape
             .file_stem()
@@ -63,7 +63,7 @@ fn to_reference(global: &Global, args: ToReferenceArgs) -> anyhow::Result<u8> {
                 "error: cannot tell the provider from {}: name it with --provider",
                 args.tape.display()
             );
-            return Ok(EXIT_CONFIG);
+            return Ok(Exit::Usage);
         }
     };
     let selection = Selection {
@@ -74,13 +74,13 @@ fn to_reference(global: &Global, args: ToReferenceArgs) -> anyhow::Result<u8> {
         Ok(ws) => ws,
         Err(problems) => {
             super::run::print_problems(&problems);
-            return Ok(EXIT_CONFIG);
+            return Ok(Exit::Usage);
         }
     };
     let (Some(suite), Some(config)) = (workspace.suites.first(), workspace.providers.first())
     else {
         eprintln!("error: no suite {} or provider {provider}", args.suite);
-        return Ok(EXIT_CONFIG);
+        return Ok(Exit::Usage);
     };
     let config: &ProviderConfig = config;
     match reference_tape::tape_to_reference(&args.tape, suite, config) {
@@ -96,18 +96,18 @@ fn to_reference(global: &Global, args: ToReferenceArgs) -> anyhow::Result<u8> {
                 config.model
             );
             if done.missing.is_empty() {
-                Ok(EXIT_OK)
+                Ok(Exit::Ok)
             } else {
                 println!(
                     "not on the tape (left as they were): {}",
                     done.missing.join(", ")
                 );
-                Ok(super::EXIT_NONCONFORMANT)
+                Ok(Exit::Failed)
             }
         }
         Err(e) => {
             eprintln!("error: {e}");
-            Ok(EXIT_CONFIG)
+            Ok(Exit::Usage)
         }
     }
 }

@@ -223,7 +223,50 @@ pub struct RunResult {
     pub verdicts: Vec<PairVerdict>,
 }
 
+/// What a finished run says as a whole: the one mapping its exit code reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overall {
+    /// Every pair is conformant.
+    Conformant,
+    /// A pair is not conformant.
+    Nonconformant,
+    /// Interrupted, or a pair's evidence is incomplete: nothing is allowlisted.
+    Inconclusive,
+    /// A provider refused the configuration (a bad key, an unknown model).
+    Misconfigured,
+    /// A shard recorded its share whole: its partial verdicts decide nothing, the merge
+    /// does.
+    Recorded,
+}
+
 impl RunResult {
+    /// The run as a whole. A configuration error outranks everything, an interruption
+    /// everything else, and one nonconformant pair outranks an inconclusive one: it is
+    /// already known to fail.
+    pub fn overall(&self, shard: bool) -> Overall {
+        if self.verdicts.iter().any(|v| v.tally.config_error) {
+            Overall::Misconfigured
+        } else if !self.complete {
+            Overall::Inconclusive
+        } else if shard {
+            Overall::Recorded
+        } else if self
+            .verdicts
+            .iter()
+            .any(|v| v.verdict == Verdict::Nonconformant)
+        {
+            Overall::Nonconformant
+        } else if self
+            .verdicts
+            .iter()
+            .any(|v| v.verdict == Verdict::Inconclusive)
+        {
+            Overall::Inconclusive
+        } else {
+            Overall::Conformant
+        }
+    }
+
     /// For `conform demo`: each simulated provider whose verdict is not the one its
     /// `[sim] expect` declares, or that was caught for something other than the finding
     /// its `caught_by` names (then the drift it was built for went unseen). Empty when
