@@ -42,6 +42,76 @@ pub struct Conclusion {
     pub warnings: Vec<String>,
     /// The allowlist update failed: the file is as it was, and the reports say so.
     pub update_error: Option<UpdateError>,
+    /// Production's allowlist, or the demo's own.
+    pub destination: Destination,
+}
+
+impl Conclusion {
+    /// What a person at the terminal reads: the verdicts and why, what was written
+    /// where (`tapes` recorded beside), and what the allowlist now grants.
+    pub fn text(
+        &self,
+        result: &RunResult,
+        targets: &[Arc<Target>],
+        tapes: &[PathBuf],
+        verbose: bool,
+    ) -> String {
+        use std::fmt::Write as _;
+        let mut out = report::terminal::summary(result);
+        if !result.complete {
+            let _ = writeln!(out, "\n{}", interrupted_counts(result, targets));
+        }
+        let _ = writeln!(
+            out,
+            "\nreport: {} (for people: {})",
+            self.report.display(),
+            self.page.display()
+        );
+        let _ = writeln!(
+            out,
+            "results: {}",
+            result.dir.join("results.jsonl").display()
+        );
+        for tape in tapes {
+            let _ = writeln!(out, "tape: {}", tape.display());
+        }
+        let simulated: Vec<&str> = targets
+            .iter()
+            .map(|t| t.endpoint.config.as_ref())
+            .filter(|c| c.is_simulated())
+            .map(|c| c.name.as_str())
+            .collect();
+        let demo = self.destination == Destination::Demo;
+        if !demo && !simulated.is_empty() {
+            let _ = writeln!(
+                out,
+                "note: simulated providers never enter the allowlist a real run writes: {} left out (`conform demo` keeps its own)",
+                simulated.join(", ")
+            );
+        }
+        out.push_str(&report::terminal::allowlist(&self.outcome, verbose));
+        if demo {
+            out.push_str("(the demo's own allowlist: its entries are marked simulated and permit no real failover)\n");
+        }
+        out
+    }
+}
+
+/// What an interrupted run got through: the calls it recorded, of how many, and the
+/// requests already sent (some of which the providers may still process and bill).
+fn interrupted_counts(result: &RunResult, targets: &[Arc<Target>]) -> String {
+    let planned: u64 = result.verdicts.iter().map(|v| v.tally.planned).sum();
+    let recorded: u64 = result
+        .verdicts
+        .iter()
+        .map(|v| v.tally.passed + v.tally.failed + v.tally.not_run)
+        .sum();
+    let sent: u64 = targets.iter().map(|t| t.endpoint.requests_sent()).sum();
+    format!(
+        "interrupted: {sent} request{} sent to the providers; {recorded} of {planned} planned \
+         calls completed and recorded; the report is marked incomplete",
+        if sent == 1 { " was" } else { "s were" }
+    )
 }
 
 /// A report or the replayed allowlist could not be written.
@@ -178,6 +248,7 @@ pub fn conclude(
         outcome,
         warnings,
         update_error,
+        destination: how.destination,
     })
 }
 

@@ -1,18 +1,14 @@
 //! `conform merge`: shard reports joined into one run, judged and reported as a run is.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 
 use conform::allowlist::Destination;
 use conform::merge::{self, MergeError, ShardReport};
-use conform::provider::transport::{Endpoint, Transport};
-use conform::provider::wire_format;
+use conform::run::assemble::{AssembleError, Assembly, Setup, assemble};
 use conform::run::shard::Plan;
-use conform::run::{self, Target};
-use conform::tokenize::Counter;
 
 use super::run::{conclude, load, print_problems};
 use super::{Exit, Global};
@@ -57,70 +53,37 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<Exit> {
     for suite in &mut workspace.suites {
         suite.reference = plan.options.references.get(&suite.name).cloned();
     }
-    let suites = match run::prepare(workspace.suites, run::Keep::CaseBytes) {
-        Ok(suites) => suites,
+    // Each provider's endpoint for what the records say of it, and its tokenizer to count
+    // the prompts again as the records are judged: nothing is sent.
+    let setup = Setup {
+        stream: plan.options.stream,
+        offline: true,
+        ..Setup::default()
+    };
+    let Assembly {
+        suites, targets, ..
+    } = match assemble(workspace, &setup).await {
+        Ok(assembly) => assembly,
+        Err(AssembleError::Problems(problems)) => {
+            print_problems(&problems);
+            return Ok(Exit::Usage);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let configs: Vec<_> = targets.iter().map(|t| t.endpoint.config.as_ref()).collect();
+    let here = Plan::new(&suites, &configs, plan.options.clone());
+    if let Err(e) = merge::check_workspace(first, &here, &here.digest(&suites)) {
+        return refuse(e);
+    }
+    if let Err(e) = merge::check_fresh(&reports, args.valid_for, time::OffsetDateTime::now_utc()) {
+        return refuse(e);
+    }
+    let estimate = match conform::plan::estimate(&suites, &targets, plan.options.repeats, None) {
+        Ok(estimate) => estimate,
         Err(problems) => {
             print_problems(&problems);
             return Ok(Exit::Usage);
         }
-    };
-    let mut configs = workspace.providers;
-    if plan.options.stream {
-        for p in &mut configs {
-            p.force_stream();
-        }
-    }
-    let here = Plan::new(
-        &suites,
-        &configs.iter().collect::<Vec<_>>(),
-        plan.options.clone(),
-    );
-    if let Err(e) = merge::check_workspace(first, &here, &here.digest(&suites)) {
-        return refuse(e);
-    }
-
-    if let Err(e) = merge::check_fresh(&reports, args.valid_for, time::OffsetDateTime::now_utc()) {
-        return refuse(e);
-    }
-
-    // Nothing is sent: the endpoints are there for what the reports say of each provider,
-    // and each provider's tokenizer counts the prompts again as the records are judged.
-    let transport = Transport::for_addresses([])?;
-    let mut targets: Vec<Arc<Target>> = Vec::with_capacity(configs.len());
-    for config in configs {
-        let counter = match Counter::for_provider(&config) {
-            Ok(counter) => counter,
-            Err(problems) => {
-                print_problems(&problems);
-                return Ok(Exit::Usage);
-            }
-        };
-        let wire = wire_format(config.wire_kind());
-        targets.push(Arc::new(
-            Target::new(Endpoint::new(
-                Arc::new(config),
-                wire,
-                None,
-                transport.clone(),
-            ))
-            .with_counter(counter),
-        ));
-    }
-    // The estimate the reports set beside the actual cost, when a provider is priced.
-    let estimate = if targets.iter().any(|t| t.endpoint.config.pricing.is_some()) {
-        let configs: Vec<_> = targets
-            .iter()
-            .map(|t| Arc::clone(&t.endpoint.config))
-            .collect();
-        match conform::plan::for_providers(&suites, &configs, plan.options.repeats, None) {
-            Ok(estimate) => Some(estimate),
-            Err(problems) => {
-                print_problems(&problems);
-                return Ok(Exit::Usage);
-            }
-        }
-    } else {
-        None
     };
     let mut result = match merge::join(&reports, &suites, &targets, &global.reports_dir()) {
         Ok(result) => result,

@@ -1,6 +1,6 @@
 //! `conform run` and `conform demo`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,16 +9,12 @@ use clap::Args;
 
 use conform::allowlist::Destination;
 use conform::conclude::Conclude;
-use conform::config::{Diagnostic, Diagnostics, KeyError, Selection, Workspace};
-use conform::provider::tape::{Recorder, Replayer};
-use conform::provider::transport::{Endpoint, Tape, Transport};
-use conform::provider::wire_format;
-use conform::report;
+use conform::config::{Diagnostics, Selection, Workspace};
+use conform::provider::tape::Recorder;
+use conform::run::assemble::{AssembleError, Assembly, Setup, TapeMode, assemble};
 use conform::run::budget::Budget;
 use conform::run::shard::{Manifest, PlanOptions, Shard};
 use conform::run::{self, PreparedSuite, RunOptions, RunResult, Target};
-use conform::sim::{AnswerBook, SimServer};
-use conform::tokenize::Counter;
 
 use super::{Exit, Global};
 
@@ -64,13 +60,6 @@ pub struct RunArgs {
     /// is inconclusive.
     #[arg(long, value_name = "PRIMARY")]
     pub reference: Option<String>,
-}
-
-/// Where a run's answers go besides the reports, or come from instead of the network.
-#[derive(Debug, Clone)]
-enum TapeMode {
-    Record(PathBuf),
-    Replay(PathBuf),
 }
 
 #[derive(Debug, Args)]
@@ -147,24 +136,12 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
             super::plan::Format::Text,
         ));
     }
-    if let Some(budget) = args.budget {
-        if !(budget.is_finite() && budget >= 0.0) {
-            eprintln!("error: --budget {budget} is not an amount of USD");
-            return Ok(Exit::Usage);
-        }
-        let unpriced: Vec<String> = workspace
-            .providers
-            .iter()
-            .filter(|p| p.pricing.is_none())
-            .map(|p| p.file.display().to_string())
-            .collect();
-        if !unpriced.is_empty() {
-            eprintln!(
-                "error: --budget needs the price of every call: add [pricing] (input_per_mtok, output_per_mtok, USD per million tokens) to {}",
-                unpriced.join(", ")
-            );
-            return Ok(Exit::Usage);
-        }
+    if let Some(Err(e)) = args
+        .budget
+        .map(|limit| conform::run::budget::keepable(limit, &workspace.providers))
+    {
+        eprintln!("error: {e}");
+        return Ok(Exit::Usage);
     }
     let tape = match (args.record, args.replay) {
         (Some(dir), _) => Some(TapeMode::Record(dir)),
@@ -261,76 +238,35 @@ async fn execute(
     shard: Option<Shard>,
     budget: Option<f64>,
 ) -> anyhow::Result<Option<RunResult>> {
-    let suites = match run::prepare(workspace.suites, run::Keep::CaseBytes) {
-        Ok(suites) => suites,
+    let setup = Setup {
+        tape,
+        stream: common.stream,
+        offline: false,
+    };
+    let Assembly {
+        suites,
+        targets,
+        recorders,
+        sims,
+    } = match assemble(workspace, &setup).await {
+        Ok(assembly) => assembly,
+        Err(AssembleError::Problems(problems)) => {
+            print_problems(&problems);
+            return Ok(None);
+        }
+        Err(e @ AssembleError::Tape(_)) if matches!(setup.tape, Some(TapeMode::Replay(_))) => {
+            eprintln!("error: {e}");
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+
+    let estimate = match conform::plan::estimate(&suites, &targets, common.repeats, shard) {
+        Ok(estimate) => estimate,
         Err(problems) => {
             print_problems(&problems);
             return Ok(None);
         }
-    };
-
-    // Simulated providers get a server of their own, alive for the whole run.
-    let mut sims = Vec::new();
-    let mut providers = workspace.providers;
-    if common.stream {
-        for p in &mut providers {
-            p.force_stream();
-        }
-    }
-    if providers.iter().any(|p| p.is_simulated()) {
-        let all: Vec<_> = suites.iter().map(|s| &s.suite).collect();
-        let book = match AnswerBook::from_suites(&all) {
-            Ok(book) => Arc::new(book),
-            Err(d) => {
-                print_problems(&d);
-                return Ok(None);
-            }
-        };
-        for p in providers.iter_mut().filter(|p| p.is_simulated()) {
-            let server = SimServer::start(p, Arc::clone(&book)).await?;
-            p.base_url = server.uri();
-            sims.push(server);
-        }
-    }
-
-    // Every missing key and every tokenizer problem at once: a user fixes them in one go.
-    let mut problems = Diagnostics::default();
-    let mut ready = Vec::new();
-    for config in providers {
-        let key = match (config.api_key(), &tape) {
-            (Ok(key), _) => key,
-            // Nothing is sent when replaying, so no key is needed.
-            (Err(_), Some(TapeMode::Replay(_))) => None,
-            (Err(e), _) => {
-                problems.push(key_problem(&config.file, &e));
-                None
-            }
-        };
-        match Counter::for_provider(&config) {
-            Ok(counter) => ready.push((config, key, counter)),
-            Err(d) => problems.extend(d),
-        }
-    }
-    if !problems.is_empty() {
-        print_problems(&problems);
-        return Ok(None);
-    }
-
-    // The estimate the reports set beside the actual cost, when a provider is priced.
-    let estimate = if ready.iter().any(|(c, _, _)| c.pricing.is_some()) {
-        let counted: Vec<_> = ready
-            .iter()
-            .map(|(c, _, counter)| (Arc::new(c.clone()), counter.clone()))
-            .collect();
-        match conform::plan::plan(&suites, &counted, common.repeats, shard) {
-            Ok(plan) => Some(plan),
-            Err(problems) => {
-                print_problems(&problems);
-                return Ok(None);
-            }
-        }
-    } else {
-        None
     };
     if let (Some(limit), Some(high)) = (budget, estimate.as_ref().and_then(|p| p.cost)) {
         println!(
@@ -346,37 +282,6 @@ async fn execute(
         );
     }
     let budget = budget.map(|limit| Arc::new(Budget::new(limit)));
-    // A replay sends nothing: no address needs the system's TLS roots.
-    let transport = match &tape {
-        Some(TapeMode::Replay(_)) => Transport::for_addresses([])?,
-        _ => Transport::for_addresses(ready.iter().map(|(c, _, _)| c.base_url.as_str()))?,
-    };
-    let mut targets = Vec::new();
-    let mut recorders = Vec::new();
-    for (config, key, counter) in ready {
-        let wire = wire_format(config.wire_kind());
-        let name = config.name.clone();
-        let mut endpoint = Endpoint::new(Arc::new(config), wire, key.clone(), transport.clone());
-        match &tape {
-            Some(TapeMode::Record(dir)) => {
-                let recorder = Arc::new(Recorder::create(dir, &name, key)?);
-                recorders.push(Arc::clone(&recorder));
-                endpoint = endpoint.with_tape(Tape::Record(recorder));
-            }
-            Some(TapeMode::Replay(dir)) => {
-                let replayer = match Replayer::open(dir, &name) {
-                    Ok(replayer) => replayer,
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return Ok(None);
-                    }
-                };
-                endpoint = endpoint.with_tape(Tape::Replay(Arc::new(replayer)));
-            }
-            None => {}
-        }
-        targets.push(Arc::new(Target::new(endpoint).with_counter(counter)));
-    }
 
     let run_id = run::new_run_id();
     let dir = match shard {
@@ -405,10 +310,7 @@ async fn execute(
     if let Some(plan) = &estimate {
         conform::plan::attach_estimates(&mut result.verdicts, plan);
     }
-    let replayed = match &tape {
-        Some(TapeMode::Replay(dir)) => Some(dir.clone()),
-        _ => None,
-    };
+    let replayed = Assembly::replayed(&setup);
     if let Some(shard) = shard {
         write_shard(&result, &suites, &targets, shard, plan_options, replayed)?;
         for recorder in &recorders {
@@ -500,73 +402,18 @@ pub(super) fn conclude(
         valid_for,
     };
     let done = conform::conclude::conclude(result, suites, targets, &how)?;
-    print!("{}", report::terminal::summary(result));
-    if !result.complete {
-        println!("\n{}", interrupted_counts(result, targets));
-    }
-    println!(
-        "\nreport: {} (for people: {})",
-        done.report.display(),
-        done.page.display()
-    );
-    println!("results: {}", result.dir.join("results.jsonl").display());
-    for recorder in recorders {
-        println!("tape: {}", recorder.finish()?.display());
-    }
-    let simulated: Vec<&str> = targets
+    let tapes = recorders
         .iter()
-        .map(|t| t.endpoint.config.as_ref())
-        .filter(|c| c.is_simulated())
-        .map(|c| c.name.as_str())
-        .collect();
-    if destination == Destination::Real && !simulated.is_empty() {
-        println!(
-            "note: simulated providers never enter the allowlist a real run writes: {} left out (`conform demo` keeps its own)",
-            simulated.join(", ")
-        );
-    }
-    print!(
-        "{}",
-        report::terminal::allowlist(&done.outcome, global.verbose > 0)
-    );
-    if destination == Destination::Demo {
-        println!(
-            "(the demo's own allowlist: its entries are marked simulated and permit no real failover)"
-        );
-    }
+        .map(|r| r.finish())
+        .collect::<Result<Vec<_>, _>>()?;
+    print!("{}", done.text(result, targets, &tapes, global.verbose > 0));
     for warning in &done.warnings {
         eprintln!("warning: {warning}");
     }
-    if let Some(e) = done.update_error {
-        return Err(e.into());
+    match done.update_error {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
     }
-    Ok(())
-}
-
-/// A missing key, placed at the provider file's `api_key_env` line.
-fn key_problem(file: &Path, error: &KeyError) -> Diagnostic {
-    let d = Diagnostic::new(file, error.to_string()).field("api_key_env");
-    match std::fs::read_to_string(file) {
-        Ok(source) => d.near(&source, "api_key_env"),
-        Err(_) => d,
-    }
-}
-
-/// What an interrupted run got through: the calls it recorded, of how many, and the
-/// requests already sent (some of which the providers may still process and bill).
-fn interrupted_counts(result: &RunResult, targets: &[Arc<Target>]) -> String {
-    let planned: u64 = result.verdicts.iter().map(|v| v.tally.planned).sum();
-    let recorded: u64 = result
-        .verdicts
-        .iter()
-        .map(|v| v.tally.passed + v.tally.failed + v.tally.not_run)
-        .sum();
-    let sent: u64 = targets.iter().map(|t| t.endpoint.requests_sent()).sum();
-    format!(
-        "interrupted: {sent} request{} sent to the providers; {recorded} of {planned} planned \
-         calls completed and recorded; the report is marked incomplete",
-        if sent == 1 { " was" } else { "s were" }
-    )
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::config::pricing::CostRange;
 use crate::config::{Diagnostics, ProviderConfig};
 use crate::run::shard::Shard;
-use crate::run::{PairVerdict, PreparedSuite};
+use crate::run::{PairVerdict, PreparedSuite, Target};
 use crate::tokenize::Counter;
 
 /// One case's call to one provider, as planned.
@@ -82,6 +82,24 @@ pub fn for_providers(
         return Err(problems);
     }
     plan(suites, &counted, repeats, shard)
+}
+
+/// The estimate a run's reports set beside each pair's actual cost: the plan of these
+/// targets, when one of them is priced (else there is nothing to estimate).
+pub fn estimate(
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    repeats: Option<u32>,
+    shard: Option<Shard>,
+) -> Result<Option<Plan>, Diagnostics> {
+    if !targets.iter().any(|t| t.endpoint.config.pricing.is_some()) {
+        return Ok(None);
+    }
+    let counted: Vec<_> = targets
+        .iter()
+        .map(|t| (Arc::clone(&t.endpoint.config), t.counter.clone()))
+        .collect();
+    plan(suites, &counted, repeats, shard).map(Some)
 }
 
 /// Plans `suites` × `providers` (each with the counter built for it). A case that does not

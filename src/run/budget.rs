@@ -11,6 +11,38 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::config::ProviderConfig;
+
+/// Why a budget cannot be kept.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum BudgetError {
+    #[error("--budget {0} is not an amount of USD")]
+    NotAnAmount(f64),
+    #[error(
+        "--budget needs the price of every call: add [pricing] (input_per_mtok, output_per_mtok, USD per million tokens) to {}",
+        .0.join(", ")
+    )]
+    Unpriced(Vec<String>),
+}
+
+/// A budget of `limit` USD for calls to `providers`: refused unless every call can be
+/// priced, since an unpriced call could spend anything.
+pub fn keepable(limit: f64, providers: &[ProviderConfig]) -> Result<(), BudgetError> {
+    if !(limit.is_finite() && limit >= 0.0) {
+        return Err(BudgetError::NotAnAmount(limit));
+    }
+    let unpriced: Vec<String> = providers
+        .iter()
+        .filter(|p| p.pricing.is_none())
+        .map(|p| p.file.display().to_string())
+        .collect();
+    if unpriced.is_empty() {
+        Ok(())
+    } else {
+        Err(BudgetError::Unpriced(unpriced))
+    }
+}
+
 /// A budget in USD, shared by every call of a run.
 #[derive(Debug)]
 pub struct Budget {

@@ -6,6 +6,7 @@
 //! planned call ends as exactly one record (passed, failed, or not run because its
 //! provider was stopped); an interrupt stops the run with `complete = false`.
 
+pub mod assemble;
 pub mod budget;
 pub mod differential;
 pub mod journal;
