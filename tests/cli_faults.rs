@@ -332,3 +332,43 @@ async fn a_redirect_from_http_to_https_is_refused_and_names_the_address() {
     );
     assert!(!message.contains("t0k"), "{message}");
 }
+
+/// The OpenAI SDK's and vLLM's spelling of an address (`http://host:8000/v1`) is the
+/// same server as conform's (`http://host:8000`): both post to `/v1/chat/completions`,
+/// and an HTTP error names the address it came from.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_base_url_ending_in_v1_reaches_the_server_and_a_404_names_the_address() {
+    let project = project(1);
+    let good = answering(OpenAiMock {
+        book: answer_book(project.root()),
+        mode: Mode::Faithful,
+    })
+    .await;
+    let sdk_spelling = run(&project, &format!("{}/v1/", good.uri()), false);
+    assert_eq!(
+        sdk_spelling.code,
+        Some(0),
+        "{}\n{}",
+        sdk_spelling.stdout,
+        sdk_spelling.stderr
+    );
+    let paths: Vec<String> = (good.received_requests().await.unwrap().iter())
+        .map(|r| r.url.path().to_string())
+        .collect();
+    assert!(!paths.is_empty());
+    assert!(paths.iter().all(|p| p == "/v1/chat/completions"), "{paths:?}");
+
+    // Nothing mounted: every path is a 404.
+    let nowhere = MockServer::start().await;
+    let out = run(&project, &format!("{}/v2", nowhere.uri()), false);
+    let url = format!("POST {}/v2/v1/chat/completions", nowhere.uri());
+    assert!(
+        out.stdout.contains(&url),
+        "{url} not in:\n{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    let record = records(&project).into_iter().find(|r| r["error"].is_object());
+    let message = record.as_ref().map(|r| r["error"]["message"].to_string());
+    assert!(message.as_ref().is_some_and(|m| m.contains(&url)), "{message:?}");
+}

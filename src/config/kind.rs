@@ -45,6 +45,21 @@ pub struct Description {
     pub count_endpoint: Option<&'static str>,
     /// Whether a simulation may speak it (`[sim] wire`).
     pub simulable: bool,
+    /// The path the wire puts after `base_url` (`/v1`): a `base_url` that already ends in
+    /// it, as SDKs and vLLM spell theirs (`http://host:8000/v1`), means the same server.
+    pub api_paths: &'static [&'static str],
+}
+
+impl Description {
+    /// `base_url` as the wire's paths extend it: without a trailing `/`, nor the API path
+    /// the wire adds itself.
+    pub fn base_url(&self, url: &str) -> String {
+        let url = url.trim_end_matches('/');
+        let url = (self.api_paths.iter())
+            .find_map(|path| url.strip_suffix(path))
+            .unwrap_or(url);
+        url.to_string()
+    }
 }
 
 impl Kind {
@@ -73,6 +88,7 @@ impl Kind {
                 section: None,
                 count_endpoint: None,
                 simulable: true,
+                api_paths: &["/v1"],
             },
             Kind::OpenaiCompatible => &Description {
                 name: "openai-compatible",
@@ -81,6 +97,7 @@ impl Kind {
                 section: None,
                 count_endpoint: Some("llama.cpp /apply-template + /tokenize"),
                 simulable: true,
+                api_paths: &["/v1"],
             },
             Kind::OpenaiResponses => &Description {
                 name: "openai-responses",
@@ -89,6 +106,7 @@ impl Kind {
                 section: None,
                 count_endpoint: Some("OpenAI /v1/responses/input_tokens"),
                 simulable: false,
+                api_paths: &["/v1"],
             },
             Kind::Anthropic => &Description {
                 name: "anthropic",
@@ -100,6 +118,7 @@ impl Kind {
                 section: Some("anthropic"),
                 count_endpoint: Some("Anthropic /v1/messages/count_tokens"),
                 simulable: true,
+                api_paths: &["/v1"],
             },
             Kind::Gemini => &Description {
                 name: "gemini",
@@ -108,6 +127,7 @@ impl Kind {
                 section: Some("gemini"),
                 count_endpoint: Some("Gemini countTokens"),
                 simulable: true,
+                api_paths: &["/v1beta", "/v1"],
             },
             Kind::Ollama => &Description {
                 name: "ollama",
@@ -119,6 +139,7 @@ impl Kind {
                 section: None,
                 count_endpoint: None,
                 simulable: true,
+                api_paths: &["/api"],
             },
             Kind::Sim => &Description {
                 name: "sim",
@@ -127,6 +148,7 @@ impl Kind {
                 section: None,
                 count_endpoint: None,
                 simulable: false,
+                api_paths: &[],
             },
         }
     }
@@ -149,6 +171,23 @@ impl Kind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_base_url_may_end_in_the_path_the_wire_adds() {
+        let openai = Kind::OpenaiCompatible.describe();
+        for url in ["http://h:8000", "http://h:8000/", "http://h:8000/v1", "http://h:8000/v1/"] {
+            assert_eq!(openai.base_url(url), "http://h:8000", "{url}");
+        }
+        // A gateway's own prefix stays: only the wire's path is the wire's.
+        assert_eq!(
+            openai.base_url("https://gw.example/openai/v1"),
+            "https://gw.example/openai"
+        );
+        assert_eq!(openai.base_url("http://h/v10"), "http://h/v10");
+        let gemini = Kind::Gemini.describe();
+        assert_eq!(gemini.base_url("https://g.example/v1beta"), "https://g.example");
+        assert_eq!(Kind::Ollama.describe().base_url("http://h:11434/api"), "http://h:11434");
+    }
 
     #[test]
     fn every_kind_is_named_as_serde_names_it() {

@@ -373,7 +373,7 @@ impl ProviderConfig {
             file.kind.describe().default_base_url,
             file.kind,
         ) {
-            (Some(url), _, _) => url.trim_end_matches('/').to_string(),
+            (Some(url), _, _) => file.kind.describe().base_url(url),
             (None, Some(default), _) => default.to_string(),
             // A simulation's address is its loopback server's, known when it starts.
             (None, None, Kind::Sim) => String::new(),
@@ -721,7 +721,7 @@ impl ProviderConfig {
 
     /// Sends to `url` instead of the file's `base_url` (`--base-url`).
     pub fn override_base_url(&mut self, url: &str) {
-        self.base_url = url.trim_end_matches('/').to_string();
+        self.base_url = self.wire_kind().describe().base_url(url);
         if !self.overrides.contains(&Override::BaseUrl) {
             self.overrides.push(Override::BaseUrl);
         }

@@ -289,6 +289,18 @@ impl CallError {
         self.kind.code()
     }
 
+    /// Names the address the request went to, unless the message already does.
+    pub fn sent_to(mut self, url: &str) -> CallError {
+        if !self.message.contains(url) {
+            self.message = if self.message.is_empty() {
+                format!("from POST {url}")
+            } else {
+                format!("{} (POST {url})", self.message)
+            };
+        }
+        self
+    }
+
     /// Replaces every occurrence of `secret` in the message.
     pub fn scrub(mut self, secret: Option<&crate::secret::Secret>) -> Self {
         if let Some(secret) = secret

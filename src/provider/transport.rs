@@ -350,7 +350,7 @@ impl Endpoint {
             } else {
                 format!("{} ({broke})", classified.message)
             };
-            return Err(classified);
+            return Err(classified.sent_to(&printable_url(url)));
         }
         let total = started.elapsed();
         if let Some(Tape::Record(tape)) = &self.tape {
@@ -363,7 +363,9 @@ impl Endpoint {
             .answer(config.stream, status, &headers, &body)
             .map_err(|e| match is_success(status) {
                 true => e.timed(timing.measured()),
-                false => e,
+                // Which address refused is the first thing to check (a doubled `/v1`,
+                // a wrong port): every HTTP error names it, as connection errors do.
+                false => e.sent_to(&printable_url(url)),
             })?;
         Ok((reply, timing))
     }
