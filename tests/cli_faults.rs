@@ -356,7 +356,10 @@ async fn a_base_url_ending_in_v1_reaches_the_server_and_a_404_names_the_address(
         .map(|r| r.url.path().to_string())
         .collect();
     assert!(!paths.is_empty());
-    assert!(paths.iter().all(|p| p == "/v1/chat/completions"), "{paths:?}");
+    assert!(
+        paths.iter().all(|p| p == "/v1/chat/completions"),
+        "{paths:?}"
+    );
 
     // Nothing mounted: every path is a 404.
     let nowhere = MockServer::start().await;
@@ -368,7 +371,12 @@ async fn a_base_url_ending_in_v1_reaches_the_server_and_a_404_names_the_address(
         out.stdout,
         out.stderr
     );
-    let record = records(&project).into_iter().find(|r| r["error"].is_object());
+    let record = records(&project)
+        .into_iter()
+        .find(|r| r["error"].is_object());
     let message = record.as_ref().map(|r| r["error"]["message"].to_string());
-    assert!(message.as_ref().is_some_and(|m| m.contains(&url)), "{message:?}");
+    assert!(
+        message.as_ref().is_some_and(|m| m.contains(&url)),
+        "{message:?}"
+    );
 }

@@ -65,6 +65,13 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // A screen a person reads: the latency in the table's columns, not a line per pair,
+    // and each example of a failure with how often its code occurred.
+    assert!(!stdout.contains("Latency p50 / p95 / p99"), "{stdout}");
+    assert!(
+        stdout.contains("[schema_violation in 25 of 25 calls]"),
+        "{stdout}"
+    );
 
     // Exactly the providers that are built to behave, for every suite.
     let mut expected = BTreeSet::new();

@@ -175,7 +175,12 @@ mod tests {
     #[test]
     fn a_base_url_may_end_in_the_path_the_wire_adds() {
         let openai = Kind::OpenaiCompatible.describe();
-        for url in ["http://h:8000", "http://h:8000/", "http://h:8000/v1", "http://h:8000/v1/"] {
+        for url in [
+            "http://h:8000",
+            "http://h:8000/",
+            "http://h:8000/v1",
+            "http://h:8000/v1/",
+        ] {
             assert_eq!(openai.base_url(url), "http://h:8000", "{url}");
         }
         // A gateway's own prefix stays: only the wire's path is the wire's.
@@ -185,8 +190,14 @@ mod tests {
         );
         assert_eq!(openai.base_url("http://h/v10"), "http://h/v10");
         let gemini = Kind::Gemini.describe();
-        assert_eq!(gemini.base_url("https://g.example/v1beta"), "https://g.example");
-        assert_eq!(Kind::Ollama.describe().base_url("http://h:11434/api"), "http://h:11434");
+        assert_eq!(
+            gemini.base_url("https://g.example/v1beta"),
+            "https://g.example"
+        );
+        assert_eq!(
+            Kind::Ollama.describe().base_url("http://h:11434/api"),
+            "http://h:11434"
+        );
     }
 
     #[test]

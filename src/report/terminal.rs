@@ -59,20 +59,30 @@ pub fn summary(result: &RunResult) -> String {
     };
     let ws = width(|t| t.suite.len(), 5);
     let wp = width(|t| t.provider.len(), 8);
+    // The latency of the answered calls in two columns; p99 and the first token are in
+    // the reports, where there is room.
     let _ = writeln!(
         out,
-        "{:ws$}  {:wp$}  {:13}  {:>9}  reasons",
-        "suite", "provider", "verdict", "passed"
+        "{:ws$}  {:wp$}  {:13}  {:>9}  {:>8}  {:>8}  reasons",
+        "suite", "provider", "verdict", "passed", "p50", "p95"
     );
     for v in &result.verdicts {
         let t = &v.tally;
+        let percentile = |q| {
+            t.latency
+                .total
+                .quantile(q)
+                .map_or_else(|| "—".to_string(), crate::latency::words)
+        };
         let _ = writeln!(
             out,
-            "{:ws$}  {:wp$}  {:13}  {:>9}  {}",
+            "{:ws$}  {:wp$}  {:13}  {:>9}  {:>8}  {:>8}  {}",
             t.suite,
             t.provider,
             v.verdict.as_str(),
             format!("{}/{}", t.passed, t.planned),
+            percentile(0.5),
+            percentile(0.95),
             Reason::names(&v.reasons).join(", ")
         );
     }
@@ -117,7 +127,6 @@ pub fn summary(result: &RunResult) -> String {
         }
         out.push('\n');
     }
-    out.push_str(&latency(result));
     out.push_str(&super::cost::text(result));
     out.push_str(&super::differential::text(result));
     if result.not_conformant().next().is_some() {
@@ -180,22 +189,30 @@ pub fn summary(result: &RunResult) -> String {
                 .as_deref()
                 .map(|p| format!(" at {p}"))
                 .unwrap_or_default();
+            let of = t.codes.get(&e.code).copied().unwrap_or(0);
             let _ = writeln!(
                 out,
-                "    case {} (repeat {}): {} check, {}{at}: {}",
-                e.case, e.repeat, e.check, e.code, e.message
+                "    case {} (repeat {}): {} check, {}{at}: {} [{} in {of} of {} calls]",
+                e.case, e.repeat, e.check, e.code, e.message, e.code, t.planned
             );
             if let Some(output) = &e.output {
+                // The first lines tell fences and prose from JSON; the reports keep the rest.
+                let mut lines = output.split('\n');
+                let head: Vec<&str> = lines.by_ref().take(CAME_BACK_LINES).collect();
+                let more = if lines.next().is_some() { " …" } else { "" };
                 let _ = writeln!(
                     out,
-                    "      came back: {}",
-                    as_it_came(output, CAME_BACK_INDENT)
+                    "      came back: {}{more}",
+                    as_it_came(&head.join("\n"), CAME_BACK_INDENT)
                 );
             }
         }
     }
     out
 }
+
+/// How many lines of an answer the terminal shows.
+const CAME_BACK_LINES: usize = 4;
 
 /// Where the text after `      came back: ` starts, so that later lines align under it.
 const CAME_BACK_INDENT: usize = "      came back: ".len();
@@ -219,34 +236,6 @@ fn as_it_came(text: &str, indent: usize) -> String {
                 out.push(c);
             }
         }
-    }
-    out
-}
-
-/// p50 / p95 / p99 of every pair that timed a call.
-fn latency(result: &RunResult) -> String {
-    let timed: Vec<_> = result
-        .verdicts
-        .iter()
-        .filter_map(|v| Some((&v.tally, v.tally.latency.total.percentiles()?)))
-        .collect();
-    if timed.is_empty() {
-        return String::new();
-    }
-    let mut out = format!(
-        "\nLatency p50 / p95 / p99 (±{:.0}%):\n",
-        crate::latency::RELATIVE_ERROR * 100.0
-    );
-    let words = |p: &crate::latency::Percentiles| {
-        use crate::latency::words;
-        format!("{} / {} / {}", words(p.p50), words(p.p95), words(p.p99))
-    };
-    for (t, total) in timed {
-        let _ = write!(out, "  {} × {}: {}", t.suite, t.provider, words(&total));
-        if let Some(first) = t.latency.first_token.percentiles() {
-            let _ = write!(out, "; first token {}", words(&first));
-        }
-        let _ = writeln!(out, " ({} calls)", t.latency.total.count());
     }
     out
 }
