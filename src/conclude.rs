@@ -101,14 +101,16 @@ impl Conclusion {
 /// requests already sent (some of which the providers may still process and bill).
 fn interrupted_counts(result: &RunResult, targets: &[Arc<Target>]) -> String {
     let planned: u64 = result.verdicts.iter().map(|v| v.tally.planned).sum();
-    let recorded: u64 = result
-        .verdicts
-        .iter()
-        .map(|v| v.tally.passed + v.tally.failed + v.tally.not_run)
+    let ran: u64 = (result.verdicts.iter())
+        .map(|v| v.tally.passed + v.tally.failed)
         .sum();
     let sent: u64 = targets.iter().map(|t| t.endpoint.requests_sent()).sum();
+    let stopped = match result.over_budget {
+        true => "stopped by the budget",
+        false => "interrupted",
+    };
     format!(
-        "interrupted: {sent} request{} sent to the providers; {recorded} of {planned} planned \
+        "{stopped}: {sent} request{} sent to the providers; {ran} of {planned} planned \
          calls completed and recorded; the report is marked incomplete",
         if sent == 1 { " was" } else { "s were" }
     )
@@ -224,7 +226,11 @@ pub fn conclude(
             }
         }
     } else {
-        RunOutcome::untouched(&allowlist_path, result, Untouched::Interrupted)
+        let why = match result.over_budget {
+            true => Untouched::OverBudget,
+            false => Untouched::Interrupted,
+        };
+        RunOutcome::untouched(&allowlist_path, result, why)
     };
     let outcome = RunOutcome {
         simulated: how.destination == Destination::Demo,

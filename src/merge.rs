@@ -389,7 +389,14 @@ pub fn join(
         started_at,
         finished_at,
         complete: true,
-        verdicts: tallies.verdicts(suites, targets, options.max_transport_error_share, true),
+        over_budget: false,
+        verdicts: tallies.verdicts(
+            suites,
+            targets,
+            options.max_transport_error_share,
+            true,
+            false,
+        ),
     })
 }
 

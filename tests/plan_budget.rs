@@ -233,6 +233,22 @@ async fn a_budget_below_the_plan_stops_within_a_wave_and_allowlists_nothing() {
         serde_json::from_slice(&std::fs::read(run_dir(&out).join("report.json")).unwrap()).unwrap();
     assert_eq!(report["run"]["complete"], false);
     assert_eq!(report["verdicts"][0]["verdict"], "inconclusive");
+    // Said as what happened: the budget stopped it, after the calls that were sent.
+    assert_eq!(
+        report["verdicts"][0]["reasons"],
+        serde_json::json!(["budget_reached"])
+    );
+    assert!(!stdout.contains("interrupted"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "the budget stopped the run after {sent} of 26 calls"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("stopped by the budget: {sent} requests were sent to the providers; {sent} of 26 planned calls completed")),
+        "{stdout}"
+    );
     let actual = report["verdicts"][0]["cost"]["actual_usd"]
         .as_f64()
         .unwrap();

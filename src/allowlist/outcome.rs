@@ -56,6 +56,8 @@ pub enum Unchanged {
     Replayed,
     /// The run was interrupted.
     Interrupted,
+    /// `--budget` stopped the run.
+    OverBudget,
     /// A simulated provider: its verdict is a demonstration, not evidence.
     Simulated,
     /// The run concluded, but no change was made for this pair.
@@ -75,6 +77,9 @@ pub enum Untouched {
     Replayed { tapes: PathBuf },
     /// The run was interrupted and its report is marked incomplete.
     Interrupted,
+    /// `--budget` stopped the run before every call was sent; its report is marked
+    /// incomplete.
+    OverBudget,
     /// The update failed (`error` says how); the file is replaced by rename or not at
     /// all, so it is as it was.
     Failed { error: String },
@@ -91,6 +96,9 @@ impl Untouched {
             Untouched::Interrupted => {
                 "the run was interrupted and the report is marked incomplete".into()
             }
+            Untouched::OverBudget => {
+                "the budget stopped the run and the report is marked incomplete".into()
+            }
             Untouched::Failed { error } => format!("the update failed: {error}"),
         }
     }
@@ -104,6 +112,7 @@ impl Unchanged {
             Unchanged::Inconclusive { reasons } => format!("inconclusive: {}", reasons.join(", ")),
             Unchanged::Replayed => "replayed answers".into(),
             Unchanged::Interrupted => "interrupted".into(),
+            Unchanged::OverBudget => "stopped by the budget".into(),
             Unchanged::Simulated => "simulated provider".into(),
             Unchanged::NoChange => "no change made".into(),
             Unchanged::UpdateFailed => "the update failed".into(),
@@ -118,6 +127,7 @@ impl RunOutcome {
         let each = match why {
             Untouched::Replayed { .. } => Unchanged::Replayed,
             Untouched::Interrupted => Unchanged::Interrupted,
+            Untouched::OverBudget => Unchanged::OverBudget,
             Untouched::Failed { .. } => Unchanged::UpdateFailed,
         };
         RunOutcome {
@@ -337,6 +347,7 @@ mod tests {
             started_at: time::OffsetDateTime::UNIX_EPOCH,
             finished_at: time::OffsetDateTime::UNIX_EPOCH,
             complete: true,
+            over_budget: false,
             verdicts: vec![
                 verdict("a", "real", 0, Verdict::Conformant, &[]),
                 verdict("b", "real", 0, Verdict::Nonconformant, &[Code::NotPureJson]),

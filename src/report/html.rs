@@ -225,6 +225,7 @@ struct RunView<'a> {
     finished_at: String,
     took: String,
     complete: bool,
+    over_budget: bool,
     version: &'static str,
 }
 
@@ -570,6 +571,7 @@ pub fn render(
             finished_at: to_second(result.finished_at),
             took: seconds_text(result.finished_at - result.started_at),
             complete: result.complete,
+            over_budget: result.over_budget,
             version: env!("CARGO_PKG_VERSION"),
         },
         counts,
@@ -635,6 +637,7 @@ mod tests {
             started_at: start,
             finished_at: start + time::Duration::milliseconds(65_400),
             complete,
+            over_budget: false,
             verdicts: Vec::new(),
         }
     }

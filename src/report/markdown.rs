@@ -14,9 +14,10 @@ pub fn render(result: &RunResult, decision: &RunOutcome) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## conform run `{}`\n", result.run_id);
     if !result.complete {
-        out.push_str(
-            "**Interrupted**: nothing is concluded and the allowlist was not touched.\n\n",
-        );
+        out.push_str(match result.over_budget {
+            true => "**Stopped by the budget**: nothing is concluded and the allowlist was not touched.\n\n",
+            false => "**Interrupted**: nothing is concluded and the allowlist was not touched.\n\n",
+        });
     }
     out.push_str("| suite | provider | verdict | passed | reasons |\n|---|---|---|---:|---|\n");
     for v in &result.verdicts {

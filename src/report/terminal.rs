@@ -143,10 +143,14 @@ pub fn summary(result: &RunResult) -> String {
             );
         }
         if !result.complete {
+            let stopped = match result.over_budget {
+                true => "the budget stopped the run",
+                false => "the run was interrupted",
+            };
             let _ = writeln!(
                 out,
-                "    the run was interrupted after {} of {} calls: nothing is concluded",
-                t.passed + t.failed + t.not_run,
+                "    {stopped} after {} of {} calls: nothing is concluded",
+                t.passed + t.failed,
                 t.planned
             );
         }

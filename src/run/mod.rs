@@ -219,8 +219,11 @@ pub struct RunResult {
     pub dir: PathBuf,
     pub started_at: OffsetDateTime,
     pub finished_at: OffsetDateTime,
-    /// False when the run was interrupted: nothing may be concluded from it.
+    /// False when the run was interrupted or stopped by its budget: nothing may be
+    /// concluded from it.
     pub complete: bool,
+    /// The budget stopped it before every call was sent.
+    pub over_budget: bool,
     pub verdicts: Vec<PairVerdict>,
 }
 
@@ -435,16 +438,24 @@ pub async fn execute(
     };
     writer.finish().map_err(io(&results_path))?;
     // Calls the budget did not let start leave the run incomplete: nothing is concluded.
-    let complete = complete && !options.budget.as_ref().is_some_and(|b| b.stopped());
+    let over_budget = options.budget.as_ref().is_some_and(|b| b.stopped());
+    let complete = complete && !over_budget;
     progress.finish(complete);
 
-    let verdicts = tallies.verdicts(suites, targets, options.max_transport_error_share, complete);
+    let verdicts = tallies.verdicts(
+        suites,
+        targets,
+        options.max_transport_error_share,
+        complete,
+        over_budget,
+    );
     Ok(RunResult {
         run_id: options.run_id.clone(),
         dir: options.dir.clone(),
         started_at,
         finished_at: OffsetDateTime::now_utc(),
         complete,
+        over_budget,
         verdicts,
     })
 }

@@ -111,6 +111,7 @@ impl Tallies {
         targets: &[Arc<Target>],
         max_transport_error_share: f64,
         complete: bool,
+        over_budget: bool,
     ) -> Vec<PairVerdict> {
         let n_suites = self.n_suites;
         let mut tallies = self.tallies;
@@ -134,6 +135,7 @@ impl Tallies {
                     pass_threshold: suites[suite_index].suite.pass_threshold,
                     max_transport_error_share,
                     complete,
+                    over_budget,
                     slo: tally.slo,
                     max_undetected_failure_rate: suites[suite_index]
                         .suite

@@ -302,7 +302,11 @@ impl Tally {
             return (Verdict::Inconclusive, vec![Reason::Found(*code)]);
         }
         if !policy.complete {
-            return (Verdict::Inconclusive, vec![Reason::Interrupted]);
+            let why = match policy.over_budget {
+                true => Reason::BudgetReached,
+                false => Reason::Interrupted,
+            };
+            return (Verdict::Inconclusive, vec![why]);
         }
         // A planned call that was never sent (its provider was stopped by an error in
         // another suite) is missing evidence: neither a pass nor the model's failure.
@@ -375,8 +379,10 @@ pub struct Policy {
     /// Above this share of transport errors among the calls that ran, the evidence is
     /// too thin to judge.
     pub max_transport_error_share: f64,
-    /// False when the run was interrupted.
+    /// False when the run was interrupted or stopped by its budget.
     pub complete: bool,
+    /// The budget stopped the run (`complete` is then false).
+    pub over_budget: bool,
     /// The latency objectives of the provider and the suite together.
     pub slo: Slo,
     /// The failure rate a conformant verdict must rule out (the suite's
@@ -407,6 +413,7 @@ mod tests {
             pass_threshold: 1.0,
             max_transport_error_share: 0.1,
             complete: true,
+            over_budget: false,
             slo,
             max_undetected_failure_rate: None,
         }

@@ -16,6 +16,8 @@ pub enum Reason {
     Found(Code),
     /// The run was interrupted: nothing is concluded.
     Interrupted,
+    /// `--budget` stopped the run before every call was sent: nothing is concluded.
+    BudgetReached,
     /// Planned calls were never sent: their provider had been stopped.
     CallsNotSent,
     /// Too many of the calls that ran failed in transport to judge the rest.
@@ -45,6 +47,7 @@ impl Reason {
         match self {
             Reason::Found(code) => code.as_str(),
             Reason::Interrupted => "interrupted",
+            Reason::BudgetReached => "budget_reached",
             Reason::CallsNotSent => "calls_not_sent",
             Reason::TooManyTransportErrors => "too_many_transport_errors",
             Reason::UnstableRepeats => "unstable_repeats",
