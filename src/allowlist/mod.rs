@@ -9,6 +9,7 @@
 //! - [`writer`]: locked read-modify-write and an atomic rename, so a reader sees the
 //!   old file or the new one, never half of one;
 //! - [`explain`]: a decision's status in words, for people;
+//! - [`inspect`]: what `allowlist show`, `allowlist explain` and `gate` answer, typed;
 //! - [`outcome`]: what a run did to the file, pair by pair, for its reports.
 //!
 //! The format's JSON Schema is [`SCHEMA`] (`schemas/allowlist.v1.schema.json`).
@@ -25,6 +26,7 @@
 pub mod decision;
 pub mod explain;
 pub mod format;
+pub mod inspect;
 pub mod local;
 pub mod outcome;
 pub mod reader;

@@ -1,17 +1,13 @@
 //! `conform allowlist schema | show | explain`: the allowlist for people and reviewers.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
-use conform::allowlist::{
-    self, Allowlist, Change, Denial, Entry, LatencyEvidence, Permit, Query, decide, status,
-};
+use conform::allowlist::inspect::{Explanation, Show};
+use conform::allowlist::{self, Change, Entry};
 
 use super::gate::Format;
 use super::{Exit, Global};
@@ -87,283 +83,40 @@ pub fn allowlist(global: &Global, args: AllowlistArgs) -> anyhow::Result<Exit> {
     }
 }
 
-fn stamp(t: OffsetDateTime) -> String {
-    t.format(&Rfc3339).unwrap_or_default()
-}
-
 fn show(global: &Global, args: &ShowArgs) -> anyhow::Result<Exit> {
-    let path = global.allowlist_path();
-    let paths = global.paths();
-    let now = OffsetDateTime::now_utc();
-    let list = match Allowlist::load(&path) {
-        Ok(list) => list,
-        Err(denial) => {
-            match args.format {
-                Format::Json => println!(
-                    "{}",
-                    json!({"path": path, "readable": false, "reason": denial.reason.code(),
-                           "detail": denial.detail, "entries": [], "revocations": []})
-                ),
-                Format::Text => println!(
-                    "nothing is permitted ({}): {}",
-                    denial.reason.code(),
-                    denial.detail
-                ),
-            }
-            return Ok(Exit::Failed);
-        }
-    };
-    // Each entry as `conform gate` would decide it now, against this project's files.
-    let entries: Vec<(&Entry, Result<Permit, Denial>)> = list
-        .entries
-        .iter()
-        .map(|e| {
-            let query = Query::new(&e.suite, &e.provider, now).project(&paths);
-            (e, list.decide_query(&query))
-        })
-        .collect();
+    let shown = Show::of(
+        &global.allowlist_path(),
+        &global.paths(),
+        OffsetDateTime::now_utc(),
+    );
     match args.format {
-        Format::Json => {
-            let entries: Vec<Value> = entries
-                .iter()
-                .map(|(e, decision)| {
-                    let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
-                    if let Some(map) = v.as_object_mut() {
-                        map.insert("status".into(), Value::from(status(decision)));
-                        if let Err(denial) = decision {
-                            map.insert("detail".into(), Value::from(denial.detail.clone()));
-                        }
-                    }
-                    v
-                })
-                .collect();
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&json!({
-                    "path": path, "readable": true, "format": list.format, "at": stamp(now),
-                    "entries": entries, "revocations": list.revocations, "malformed": list.malformed,
-                }))?
-            );
-        }
-        Format::Text => {
-            println!("allowlist: {} ({})", path.display(), list.format);
-            let permitted: Vec<&Entry> = entries
-                .iter()
-                .filter(|(_, d)| d.is_ok())
-                .map(|(e, _)| *e)
-                .collect();
-            println!("\npermitted now ({}):", permitted.len());
-            if permitted.is_empty() {
-                println!("  nothing: no failover is allowed");
-            }
-            for e in permitted {
-                println!(
-                    "  {} × {}  until {} ({} left)",
-                    e.suite,
-                    e.provider,
-                    e.valid_until,
-                    allowlist::explain::time_left(&e.valid_until, now)
-                );
-                print_evidence(e);
-            }
-            // The entries that permit nothing, one section per reason.
-            let mut denied: BTreeMap<&str, Vec<(&Entry, &Denial)>> = BTreeMap::new();
-            for (e, decision) in &entries {
-                if let Err(denial) = decision {
-                    denied
-                        .entry(denial.reason.code())
-                        .or_default()
-                        .push((*e, denial));
-                }
-            }
-            for (code, items) in denied {
-                println!("\n{code} ({}):", items.len());
-                for (e, denial) in items {
-                    println!("  {} × {}  {}", e.suite, e.provider, denial.detail);
-                    if denial.reason.lifted_by_rerun() {
-                        println!(
-                            "    to renew: `conform run {} --suite {}`",
-                            e.provider, e.suite
-                        );
-                    }
-                    print_evidence(e);
-                }
-            }
-            if !list.revocations.is_empty() {
-                println!("\nrevoked ({}):", list.revocations.len());
-                for r in &list.revocations {
-                    println!(
-                        "  {} × {}  by run {} at {} because of: {}",
-                        r.suite,
-                        r.provider,
-                        r.run_id,
-                        r.at,
-                        reasons(&r.reasons)
-                    );
-                    println!("    report: {}", r.report);
-                }
-            }
-            if list.malformed > 0 {
-                println!(
-                    "\nwarning: {} entr{} in the file do{} not have the v1 shape and permit nothing",
-                    list.malformed,
-                    if list.malformed == 1 { "y" } else { "ies" },
-                    if list.malformed == 1 { "es" } else { "" }
-                );
-            }
-        }
+        Format::Json => println!("{}", shown.json()?),
+        Format::Text => print!("{shown}"),
     }
-    Ok(Exit::Ok)
-}
-
-fn print_evidence(e: &Entry) {
-    let ev = &e.evidence;
-    println!(
-        "    model {}; served {}; fingerprints {}; tokenizer {}",
-        e.model,
-        allowlist::explain::list_or_none(&e.served_models),
-        allowlist::explain::list_or_none(&e.system_fingerprints),
-        e.tokenizer
-    );
-    println!(
-        "    evidence: run {} ({}, conform {}): {} case{} × {} repeat{}, {}/{} calls passed \
-({:.0}% after retries, {:.0}% first attempt), ruling out {}",
-        ev.run_id,
-        e.generated_at,
-        ev.conform_version,
-        ev.cases,
-        if ev.cases == 1 { "" } else { "s" },
-        ev.repeats,
-        if ev.repeats == 1 { "" } else { "s" },
-        ev.passed,
-        ev.calls,
-        ev.pass_rate * 100.0,
-        ev.first_attempt_pass_rate * 100.0,
-        allowlist::RulesOut::of(ev.calls, ev.passed).words()
-    );
-    if !ev.checks.is_empty() {
-        let checks: Vec<String> = ev
-            .checks
-            .iter()
-            .map(|(name, c)| format!("{name} {}/{}", c.passed, c.passed + c.failed))
-            .collect();
-        println!("    checks: {}", checks.join(", "));
-    }
-    match &ev.latency {
-        Some(l) => println!(
-            "    latency p50/p95/p99: {}; first token: {} ({} calls, ±{:.0}%)",
-            LatencyEvidence::words(&l.total_ms),
-            LatencyEvidence::words(&l.first_token_ms),
-            l.calls,
-            l.relative_error * 100.0
-        ),
-        None => println!("    latency: not recorded (evidence made before conform kept it)"),
-    }
-    println!("    report: {}", ev.report);
-}
-
-fn reasons(codes: &[String]) -> String {
-    if codes.is_empty() {
-        "(no finding recorded)".into()
+    Ok(if shown.readable() {
+        Exit::Ok
     } else {
-        codes.join(", ")
-    }
+        Exit::Failed
+    })
 }
 
 fn explain(global: &Global, args: &ExplainArgs) -> anyhow::Result<Exit> {
-    let path = global.allowlist_path();
-    let paths = global.paths();
     let now = OffsetDateTime::now_utc();
-    let list = Allowlist::load(&path);
-    let provider = &args.provider;
-
-    let suites: Vec<String> = if args.suites.is_empty() {
-        let mut names = allowlist::local::suite_names(&paths.fixtures);
-        if let Ok(list) = &list {
-            names.extend(list.entries.iter().map(|e| e.suite.clone()));
-            names.extend(list.revocations.iter().map(|r| r.suite.clone()));
+    let (path, paths) = (global.allowlist_path(), global.paths());
+    let explained = match Explanation::of(&path, &paths, &args.provider, &args.suites, now) {
+        Ok(explained) => explained,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(Exit::Usage);
         }
-        names.sort();
-        names.dedup();
-        names
-    } else {
-        args.suites.clone()
     };
-    if suites.is_empty() {
-        eprintln!(
-            "error: no suite in {} or in the allowlist: name one with --suite",
-            paths.fixtures.display()
-        );
-        return Ok(Exit::Usage);
-    }
-
-    // Every suite as `conform gate` would decide it now.
-    let rows: Vec<(String, Result<Permit, Denial>)> = suites
-        .iter()
-        .map(|suite| {
-            let query = Query::new(suite, provider, now).project(&paths);
-            let decision = match &list {
-                Ok(list) => list.decide_query(&query),
-                // Unreadable: the same denial, or an unknown suite or provider first.
-                Err(_) => decide(&path, &query),
-            };
-            (suite.clone(), decision)
-        })
-        .collect();
-
     match args.format {
-        Format::Json => {
-            let suites: Vec<Value> = rows
-                .iter()
-                .map(|(suite, decision)| {
-                    let mut v = json!({
-                        "suite": suite,
-                        "status": status(decision),
-                        "detail": allowlist::explain::sentence(decision, suite, provider, now),
-                    });
-                    if let Some(map) = v.as_object_mut() {
-                        match decision {
-                            Ok(permit) => {
-                                map.insert("entry".into(), json!(permit.entry));
-                            }
-                            Err(denial) => {
-                                if let Some(entry) = &denial.entry {
-                                    map.insert("entry".into(), json!(entry));
-                                }
-                                if let Some(r) = &denial.revocation {
-                                    map.insert("revocation".into(), json!(r));
-                                }
-                            }
-                        }
-                    }
-                    v
-                })
-                .collect();
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&json!({
-                    "provider": provider, "path": path, "at": stamp(now),
-                    "permitted": rows.iter().all(|(_, d)| d.is_ok()), "suites": suites,
-                }))?
-            );
-        }
-        Format::Text => {
-            println!("{provider} in {}:", path.display());
-            for (suite, decision) in &rows {
-                println!(
-                    "  {suite}: {}: {}",
-                    status(decision),
-                    allowlist::explain::sentence(decision, suite, provider, now)
-                );
-            }
-        }
+        Format::Json => println!("{}", serde_json::to_string_pretty(&explained)?),
+        Format::Text => print!("{explained}"),
     }
-    let usage_error = rows
-        .iter()
-        .any(|(_, d)| matches!(d, Err(denial) if denial.reason.is_usage_error()));
-    Ok(if usage_error {
+    Ok(if explained.usage_error() {
         Exit::Usage
-    } else if rows.iter().all(|(_, d)| d.is_ok()) {
+    } else if explained.permitted {
         Exit::Ok
     } else {
         Exit::Failed

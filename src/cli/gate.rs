@@ -2,6 +2,7 @@
 
 use clap::{Args, ValueEnum};
 
+use conform::allowlist::inspect::GateAnswer;
 use conform::allowlist::{Query, Required, decide};
 
 use super::{Exit, Global};
@@ -70,51 +71,19 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<Exit> {
         max_undetected_failure_rate: args.max_undetected_failure_rate,
         max_valid_for: None,
     });
-    let decision = decide(&global.allowlist_path(), &query);
-    match (&decision, args.format) {
-        (Ok(permit), Format::Json) => println!(
-            "{}",
-            serde_json::json!({"permitted": true, "suite": args.suite, "provider": args.provider,
-                               "valid_until": permit.entry.valid_until, "evidence": permit.entry.evidence,
-                               "rules_out": conform::allowlist::RulesOut::of(
-                                   permit.entry.evidence.calls, permit.entry.evidence.passed)})
-        ),
-        (Err(denial), Format::Json) => println!(
-            "{}",
-            serde_json::json!({"permitted": false, "suite": args.suite, "provider": args.provider,
-                               "reason": denial.reason.code(), "detail": denial.detail,
-                               "findings": denial.revocation.as_ref().map(|r| &r.reasons)})
-        ),
-        (Ok(permit), Format::Text) => println!(
-            "permitted: failover to {} for {} until {} (run {}, {}/{} calls passed, ruling out {}{})",
-            args.provider,
-            args.suite,
-            permit.entry.valid_until,
-            permit.entry.evidence.run_id,
-            permit.entry.evidence.passed,
-            permit.entry.evidence.calls,
-            conform::allowlist::RulesOut::of(
-                permit.entry.evidence.calls,
-                permit.entry.evidence.passed
-            )
-            .words(),
-            permit
-                .entry
-                .evidence
-                .latency
-                .map(|l| format!(", p95 latency {}", conform::latency::words(l.total_ms.p95)))
-                .unwrap_or_default()
-        ),
-        (Err(denial), Format::Text) if denial.reason.is_usage_error() => {
-            eprintln!("error: {}", denial.detail)
-        }
-        (Err(denial), Format::Text) => {
-            println!("denied ({}): {}", denial.reason.code(), denial.detail)
-        }
+    let answer = GateAnswer::of(
+        decide(&global.allowlist_path(), &query),
+        &args.suite,
+        &args.provider,
+    );
+    match (&answer, args.format) {
+        (_, Format::Json) => println!("{}", serde_json::to_string(&answer)?),
+        (GateAnswer::Denied(d), Format::Text) if d.usage_error => eprintln!("error: {answer}"),
+        (_, Format::Text) => println!("{answer}"),
     }
-    Ok(match decision {
-        Ok(_) => Exit::Ok,
-        Err(denial) if denial.reason.is_usage_error() => Exit::Usage,
-        Err(_) => Exit::Failed,
+    Ok(match answer {
+        GateAnswer::Permitted(_) => Exit::Ok,
+        GateAnswer::Denied(d) if d.usage_error => Exit::Usage,
+        GateAnswer::Denied(_) => Exit::Failed,
     })
 }

@@ -30,6 +30,7 @@ pub mod catalogue;
 pub mod file;
 pub mod findings;
 pub mod inventory;
+pub mod session;
 
 use std::collections::BTreeMap;
 

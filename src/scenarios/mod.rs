@@ -9,6 +9,8 @@
 //!   server for resets and cut bodies), scripted per job;
 //! - [`spawn`]: starting, crashing and restarting the orchestrator under test;
 //! - [`runner`]: selection, the run, JUnit;
+//! - [`session`]: one `conform scenarios` around the runner: options, reaching the
+//!   orchestrator, and the text a person reads;
 //! - [`raw`]: HTTP/1.1 written byte for byte, for what a client library will not send;
 //! - the scenarios, by theme: [`keys`], [`idempotency`], [`replay`], [`owners`],
 //!   [`outcomes`], [`timeout`], [`cancel`], [`race`], [`reads`], [`gate`], [`restart`],
@@ -34,6 +36,7 @@ pub mod replay;
 pub mod restart;
 pub mod robustness;
 pub mod runner;
+pub mod session;
 pub mod spawn;
 pub mod timeout;
 pub mod workdir;
