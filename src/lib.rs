@@ -14,6 +14,7 @@
 //! - [`history`]: every run's verdicts over time, drift, and the diff of two runs;
 //! - [`import`]: suites from logged traffic (OpenAI Batch files, chat-request JSONL,
 //!   promptfoo tests), redacted, deduplicated and sampled;
+//! - [`tape`]: the tapes of `conform run --record` turned into recorded references;
 //! - [`probe`]: which JSON Schema keywords a provider enforces, rejects, strips or ignores;
 //! - [`latency`]: percentiles from a streaming histogram of bounded size;
 //! - [`stats`]: the failure rate a count of failures rules out;
@@ -48,5 +49,6 @@ pub mod scenarios;
 pub mod secret;
 pub mod sim;
 pub mod stats;
+pub mod tape;
 pub mod tokenize;
 pub mod verdict;

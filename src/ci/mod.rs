@@ -83,6 +83,29 @@ impl Comment {
     }
 }
 
+/// An allowlist that could not be read for a comparison.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {detail}", path.display())]
+pub struct ReadError {
+    pub path: std::path::PathBuf,
+    pub detail: String,
+}
+
+/// The allowlist at `path` for a comparison: a missing file is an empty allowlist (the
+/// first run), anything else unreadable an error.
+pub fn read(path: &std::path::Path) -> Result<Allowlist, ReadError> {
+    match Allowlist::load(path) {
+        Ok(list) => Ok(list),
+        Err(denial) if denial.reason == crate::allowlist::Reason::Missing => {
+            Ok(Allowlist::default())
+        }
+        Err(denial) => Err(ReadError {
+            path: path.to_path_buf(),
+            detail: denial.detail,
+        }),
+    }
+}
+
 /// Compares the allowlists of `plan`.
 pub fn compare(plan: &CommentPlan<'_>) -> Comment {
     let pairs: BTreeSet<(String, String)> = [plan.before, plan.after]

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use conform::allowlist::{Allowlist, FORMAT, Reason};
 use conform::ci::{self, CommentPlan};
 use conform::export::Names;
 
@@ -46,20 +45,11 @@ pub struct CommentArgs {
     #[arg(long = "primary", value_name = "PROVIDER")]
     pub primaries: Vec<String>,
     /// The gateway's name for a provider: PROVIDER=NAME (repeatable).
-    #[arg(long = "name", value_name = "PROVIDER=NAME", value_parser = parse_name)]
+    #[arg(long = "name", value_name = "PROVIDER=NAME", value_parser = Names::parse_pair)]
     pub names: Vec<(String, String)>,
     /// Write the body here instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-}
-
-fn parse_name(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((p, n)) if !p.is_empty() && !n.is_empty() => Ok((p.to_string(), n.to_string())),
-        _ => Err(format!(
-            "`{s}` is not PROVIDER=NAME, e.g. --name openai=gpt-4o"
-        )),
-    }
 }
 
 pub fn ci(global: &Global, args: CiArgs) -> anyhow::Result<Exit> {
@@ -68,20 +58,9 @@ pub fn ci(global: &Global, args: CiArgs) -> anyhow::Result<Exit> {
     }
 }
 
-fn read(path: &std::path::Path) -> Result<Allowlist, String> {
-    match Allowlist::load(path) {
-        Ok(list) => Ok(list),
-        Err(denial) if denial.reason == Reason::Missing => {
-            let empty = format!("{{\"format\":\"{FORMAT}\",\"entries\":[],\"revocations\":[]}}");
-            Allowlist::parse(empty.as_bytes()).map_err(|d| d.detail)
-        }
-        Err(denial) => Err(format!("{}: {}", path.display(), denial.detail)),
-    }
-}
-
 fn comment(global: &Global, args: CommentArgs) -> anyhow::Result<Exit> {
     let after_path = args.after.unwrap_or_else(|| global.allowlist_path());
-    let (before, after) = match (read(&args.before), read(&after_path)) {
+    let (before, after) = match (ci::read(&args.before), ci::read(&after_path)) {
         (Ok(b), Ok(a)) => (b, a),
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("error: {e}");

@@ -3,12 +3,9 @@
 
 use clap::{Args, Subcommand, ValueEnum};
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
-use conform::allowlist::Allowlist;
-use conform::allowlist::local::{suite_names, unknown_provider, unknown_suite};
-use conform::config::ProviderConfig;
-use conform::export::{self, Chain, Names, Plan, SuiteRef, litellm, portkey};
+use conform::export::request::{Export, Request};
+use conform::export::{Names, litellm};
 
 use super::{Exit, Global};
 
@@ -51,7 +48,7 @@ pub struct Common {
     #[arg(long = "suite", value_name = "SUITE")]
     pub suites: Vec<String>,
     /// The gateway's name for a provider: PROVIDER=NAME (repeatable).
-    #[arg(long = "name", value_name = "PROVIDER=NAME", value_parser = parse_name)]
+    #[arg(long = "name", value_name = "PROVIDER=NAME", value_parser = Names::parse_pair)]
     pub names: Vec<(String, String)>,
 }
 
@@ -76,153 +73,41 @@ pub enum SectionArg {
     LitellmSettings,
 }
 
-fn parse_name(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((p, n)) if !p.is_empty() && !n.is_empty() => Ok((p.to_string(), n.to_string())),
-        _ => Err(format!(
-            "`{s}` is not PROVIDER=NAME, e.g. --name openai=gpt-4o"
-        )),
-    }
-}
-
 pub fn export(global: &Global, args: ExportArgs) -> anyhow::Result<Exit> {
-    match args.gateway {
-        Gateway::Litellm(args) => {
-            let Some((chains, names, header)) = prepare(global, &args.common) else {
-                return Ok(Exit::Usage);
-            };
+    let (allowlist, paths) = (global.allowlist_path(), global.paths());
+    let request = |common: Common| Request {
+        allowlist: &allowlist,
+        paths: &paths,
+        primaries: common.primaries,
+        fallbacks: common.fallbacks,
+        suites: common.suites,
+        names: Names(common.names.into_iter().collect()),
+        at: OffsetDateTime::now_utc(),
+    };
+    let prepared = match args.gateway {
+        Gateway::Litellm(args) => Export::prepare(request(args.common)).map(|export| {
             let section = match args.section {
                 SectionArg::RouterSettings => litellm::Section::RouterSettings,
                 SectionArg::LitellmSettings => litellm::Section::LitellmSettings,
             };
-            print!("{}", litellm::yaml(&chains, &names, section, &header));
-            Ok(summary(&chains))
-        }
-        Gateway::Portkey(args) => {
-            if args.common.primaries.len() != 1 {
-                eprintln!(
-                    "error: a Portkey config has one primary: run `conform export portkey --primary P` once per primary"
-                );
-                return Ok(Exit::Usage);
+            print!("{}", export.litellm(section));
+            export
+        }),
+        Gateway::Portkey(args) => Export::for_portkey(request(args.common)).map(|export| {
+            let config = serde_json::to_string_pretty(&export.portkey(&paths));
+            println!("{}", config.unwrap_or_default());
+            eprint!("{}", export.routes());
+            export
+        }),
+    };
+    match prepared {
+        Ok(export) if export.complete() => Ok(Exit::Ok),
+        Ok(_) => Ok(Exit::Failed),
+        Err(e) => {
+            for problem in e.problems() {
+                eprintln!("error: {problem}");
             }
-            let Some((chains, names, _)) = prepare(global, &args.common) else {
-                return Ok(Exit::Usage);
-            };
-            let chain = &chains[0];
-            let primary_model = ProviderConfig::load(
-                &global
-                    .paths()
-                    .providers
-                    .join(format!("{}.toml", chain.primary)),
-            )
-            .ok()
-            .map(|c| c.model);
-            let config = portkey::config(chain, primary_model.as_deref(), &names);
-            println!("{}", serde_json::to_string_pretty(&config)?);
-            report_chains(&chains);
-            Ok(summary(&chains))
+            Ok(Exit::Usage)
         }
-    }
-}
-
-type Prepared = (Vec<Chain>, Names, Vec<String>);
-
-fn prepare(global: &Global, common: &Common) -> Option<Prepared> {
-    let path = global.allowlist_path();
-    let list = match Allowlist::load(&path) {
-        Ok(list) => list,
-        Err(denial) => {
-            // Failing closed here would still print a config; refusing is clearer.
-            eprintln!(
-                "error: no fallback can be exported ({}): {}",
-                denial.reason.code(),
-                denial.detail
-            );
-            return None;
-        }
-    };
-    let paths = global.paths();
-    let names: Vec<String> = if common.suites.is_empty() {
-        suite_names(&paths.fixtures)
-    } else {
-        common.suites.clone()
-    };
-    if names.is_empty() {
-        eprintln!(
-            "error: no suite in {}: name the suites the fallbacks must be proven for with --suite",
-            paths.fixtures.display()
-        );
-        return None;
-    }
-    // A name the project does not have is a typo, not a quiet "nothing to export".
-    let suites = names.iter().filter_map(|name| unknown_suite(&paths, name));
-    let providers = (common.primaries.iter().chain(&common.fallbacks))
-        .filter_map(|name| unknown_provider(&paths, name));
-    let unknown: Vec<String> = suites.chain(providers).map(|d| d.detail).collect();
-    if !unknown.is_empty() {
-        for problem in unknown {
-            eprintln!("error: {problem}");
-        }
-        return None;
-    }
-    let suites: Vec<SuiteRef> = names
-        .iter()
-        .map(|name| SuiteRef {
-            name: name.clone(),
-            digest: None,
-        })
-        .collect();
-    let at = OffsetDateTime::now_utc();
-    let plan = Plan {
-        primaries: common.primaries.clone(),
-        fallbacks: common.fallbacks.clone(),
-        suites,
-        at,
-        // Every candidate is decided against this project's files, as `conform gate` does.
-        project: Some(paths.clone()),
-    };
-    let chains = export::chains(&list, &plan);
-    let names_map = Names(common.names.iter().cloned().collect());
-    let mut header = vec![
-        format!(
-            "Generated by conform {} from {} at {}.",
-            env!("CARGO_PKG_VERSION"),
-            path.display(),
-            at.format(&Rfc3339).unwrap_or_default()
-        ),
-        format!(
-            "Lists only fallbacks whose allowlist entries are valid for every suite: {}.",
-            names.join(", ")
-        ),
-    ];
-    if let Some(first) = chains.iter().filter_map(Chain::expires).min() {
-        header.push(format!(
-            "The first entry expires at {first}: export again before then."
-        ));
-    }
-    Some((chains, names_map, header))
-}
-
-/// On stderr, so that stdout stays a config.
-fn report_chains(chains: &[Chain]) {
-    for chain in chains {
-        for f in &chain.fallbacks {
-            eprintln!("{} -> {} ({})", chain.primary, f.provider, f.model);
-        }
-        for x in &chain.excluded {
-            eprintln!(
-                "{} -/-> {}: {} ({})",
-                chain.primary, x.provider, x.reason, x.detail
-            );
-        }
-    }
-}
-
-/// 0 when every primary has a permitted fallback, 1 when one has none.
-fn summary(chains: &[Chain]) -> Exit {
-    if chains.iter().all(|c| !c.fallbacks.is_empty()) {
-        Exit::Ok
-    } else {
-        Exit::Failed
     }
 }

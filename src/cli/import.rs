@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use conform::import::{self, Options, Redaction, Summary};
+use conform::import::{self, Options, Redaction, Report};
 
 use super::{Exit, Global};
 
@@ -123,7 +123,13 @@ pub fn import(global: &Global, args: ImportArgs) -> anyhow::Result<Exit> {
     };
     match result {
         Ok(summary) => {
-            print_summary(kind, &summary);
+            print!(
+                "{}",
+                Report {
+                    kind,
+                    summary: &summary
+                }
+            );
             Ok(Exit::Ok)
         }
         Err(e) => {
@@ -132,39 +138,4 @@ pub fn import(global: &Global, args: ImportArgs) -> anyhow::Result<Exit> {
             Ok(Exit::Usage)
         }
     }
-}
-
-fn print_summary(kind: &str, s: &Summary) {
-    println!(
-        "imported {} ({kind}): {} cases from {} requests ({} with recorded answers); {} duplicates dropped ({} answers kept as repeats), {} left out by --sample, {} skipped; {} values redacted",
-        s.dir.display(),
-        s.written,
-        s.read,
-        s.with_reference,
-        s.duplicates,
-        s.repeats_merged,
-        s.not_sampled,
-        s.skipped,
-        s.redacted,
-    );
-    println!("schema.json: {}", s.schema);
-    if s.notes_total > 0 {
-        println!(
-            "not carried over ({}; all of them in IMPORT_NOTES.md):",
-            s.notes_total
-        );
-        for n in s.notes.iter().take(20) {
-            println!("  {n}");
-        }
-        if s.notes_total > 20 {
-            println!("  … and {} more", s.notes_total - 20);
-        }
-    }
-    println!(
-        "next: `conform check` validates it offline; `conform run PROVIDER --suite {}` runs it",
-        s.dir
-            .file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default()
-    );
 }

@@ -4,8 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use conform::config::{ProviderConfig, Selection, Workspace};
-use conform::run::reference_tape;
+use conform::tape::{TapeError, ToReference};
 
 use super::{Exit, Global};
 
@@ -51,59 +50,19 @@ pub fn tape(global: &Global, args: TapeArgs) -> anyhow::Result<Exit> {
 }
 
 fn to_reference(global: &Global, args: ToReferenceArgs) -> anyhow::Result<Exit> {
-    let provider = match args.provider.clone().or_else(|| {
-        args.tape
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .map(str::to_string)
-    }) {
-        Some(p) => p,
-        None => {
-            eprintln!(
-                "error: cannot tell the provider from {}: name it with --provider",
-                args.tape.display()
-            );
-            return Ok(Exit::Usage);
-        }
-    };
-    let selection = Selection {
-        providers: vec![provider.clone()],
-        suites: vec![args.suite.clone()],
-    };
-    let workspace = match Workspace::load(&global.paths(), &selection) {
-        Ok(ws) => ws,
-        Err(problems) => {
-            super::run::print_problems(&problems);
-            return Ok(Exit::Usage);
-        }
-    };
-    let (Some(suite), Some(config)) = (workspace.suites.first(), workspace.providers.first())
-    else {
-        eprintln!("error: no suite {} or provider {provider}", args.suite);
-        return Ok(Exit::Usage);
-    };
-    let config: &ProviderConfig = config;
-    match reference_tape::tape_to_reference(&args.tape, suite, config) {
+    let provider = args.provider.as_deref();
+    match ToReference::convert(&global.paths(), &args.tape, &args.suite, provider) {
         Ok(done) => {
-            println!(
-                "{}: {} case{} now carry {} recorded answer{} of {} ({})",
-                suite.name,
-                done.cases,
-                if done.cases == 1 { "" } else { "s" },
-                done.answers,
-                if done.answers == 1 { "" } else { "s" },
-                config.name,
-                config.model
-            );
-            if done.missing.is_empty() {
-                Ok(Exit::Ok)
+            print!("{done}");
+            Ok(if done.complete() {
+                Exit::Ok
             } else {
-                println!(
-                    "not on the tape (left as they were): {}",
-                    done.missing.join(", ")
-                );
-                Ok(Exit::Failed)
-            }
+                Exit::Failed
+            })
+        }
+        Err(TapeError::Config(problems)) => {
+            super::run::print_problems(&problems);
+            Ok(Exit::Usage)
         }
         Err(e) => {
             eprintln!("error: {e}");

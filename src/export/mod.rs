@@ -2,7 +2,8 @@
 //! failover only ever goes where the evidence says it may:
 //!
 //! - [`litellm`]: the router's `fallbacks` section of a LiteLLM proxy `config.yaml`;
-//! - [`portkey`]: a Portkey gateway config with `strategy.mode = "fallback"`.
+//! - [`portkey`]: a Portkey gateway config with `strategy.mode = "fallback"`;
+//! - [`request`]: what `conform export` asks for, checked against the project.
 //!
 //! Both start from [`chains`]: for each primary, the fallbacks whose entries permit
 //! failover for every selected suite at one instant. An export is a snapshot: the
@@ -10,6 +11,7 @@
 
 pub mod litellm;
 pub mod portkey;
+pub mod request;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -52,6 +54,16 @@ pub struct Plan {
 pub struct Names(pub BTreeMap<String, String>);
 
 impl Names {
+    /// `PROVIDER=NAME`, as `--name` gives one.
+    pub fn parse_pair(s: &str) -> Result<(String, String), String> {
+        match s.split_once('=') {
+            Some((p, n)) if !p.is_empty() && !n.is_empty() => Ok((p.to_string(), n.to_string())),
+            _ => Err(format!(
+                "`{s}` is not PROVIDER=NAME, e.g. --name openai=gpt-4o"
+            )),
+        }
+    }
+
     pub fn of<'a>(&'a self, provider: &'a str) -> &'a str {
         self.0.get(provider).map_or(provider, String::as_str)
     }

@@ -136,6 +136,54 @@ pub struct Summary {
     pub notes_total: u64,
 }
 
+/// The summary a person reads after an import of `kind` (`openai-batch`, `jsonl` …):
+/// the counts, the schema, the notes (the first 20) and what to do next.
+pub struct Report<'a> {
+    pub kind: &'a str,
+    pub summary: &'a Summary,
+}
+
+impl std::fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (kind, s) = (self.kind, self.summary);
+        writeln!(
+            f,
+            "imported {} ({kind}): {} cases from {} requests ({} with recorded answers); {} duplicates dropped ({} answers kept as repeats), {} left out by --sample, {} skipped; {} values redacted",
+            s.dir.display(),
+            s.written,
+            s.read,
+            s.with_reference,
+            s.duplicates,
+            s.repeats_merged,
+            s.not_sampled,
+            s.skipped,
+            s.redacted,
+        )?;
+        writeln!(f, "schema.json: {}", s.schema)?;
+        if s.notes_total > 0 {
+            writeln!(
+                f,
+                "not carried over ({}; all of them in IMPORT_NOTES.md):",
+                s.notes_total
+            )?;
+            for n in s.notes.iter().take(20) {
+                writeln!(f, "  {n}")?;
+            }
+            if s.notes_total > 20 {
+                writeln!(f, "  … and {} more", s.notes_total - 20)?;
+            }
+        }
+        writeln!(
+            f,
+            "next: `conform check` validates it offline; `conform run PROVIDER --suite {}` runs it",
+            s.dir
+                .file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default()
+        )
+    }
+}
+
 /// The notes kept in memory and written to `IMPORT_NOTES.md`; beyond this they are
 /// counted.
 pub const MAX_NOTES: usize = 500;
