@@ -15,7 +15,6 @@ macro_rules! print {
     }};
 }
 
-mod allocator;
 mod allowlist;
 mod check;
 mod ci;
@@ -35,6 +34,8 @@ mod tape;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+// `serve` tunes the allocator it runs on (`super::allocator`).
+use conform::orchestrator::allocator;
 
 pub use exit::{Exit, describe};
 

@@ -1,12 +1,9 @@
 //! `conform plan` (and `conform run --dry-run`): what a run would send and cost.
 
-use std::sync::Arc;
-
 use clap::{Args, ValueEnum};
 
 use conform::config::Workspace;
 use conform::plan;
-use conform::run;
 use conform::run::shard::Shard;
 
 use super::run::{load, print_problems};
@@ -53,15 +50,7 @@ pub fn print(
     shard: Option<Shard>,
     format: Format,
 ) -> Exit {
-    let suites = match run::prepare(workspace.suites, run::Keep::CaseBytes) {
-        Ok(suites) => suites,
-        Err(problems) => {
-            print_problems(&problems);
-            return Exit::Usage;
-        }
-    };
-    let providers: Vec<_> = workspace.providers.into_iter().map(Arc::new).collect();
-    match plan::for_providers(&suites, &providers, repeats, shard) {
+    match plan::project::of_workspace(workspace, repeats, shard) {
         Ok(plan) => {
             match format {
                 Format::Text => print!("{}", plan::render(&plan)),

@@ -11,7 +11,8 @@
 //! - `routes`: the endpoints, behind the in-flight limit; `attempt`: one upstream call
 //!   per attempt, the deadline and the late window; [`upstream`]: the HTTP client and the
 //!   outcome classification;
-//! - [`view`]: jobs and attempts as JSON.
+//! - [`view`]: jobs and attempts as JSON;
+//! - [`allocator`]: glibc's allocator told to give freed memory back under load.
 //!
 //! A sweeper turns `starting` attempts whose stored deadline has passed into `unknown`,
 //! so an attempt that was in flight when a process died keeps blocking and is never
@@ -19,6 +20,7 @@
 //!
 //! [`ledger`]: crate::ledger
 
+pub mod allocator;
 mod attempt;
 pub mod config;
 mod connection;

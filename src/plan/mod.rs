@@ -9,6 +9,8 @@
 //! local tokenizer counts exactly is estimated (bytes / 4, as the runner reserves rate
 //! limits) and marked inexact, and its range widened.
 
+pub mod project;
+
 use std::sync::Arc;
 
 use serde::Serialize;
