@@ -729,3 +729,25 @@ async fn a_result_that_cannot_be_written_is_its_own_exit_and_names_the_path_once
         assert_eq!(error.matches("(os error").count(), 1, "{error}");
     }
 }
+
+/// `demo --allowlist F` is not silently ignored: the demo says it never writes F, and
+/// does not.
+#[test]
+fn the_demo_says_it_leaves_a_given_allowlist_alone() {
+    let project = Project::new(&["sim-steady"]);
+    let out = project
+        .cmd()
+        .args(["demo", "--no-progress", "--suite", "ticket-triage"])
+        .arg("--allowlist")
+        .arg(project.path("mine.json"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("the demo does not write") && stderr.contains("mine.json"),
+        "{stderr}"
+    );
+    assert!(!project.path("mine.json").exists());
+    assert!(project.last_run().join("allowlist.json").is_file());
+}
