@@ -140,26 +140,14 @@ pub enum MergeError {
 }
 
 /// The shard reports named on the command line: each path is a shard folder, or a
-/// folder whose sub-folders are (how CI tools download several artifacts).
+/// folder holding shard folders up to [`SEARCH_DEPTH`] levels down (how CI tools download
+/// several artifacts, and the `--reports` folders shards were run with, whose shards sit
+/// in `shards/shard-K-of-N`).
 pub fn collect(paths: &[PathBuf]) -> Result<Vec<ShardReport>, MergeError> {
     let mut reports = Vec::new();
     for path in paths {
-        if path.join(MANIFEST).is_file() {
-            reports.push(ShardReport {
-                manifest: Manifest::read(path)?,
-                dir: path.clone(),
-            });
-            continue;
-        }
-        let entries = std::fs::read_dir(path).map_err(|source| MergeError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let mut found: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.join(MANIFEST).is_file())
-            .collect();
+        let mut found = Vec::new();
+        find_shards(path, SEARCH_DEPTH, &mut found)?;
         if found.is_empty() {
             return Err(MergeError::NoShards(path.display().to_string()));
         }
@@ -175,6 +163,32 @@ pub fn collect(paths: &[PathBuf]) -> Result<Vec<ShardReport>, MergeError> {
         return Err(MergeError::NoShards("the arguments".into()));
     }
     Ok(reports)
+}
+
+/// How far below a named folder shard folders are looked for: `REPORTS/shards/shard-K-of-N`
+/// is two levels, and one more covers a folder of downloaded `--reports` folders.
+const SEARCH_DEPTH: usize = 3;
+
+/// Shard folders at or below `path`; a shard folder's own sub-folders are not searched.
+fn find_shards(path: &Path, depth: usize, found: &mut Vec<PathBuf>) -> Result<(), MergeError> {
+    if path.join(MANIFEST).is_file() {
+        found.push(path.to_path_buf());
+        return Ok(());
+    }
+    if depth == 0 {
+        return Ok(());
+    }
+    let entries = std::fs::read_dir(path).map_err(|source| MergeError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    for entry in entries.filter_map(Result::ok) {
+        let sub = entry.path();
+        if sub.is_dir() {
+            find_shards(&sub, depth - 1, found)?;
+        }
+    }
+    Ok(())
 }
 
 /// Checks that the reports are shards 1..=N of one run, and sorts them by K.

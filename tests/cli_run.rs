@@ -531,6 +531,91 @@ async fn ctrl_c_marks_the_report_incomplete_and_leaves_the_allowlist_alone() {
     );
 }
 
+/// An interrupted run decides the pairs whose calls all came back: a primary that
+/// answered everything is not "inconclusive" because another provider hung. It still
+/// grants nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupted_run_still_decides_a_pair_whose_calls_all_came_back() {
+    let project = Project::new(&[]);
+    let fast = openai_mock(&project, Mode::Faithful).await;
+    let hanging = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(200).set_delay(std::time::Duration::from_secs(30)),
+        )
+        .mount(&hanging)
+        .await;
+    for (name, server) in [("local", &fast), ("slow", &hanging)] {
+        project.write(
+            &format!("providers/{name}.toml"),
+            &format!(
+                "kind = \"openai-compatible\"\nmodel = \"m\"\nbase_url = \"{}\"\n\n[tokenizer]\nkind = \"none\"\n",
+                server.uri()
+            ),
+        );
+    }
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("conform"))
+        .current_dir(project.root())
+        .args(["--root", ".", "run", "local", "slow", "--no-progress"])
+        .args(["--suite", "ticket-triage", "--repeats", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The fast provider is done once its count of requests stops growing while the
+    // hanging one holds its calls.
+    let (mut last, mut steady) = (0, 0);
+    for _ in 0..400 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let now = fast.received_requests().await.unwrap().len();
+        let held = hanging.received_requests().await.unwrap().len();
+        steady = if now == last && now > 0 && held > 0 {
+            steady + 1
+        } else {
+            0
+        };
+        last = now;
+        if steady == 10 {
+            break;
+        }
+    }
+    assert_eq!(
+        steady, 10,
+        "the fast provider never settled ({last} requests)"
+    );
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = tokio::task::spawn_blocking(move || {
+        let _ = child.wait();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let report = read_json(&project.last_run().join("report.json"));
+    assert_eq!(report["run"]["complete"], false);
+    let verdict = |p: &str| {
+        report["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["provider"] == p)
+            .unwrap()["verdict"]
+            .clone()
+    };
+    assert_eq!(verdict("local"), "conformant", "{report}");
+    assert_eq!(verdict("slow"), "inconclusive", "{report}");
+    assert!(!project.path("allowlist.json").exists());
+}
+
 /// The `report.json` a run printed the path of (two runs can start in the same second,
 /// so the newest folder is not necessarily this run's).
 fn report_of(out: &std::process::Output) -> Value {
@@ -728,4 +813,26 @@ async fn a_result_that_cannot_be_written_is_its_own_exit_and_names_the_path_once
         assert!(error.contains(&blocked.display().to_string()), "{error}");
         assert_eq!(error.matches("(os error").count(), 1, "{error}");
     }
+}
+
+/// `demo --allowlist F` is not silently ignored: the demo says it never writes F, and
+/// does not.
+#[test]
+fn the_demo_says_it_leaves_a_given_allowlist_alone() {
+    let project = Project::new(&["sim-steady"]);
+    let out = project
+        .cmd()
+        .args(["demo", "--no-progress", "--suite", "ticket-triage"])
+        .arg("--allowlist")
+        .arg(project.path("mine.json"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("the demo does not write") && stderr.contains("mine.json"),
+        "{stderr}"
+    );
+    assert!(!project.path("mine.json").exists());
+    assert!(project.last_run().join("allowlist.json").is_file());
 }

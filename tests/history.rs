@@ -214,3 +214,30 @@ fn no_history_is_a_usage_error_naming_the_file() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("history.jsonl"), "{stderr}");
 }
+
+/// The history holds conclusive verdicts only: a pair the run could not decide (here a
+/// provider nobody answers for) says nothing about drift, and README promises as much.
+#[test]
+fn a_pair_the_run_could_not_decide_leaves_no_line_in_the_history() {
+    let project = Project::new(&["sim-steady"]);
+    project.write(
+        "providers/dead.toml",
+        "kind = \"openai-compatible\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9\"\n\n[tokenizer]\nkind = \"none\"\n",
+    );
+    let out = project
+        .cmd()
+        .args(["run", "dead", "sim-steady", "--suite", "ticket-triage"])
+        .args(["--repeats", "1", "--no-progress"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    let text = std::fs::read_to_string(project.path("reports/history.jsonl")).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert_eq!(lines[0]["provider"], "sim-steady");
+    assert_eq!(lines[0]["verdict"], "conformant");
+}

@@ -178,20 +178,24 @@ async fn sharded_replays_merge_into_the_unsharded_verdicts_and_allowlist() {
     );
 
     for n in [1u32, 2, 4, 7] {
+        // N = 2 runs each shard with its own `--reports` folder, as separate CI jobs
+        // do, and merge is given those folders: it finds the shards below them.
+        let own = |k: u32| project.path(&format!("rep-{k}-of-{n}"));
         let shards = project.path(&format!("reports-{n}"));
         let mut sizes = Vec::new();
         for k in 1..=n {
+            let reports = if n == 2 { own(k) } else { shards.clone() };
             let out = project
                 .cmd()
                 .arg("--reports")
-                .arg(&shards)
+                .arg(&reports)
                 .args(["run", "openai", "fenced", "--no-progress", "--repeats", "2"])
                 .args(SUITES)
                 .args(["--replay", "tapes", "--shard", &format!("{k}/{n}")])
                 .output()
                 .unwrap();
             assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-            let manifest = read_json(&shards.join(format!("shards/shard-{k}-of-{n}/shard.json")));
+            let manifest = read_json(&reports.join(format!("shards/shard-{k}-of-{n}/shard.json")));
             sizes.push(manifest["calls"].as_u64().unwrap());
         }
         assert_eq!(
@@ -210,7 +214,10 @@ async fn sharded_replays_merge_into_the_unsharded_verdicts_and_allowlist() {
             allowlist
         );
 
-        let merged = merge(&project, &[&shards.join("shards")]);
+        let merged = match n {
+            2 => merge(&project, &[&own(1), &own(2)]),
+            _ => merge(&project, &[&shards.join("shards")]),
+        };
         assert_eq!(merged.status.code(), Some(1), "N = {n}: {}", text(&merged));
         let dir = run_dir(&merged);
         let report = read_json(&dir.join("report.json"));

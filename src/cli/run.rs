@@ -168,6 +168,15 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Usage);
     };
     workspace.providers.retain(|p| p.is_simulated());
+    if let Some(path) = &global.allowlist {
+        // Simulated evidence permits nothing, so the demo never writes the allowlist
+        // production reads; saying so beats a flag that silently does nothing.
+        eprintln!(
+            "note: the demo does not write {} (--allowlist or CONFORM_ALLOWLIST): simulated \
+             evidence goes only to the run's own reports/<run-id>/allowlist.json",
+            path.display()
+        );
+    }
     if let Err(problems) =
         conform::config::reference::add_live_references(&mut workspace, &global.paths(), None)
     {

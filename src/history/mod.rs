@@ -82,7 +82,9 @@ pub struct Skipped {
     pub why: String,
 }
 
-/// The history lines of a finished run: one per (suite, provider), in the run's order.
+/// The history lines of a finished run: one per (suite, provider) whose verdict is
+/// conclusive, in the run's order. A pair the run could not decide (unreachable, refused
+/// keys, too little evidence) measured nothing about drift, so it leaves no line.
 pub fn lines_from_run(
     result: &RunResult,
     suites: &[Arc<PreparedSuite>],
@@ -96,6 +98,7 @@ pub fn lines_from_run(
     result
         .verdicts
         .iter()
+        .filter(|v| v.verdict != crate::verdict::Verdict::Inconclusive)
         .map(|v| {
             let suite = &suites[v.suite_index].suite;
             let config = &targets[v.provider_index].endpoint.config;

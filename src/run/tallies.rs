@@ -134,7 +134,9 @@ impl Tallies {
                 let policy = Policy {
                     pass_threshold: suites[suite_index].suite.pass_threshold,
                     max_transport_error_share,
-                    complete,
+                    // A pair whose every planned call came back is decided even when the
+                    // run was cut short elsewhere; the run still grants nothing.
+                    complete: complete || tally.ran_all(),
                     over_budget,
                     slo: tally.slo,
                     max_undetected_failure_rate: suites[suite_index]

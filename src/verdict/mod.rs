@@ -243,6 +243,11 @@ impl Tally {
         self.differential = Some(d);
     }
 
+    /// Every planned call was sent and came back (passed or failed).
+    pub fn ran_all(&self) -> bool {
+        self.planned > 0 && self.not_run == 0 && self.passed + self.failed >= self.planned
+    }
+
     /// Passed calls over planned calls: a call that never ran is not a pass.
     pub fn pass_rate(&self) -> f64 {
         ratio(self.passed, self.planned)
