@@ -10,6 +10,7 @@
 //! - [`verdict`]: per (suite, provider) conformance from the streamed results;
 //! - [`report`]: `results.jsonl`, `report.json` and the terminal summary;
 //! - [`allowlist`]: the fail-closed file that gates failover, its writer and its reader;
+//! - [`execute`]: `conform run`, `demo` and `merge` end to end, as the binary calls them;
 //! - [`export`]: the allowlist as LiteLLM and Portkey fallback configs;
 //! - [`history`]: every run's verdicts over time, drift, and the diff of two runs;
 //! - [`import`]: suites from logged traffic (OpenAI Batch files, chat-request JSONL,
@@ -33,6 +34,7 @@ pub mod ci;
 pub mod conclude;
 pub mod config;
 pub mod digest;
+pub mod execute;
 pub mod export;
 pub mod history;
 pub mod import;

@@ -406,7 +406,7 @@ impl fmt::Display for Explanation {
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub enum GateAnswer {
-    Permitted(GatePermit),
+    Permitted(Box<GatePermit>),
     Denied(GateDenial),
 }
 
@@ -437,14 +437,14 @@ pub struct GateDenial {
 impl GateAnswer {
     pub fn of(decision: Result<Permit, Denial>, suite: &str, provider: &str) -> GateAnswer {
         match decision {
-            Ok(permit) => GateAnswer::Permitted(GatePermit {
+            Ok(permit) => GateAnswer::Permitted(Box::new(GatePermit {
                 permitted: true,
                 suite: suite.to_string(),
                 provider: provider.to_string(),
                 valid_until: permit.entry.valid_until,
                 rules_out: RulesOut::of(permit.entry.evidence.calls, permit.entry.evidence.passed),
                 evidence: permit.entry.evidence,
-            }),
+            })),
             Err(denial) => GateAnswer::Denied(GateDenial {
                 permitted: false,
                 suite: suite.to_string(),

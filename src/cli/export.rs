@@ -85,19 +85,17 @@ pub fn export(global: &Global, args: ExportArgs) -> anyhow::Result<Exit> {
         at: OffsetDateTime::now_utc(),
     };
     let prepared = match args.gateway {
-        Gateway::Litellm(args) => Export::prepare(request(args.common)).map(|export| {
+        Gateway::Litellm(args) => Export::prepare(request(args.common)).inspect(|export| {
             let section = match args.section {
                 SectionArg::RouterSettings => litellm::Section::RouterSettings,
                 SectionArg::LitellmSettings => litellm::Section::LitellmSettings,
             };
             print!("{}", export.litellm(section));
-            export
         }),
-        Gateway::Portkey(args) => Export::for_portkey(request(args.common)).map(|export| {
+        Gateway::Portkey(args) => Export::for_portkey(request(args.common)).inspect(|export| {
             let config = serde_json::to_string_pretty(&export.portkey(&paths));
             println!("{}", config.unwrap_or_default());
             eprint!("{}", export.routes());
-            export
         }),
     };
     match prepared {

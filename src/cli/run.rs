@@ -1,20 +1,17 @@
 //! `conform run` and `conform demo`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
 
 use conform::allowlist::Destination;
 use conform::conclude::Conclude;
 use conform::config::{Diagnostics, Selection, Workspace};
-use conform::provider::tape::Recorder;
-use conform::run::assemble::{AssembleError, Assembly, Setup, TapeMode, assemble};
-use conform::run::budget::Budget;
-use conform::run::shard::{Manifest, PlanOptions, Shard};
-use conform::run::{self, PreparedSuite, RunOptions, RunResult, Target};
+use conform::execute::{self, Concluded, Execute, ExecuteError, Ran, Ready, RunAsk};
+use conform::run::RunResult;
+use conform::run::assemble::TapeMode;
+use conform::run::shard::Shard;
 
 use super::{Exit, Global};
 
@@ -92,42 +89,17 @@ pub struct Common {
 }
 
 pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
-    if args.base_url.is_some() && args.providers.len() != 1 {
-        eprintln!(
-            "error: --base-url needs exactly one provider, e.g. `conform run openai --base-url URL`"
-        );
-        return Ok(Exit::Usage);
-    }
-    let Some(mut workspace) = load(global, &args.providers, &args.common.suites) else {
-        return Ok(Exit::Usage);
+    let ask = RunAsk {
+        providers: &args.providers,
+        suites: &args.common.suites,
+        base_url: args.base_url.as_deref(),
+        valid_for: args.common.valid_for,
+        reference: args.reference.as_deref(),
     };
-    if let Err(e) = workspace.settings.allow_valid_for(args.common.valid_for) {
-        eprintln!("error: {e}");
-        return Ok(Exit::Usage);
-    }
-    if args.providers.is_empty() {
-        workspace.providers.retain(|p| !p.is_simulated());
-        if workspace.providers.is_empty() {
-            eprintln!(
-                "error: no providers to run in {}: every one there is simulated; add providers/NAME.toml, or try `conform demo`",
-                global.paths().providers.display()
-            );
-            return Ok(Exit::Usage);
-        }
-    }
-    if let Err(problems) = conform::config::reference::add_live_references(
-        &mut workspace,
-        &global.paths(),
-        args.reference.as_deref(),
-    ) {
-        print_problems(&problems);
-        return Ok(Exit::Usage);
-    }
-    if let Some(url) = &args.base_url {
-        for p in &mut workspace.providers {
-            p.override_base_url(url);
-        }
-    }
+    let workspace = match execute::for_run(&global.paths(), ask) {
+        Ok(workspace) => workspace,
+        Err(e) => return failed(e),
+    };
     if args.dry_run {
         return Ok(super::plan::print(
             workspace,
@@ -136,38 +108,27 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
             super::plan::Format::Text,
         ));
     }
-    if let Some(Err(e)) = args
-        .budget
-        .map(|limit| conform::run::budget::keepable(limit, &workspace.providers))
-    {
-        eprintln!("error: {e}");
-        return Ok(Exit::Usage);
+    if let Err(e) = execute::keepable(args.budget, &workspace) {
+        return failed(e);
     }
     let tape = match (args.record, args.replay) {
         (Some(dir), _) => Some(TapeMode::Record(dir)),
         (None, Some(dir)) => Some(TapeMode::Replay(dir)),
         (None, None) => None,
     };
-    let result = execute(
-        global,
-        workspace,
-        &args.common,
-        tape,
-        Destination::Real,
-        args.shard,
-        args.budget,
-    )
-    .await?;
-    Ok(result.map_or(Exit::Usage, |result| {
-        result.overall(args.shard.is_some()).into()
-    }))
+    let how = how(global, &args.common, tape, args.shard, args.budget);
+    let to = conclusion(global, Destination::Real, args.common.valid_for);
+    match run_and_conclude(global, workspace, &how, to).await {
+        Ok(result) => Ok(result.overall(args.shard.is_some()).into()),
+        Err(e) => failed(e),
+    }
 }
 
 pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
-    let Some(mut workspace) = load(global, &[], &args.common.suites) else {
-        return Ok(Exit::Usage);
+    let mut workspace = match execute::load(&global.paths(), selection(&[], &args.common.suites)) {
+        Ok(workspace) => workspace,
+        Err(e) => return failed(e),
     };
-    workspace.providers.retain(|p| p.is_simulated());
     if let Some(path) = &global.allowlist {
         // Simulated evidence permits nothing, so the demo never writes the allowlist
         // production reads; saying so beats a flag that silently does nothing.
@@ -177,31 +138,14 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
             path.display()
         );
     }
-    if let Err(problems) =
-        conform::config::reference::add_live_references(&mut workspace, &global.paths(), None)
-    {
-        print_problems(&problems);
-        return Ok(Exit::Usage);
+    if let Err(e) = execute::for_demo(&mut workspace, &global.paths()) {
+        return failed(e);
     }
-    if workspace.providers.is_empty() {
-        eprintln!(
-            "error: no simulated providers (kind = \"sim\") in {}",
-            global.paths().providers.display()
-        );
-        return Ok(Exit::Usage);
-    }
-    let Some(result) = execute(
-        global,
-        workspace.clone(),
-        &args.common,
-        None,
-        Destination::Demo,
-        None,
-        None,
-    )
-    .await?
-    else {
-        return Ok(Exit::Usage);
+    let how = how(global, &args.common, None, None, None);
+    let to = conclusion(global, Destination::Demo, args.common.valid_for);
+    let result = match run_and_conclude(global, workspace.clone(), &how, to).await {
+        Ok(result) => result,
+        Err(e) => return failed(e),
     };
     if !result.complete {
         return Ok(Exit::Inconclusive);
@@ -216,18 +160,17 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
     }
 }
 
-pub(super) fn load(global: &Global, providers: &[String], suites: &[String]) -> Option<Workspace> {
-    let selection = Selection {
+fn selection(providers: &[String], suites: &[String]) -> Selection {
+    Selection {
         providers: providers.to_vec(),
         suites: suites.to_vec(),
-    };
-    match Workspace::load(&global.paths(), &selection) {
-        Ok(ws) => Some(ws),
-        Err(problems) => {
-            print_problems(&problems);
-            None
-        }
     }
+}
+
+pub(super) fn load(global: &Global, providers: &[String], suites: &[String]) -> Option<Workspace> {
+    execute::load(&global.paths(), selection(providers, suites))
+        .map_err(failed)
+        .ok()
 }
 
 pub fn print_problems(problems: &Diagnostics) {
@@ -236,195 +179,95 @@ pub fn print_problems(problems: &Diagnostics) {
     eprintln!("{n} problem{} found", if n == 1 { "" } else { "s" });
 }
 
-/// Runs a loaded workspace end to end: simulations, endpoints, the run, the reports and
-/// the allowlist. `None` when the configuration cannot run (problems printed).
-async fn execute(
+/// How a run or a merge that could not be carried out ends: a configuration or usage
+/// error printed and exit 2, a refused merge exit 3, anything else the error itself.
+pub(super) fn failed(e: ExecuteError) -> anyhow::Result<Exit> {
+    match e {
+        ExecuteError::Problems(problems) => print_problems(&problems),
+        ExecuteError::Refused(e) => {
+            eprintln!("refused: {e}");
+            eprintln!("nothing was merged and the allowlist was not touched");
+            return Ok(Exit::Inconclusive);
+        }
+        e if e.is_usage() => eprintln!("error: {e}"),
+        e => return Err(e.into()),
+    }
+    Ok(Exit::Usage)
+}
+
+fn how(
     global: &Global,
-    workspace: Workspace,
     common: &Common,
     tape: Option<TapeMode>,
-    destination: Destination,
     shard: Option<Shard>,
     budget: Option<f64>,
-) -> anyhow::Result<Option<RunResult>> {
-    let setup = Setup {
+) -> Execute {
+    Execute {
         tape,
         stream: common.stream,
-        offline: false,
-    };
-    let Assembly {
-        suites,
-        targets,
-        recorders,
-        sims,
-    } = match assemble(workspace, &setup).await {
-        Ok(assembly) => assembly,
-        Err(AssembleError::Problems(problems)) => {
-            print_problems(&problems);
-            return Ok(None);
-        }
-        Err(e @ AssembleError::Tape(_)) if matches!(setup.tape, Some(TapeMode::Replay(_))) => {
-            eprintln!("error: {e}");
-            return Ok(None);
-        }
-        Err(e) => return Err(e.into()),
-    };
-
-    let estimate = match conform::plan::estimate(&suites, &targets, common.repeats, shard) {
-        Ok(estimate) => estimate,
-        Err(problems) => {
-            print_problems(&problems);
-            return Ok(None);
-        }
-    };
-    if let (Some(limit), Some(high)) = (budget, estimate.as_ref().and_then(|p| p.cost)) {
-        println!(
-            "budget: {} USD; the plan costs {} – {}{}",
-            limit,
-            conform::plan::usd(high.low),
-            conform::plan::usd(high.high),
-            if high.high > limit {
-                ": the run stops before a call could take the spend over the budget"
-            } else {
-                ""
-            }
-        );
-    }
-    let budget = budget.map(|limit| Arc::new(Budget::new(limit)));
-
-    let run_id = run::new_run_id();
-    let dir = match shard {
-        Some(shard) => shard_dir(global, shard),
-        None => global.reports_dir().join(&run_id),
-    };
-    let options = RunOptions {
-        dir,
-        run_id,
         repeats: common.repeats,
-        max_transport_error_share: common.max_transport_errors,
+        max_transport_errors: common.max_transport_errors,
         progress: !common.no_progress,
         shard,
-        budget: budget.clone(),
-    };
-    let plan_options = PlanOptions {
-        repeats: common.repeats,
-        max_transport_error_share: common.max_transport_errors,
-        stream: common.stream,
-        references: (suites.iter())
-            .filter_map(|s| Some((s.suite.name.clone(), s.suite.reference.clone()?)))
-            .collect(),
-    };
-    let mut result = run::execute(&suites, &targets, &options, interrupted()).await?;
-    drop(sims);
-    if let Some(plan) = &estimate {
-        conform::plan::attach_estimates(&mut result.verdicts, plan);
+        budget,
+        reports: global.reports_dir(),
     }
-    let replayed = Assembly::replayed(&setup);
-    if let Some(shard) = shard {
-        write_shard(&result, &suites, &targets, shard, plan_options, replayed)?;
-        for recorder in &recorders {
-            println!("tape: {}", recorder.finish()?.display());
-        }
-        return Ok(Some(result));
-    }
-    conclude(
-        global,
-        &result,
-        &suites,
-        &targets,
-        replayed,
-        destination,
-        common.valid_for,
-        &recorders,
-    )?;
-    if let Some(budget) = budget.filter(|b| b.stopped()) {
-        println!(
-            "budget: stopped before a call could take the spend over {} USD ({} spent by the calls' usage); \
-             the run is inconclusive and nothing was allowlisted",
-            budget.limit(),
-            conform::plan::usd(budget.spent())
-        );
-    }
-    Ok(Some(result))
 }
 
-/// Where shard K of N writes its report: one folder per shard, named for it, so a CI
-/// job uploads a known path and `conform merge REPORTS/shards` finds every one.
-fn shard_dir(global: &Global, shard: Shard) -> PathBuf {
-    global.reports_dir().join("shards").join(shard.folder())
-}
-
-/// A shard's report: its records are already in `results.jsonl`; the manifest says
-/// which run they belong to. No verdict, no allowlist, no history: the merge decides.
-fn write_shard(
-    result: &RunResult,
-    suites: &[Arc<PreparedSuite>],
-    targets: &[Arc<Target>],
-    shard: Shard,
-    options: PlanOptions,
-    replayed: Option<PathBuf>,
-) -> anyhow::Result<()> {
-    let manifest = Manifest::of_run(result, suites, targets, shard, options, replayed);
-    let calls = manifest.calls;
-    let path = manifest.write(&result.dir).with_context(|| {
-        format!(
-            "cannot write the shard manifest in {}",
-            result.dir.display()
-        )
-    })?;
-    let planned: u64 = result.verdicts.iter().map(|v| v.tally.planned).sum();
-    println!(
-        "shard {shard}: {calls} of {planned} planned call{} recorded{}",
-        if planned == 1 { "" } else { "s" },
-        if result.complete {
-            ""
-        } else {
-            " (interrupted: the merge will refuse this shard)"
-        }
-    );
-    println!("shard report: {}", result.dir.display());
-    println!("manifest: {}", path.display());
-    println!(
-        "no verdict and no allowlist change from a shard: run every shard, then `conform merge {}`",
-        result.dir.parent().unwrap_or(&result.dir).display()
-    );
-    Ok(())
-}
-
-/// Concludes the run through the library (`conform::conclude`) and prints what it wrote.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn conclude(
+/// Runs a loaded workspace end to end: simulations, endpoints, the run, then the shard's
+/// manifest or the reports and the allowlist.
+async fn run_and_conclude(
     global: &Global,
-    result: &RunResult,
-    suites: &[Arc<PreparedSuite>],
-    targets: &[Arc<Target>],
-    replayed: Option<PathBuf>,
+    workspace: Workspace,
+    how: &Execute,
+    mut to: Conclude,
+) -> Result<RunResult, ExecuteError> {
+    let ready = Ready::assemble(workspace, how).await?;
+    if let Some(line) = ready.budget_line(how) {
+        println!("{line}");
+    }
+    let ran = ready.run(how, interrupted()).await?;
+    if let Some(shard) = how.shard {
+        print!("{}", ran.write_shard(shard, how)?);
+        for recorder in &ran.recorders {
+            println!("tape: {}", Ran::finish_tape(recorder)?.display());
+        }
+        return Ok(ran.result);
+    }
+    to.replayed = ran.replayed.clone();
+    print_conclusion(ran.conclude(&to, global.verbose > 0)?)?;
+    Ok(ran.result)
+}
+
+/// Where a run's conclusions go: the allowlist (or the demo's own) and the history.
+pub(super) fn conclusion(
+    global: &Global,
     destination: Destination,
     valid_for: Duration,
-    recorders: &[Arc<Recorder>],
-) -> anyhow::Result<()> {
-    let how = Conclude {
+) -> Conclude {
+    Conclude {
         allowlist: global.allowlist_path(),
-        history: super::history::history_path(global),
-        replayed,
+        history: conform::history::file_in(&global.reports_dir()),
+        replayed: None,
         destination,
         valid_for,
-    };
-    let done = conform::conclude::conclude(result, suites, targets, &how)?;
-    let tapes = recorders
-        .iter()
-        .map(|r| r.finish())
-        .collect::<Result<Vec<_>, _>>()?;
-    print!("{}", done.text(result, targets, &tapes, global.verbose > 0));
+    }
+}
+
+/// Prints what concluding wrote; a failed allowlist update is the command's error.
+pub(super) fn print_conclusion(done: Concluded) -> Result<(), ExecuteError> {
+    print!("{}", done.text);
     for warning in &done.warnings {
         eprintln!("warning: {warning}");
     }
-    match done.update_error {
-        Some(e) => Err(e.into()),
-        None => Ok(()),
+    if let Some(e) = done.update_error {
+        return Err(ExecuteError::Conclude(e.into()));
     }
+    if let Some(line) = done.budget {
+        println!("{line}");
+    }
+    Ok(())
 }
-
 /// Resolves on Ctrl-C or SIGTERM.
 async fn interrupted() {
     let ctrl_c = async {

@@ -157,6 +157,11 @@ pub fn append(path: &Path, lines: &[Line]) -> Result<(), HistoryError> {
     file.sync_data().map_err(io)
 }
 
+/// The history file of a reports folder, which every conclusive run appends to.
+pub fn file_in(reports: &Path) -> PathBuf {
+    reports.join("history.jsonl")
+}
+
 /// Reads the history at `path`, keeping the lines `keep` accepts (so memory is bounded
 /// by what is asked for, not by the file). A missing file is an empty history.
 pub fn read(

@@ -1,0 +1,498 @@
+//! `conform run`, `demo` and `merge` end to end, as the binary calls them: the runner
+//! ([`crate::run`]), the estimate ([`crate::plan`]), the shard manifest and the
+//! conclusions ([`crate::conclude`]) put together once, so that a run and a merge
+//! estimate, conclude and say what they wrote by the same path.
+//!
+//! A run goes in steps, so the caller prints between them what a person reads first:
+//! [`Ready::assemble`] (the budget line, before anything is sent), [`Ready::run`], then
+//! [`Ran::write_shard`] or [`Ran::conclude`]. A merge is [`merge`] and the same conclusion.
+
+use std::fmt;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use crate::allowlist::{Destination, UpdateError};
+use crate::conclude::{Conclude, ConcludeError};
+use crate::config::{Diagnostics, Paths, Selection, Workspace};
+use crate::merge::{self, MergeError};
+use crate::plan;
+use crate::provider::tape::{Recorder, TapeError};
+use crate::run::assemble::{AssembleError, Assembly, Setup, TapeMode, assemble};
+use crate::run::budget::Budget;
+use crate::run::shard::{Manifest, Plan as ShardPlan, PlanOptions, Shard};
+use crate::run::{self, PreparedSuite, RunError, RunOptions, RunResult, Target};
+
+/// Why a run or a merge could not be carried out or concluded.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecuteError {
+    /// Every problem of the files at once: a configuration error.
+    #[error("{0}")]
+    Problems(Diagnostics),
+    /// Options the project refuses (a validity beyond `max_valid_for`, a budget
+    /// without prices …): a usage error.
+    #[error("{0}")]
+    Usage(String),
+    /// The tapes to replay could not be read: a usage error.
+    #[error(transparent)]
+    Replay(AssembleError),
+    #[error(transparent)]
+    Assemble(AssembleError),
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error("cannot write the shard manifest in {}: {source}", dir.display())]
+    Manifest {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Tape(#[from] TapeError),
+    #[error(transparent)]
+    Conclude(#[from] ConcludeError),
+    /// The shards do not make one run: nothing was merged.
+    #[error("{0}")]
+    Refused(MergeError),
+}
+
+impl ExecuteError {
+    /// The command was asked something it cannot do (as opposed to a failure to
+    /// write): a usage or configuration error.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, ExecuteError::Usage(_) | ExecuteError::Replay(_))
+    }
+}
+
+/// The providers and suites `selection` names in the project, every problem at once.
+pub fn load(paths: &Paths, selection: Selection) -> Result<Workspace, ExecuteError> {
+    Workspace::load(paths, &selection).map_err(ExecuteError::Problems)
+}
+
+/// What `conform run` names beyond the suites.
+#[derive(Debug, Clone, Copy)]
+pub struct RunAsk<'a> {
+    /// Empty: every provider that is not simulated.
+    pub providers: &'a [String],
+    pub suites: &'a [String],
+    pub base_url: Option<&'a str>,
+    pub valid_for: Duration,
+    /// `--reference PRIMARY`, over the suites' own.
+    pub reference: Option<&'a str>,
+}
+
+/// The workspace `conform run` runs: the providers asked for (every real one by
+/// default), their live references, one provider's address replaced when asked.
+pub fn for_run(paths: &Paths, ask: RunAsk<'_>) -> Result<Workspace, ExecuteError> {
+    if ask.base_url.is_some() && ask.providers.len() != 1 {
+        return Err(ExecuteError::Usage(
+            "--base-url needs exactly one provider, e.g. `conform run openai --base-url URL`"
+                .into(),
+        ));
+    }
+    let selection = Selection {
+        providers: ask.providers.to_vec(),
+        suites: ask.suites.to_vec(),
+    };
+    let mut workspace = load(paths, selection)?;
+    (workspace.settings)
+        .allow_valid_for(ask.valid_for)
+        .map_err(ExecuteError::Usage)?;
+    if ask.providers.is_empty() {
+        workspace.providers.retain(|p| !p.is_simulated());
+        if workspace.providers.is_empty() {
+            return Err(ExecuteError::Usage(format!(
+                "no providers to run in {}: every one there is simulated; add providers/NAME.toml, or try `conform demo`",
+                paths.providers.display()
+            )));
+        }
+    }
+    crate::config::reference::add_live_references(&mut workspace, paths, ask.reference)
+        .map_err(ExecuteError::Problems)?;
+    if let Some(url) = ask.base_url {
+        for p in &mut workspace.providers {
+            p.override_base_url(url);
+        }
+    }
+    Ok(workspace)
+}
+
+/// The simulated providers of `workspace`, for `conform demo`, with their live
+/// references.
+pub fn for_demo(workspace: &mut Workspace, paths: &Paths) -> Result<(), ExecuteError> {
+    workspace.providers.retain(|p| p.is_simulated());
+    crate::config::reference::add_live_references(workspace, paths, None)
+        .map_err(ExecuteError::Problems)?;
+    if workspace.providers.is_empty() {
+        return Err(ExecuteError::Usage(format!(
+            "no simulated providers (kind = \"sim\") in {}",
+            paths.providers.display()
+        )));
+    }
+    Ok(())
+}
+
+/// A budget every provider has the prices to keep.
+pub fn keepable(budget: Option<f64>, workspace: &Workspace) -> Result<(), ExecuteError> {
+    match budget.map(|limit| run::budget::keepable(limit, &workspace.providers)) {
+        Some(Err(e)) => Err(ExecuteError::Usage(e.to_string())),
+        _ => Ok(()),
+    }
+}
+
+/// How a run goes beyond what the files say.
+#[derive(Debug, Clone)]
+pub struct Execute {
+    pub tape: Option<TapeMode>,
+    /// Ask every provider for a stream (`--stream`).
+    pub stream: bool,
+    pub repeats: Option<u32>,
+    pub max_transport_errors: f64,
+    pub progress: bool,
+    pub shard: Option<Shard>,
+    /// USD (`--budget`).
+    pub budget: Option<f64>,
+    /// The reports folder: the run writes `<run-id>/`, a shard `shards/shard-K-of-N/`.
+    pub reports: PathBuf,
+}
+
+/// A run assembled and estimated, nothing sent yet. The simulations live as long as it.
+pub struct Ready {
+    setup: Setup,
+    assembly: Assembly,
+    estimate: Option<plan::Plan>,
+}
+
+impl Ready {
+    /// Assembles `workspace` (suites, endpoints, simulations, tapes) and estimates its cost.
+    pub async fn assemble(workspace: Workspace, how: &Execute) -> Result<Ready, ExecuteError> {
+        let setup = Setup {
+            tape: how.tape.clone(),
+            stream: how.stream,
+            offline: false,
+        };
+        let assembly = match assemble(workspace, &setup).await {
+            Ok(assembly) => assembly,
+            Err(AssembleError::Problems(problems)) => return Err(ExecuteError::Problems(problems)),
+            Err(e @ AssembleError::Tape(_)) if matches!(setup.tape, Some(TapeMode::Replay(_))) => {
+                return Err(ExecuteError::Replay(e));
+            }
+            Err(e) => return Err(ExecuteError::Assemble(e)),
+        };
+        let estimate = plan::estimate(&assembly.suites, &assembly.targets, how.repeats, how.shard)
+            .map_err(ExecuteError::Problems)?;
+        Ok(Ready {
+            setup,
+            assembly,
+            estimate,
+        })
+    }
+
+    /// With a budget and prices: the limit beside the plan's cost range.
+    pub fn budget_line(&self, how: &Execute) -> Option<String> {
+        let (limit, high) = (how.budget?, self.estimate.as_ref()?.cost?);
+        Some(format!(
+            "budget: {} USD; the plan costs {} – {}{}",
+            limit,
+            plan::usd(high.low),
+            plan::usd(high.high),
+            if high.high > limit {
+                ": the run stops before a call could take the spend over the budget"
+            } else {
+                ""
+            }
+        ))
+    }
+
+    /// Sends every planned call (or answers it from the tapes) until done or `interrupt`.
+    pub async fn run(
+        self,
+        how: &Execute,
+        interrupt: impl Future<Output = ()>,
+    ) -> Result<Ran, ExecuteError> {
+        let budget = how.budget.map(|limit| Arc::new(Budget::new(limit)));
+        let run_id = run::new_run_id();
+        let dir = match how.shard {
+            // One folder per shard, named for it, so a CI job uploads a known path and
+            // `conform merge REPORTS/shards` finds every one.
+            Some(shard) => how.reports.join("shards").join(shard.folder()),
+            None => how.reports.join(&run_id),
+        };
+        let options = RunOptions {
+            dir,
+            run_id,
+            repeats: how.repeats,
+            max_transport_error_share: how.max_transport_errors,
+            progress: how.progress,
+            shard: how.shard,
+            budget: budget.clone(),
+        };
+        let Assembly {
+            suites,
+            targets,
+            recorders,
+            sims,
+        } = self.assembly;
+        let mut result = run::execute(&suites, &targets, &options, interrupt).await?;
+        drop(sims);
+        if let Some(plan) = &self.estimate {
+            plan::attach_estimates(&mut result.verdicts, plan);
+        }
+        Ok(Ran {
+            replayed: Assembly::replayed(&self.setup),
+            result,
+            suites,
+            targets,
+            recorders,
+            budget,
+        })
+    }
+}
+
+/// A run whose calls have all ended (or been interrupted).
+pub struct Ran {
+    pub result: RunResult,
+    pub suites: Vec<Arc<PreparedSuite>>,
+    pub targets: Vec<Arc<Target>>,
+    pub recorders: Vec<Arc<Recorder>>,
+    pub replayed: Option<PathBuf>,
+    budget: Option<Arc<Budget>>,
+}
+
+impl Ran {
+    /// Finishes the tapes the run recorded (a shard's, which writes no conclusion).
+    pub fn finish_tape(recorder: &Recorder) -> Result<PathBuf, ExecuteError> {
+        Ok(recorder.finish()?)
+    }
+
+    /// A shard's report: its records are already in `results.jsonl`; the manifest says
+    /// which run they belong to. No verdict, no allowlist, no history: the merge decides.
+    pub fn write_shard(&self, shard: Shard, how: &Execute) -> Result<ShardWritten, ExecuteError> {
+        let result = &self.result;
+        let options = PlanOptions {
+            repeats: how.repeats,
+            max_transport_error_share: how.max_transport_errors,
+            stream: how.stream,
+            references: (self.suites.iter())
+                .filter_map(|s| Some((s.suite.name.clone(), s.suite.reference.clone()?)))
+                .collect(),
+        };
+        let manifest = Manifest::of_run(
+            result,
+            &self.suites,
+            &self.targets,
+            shard,
+            options,
+            self.replayed.clone(),
+        );
+        let path = manifest
+            .write(&result.dir)
+            .map_err(|source| ExecuteError::Manifest {
+                dir: result.dir.clone(),
+                source,
+            })?;
+        Ok(ShardWritten {
+            shard,
+            calls: manifest.calls,
+            planned: result.verdicts.iter().map(|v| v.tally.planned).sum(),
+            complete: result.complete,
+            dir: result.dir.clone(),
+            manifest: path,
+        })
+    }
+
+    /// Writes what the run concludes (reports, allowlist, history) and says so.
+    pub fn conclude(&self, how: &Conclude, verbose: bool) -> Result<Concluded, ExecuteError> {
+        let mut done = conclude(
+            &self.result,
+            &self.suites,
+            &self.targets,
+            how,
+            &self.recorders,
+            verbose,
+        )?;
+        done.budget = (self.budget.as_ref()).filter(|b| b.stopped()).map(|budget| {
+            format!(
+                "budget: stopped before a call could take the spend over {} USD ({} spent by the calls' usage); \
+                 the run is inconclusive and nothing was allowlisted",
+                budget.limit(),
+                plan::usd(budget.spent())
+            )
+        });
+        Ok(done)
+    }
+}
+
+/// What a shard wrote.
+#[derive(Debug, Clone)]
+pub struct ShardWritten {
+    pub shard: Shard,
+    pub calls: u64,
+    pub planned: u64,
+    pub complete: bool,
+    pub dir: PathBuf,
+    pub manifest: PathBuf,
+}
+
+impl fmt::Display for ShardWritten {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "shard {}: {} of {} planned call{} recorded{}",
+            self.shard,
+            self.calls,
+            self.planned,
+            if self.planned == 1 { "" } else { "s" },
+            if self.complete {
+                ""
+            } else {
+                " (interrupted: the merge will refuse this shard)"
+            }
+        )?;
+        writeln!(f, "shard report: {}", self.dir.display())?;
+        writeln!(f, "manifest: {}", self.manifest.display())?;
+        writeln!(
+            f,
+            "no verdict and no allowlist change from a shard: run every shard, then `conform merge {}`",
+            self.dir.parent().unwrap_or(&self.dir).display()
+        )
+    }
+}
+
+/// What concluding a run or a merge wrote, in words.
+#[derive(Debug)]
+pub struct Concluded {
+    /// The terminal summary, the allowlist line and where everything went.
+    pub text: String,
+    pub warnings: Vec<String>,
+    /// The allowlist update failed: the file is as it was, and the reports say so.
+    pub update_error: Option<UpdateError>,
+    /// The budget stopped the run.
+    pub budget: Option<String>,
+}
+
+/// Concludes `result` through [`crate::conclude`] and finishes the tapes.
+fn conclude(
+    result: &RunResult,
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    how: &Conclude,
+    recorders: &[Arc<Recorder>],
+    verbose: bool,
+) -> Result<Concluded, ExecuteError> {
+    let done = crate::conclude::conclude(result, suites, targets, how)?;
+    let tapes = (recorders.iter())
+        .map(|r| r.finish())
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Concluded {
+        text: done.text(result, targets, &tapes, verbose),
+        warnings: done.warnings,
+        update_error: done.update_error,
+        budget: None,
+    })
+}
+
+/// A merge of shard reports, judged and ready to conclude.
+pub struct Merged {
+    /// "merged N shards of M into run R".
+    pub line: String,
+    pub result: RunResult,
+    /// The conclusions' destination, with the replayed tapes the shards name.
+    pub conclude: Conclude,
+    suites: Vec<Arc<PreparedSuite>>,
+    targets: Vec<Arc<Target>>,
+}
+
+/// Where a merge concludes to, besides what the shards say.
+#[derive(Debug, Clone)]
+pub struct MergeTo {
+    pub paths: Paths,
+    pub reports: PathBuf,
+    pub allowlist: PathBuf,
+    pub history: PathBuf,
+    pub valid_for: Duration,
+}
+
+/// Collects and validates the shard reports under `dirs`, checks them against the
+/// project as it is now, and judges their records again as one run.
+pub async fn merge(dirs: &[PathBuf], to: &MergeTo) -> Result<Merged, ExecuteError> {
+    let mut reports = merge::collect(dirs).map_err(ExecuteError::Refused)?;
+    merge::validate(&mut reports).map_err(ExecuteError::Refused)?;
+    let first = &reports[0];
+    let plan = &first.manifest.plan;
+
+    // The suites and providers the shards ran, as this workspace has them now.
+    let selection = Selection {
+        providers: plan.providers.iter().map(|p| p.name.clone()).collect(),
+        suites: plan.suites.iter().map(|s| s.name.clone()).collect(),
+    };
+    let mut workspace = load(&to.paths, selection)?;
+    (workspace.settings)
+        .allow_valid_for(to.valid_for)
+        .map_err(ExecuteError::Usage)?;
+    // Judged against the live references the shards ran with.
+    for suite in &mut workspace.suites {
+        suite.reference = plan.options.references.get(&suite.name).cloned();
+    }
+    // Each provider's endpoint for what the records say of it, and its tokenizer to count
+    // the prompts again as the records are judged: nothing is sent.
+    let setup = Setup {
+        stream: plan.options.stream,
+        offline: true,
+        ..Setup::default()
+    };
+    let Assembly {
+        suites, targets, ..
+    } = match assemble(workspace, &setup).await {
+        Ok(assembly) => assembly,
+        Err(AssembleError::Problems(problems)) => return Err(ExecuteError::Problems(problems)),
+        Err(e) => return Err(ExecuteError::Assemble(e)),
+    };
+    let configs: Vec<_> = targets.iter().map(|t| t.endpoint.config.as_ref()).collect();
+    let here = ShardPlan::new(&suites, &configs, plan.options.clone());
+    merge::check_workspace(first, &here, &here.digest(&suites)).map_err(ExecuteError::Refused)?;
+    merge::check_fresh(&reports, to.valid_for, OffsetDateTime::now_utc())
+        .map_err(ExecuteError::Refused)?;
+    let estimate = plan::estimate(&suites, &targets, plan.options.repeats, None)
+        .map_err(ExecuteError::Problems)?;
+    let mut result =
+        merge::join(&reports, &suites, &targets, &to.reports).map_err(ExecuteError::Refused)?;
+    if let Some(estimate) = &estimate {
+        plan::attach_estimates(&mut result.verdicts, estimate);
+    }
+    let line = format!(
+        "merged {} shard{} of {} into run {}",
+        reports.len(),
+        if reports.len() == 1 { "" } else { "s" },
+        first.manifest.shard.n,
+        result.run_id
+    );
+    Ok(Merged {
+        line,
+        conclude: Conclude {
+            allowlist: to.allowlist.clone(),
+            history: to.history.clone(),
+            replayed: first.manifest.replayed_from.clone(),
+            destination: Destination::Real,
+            valid_for: to.valid_for,
+        },
+        result,
+        suites,
+        targets,
+    })
+}
+
+impl Merged {
+    /// Writes what the merged run concludes, as a run would.
+    pub fn conclude(&self, verbose: bool) -> Result<Concluded, ExecuteError> {
+        conclude(
+            &self.result,
+            &self.suites,
+            &self.targets,
+            &self.conclude,
+            &[],
+            verbose,
+        )
+    }
+}
