@@ -29,6 +29,25 @@ pub struct Conclude {
     pub valid_for: Duration,
 }
 
+impl Conclude {
+    /// The conclusions of a run that is not replayed: to `allowlist` (or the demo's own)
+    /// and the history of `reports`.
+    pub fn to(
+        allowlist: PathBuf,
+        reports: &Path,
+        destination: Destination,
+        valid_for: Duration,
+    ) -> Conclude {
+        Conclude {
+            allowlist,
+            history: crate::history::file_in(reports),
+            replayed: None,
+            destination,
+            valid_for,
+        }
+    }
+}
+
 /// What concluding wrote, and what it could not.
 #[derive(Debug)]
 pub struct Conclusion {

@@ -410,7 +410,6 @@ pub struct MergeTo {
     pub paths: Paths,
     pub reports: PathBuf,
     pub allowlist: PathBuf,
-    pub history: PathBuf,
     pub valid_for: Duration,
 }
 
@@ -471,11 +470,13 @@ pub async fn merge(dirs: &[PathBuf], to: &MergeTo) -> Result<Merged, ExecuteErro
     Ok(Merged {
         line,
         conclude: Conclude {
-            allowlist: to.allowlist.clone(),
-            history: to.history.clone(),
             replayed: first.manifest.replayed_from.clone(),
-            destination: Destination::Real,
-            valid_for: to.valid_for,
+            ..Conclude::to(
+                to.allowlist.clone(),
+                &to.reports,
+                Destination::Real,
+                to.valid_for,
+            )
         },
         result,
         suites,
@@ -493,6 +494,82 @@ impl Merged {
             &self.conclude,
             &[],
             verbose,
+        )
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM: the runner then stops sending, and the calls in flight
+/// end as records of an incomplete run.
+pub async fn signalled() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
+
+/// What `conform check` found: the files' problems, the warnings of the probes, and
+/// what was checked.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub problems: Diagnostics,
+    pub warnings: Diagnostics,
+    pub providers: usize,
+    pub suites: usize,
+    pub cases: usize,
+}
+
+/// Checks every provider and suite of `selection` offline, as a run's pre-flight reads
+/// them, with the live references they name; `probes` is `probes.json`, for the keywords
+/// a provider was probed to let through (only against `primary`, when given).
+pub fn check(
+    paths: &Paths,
+    selection: &Selection,
+    probes: &std::path::Path,
+    primary: Option<&str>,
+) -> Checked {
+    let (mut workspace, mut problems) = Workspace::load_partial(paths, selection);
+    // A suite's live reference must be a provider file; it is checked like the others.
+    if let Err(d) = crate::config::reference::add_live_references(&mut workspace, paths, None) {
+        problems.extend(d);
+    }
+    let cases = workspace.suites.iter().map(|s| s.cases.len()).sum();
+    let (providers, suites) = (workspace.providers.len(), workspace.suites.len());
+    let found = crate::run::preflight::preflight(workspace, probes, primary);
+    problems.extend(found.problems);
+    Checked {
+        problems,
+        warnings: found.warnings,
+        providers,
+        suites,
+        cases,
+    }
+}
+
+impl fmt::Display for Checked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
+        write!(
+            f,
+            "ok: {} provider{}, {} suite{}, {} cases",
+            self.providers,
+            plural(self.providers),
+            self.suites,
+            plural(self.suites),
+            self.cases
         )
     }
 }

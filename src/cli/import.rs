@@ -121,15 +121,9 @@ pub fn import(global: &Global, args: ImportArgs) -> anyhow::Result<Exit> {
         Source::Jsonl { input, .. } => import::jsonl::import(input, &opts),
         Source::Promptfoo { input, .. } => import::promptfoo::import(input, &opts),
     };
-    match result {
-        Ok(summary) => {
-            print!(
-                "{}",
-                Report {
-                    kind,
-                    summary: &summary
-                }
-            );
+    match result.map(|summary| Report { kind, summary }) {
+        Ok(report) => {
+            print!("{report}");
             Ok(Exit::Ok)
         }
         Err(e) => {

@@ -25,7 +25,6 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<Exit> {
         paths: global.paths(),
         reports: global.reports_dir(),
         allowlist: global.allowlist_path(),
-        history: conform::history::file_in(&global.reports_dir()),
         valid_for: args.valid_for,
     };
     let merged = match execute::merge(&args.dirs, &to).await {

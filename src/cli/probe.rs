@@ -12,7 +12,7 @@ use conform::provider::transport::{Endpoint, Transport};
 use conform::provider::wire_format;
 use conform::sim::{AnswerBook, SimServer};
 
-use super::run::print_problems;
+use super::run::load;
 use super::{Exit, Global};
 
 #[derive(Debug, Args)]
@@ -39,16 +39,8 @@ pub struct ProbeArgs {
 }
 
 pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<Exit> {
-    let selection = Selection {
-        providers: vec![args.provider.clone()],
-        suites: args.suites.clone(),
-    };
-    let workspace = match Workspace::load(&global.paths(), &selection) {
-        Ok(ws) => ws,
-        Err(problems) => {
-            print_problems(&problems);
-            return Ok(Exit::Usage);
-        }
+    let Some(workspace) = load(global, std::slice::from_ref(&args.provider), &args.suites) else {
+        return Ok(Exit::Usage);
     };
     let Some(mut config) = workspace.providers.first().cloned() else {
         return Ok(Exit::Usage);

@@ -111,13 +111,14 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
     if let Err(e) = execute::keepable(args.budget, &workspace) {
         return failed(e);
     }
-    let tape = match (args.record, args.replay) {
-        (Some(dir), _) => Some(TapeMode::Record(dir)),
-        (None, Some(dir)) => Some(TapeMode::Replay(dir)),
-        (None, None) => None,
-    };
+    let tape = (args.record.map(TapeMode::Record)).or(args.replay.map(TapeMode::Replay));
     let how = how(global, &args.common, tape, args.shard, args.budget);
-    let to = conclusion(global, Destination::Real, args.common.valid_for);
+    let to = Conclude::to(
+        global.allowlist_path(),
+        &global.reports_dir(),
+        Destination::Real,
+        args.common.valid_for,
+    );
     match run_and_conclude(global, workspace, &how, to).await {
         Ok(result) => Ok(result.overall(args.shard.is_some()).into()),
         Err(e) => failed(e),
@@ -142,7 +143,12 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
         return failed(e);
     }
     let how = how(global, &args.common, None, None, None);
-    let to = conclusion(global, Destination::Demo, args.common.valid_for);
+    let to = Conclude::to(
+        global.allowlist_path(),
+        &global.reports_dir(),
+        Destination::Demo,
+        args.common.valid_for,
+    );
     let result = match run_and_conclude(global, workspace.clone(), &how, to).await {
         Ok(result) => result,
         Err(e) => return failed(e),
@@ -239,21 +245,6 @@ async fn run_and_conclude(
     Ok(ran.result)
 }
 
-/// Where a run's conclusions go: the allowlist (or the demo's own) and the history.
-pub(super) fn conclusion(
-    global: &Global,
-    destination: Destination,
-    valid_for: Duration,
-) -> Conclude {
-    Conclude {
-        allowlist: global.allowlist_path(),
-        history: conform::history::file_in(&global.reports_dir()),
-        replayed: None,
-        destination,
-        valid_for,
-    }
-}
-
 /// Prints what concluding wrote; a failed allowlist update is the command's error.
 pub(super) fn print_conclusion(done: Concluded) -> Result<(), ExecuteError> {
     print!("{}", done.text);
@@ -268,25 +259,9 @@ pub(super) fn print_conclusion(done: Concluded) -> Result<(), ExecuteError> {
     }
     Ok(())
 }
-/// Resolves on Ctrl-C or SIGTERM.
+
+/// Resolves on Ctrl-C or SIGTERM, and says what happens next.
 async fn interrupted() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
+    execute::signalled().await;
     eprintln!("\ninterrupted: stopping; the report will be marked incomplete");
 }

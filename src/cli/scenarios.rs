@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
 
 use conform::scenarios::providers::Providers;
@@ -14,7 +13,7 @@ use conform::scenarios::session::{
     self, Listing, Progress, ReachError, Request, Summary, parse_ports,
 };
 use conform::scenarios::workdir::WorkDir;
-use conform::scenarios::{self as suite, Env, Timing, gatefile};
+use conform::scenarios::{self as suite, Env, Timing};
 
 use super::gate::Format;
 use super::{Exit, Global};
@@ -115,9 +114,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<E
             return Ok(Exit::Usage);
         }
     };
-    let allowlist = request.allowlist_in(work.path());
-    gatefile::write(&allowlist, &gatefile::standard())
-        .with_context(|| format!("cannot write the allowlist {}", allowlist.display()))?;
+    let allowlist = request.write_allowlist(work.path())?;
     let reached = match session::reach(&request, work.path(), &providers, &allowlist).await {
         Ok(reached) => reached,
         Err(e) if e.inconclusive() => {

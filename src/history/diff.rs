@@ -169,6 +169,16 @@ impl Call {
 
 type PairKey = (String, String);
 
+/// A run named by its id (a folder in `reports`) or by its folder.
+pub fn run_dir(reports: &Path, run: &str) -> std::path::PathBuf {
+    let as_path = Path::new(run);
+    if as_path.join("report.json").is_file() {
+        as_path.to_path_buf()
+    } else {
+        reports.join(run)
+    }
+}
+
 /// Compares the runs in the folders `a` and `b`.
 pub fn diff(a: &Path, b: &Path) -> Result<RunDiff, DiffError> {
     let head_a = head(a)?;

@@ -9,6 +9,7 @@
 
 pub mod diff;
 pub mod drift;
+pub mod listing;
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;

@@ -140,12 +140,12 @@ pub struct Summary {
 /// the counts, the schema, the notes (the first 20) and what to do next.
 pub struct Report<'a> {
     pub kind: &'a str,
-    pub summary: &'a Summary,
+    pub summary: Summary,
 }
 
 impl std::fmt::Display for Report<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (kind, s) = (self.kind, self.summary);
+        let (kind, s) = (self.kind, &self.summary);
         writeln!(
             f,
             "imported {} ({kind}): {} cases from {} requests ({} with recorded answers); {} duplicates dropped ({} answers kept as repeats), {} left out by --sample, {} skipped; {} values redacted",

@@ -16,7 +16,7 @@ use super::providers::{NAMES, Providers};
 use super::runner::{self, SuiteReport};
 use super::spawn::{Launch, SpawnError, Spawned};
 use super::workdir::free_port;
-use super::{Evidence, Outcome, Scenario, Timing, job};
+use super::{Evidence, Outcome, Scenario, Timing, gatefile, job};
 
 /// `NAME=PORT,…`: the fixed loopback port of each mock provider.
 pub fn parse_ports(text: &str) -> Result<BTreeMap<String, u16>, String> {
@@ -102,14 +102,26 @@ impl Request {
         Ok(())
     }
 
-    /// The allowlist the scenarios write: a running orchestrator's own, or one in the
-    /// working folder for a spawned one.
-    pub fn allowlist_in(&self, work: &Path) -> PathBuf {
-        match (&self.target, &self.allowlist) {
+    /// Writes the allowlist the scenarios start from where the orchestrator reads it: a
+    /// running orchestrator's own, or one in the working folder for a spawned one.
+    pub fn write_allowlist(&self, work: &Path) -> Result<PathBuf, AllowlistWriteError> {
+        let path = match (&self.target, &self.allowlist) {
             (Some(_), Some(path)) => path.clone(),
             _ => work.join("allowlist.json"),
+        };
+        match gatefile::write(&path, &gatefile::standard()) {
+            Ok(()) => Ok(path),
+            Err(source) => Err(AllowlistWriteError { path, source }),
         }
     }
+}
+
+/// The scenarios' allowlist could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the allowlist {}: {source}", path.display())]
+pub struct AllowlistWriteError {
+    pub path: PathBuf,
+    pub source: std::io::Error,
 }
 
 /// Why the orchestrator could not be reached.
