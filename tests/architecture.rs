@@ -175,6 +175,41 @@ fn the_checker_catches_an_upward_import() {
     );
 }
 
+/// The binary's budget: ARCHITECTURE.md's cli row says `src/cli/` parses, calls the
+/// library, prints and exits. A command that grows past this is deciding or rendering
+/// something a Rust caller would want too, which belongs in the library.
+const CLI_MAX_LINES: usize = 2_000;
+
+#[test]
+fn the_binary_stays_thin() {
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli");
+    let mut files = Vec::new();
+    collect(&cli, &mut files);
+    let mut counted: Vec<(usize, String)> = files
+        .iter()
+        .map(|file| {
+            let lines = fs::read_to_string(file).unwrap().lines().count();
+            let shown = file
+                .strip_prefix(&cli)
+                .unwrap_or(file)
+                .display()
+                .to_string();
+            (lines, format!("src/cli/{shown}"))
+        })
+        .collect();
+    counted.sort_by(|a, b| b.cmp(a));
+    let total: usize = counted.iter().map(|(n, _)| n).sum();
+    let biggest: Vec<String> = (counted.iter().take(5))
+        .map(|(n, file)| format!("{file} ({n})"))
+        .collect();
+    assert!(
+        total <= CLI_MAX_LINES,
+        "src/cli/ has {total} lines, more than {CLI_MAX_LINES}: move the decisions, JSON and \
+         rendering into the library (typed outputs, `Display`); the biggest files: {}",
+        biggest.join(", ")
+    );
+}
+
 /// Each vendor's `Kind` variant and the folder that is its one home.
 const VENDORS: &[(&str, &str)] = &[
     ("Openai", "provider/openai/"),

@@ -1,11 +1,12 @@
 //! `conform plan` (and `conform run --dry-run`): what a run would send and cost.
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 
 use conform::config::Workspace;
 use conform::plan;
 use conform::run::shard::Shard;
 
+use super::gate::Format;
 use super::run::{load, print_problems};
 use super::{Exit, Global};
 
@@ -25,12 +26,6 @@ pub struct PlanArgs {
     /// `text` for people, `json` with every case's prompt tokens and cost range.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Text,
-    Json,
 }
 
 pub fn plan(global: &Global, args: PlanArgs) -> anyhow::Result<Exit> {

@@ -105,7 +105,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
             workspace,
             args.common.repeats,
             args.shard,
-            super::plan::Format::Text,
+            super::gate::Format::Text,
         ));
     }
     if let Err(e) = execute::keepable(args.budget, &workspace) {
