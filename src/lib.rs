@@ -35,6 +35,7 @@ pub mod digest;
 pub mod export;
 pub mod history;
 pub mod import;
+pub mod init;
 pub mod latency;
 pub mod ledger;
 pub mod merge;
