@@ -24,7 +24,7 @@ fn pages() -> Vec<PathBuf> {
 }
 
 /// The fenced blocks of `text` in `language`, each with the line it starts on.
-fn blocks<'a>(text: &'a str, language: &str) -> Vec<(usize, String)> {
+fn blocks(text: &str, language: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let mut current: Option<(usize, String)> = None;
     for (i, line) in text.lines().enumerate() {
