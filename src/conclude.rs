@@ -63,6 +63,9 @@ pub struct Conclusion {
     pub update_error: Option<UpdateError>,
     /// Production's allowlist, or the demo's own.
     pub destination: Destination,
+    /// Per suite that ran, the fields of `expected` an answer is compared on (`agree`):
+    /// the rest of `expected` is documentation, which nobody guesses.
+    pub compared: Vec<(String, Vec<String>)>,
 }
 
 impl Conclusion {
@@ -77,6 +80,17 @@ impl Conclusion {
     ) -> String {
         use std::fmt::Write as _;
         let mut out = report::terminal::summary(result);
+        if !self.compared.is_empty() {
+            out.push_str("\ncompared with each case's `expected`:\n");
+            for (suite, fields) in &self.compared {
+                let fields = match fields.is_empty() {
+                    true => "nothing (no `agree` pointers: only the schema and the rules hold)"
+                        .to_string(),
+                    false => fields.join(", "),
+                };
+                let _ = writeln!(out, "  {suite}: {fields}");
+            }
+        }
         if !result.complete {
             let _ = writeln!(out, "\n{}", interrupted_counts(result, targets));
         }
@@ -274,6 +288,16 @@ pub fn conclude(
         warnings,
         update_error,
         destination: how.destination,
+        compared: suites
+            .iter()
+            .filter(|s| {
+                result
+                    .verdicts
+                    .iter()
+                    .any(|v| v.tally.suite == s.suite.name)
+            })
+            .map(|s| (s.suite.name.clone(), s.suite.agree.clone()))
+            .collect(),
     })
 }
 

@@ -38,6 +38,7 @@ pub mod execute;
 pub mod export;
 pub mod history;
 pub mod import;
+pub mod init;
 pub mod latency;
 pub mod ledger;
 pub mod merge;

@@ -72,6 +72,14 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
         stdout.contains("[schema_violation in 25 of 25 calls]"),
         "{stdout}"
     );
+    // Which fields of `expected` count is said where people look, not left to guess.
+    assert!(
+        stdout.contains("compared with each case's `expected`:\n")
+            && stdout.contains(
+                "\n  ticket-triage: /category, /priority, /sentiment, /language, /needs_human\n"
+            ),
+        "{stdout}"
+    );
 
     // Exactly the providers that are built to behave, for every suite.
     let mut expected = BTreeSet::new();
@@ -104,6 +112,19 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
     // Every other provider is explained by its verdict codes.
     let report = read_json(&run.join("report.json"));
     assert_eq!(report["run"]["complete"], true);
+    let triage = (report["suites"].as_array().unwrap().iter())
+        .find(|s| s["name"] == "ticket-triage")
+        .unwrap();
+    assert_eq!(
+        triage["compared"],
+        serde_json::json!([
+            "/category",
+            "/priority",
+            "/sentiment",
+            "/language",
+            "/needs_human"
+        ])
+    );
     for v in report["verdicts"].as_array().unwrap() {
         let key = (
             v["suite"].as_str().unwrap().to_string(),

@@ -465,7 +465,13 @@ fn run_reference_reports_the_table_everywhere_and_revokes_through_the_verdict() 
         stdout.contains("Against the reference `primary` (tickets × flipper"),
         "{stdout}"
     );
-    assert!(stdout.contains("reference_disagreement"), "{stdout}");
+    // The verdict's row says why, beside a pass count that alone would look fine.
+    assert!(
+        stdout.lines().any(|l| l.contains("flipper")
+            && l.contains("nonconformant")
+            && l.contains("reference_disagreement")),
+        "{stdout}"
+    );
     // The why names the field, both agreements and the reference.
     assert!(
         stdout.contains("reference_disagreement: `/category` agrees with `primary` in "),

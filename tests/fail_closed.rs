@@ -525,6 +525,18 @@ async fn gate_sees_a_suite_edited_after_a_real_run() {
     let (code, text) = gate(&project);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.starts_with("denied (suite_changed)"), "{text}");
+    // It names what changed, not two digests.
+    assert!(
+        text.contains(
+            "the suite changed since the evidence was made: cases/: the content or names"
+        ),
+        "{text}"
+    );
+    let toml = project.path(&format!("fixtures/{SUITE}/suite.toml"));
+    let rules = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, format!("{rules}\n# tightened\n")).unwrap();
+    let (_, text) = gate(&project);
+    assert!(text.contains("suite.toml changed"), "{text}");
 }
 
 fn output(cmd: &mut assert_cmd::Command) -> (Option<i32>, String) {

@@ -23,6 +23,7 @@ mod export;
 mod gate;
 mod history;
 mod import;
+mod init;
 mod merge;
 mod plan;
 mod probe;
@@ -96,6 +97,16 @@ impl Global {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Start a project: provider files for a primary and its fallbacks, a suite (a
+    /// starter, or your logged traffic), a README and a CI workflow.
+    #[command(after_help = "Examples:\n  \
+conform init --provider openai --model gpt-4.1-mini --fallback vllm:http://host:8000/v1\n  \
+conform --root my-project init --fallback anthropic --fallback ollama:http://127.0.0.1:11434\n  \
+conform init --fallback vllm:http://host:8000/v1 --traffic logged_requests.jsonl\n\n\
+Nothing is overwritten: a folder that already holds a file init would write is refused. \
+The commands it prints last take the project to a decision.\n\n\
+Exit codes: 0 written, 2 usage error or a folder that is not new, 4 a file could not be written.")]
+    Init(init::InitArgs),
     /// Replay every case through providers, check, report, and update the allowlist.
     #[command(after_help = "Examples:\n  \
 conform run openai                      one provider, every suite\n  \
@@ -157,8 +168,8 @@ full input price plus max_tokens of output. Prompts no local tokenizer counts ex
     Export(export::ExportArgs),
     /// Pass rates over time with the served models, flagging a provider that slips.
     #[command(
-        after_help = "Every conclusive `conform run` appends one line per (suite, provider) \
-to REPORTS/history.jsonl. A run is flagged when its failure rate (or that of it and the run \
+        after_help = "Every `conform run` that finishes appends one line per (suite, provider) \
+with a conclusive verdict to REPORTS/history.jsonl. A run is flagged when its failure rate (or that of it and the run \
 before) is significantly above every earlier run's of the same suite and provider configuration \
 (one-sided exact test, p < 0.005), and when the served model changes.\n\n\
 Exit codes: 0 nothing flagged, 1 a slip or a served-model change is flagged, 2 no history."
@@ -229,6 +240,7 @@ impl Command {
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
+        Command::Init(args) => init::init(&cli.global, args),
         Command::Run(args) => run::run(&cli.global, args).await,
         Command::Demo(args) => run::demo(&cli.global, args).await,
         Command::Merge(args) => merge::merge(&cli.global, args).await,

@@ -125,7 +125,7 @@ impl Workspace {
         if provider_files.is_empty() && paths.providers.is_dir() {
             problems.push(Diagnostic::new(
                 &paths.providers,
-                "no providers: add one as providers/NAME.toml (see README.md, \"Providers\")",
+                "no providers: add one as providers/NAME.toml (see docs/providers.md)",
             ));
         }
         if suite_dirs.is_empty() && paths.fixtures.is_dir() {

@@ -1,5 +1,5 @@
 //! The retry policy: one table, kind × where the failure happened → retried or not, and
-//! what a final failure means for the run. README.md's "What is retried" is this table,
+//! what a final failure means for the run. docs/providers.md's "What is retried" is this table,
 //! rendered by [`markdown`] (a test keeps the two equal).
 //!
 //! The rule behind the second column: once a 2xx status has arrived, the provider
@@ -238,11 +238,11 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_shows_this_table() {
-        let readme = include_str!("../../README.md");
+    fn the_providers_page_shows_this_table() {
+        let readme = include_str!("../../docs/providers.md");
         assert!(
             readme.contains(&markdown()),
-            "README.md's \"What is retried\" table differs from the code; paste:\n{}",
+            "docs/providers.md's \"What is retried\" table differs from the code; paste:\n{}",
             markdown()
         );
     }

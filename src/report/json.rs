@@ -92,6 +92,8 @@ impl JsonReport {
                 "digest": s.suite.digest(),
                 "cases": s.suite.cases.len(),
                 "pass_threshold": s.suite.pass_threshold,
+                // Only these fields of a case's `expected` are compared with an answer.
+                "compared": s.suite.agree,
             })).collect::<Vec<_>>(),
             "providers": targets.iter().map(|t| {
                 let c = &t.endpoint.config;
