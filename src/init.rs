@@ -207,6 +207,44 @@ pub struct Scaffolded {
     pub next: Vec<String>,
 }
 
+/// What `conform init` says it wrote under `root`: each file (the suite's in one line)
+/// and the commands that take the project to a decision.
+pub struct Written<'a> {
+    pub root: &'a Path,
+    pub done: &'a Scaffolded,
+}
+
+impl std::fmt::Display for Written<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (root, done) = (self.root, self.done);
+        let suite_dir = root.join("fixtures").join(&done.suite);
+        for file in done.files.iter().filter(|f| !f.starts_with(&suite_dir)) {
+            let shown = file.strip_prefix(root).unwrap_or(file);
+            writeln!(f, "wrote {}", shown.display())?;
+        }
+        match &done.imported {
+            Some(s) => writeln!(
+                f,
+                "wrote fixtures/{}/: {} cases from {} requests ({} with recorded answers); what was not carried over is in IMPORT_NOTES.md",
+                done.suite, s.written, s.read, s.with_reference
+            )?,
+            None => writeln!(
+                f,
+                "wrote fixtures/{}/: a starter suite of four cases; replace them with your own (`conform import`)",
+                done.suite
+            )?,
+        }
+        writeln!(f, "\nnext:")?;
+        if root != Path::new(".") {
+            writeln!(f, "  cd {}", root.display())?;
+        }
+        for command in &done.next {
+            writeln!(f, "  {command}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Writes the project under `root`: the provider files, the suite, a README and a CI
 /// workflow. Refuses, writing nothing, when any of them is there already.
 pub fn scaffold(root: &Path, plan: &Plan) -> Result<Scaffolded, InitError> {

@@ -252,6 +252,14 @@ pub struct Required {
 }
 
 impl Required {
+    /// A failure-rate bound as a caller writes it: a share in (0, 1), e.g. `0.05`.
+    pub fn parse_rate(text: &str) -> Result<f64, String> {
+        match text.parse::<f64>() {
+            Ok(r) if r > 0.0 && r < 1.0 => Ok(r),
+            _ => Err(format!("`{text}` is not a share in (0, 1), e.g. 0.05")),
+        }
+    }
+
     /// These bounds, the project's `settings` filling those left unset.
     pub fn or_settings(self, settings: &Settings) -> Required {
         Required {

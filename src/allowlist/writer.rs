@@ -336,6 +336,52 @@ pub(crate) fn write_atomically(path: &Path, dir: &Path, bytes: &[u8]) -> std::io
     result
 }
 
+/// Why [`regrant`] stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RegrantError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not an allowlist entry: {source}", path.display())]
+    Entry {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error(transparent)]
+    Update(#[from] UpdateError),
+    /// The caller could not say a generation was written.
+    #[error("{0}")]
+    Said(#[source] std::io::Error),
+}
+
+/// Grants the entry in the file `entry` again and again in the allowlist at `path`, as
+/// run `gen-N` for each N of `generations`, telling `written` each N once that version is
+/// in place: the crash tests hold the file to "this generation or the next".
+pub fn regrant(
+    path: &Path,
+    entry: &Path,
+    generations: std::ops::Range<u64>,
+    mut written: impl FnMut(u64) -> std::io::Result<()>,
+) -> Result<(), RegrantError> {
+    let text = std::fs::read(entry).map_err(|source| RegrantError::Read {
+        path: entry.to_path_buf(),
+        source,
+    })?;
+    let mut granted: Entry =
+        serde_json::from_slice(&text).map_err(|source| RegrantError::Entry {
+            path: entry.to_path_buf(),
+            source,
+        })?;
+    for n in generations {
+        granted.evidence.run_id = format!("gen-{n}");
+        update(path, &[Change::Grant(Box::new(granted.clone()))])?;
+        written(n).map_err(RegrantError::Said)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::tokenizer_words;

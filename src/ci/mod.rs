@@ -205,6 +205,31 @@ pub fn window(d: time::Duration) -> String {
     }
 }
 
+/// The Markdown comment between the allowlist files `before` and `after` (a missing one
+/// is empty), each pair decided at `at` against `project` as `conform gate` decides it.
+pub fn comment_between(
+    before: &std::path::Path,
+    after: &std::path::Path,
+    project: &Paths,
+    at: OffsetDateTime,
+    expiring_within: std::time::Duration,
+    primaries: Vec<String>,
+    names: Names,
+) -> Result<String, ReadError> {
+    let (before, after) = (read(before)?, read(after)?);
+    let within = time::Duration::try_from(expiring_within).unwrap_or(time::Duration::MAX);
+    let comment = compare(&CommentPlan {
+        before: &before,
+        after: &after,
+        at,
+        expiring_within: within,
+        project: Some(project),
+        primaries,
+        names,
+    });
+    Ok(markdown(&comment, within))
+}
+
 /// The comment as Markdown, for a pull request.
 pub fn markdown(comment: &Comment, expiring_within: time::Duration) -> String {
     let expiring_within = window(expiring_within);

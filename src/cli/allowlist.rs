@@ -2,12 +2,11 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
 use time::OffsetDateTime;
 
+use conform::allowlist;
 use conform::allowlist::inspect::{Explanation, Show};
-use conform::allowlist::{self, Change, Entry};
 
 use super::gate::Format;
 use super::{Exit, Global};
@@ -125,19 +124,11 @@ fn explain(global: &Global, args: &ExplainArgs) -> anyhow::Result<Exit> {
 
 fn rewrite_loop(global: &Global, args: &RewriteLoopArgs) -> anyhow::Result<Exit> {
     use std::io::Write;
-    let text = std::fs::read(&args.entry)
-        .with_context(|| format!("cannot read {}", args.entry.display()))?;
-    let mut entry: Entry = serde_json::from_slice(&text)
-        .with_context(|| format!("{} is not an allowlist entry", args.entry.display()))?;
-    let path = global.allowlist_path();
     let mut out = std::io::stdout().lock();
-    for n in args.from..args.from.saturating_add(args.count) {
-        entry.evidence.run_id = format!("gen-{n}");
-        allowlist::update(&path, &[Change::Grant(Box::new(entry.clone()))])?;
-        // Printed only once the new version is in place: the crash test holds the file
-        // to "this generation or the next".
+    let generations = args.from..args.from.saturating_add(args.count);
+    allowlist::writer::regrant(&global.allowlist_path(), &args.entry, generations, |n| {
         writeln!(out, "{n}")?;
-        out.flush()?;
-    }
+        out.flush()
+    })?;
     Ok(Exit::Ok)
 }

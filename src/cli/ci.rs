@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use conform::ci::{self, CommentPlan};
+use conform::ci;
 use conform::export::Names;
 
 use super::{Exit, Global};
@@ -59,26 +59,25 @@ pub fn ci(global: &Global, args: CiArgs) -> anyhow::Result<Exit> {
 }
 
 fn comment(global: &Global, args: CommentArgs) -> anyhow::Result<Exit> {
-    let after_path = args.after.unwrap_or_else(|| global.allowlist_path());
-    let (before, after) = match (ci::read(&args.before), ci::read(&after_path)) {
-        (Ok(b), Ok(a)) => (b, a),
-        (Err(e), _) | (_, Err(e)) => {
+    let after = args.after.unwrap_or_else(|| global.allowlist_path());
+    let names = Names(args.names.into_iter().collect());
+    let now = time::OffsetDateTime::now_utc();
+    let (paths, within) = (global.paths(), args.expiring_within);
+    let body = match ci::comment_between(
+        &args.before,
+        &after,
+        &paths,
+        now,
+        within,
+        args.primaries,
+        names,
+    ) {
+        Ok(body) => body,
+        Err(e) => {
             eprintln!("error: {e}");
             return Ok(Exit::Usage);
         }
     };
-    let paths = global.paths();
-    let within = time::Duration::try_from(args.expiring_within).unwrap_or(time::Duration::MAX);
-    let comment = ci::compare(&CommentPlan {
-        before: &before,
-        after: &after,
-        at: time::OffsetDateTime::now_utc(),
-        expiring_within: within,
-        project: Some(&paths),
-        primaries: args.primaries,
-        names: Names(args.names.into_iter().collect()),
-    });
-    let body = ci::markdown(&comment, within);
     match &args.out {
         Some(path) => std::fs::write(path, &body)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?,

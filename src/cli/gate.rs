@@ -36,18 +36,10 @@ pub struct GateArgs {
     /// Deny (insufficient_evidence) unless the evidence rules out a failure rate above
     /// RATE at 95 % confidence: 0 failures in 100 calls rule out 3 %, in 20 calls 14 %.
     /// Default: `max_undetected_failure_rate` in ROOT/conform.toml, else no bound.
-    #[arg(long, value_name = "RATE", value_parser = rate)]
+    #[arg(long, value_name = "RATE", value_parser = Required::parse_rate)]
     pub max_undetected_failure_rate: Option<f64>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-}
-
-/// A share in (0, 1).
-fn rate(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(r) if r > 0.0 && r < 1.0 => Ok(r),
-        _ => Err(format!("`{text}` is not a share in (0, 1), e.g. 0.05")),
-    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

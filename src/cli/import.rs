@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use conform::import::{self, Options, Redaction, Report};
+use conform::import::{self, Input, Options, Redaction};
 
 use super::{Exit, Global};
 
@@ -89,10 +89,14 @@ pub struct Common {
 }
 
 pub fn import(global: &Global, args: ImportArgs) -> anyhow::Result<Exit> {
-    let (kind, common) = match &args.source {
-        Source::OpenaiBatch { common, .. } => ("openai-batch", common),
-        Source::Jsonl { common, .. } => ("jsonl", common),
-        Source::Promptfoo { common, .. } => ("promptfoo", common),
+    let (input, common) = match &args.source {
+        Source::OpenaiBatch {
+            input,
+            outputs,
+            common,
+        } => (Input::OpenaiBatch { input, outputs }, common),
+        Source::Jsonl { input, common } => (Input::Jsonl(input), common),
+        Source::Promptfoo { input, common } => (Input::Promptfoo(input), common),
     };
     let redaction = match Redaction::new(
         !common.no_default_redaction,
@@ -114,14 +118,7 @@ pub fn import(global: &Global, args: ImportArgs) -> anyhow::Result<Exit> {
         max_line_bytes: common.max_line_bytes,
         redaction,
     };
-    let result = match &args.source {
-        Source::OpenaiBatch { input, outputs, .. } => {
-            import::openai_batch::import(input, outputs, &opts)
-        }
-        Source::Jsonl { input, .. } => import::jsonl::import(input, &opts),
-        Source::Promptfoo { input, .. } => import::promptfoo::import(input, &opts),
-    };
-    match result.map(|summary| Report { kind, summary }) {
+    match input.import(&opts) {
         Ok(report) => {
             print!("{report}");
             Ok(Exit::Ok)

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use conform::init::{InitError, Plan, ProviderSpec, scaffold};
+use conform::init::{InitError, Plan, ProviderSpec, Written, scaffold};
 
 use super::{Exit, Global};
 
@@ -39,40 +39,16 @@ pub fn init(global: &Global, args: InitArgs) -> anyhow::Result<Exit> {
             traffic: args.traffic.clone(),
         })
     };
-    let done = match specs().and_then(|plan| scaffold(&global.root, &plan)) {
-        Ok(done) => done,
-        Err(InitError::Io { path, source }) => {
-            return Err(
-                anyhow::Error::new(source).context(format!("cannot write {}", path.display()))
-            );
+    match specs().and_then(|plan| scaffold(&global.root, &plan)) {
+        Ok(done) => {
+            let root = &global.root;
+            print!("{}", Written { root, done: &done });
+            Ok(Exit::Ok)
         }
+        Err(e @ InitError::Io { .. }) => Err(e.into()),
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(Exit::Usage);
+            Ok(Exit::Usage)
         }
-    };
-    // The suite's own files are summed up in one line below.
-    let suite_dir = global.root.join("fixtures").join(&done.suite);
-    for file in done.files.iter().filter(|f| !f.starts_with(&suite_dir)) {
-        let shown = file.strip_prefix(&global.root).unwrap_or(file);
-        println!("wrote {}", shown.display());
     }
-    match &done.imported {
-        Some(s) => println!(
-            "wrote fixtures/{}/: {} cases from {} requests ({} with recorded answers); what was not carried over is in IMPORT_NOTES.md",
-            done.suite, s.written, s.read, s.with_reference
-        ),
-        None => println!(
-            "wrote fixtures/{}/: a starter suite of four cases; replace them with your own (`conform import`)",
-            done.suite
-        ),
-    }
-    println!("\nnext:");
-    if global.root != std::path::Path::new(".") {
-        println!("  cd {}", global.root.display());
-    }
-    for command in &done.next {
-        println!("  {command}");
-    }
-    Ok(Exit::Ok)
 }

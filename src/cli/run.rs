@@ -126,9 +126,8 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
 }
 
 pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
-    let mut workspace = match execute::load(&global.paths(), selection(&[], &args.common.suites)) {
-        Ok(workspace) => workspace,
-        Err(e) => return failed(e),
+    let Some(mut workspace) = load(global, &[], &args.common.suites) else {
+        return Ok(Exit::Usage);
     };
     if let Some(path) = &global.allowlist {
         // Simulated evidence permits nothing, so the demo never writes the allowlist
@@ -166,17 +165,9 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
     }
 }
 
-fn selection(providers: &[String], suites: &[String]) -> Selection {
-    Selection {
-        providers: providers.to_vec(),
-        suites: suites.to_vec(),
-    }
-}
-
 pub(super) fn load(global: &Global, providers: &[String], suites: &[String]) -> Option<Workspace> {
-    execute::load(&global.paths(), selection(providers, suites))
-        .map_err(failed)
-        .ok()
+    let (providers, suites) = (providers.to_vec(), suites.to_vec());
+    (execute::load(&global.paths(), Selection { providers, suites }).map_err(failed)).ok()
 }
 
 pub fn print_problems(problems: &Diagnostics) {

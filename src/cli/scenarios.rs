@@ -7,13 +7,12 @@ use std::time::Duration;
 
 use clap::Args;
 
-use conform::scenarios::providers::Providers;
 use conform::scenarios::runner;
 use conform::scenarios::session::{
-    self, Listing, Progress, ReachError, Request, Summary, parse_ports,
+    self, Listing, Progress, Request, Session, SetupError, parse_ports,
 };
 use conform::scenarios::workdir::WorkDir;
-use conform::scenarios::{self as suite, Env, Timing};
+use conform::scenarios::{self as suite, Timing};
 
 use super::gate::Format;
 use super::{Exit, Global};
@@ -107,47 +106,26 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<E
         return Ok(Exit::Usage);
     }
     let mut work = WorkDir::create(args.work_dir.as_deref(), args.keep)?;
-    let providers = match Providers::start(&request.mock_ports.clone().unwrap_or_default()).await {
-        Ok(p) => p,
-        Err(e) => {
+    let session = match Session::start(&request, work.path()).await {
+        Ok(session) => session,
+        Err(e @ SetupError::Providers(_)) => {
             eprintln!("error: {e}");
             return Ok(Exit::Usage);
         }
-    };
-    let allowlist = request.write_allowlist(work.path())?;
-    let reached = match session::reach(&request, work.path(), &providers, &allowlist).await {
-        Ok(reached) => reached,
         Err(e) if e.inconclusive() => {
             eprintln!("error: {e}");
-            if matches!(e, ReachError::Spawn(_)) {
+            if e.keeps_work() {
                 eprintln!("(working directory kept: {})", work.keep().display());
             }
             return Ok(Exit::Inconclusive);
         }
         Err(e) => return Err(e.into()),
     };
-    let spawned = reached.spawned.clone();
-    let env = Arc::new(Env::new(
-        reached.api,
-        providers,
-        allowlist,
-        request.timing,
-        spawned.clone(),
-    ));
     let text = matches!(args.format, Format::Text);
     if text {
-        let providers = env.providers.env_value();
-        println!(
-            "{}",
-            session::header(
-                selected.len(),
-                &reached.described,
-                &request.timing,
-                &providers
-            )
-        );
+        println!("{}", session.header(selected.len()));
     }
-    let run = runner::run(Arc::clone(&env), &selected, args.fail_fast, |e| {
+    let run = runner::run(Arc::clone(&session.env), &selected, args.fail_fast, |e| {
         if text {
             print!("{}", Progress(e));
         }
@@ -155,31 +133,18 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<E
     let report = tokio::select! {
         report = run => report,
         _ = tokio::signal::ctrl_c() => {
-            if let Some(s) = &spawned {
-                s.stop().await;
-            }
+            session.stop().await;
             eprintln!("interrupted; working directory kept: {}", work.keep().display());
             return Ok(Exit::Inconclusive);
         }
     };
-    if let Some(s) = &spawned {
-        s.stop().await;
-    }
+    session.stop().await;
     if let Some(path) = &args.junit {
         session::write_junit(path, &report)?;
     }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Text => {
-            let log = spawned.as_deref().map(|s| s.log().as_path());
-            print!(
-                "{}",
-                Summary {
-                    report: &report,
-                    log
-                }
-            );
-        }
+        Format::Text => print!("{}", session.summary(&report)),
     }
     let passed = report.all_passed();
     if !passed || args.keep {

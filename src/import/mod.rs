@@ -136,14 +136,50 @@ pub struct Summary {
     pub notes_total: u64,
 }
 
+/// What `conform import` reads, by source format.
+#[derive(Debug, Clone, Copy)]
+pub enum Input<'a> {
+    /// A Batch input file, and its output and error files.
+    OpenaiBatch {
+        input: &'a Path,
+        outputs: &'a [PathBuf],
+    },
+    Jsonl(&'a Path),
+    Promptfoo(&'a Path),
+}
+
+impl Input<'_> {
+    /// The format's name, as the command spells it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Input::OpenaiBatch { .. } => "openai-batch",
+            Input::Jsonl(_) => "jsonl",
+            Input::Promptfoo(_) => "promptfoo",
+        }
+    }
+
+    /// Imports the input as `opts` say; nothing is written when it fails.
+    pub fn import(&self, opts: &Options) -> Result<Report, ImportError> {
+        let summary = match *self {
+            Input::OpenaiBatch { input, outputs } => openai_batch::import(input, outputs, opts),
+            Input::Jsonl(input) => jsonl::import(input, opts),
+            Input::Promptfoo(input) => promptfoo::import(input, opts),
+        }?;
+        Ok(Report {
+            kind: self.kind(),
+            summary,
+        })
+    }
+}
+
 /// The summary a person reads after an import of `kind` (`openai-batch`, `jsonl` …):
 /// the counts, the schema, the notes (the first 20) and what to do next.
-pub struct Report<'a> {
-    pub kind: &'a str,
+pub struct Report {
+    pub kind: &'static str,
     pub summary: Summary,
 }
 
-impl std::fmt::Display for Report<'_> {
+impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (kind, s) = (self.kind, &self.summary);
         writeln!(

@@ -12,11 +12,11 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::api::Api;
-use super::providers::{NAMES, Providers};
+use super::providers::{NAMES, ProviderError, Providers};
 use super::runner::{self, SuiteReport};
 use super::spawn::{Launch, SpawnError, Spawned};
 use super::workdir::free_port;
-use super::{Evidence, Outcome, Scenario, Timing, gatefile, job};
+use super::{Env, Evidence, Outcome, Scenario, Timing, gatefile, job};
 
 /// `NAME=PORT,…`: the fixed loopback port of each mock provider.
 pub fn parse_ports(text: &str) -> Result<BTreeMap<String, u16>, String> {
@@ -212,13 +212,83 @@ pub async fn reach(
     })
 }
 
-/// The first line of a text run: how many scenarios, against what, with which timings.
-pub fn header(count: usize, described: &str, timing: &Timing, providers: &str) -> String {
-    format!(
-        "conform scenarios: {count} scenario(s) against {described}\n  attempt timeout {} ms, late window {} ms; providers {providers}",
-        timing.attempt_timeout.as_millis(),
-        timing.late_window.as_millis(),
-    )
+/// Why the scenarios could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The mock providers could not listen (a fixed port taken): a usage error.
+    #[error(transparent)]
+    Providers(#[from] ProviderError),
+    #[error(transparent)]
+    Allowlist(#[from] AllowlistWriteError),
+    #[error(transparent)]
+    Reach(#[from] ReachError),
+}
+
+impl SetupError {
+    /// The orchestrator, not the options, is at fault: the run is inconclusive.
+    pub fn inconclusive(&self) -> bool {
+        matches!(self, SetupError::Reach(e) if e.inconclusive())
+    }
+
+    /// The spawned orchestrator's log is in the working folder: keep it.
+    pub fn keeps_work(&self) -> bool {
+        matches!(self, SetupError::Reach(ReachError::Spawn(_)))
+    }
+}
+
+/// The mock providers, the scenarios' allowlist and the orchestrator under test, ready.
+pub struct Session {
+    pub env: Arc<Env>,
+    pub spawned: Option<Arc<Spawned>>,
+    /// What is tested, for the header line.
+    pub described: String,
+}
+
+impl Session {
+    /// Starts the mock providers, writes the allowlist the scenarios start from, and
+    /// reaches the orchestrator of `request`; `work` is the working folder.
+    pub async fn start(request: &Request, work: &Path) -> Result<Session, SetupError> {
+        let providers = Providers::start(&request.mock_ports.clone().unwrap_or_default()).await?;
+        let allowlist = request.write_allowlist(work)?;
+        let reached = reach(request, work, &providers, &allowlist).await?;
+        let env = Env::new(
+            reached.api,
+            providers,
+            allowlist,
+            request.timing,
+            reached.spawned.clone(),
+        );
+        Ok(Session {
+            env: Arc::new(env),
+            spawned: reached.spawned,
+            described: reached.described,
+        })
+    }
+
+    /// The first lines of a text run: how many scenarios, against what, with which timings.
+    pub fn header(&self, count: usize) -> String {
+        let timing = &self.env.timing;
+        format!(
+            "conform scenarios: {count} scenario(s) against {}\n  attempt timeout {} ms, late window {} ms; providers {}",
+            self.described,
+            timing.attempt_timeout.as_millis(),
+            timing.late_window.as_millis(),
+            self.env.providers.env_value()
+        )
+    }
+
+    /// Stops the orchestrator the scenarios started, if they did.
+    pub async fn stop(&self) {
+        if let Some(s) = &self.spawned {
+            s.stop().await;
+        }
+    }
+
+    /// The closing lines of a text run of `report`.
+    pub fn summary<'a>(&'a self, report: &'a SuiteReport) -> Summary<'a> {
+        let log = self.spawned.as_deref().map(|s| s.log().as_path());
+        Summary { report, log }
+    }
 }
 
 /// `conform scenarios --list`.
