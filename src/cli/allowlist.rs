@@ -40,6 +40,13 @@ unreadable (nothing is permitted)."
 2 the provider or a suite is not in this project."
     )]
     Explain(ExplainArgs),
+    /// Check every entry's signature against the trust file (trust.toml or --trust).
+    #[command(
+        after_help = "Exit codes: 0 every entry is signed by a trusted key, as it is now; 1 an \
+entry is unsigned, edited after signing or signed by an unlisted key (each named); 2 no trust \
+file, or an allowlist or trust file that cannot be read."
+    )]
+    Verify,
     /// Rewrite the allowlist in a loop with the library writer (crash tests).
     #[command(hide = true)]
     RewriteLoop(RewriteLoopArgs),
@@ -83,6 +90,7 @@ pub fn allowlist(global: &Global, args: AllowlistArgs) -> anyhow::Result<Exit> {
         }
         AllowlistCommand::Show(args) => show(global, &args),
         AllowlistCommand::Explain(args) => explain(global, &args),
+        AllowlistCommand::Verify => verify(global),
         AllowlistCommand::RewriteLoop(args) => rewrite_loop(global, &args),
     }
 }
@@ -387,4 +395,57 @@ fn rewrite_loop(global: &Global, args: &RewriteLoopArgs) -> anyhow::Result<Exit>
         out.flush()?;
     }
     Ok(Exit::Ok)
+}
+
+fn verify(global: &Global) -> anyhow::Result<Exit> {
+    let paths = global.paths();
+    let trust = match conform::sign::Trust::load(&paths.trust) {
+        Ok(Some(trust)) => trust,
+        Ok(None) => {
+            eprintln!(
+                "error: no trust file at {}: list the keys allowed to sign (`conform keys new`), or name one with --trust",
+                paths.trust.display()
+            );
+            return Ok(Exit::Usage);
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(Exit::Usage);
+        }
+    };
+    let path = global.allowlist_path();
+    let list = match Allowlist::load(&path) {
+        Ok(list) => list,
+        Err(denial) => {
+            eprintln!("error: {}", denial.detail);
+            return Ok(Exit::Usage);
+        }
+    };
+    let checked = allowlist::attest::verify_all(&list, &trust);
+    let mut failed = 0;
+    for c in &checked {
+        match &c.signer {
+            Ok(by) => println!("ok        {} × {}: signed by {by}", c.suite, c.provider),
+            Err(why) => {
+                failed += 1;
+                println!("{:9} {} × {}: {why}", why_code(why), c.suite, c.provider);
+            }
+        }
+    }
+    println!(
+        "{} of {} entries verified against {}",
+        checked.len() - failed,
+        checked.len(),
+        trust.path.display()
+    );
+    Ok(if failed == 0 { Exit::Ok } else { Exit::Failed })
+}
+
+fn why_code(why: &conform::sign::Unverified) -> &'static str {
+    use conform::sign::Unverified;
+    match why {
+        Unverified::Unsigned => "unsigned",
+        Unverified::SignatureInvalid(_) => "invalid",
+        Unverified::UntrustedKey(_) => "untrusted",
+    }
 }

@@ -71,11 +71,23 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<Exit> {
         max_valid_for: None,
     });
     let decision = decide(&global.allowlist_path(), &query);
+    if decision.is_ok() && !paths.trust.exists() {
+        // Said once, where a person or a CI log sees it: the permit rests on a file
+        // anyone who can write it could have written.
+        eprintln!(
+            "note: no trust file ({}): entries need no signature (docs/signing.md)",
+            paths.trust.display()
+        );
+    }
+    let signed_by = |permit: &conform::allowlist::Permit| {
+        conform::allowlist::attest::signed_by(permit.entry.attestation.as_ref()).join(", ")
+    };
     match (&decision, args.format) {
         (Ok(permit), Format::Json) => println!(
             "{}",
             serde_json::json!({"permitted": true, "suite": args.suite, "provider": args.provider,
                                "valid_until": permit.entry.valid_until, "evidence": permit.entry.evidence,
+                               "signed_by": conform::allowlist::attest::signed_by(permit.entry.attestation.as_ref()),
                                "rules_out": conform::allowlist::RulesOut::of(
                                    permit.entry.evidence.calls, permit.entry.evidence.passed)})
         ),
@@ -86,7 +98,7 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<Exit> {
                                "findings": denial.revocation.as_ref().map(|r| &r.reasons)})
         ),
         (Ok(permit), Format::Text) => println!(
-            "permitted: failover to {} for {} until {} (run {}, {}/{} calls passed, ruling out {}{})",
+            "permitted: failover to {} for {} until {} (run {}, {}/{} calls passed, ruling out {}{}{})",
             args.provider,
             args.suite,
             permit.entry.valid_until,
@@ -103,7 +115,11 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<Exit> {
                 .evidence
                 .latency
                 .map(|l| format!(", p95 latency {}", conform::latency::words(l.total_ms.p95)))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            match signed_by(permit).as_str() {
+                "" => String::new(),
+                keys => format!(", signed by {keys}"),
+            }
         ),
         (Err(denial), Format::Text) if denial.reason.is_usage_error() => {
             eprintln!("error: {}", denial.detail)

@@ -29,6 +29,10 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<Exit> {
         eprintln!("nothing was merged and the allowlist was not touched");
         Ok(Exit::Inconclusive)
     };
+    if let Err(e) = conform::sign::SigningKey::from_env() {
+        eprintln!("error: {e}");
+        return Ok(Exit::Usage);
+    }
     let mut reports = match merge::collect(&args.dirs) {
         Ok(reports) => reports,
         Err(e) => return refuse(e),

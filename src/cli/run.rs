@@ -15,6 +15,7 @@ use conform::run::assemble::{AssembleError, Assembly, Setup, TapeMode, assemble}
 use conform::run::budget::Budget;
 use conform::run::shard::{Manifest, PlanOptions, Shard};
 use conform::run::{self, PreparedSuite, RunOptions, RunResult, Target};
+use conform::sign::SigningKey;
 
 use super::{Exit, Global};
 
@@ -96,6 +97,11 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
         eprintln!(
             "error: --base-url needs exactly one provider, e.g. `conform run openai --base-url URL`"
         );
+        return Ok(Exit::Usage);
+    }
+    // A signing key that cannot be read is found before anything is paid for.
+    if let Err(e) = SigningKey::from_env() {
+        eprintln!("error: {e}");
         return Ok(Exit::Usage);
     }
     let Some(mut workspace) = load(global, &args.providers, &args.common.suites) else {
@@ -409,6 +415,7 @@ pub(super) fn conclude(
         replayed,
         destination,
         valid_for,
+        signing: SigningKey::from_env()?.map(Arc::new),
     };
     let done = conform::conclude::conclude(result, suites, targets, &how)?;
     let tapes = recorders

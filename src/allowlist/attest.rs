@@ -1,0 +1,170 @@
+//! An entry's signature: what is signed, and what a reader checks of it.
+//!
+//! The Statement's subjects are the suite and the provider as their digests; its
+//! predicate is the entry itself, every member but the signature. A reader that trusts
+//! the signing key requires the entry it reads to equal the predicate member for member,
+//! so no edit after signing (a later `valid_until`, another provider, a pass rate) keeps
+//! a permit alive.
+
+use serde_json::Value;
+
+use crate::sign::{Envelope, SigningKey, Statement, Subject, Trust, TrustedKey, Unverified};
+
+use super::format::Entry;
+
+/// The predicate type of a signed entry; its JSON Schema is
+/// `schemas/allowlist-entry-predicate.v1.schema.json`.
+pub const PREDICATE_TYPE: &str = "https://conform.dev/attestation/allowlist-entry/v1";
+
+/// The Statement an entry's signature covers.
+pub fn statement(entry: &Entry) -> Statement {
+    let mut predicate = serde_json::to_value(entry).unwrap_or(Value::Null);
+    if let Value::Object(members) = &mut predicate {
+        members.remove("attestation");
+    }
+    Statement::new(
+        vec![
+            Subject::sha256(
+                format!("conform-suite:{}", entry.suite),
+                &entry.suite_digest,
+            ),
+            Subject::sha256(
+                format!("conform-provider:{}", entry.provider),
+                &entry.provider_digest,
+            ),
+        ],
+        PREDICATE_TYPE,
+        predicate,
+    )
+}
+
+/// Signs `entry` in place.
+pub fn sign(entry: &mut Entry, key: &SigningKey) {
+    entry.attestation = None;
+    entry.attestation = Some(key.sign(&statement(entry)));
+}
+
+/// The trusted key that signed `entry` as it is, or why it does not count as signed.
+pub fn verify<'t>(entry: &Entry, trust: &'t Trust) -> Result<&'t TrustedKey, Unverified> {
+    let (signed, by) = trust.verify(entry.attestation.as_ref())?;
+    let now = statement(entry);
+    if signed.predicate_type != PREDICATE_TYPE {
+        return Err(Unverified::SignatureInvalid(format!(
+            "it signs a `{}`, not an allowlist entry",
+            signed.predicate_type
+        )));
+    }
+    if signed.subject != now.subject {
+        return Err(Unverified::SignatureInvalid(
+            "it was signed for another suite, provider or digest".to_string(),
+        ));
+    }
+    if signed.predicate != now.predicate {
+        return Err(Unverified::SignatureInvalid(format!(
+            "the entry was edited after it was signed: {}",
+            changed_members(&signed.predicate, &now.predicate).join(", ")
+        )));
+    }
+    Ok(by)
+}
+
+/// The top-level members that differ between two entries, by name.
+fn changed_members(signed: &Value, now: &Value) -> Vec<String> {
+    let empty = serde_json::Map::new();
+    let (a, b) = (
+        signed.as_object().unwrap_or(&empty),
+        now.as_object().unwrap_or(&empty),
+    );
+    let mut names: Vec<&String> = a.keys().chain(b.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|n| a.get(*n) != b.get(*n))
+        .map(|n| format!("`{n}`"))
+        .collect()
+}
+
+/// Who signed an envelope, by key id, without checking it: for people reading the file.
+pub fn signed_by(envelope: Option<&Envelope>) -> Vec<&str> {
+    envelope
+        .map(|e| e.signatures.iter().map(|s| s.keyid.as_str()).collect())
+        .unwrap_or_default()
+}
+
+/// One entry of a file checked against a trust file: the key that signed it, or why
+/// it does not count as signed.
+#[derive(Debug)]
+pub struct Checked {
+    pub suite: String,
+    pub provider: String,
+    pub signer: Result<String, Unverified>,
+}
+
+/// Every entry of `allowlist`, checked against `trust` (`conform allowlist verify`).
+pub fn verify_all(allowlist: &super::Allowlist, trust: &Trust) -> Vec<Checked> {
+    (allowlist.entries.iter())
+        .map(|entry| Checked {
+            suite: entry.suite.clone(),
+            provider: entry.provider.clone(),
+            signer: verify(entry, trust).map(|key| format!("{} ({})", key.name, key.key.id())),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sign::TrustedKey;
+
+    fn entry() -> Entry {
+        let text = r#"{"suite": "s", "provider": "p", "model": "m", "served_models": ["m-1"],
+            "system_fingerprints": [], "suite_digest": "sha256:aa", "provider_digest": "sha256:bb",
+            "tokenizer": "none", "evidence": {"run_id": "r", "report": "x", "conform_version": "0",
+            "cases": 1, "repeats": 1, "calls": 1, "passed": 1, "pass_rate": 1.0,
+            "first_attempt_pass_rate": 1.0, "checks": {}},
+            "generated_at": "2026-01-01T00:00:00Z", "valid_until": "2026-01-08T00:00:00Z"}"#;
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn a_signed_entry_verifies_until_any_member_is_edited() {
+        let key = SigningKey::generate().unwrap();
+        let trust = Trust {
+            path: "trust.toml".into(),
+            keys: vec![TrustedKey {
+                name: "ci".into(),
+                key: key.public(),
+            }],
+        };
+        let mut signed = entry();
+        sign(&mut signed, &key);
+        // Through the file's JSON and back, as every reader gets it.
+        let read: Entry = serde_json::from_str(&serde_json::to_string(&signed).unwrap()).unwrap();
+        assert_eq!(verify(&read, &trust).unwrap().name, "ci");
+        assert_eq!(verify(&entry(), &trust).unwrap_err(), Unverified::Unsigned);
+        let edits: [fn(&mut Entry); 4] = [
+            |e| e.valid_until = "2099-01-01T00:00:00Z".into(),
+            |e| e.provider = "other".into(),
+            |e| e.evidence.passed = 0,
+            |e| e.served_models.push("m-2".into()),
+        ];
+        for edit in edits {
+            let mut edited = read.clone();
+            edit(&mut edited);
+            assert!(
+                matches!(
+                    verify(&edited, &trust),
+                    Err(Unverified::SignatureInvalid(_))
+                ),
+                "{edited:?}"
+            );
+        }
+        let mut moved = read.clone();
+        moved.valid_until = "2099-01-01T00:00:00Z".into();
+        let Err(Unverified::SignatureInvalid(why)) = verify(&moved, &trust) else {
+            panic!("an edit verified")
+        };
+        assert!(why.contains("`valid_until`"), "{why}");
+    }
+}
