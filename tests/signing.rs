@@ -127,6 +127,30 @@ async fn a_signed_run_is_verified_by_every_reader_and_an_edit_after_it_is_denied
         .collect();
     assert!(errors.is_empty(), "{errors:?}");
 
+    // Standard tooling agrees: docs/signing.md's script (Python and OpenSSL).
+    let outside = |list: &Path| {
+        let doc = std::fs::read_to_string(Path::new(common::REPO).join("docs/signing.md")).unwrap();
+        let after = &doc[doc.find("<!-- verify-outside -->").unwrap()..];
+        let script = after
+            .split("```python\n")
+            .nth(1)
+            .unwrap()
+            .split("```")
+            .next()
+            .unwrap();
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), script).unwrap();
+        let out = std::process::Command::new("python3")
+            .arg(file.path())
+            .arg(list)
+            .arg(public.trim())
+            .output()
+            .expect("python3 (and openssl) run docs/signing.md's verification");
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    let said = outside(&project.path("allowlist.json"));
+    assert_eq!(said.trim(), "ticket-triage local verified", "{said}");
+
     // The key is in no report, record, allowlist or log.
     let mut files = Vec::new();
     every_file(project.root(), keys.path(), &mut files);
@@ -141,6 +165,8 @@ async fn a_signed_run_is_verified_by_every_reader_and_an_edit_after_it_is_denied
     let out = conform(gate.clone()).await.unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("signature_invalid"), "{}", text(&out));
+    let said = outside(&project.path("allowlist.json"));
+    assert_eq!(said.trim(), "ticket-triage local NOT VERIFIED", "{said}");
     let out = conform(vec!["allowlist", "verify"]).await.unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("`valid_until`"), "{}", text(&out));

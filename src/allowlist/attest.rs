@@ -167,4 +167,67 @@ mod tests {
         };
         assert!(why.contains("`valid_until`"), "{why}");
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Whatever happens to a signed entry's bytes on the way (edits, cuts, another
+        /// payload type, fields duplicated or re-encoded), a signature that still verifies
+        /// vouches for exactly the entry that was signed.
+        #[test]
+        fn no_edit_of_a_signed_entry_verifies_as_another_entry(
+            edits in proptest::collection::vec((0usize..4096, proptest::num::u8::ANY), 1..4),
+            cut in proptest::option::of(0usize..4096),
+            kind in 0u8..4,
+        ) {
+            let key = SigningKey::generate().unwrap();
+            let trust = Trust {
+                path: "trust.toml".into(),
+                keys: vec![TrustedKey { name: "ci".into(), key: key.public() }],
+            };
+            let mut original = entry();
+            sign(&mut original, &key);
+            let mut text = serde_json::to_string(&original).unwrap().into_bytes();
+            match kind {
+                // Bytes anywhere.
+                0 => {
+                    for (at, byte) in &edits {
+                        let at = at % text.len();
+                        text[at] = *byte;
+                    }
+                }
+                // The payload type, or a duplicated member whose last copy wins.
+                1 => {
+                    let s = String::from_utf8(text).unwrap().replacen(
+                        "application/vnd.in-toto+json", "application/json", 1);
+                    text = s.into_bytes();
+                }
+                2 => {
+                    let s = String::from_utf8(text).unwrap().replacen(
+                        "\"valid_until\":", "\"valid_until\":\"2099-01-01T00:00:00Z\",\"valid_until\":", 1);
+                    text = s.into_bytes();
+                }
+                // The payload re-encoded: the same Statement, other bytes.
+                _ => {
+                    let mut e = original.clone();
+                    let pretty = serde_json::to_vec_pretty(&statement(&original)).unwrap();
+                    let envelope = e.attestation.as_mut().unwrap();
+                    envelope.payload = base64::Engine::encode(
+                        &base64::engine::general_purpose::STANDARD, pretty);
+                    text = serde_json::to_vec(&e).unwrap();
+                }
+            }
+            if let Some(cut) = cut {
+                text.truncate(cut % (text.len() + 1));
+            }
+            let Ok(read) = serde_json::from_slice::<Entry>(&text) else {
+                return Ok(());
+            };
+            if verify(&read, &trust).is_ok() {
+                let (was, is) = (statement(&original), statement(&read));
+                proptest::prop_assert_eq!(was.subject, is.subject);
+                proptest::prop_assert_eq!(was.predicate, is.predicate);
+            }
+        }
+    }
 }
