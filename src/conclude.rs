@@ -27,6 +27,8 @@ pub struct Conclude {
     pub destination: Destination,
     /// How long a grant is valid.
     pub valid_for: Duration,
+    /// The CI's key (`CONFORM_SIGNING_KEY`): every entry granted is signed with it.
+    pub signing: Option<std::sync::Arc<crate::sign::SigningKey>>,
 }
 
 impl Conclude {
@@ -44,6 +46,7 @@ impl Conclude {
             replayed: None,
             destination,
             valid_for,
+            signing: None,
         }
     }
 }
@@ -204,14 +207,22 @@ pub fn conclude(
         Destination::Demo => result.dir.join("allowlist.json"),
     };
     let changes = || {
-        allowlist::changes_from_run(
+        let mut changes = allowlist::changes_from_run(
             result,
             suites,
             targets,
             &report_path,
             how.valid_for,
             how.destination,
-        )
+        );
+        if let Some(key) = &how.signing {
+            for change in &mut changes {
+                if let allowlist::Change::Grant(entry) = change {
+                    allowlist::attest::sign(entry, key);
+                }
+            }
+        }
+        changes
     };
     let mut warnings = Vec::new();
     let mut update_error = None;

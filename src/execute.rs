@@ -25,6 +25,7 @@ use crate::run::assemble::{AssembleError, Assembly, Setup, TapeMode, assemble};
 use crate::run::budget::Budget;
 use crate::run::shard::{Manifest, Plan as ShardPlan, PlanOptions, Shard};
 use crate::run::{self, PreparedSuite, RunError, RunOptions, RunResult, Target};
+use crate::sign::{SignError, SigningKey};
 
 /// Why a run or a merge could not be carried out or concluded.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +53,8 @@ pub enum ExecuteError {
     Tape(#[from] TapeError),
     #[error(transparent)]
     Conclude(#[from] ConcludeError),
+    #[error(transparent)]
+    Sign(#[from] SignError),
     /// The shards do not make one run: nothing was merged.
     #[error("{0}")]
     Refused(MergeError),
@@ -91,6 +94,8 @@ pub fn for_run(paths: &Paths, ask: RunAsk<'_>) -> Result<Workspace, ExecuteError
                 .into(),
         ));
     }
+    // A signing key that cannot be read is found before anything is paid for.
+    SigningKey::from_env().map_err(|e| ExecuteError::Usage(e.to_string()))?;
     let selection = Selection {
         providers: ask.providers.to_vec(),
         suites: ask.suites.to_vec(),
@@ -381,7 +386,12 @@ fn conclude(
     recorders: &[Arc<Recorder>],
     verbose: bool,
 ) -> Result<Concluded, ExecuteError> {
-    let done = crate::conclude::conclude(result, suites, targets, how)?;
+    // Read as the entries are granted, as `conclude` signs them.
+    let how = Conclude {
+        signing: SigningKey::from_env()?.map(Arc::new),
+        ..how.clone()
+    };
+    let done = crate::conclude::conclude(result, suites, targets, &how)?;
     let tapes = (recorders.iter())
         .map(|r| r.finish())
         .collect::<Result<Vec<_>, _>>()?;
@@ -416,6 +426,7 @@ pub struct MergeTo {
 /// Collects and validates the shard reports under `dirs`, checks them against the
 /// project as it is now, and judges their records again as one run.
 pub async fn merge(dirs: &[PathBuf], to: &MergeTo) -> Result<Merged, ExecuteError> {
+    SigningKey::from_env().map_err(|e| ExecuteError::Usage(e.to_string()))?;
     let mut reports = merge::collect(dirs).map_err(ExecuteError::Refused)?;
     merge::validate(&mut reports).map_err(ExecuteError::Refused)?;
     let first = &reports[0];

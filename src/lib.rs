@@ -50,6 +50,7 @@ pub mod report;
 pub mod run;
 pub mod scenarios;
 pub mod secret;
+pub mod sign;
 pub mod sim;
 pub mod stats;
 pub mod tape;

@@ -76,6 +76,7 @@ fn entry(project: &Project, provider: &str) -> Entry {
         valid_until: stamp(now + time::Duration::days(3)),
         simulated: false,
         contract_only: false,
+        attestation: None,
     }
 }
 
@@ -103,6 +104,24 @@ fn with_entries(path: &Path, entries: Vec<Entry>, revocations: Vec<Revocation>) 
             ..Allowlist::default()
         },
     );
+}
+
+/// A new key, listed in the project's `trust.toml`.
+fn trusted(project: &Project) -> conform::sign::SigningKey {
+    let key = conform::sign::SigningKey::generate().unwrap();
+    project.write(
+        "trust.toml",
+        &format!(
+            "[[keys]]\nname = \"ci\"\npublic_key = \"{}\"\n",
+            key.public()
+        ),
+    );
+    key
+}
+
+fn signed(mut entry: Entry, key: &conform::sign::SigningKey) -> Entry {
+    conform::allowlist::attest::sign(&mut entry, key);
+    entry
 }
 
 /// One row of the table: how to set the project and the file up, which provider to ask
@@ -227,6 +246,56 @@ const CASES: &[Case] = &[
         provider: "sim-steady",
         setup: |p, path| with_entries(path, vec![entry(p, "sim-steady")], vec![]),
         expected: "simulated",
+    },
+    Case {
+        name: "a signed entry, the project trusting its key",
+        provider: "fallback",
+        setup: |p, path| {
+            let key = trusted(p);
+            with_entries(path, vec![signed(entry(p, "fallback"), &key)], vec![]);
+        },
+        expected: "permitted",
+    },
+    Case {
+        name: "an unsigned entry where the project trusts a key",
+        provider: "fallback",
+        setup: |p, path| {
+            trusted(p);
+            with_entries(path, vec![entry(p, "fallback")], vec![]);
+        },
+        expected: "unsigned",
+    },
+    Case {
+        name: "a signed entry whose validity was moved by hand",
+        provider: "fallback",
+        setup: |p, path| {
+            let key = trusted(p);
+            let mut e = signed(entry(p, "fallback"), &key);
+            e.valid_until = stamp(OffsetDateTime::now_utc() + time::Duration::days(20));
+            with_entries(path, vec![e], vec![]);
+        },
+        expected: "signature_invalid",
+    },
+    Case {
+        name: "another provider's signed entry renamed",
+        provider: "fallback",
+        setup: |p, path| {
+            let key = trusted(p);
+            let mut e = signed(entry(p, "primary"), &key);
+            e.provider = "fallback".into();
+            with_entries(path, vec![e], vec![]);
+        },
+        expected: "signature_invalid",
+    },
+    Case {
+        name: "an entry signed by a key the project does not list",
+        provider: "fallback",
+        setup: |p, path| {
+            trusted(p);
+            let stranger = conform::sign::SigningKey::generate().unwrap();
+            with_entries(path, vec![signed(entry(p, "fallback"), &stranger)], vec![]);
+        },
+        expected: "untrusted_key",
     },
     Case {
         name: "an entry with only the contract's members",

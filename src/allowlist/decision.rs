@@ -14,6 +14,7 @@ use time::format_description::well_known::Rfc3339;
 use super::format::{Allowlist, Entry, LatencyEvidence, Revocation, RulesOut};
 use super::local::Local;
 use crate::config::{Paths, ProviderIdentity, Settings, SuiteIdentity};
+use crate::sign::Unverified;
 
 /// Why failover is not permitted. The codes are stable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -31,6 +32,12 @@ pub enum Reason {
     Revoked,
     /// The evidence came from a simulated provider, which never stands for a real one.
     Simulated,
+    /// The project trusts signing keys (`trust.toml`) and the entry carries no signature.
+    Unsigned,
+    /// The entry's signature does not verify, or the entry was edited after signing.
+    SignatureInvalid,
+    /// The entry is signed by a key the project's `trust.toml` does not list.
+    UntrustedKey,
     /// The entry's `valid_until` has passed or does not parse.
     Expired,
     /// The suite is not the one the evidence was made with (or the entry records none).
@@ -59,7 +66,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in the order the decision checks them.
-    pub const ALL: [Reason; 16] = [
+    pub const ALL: [Reason; 19] = [
         Reason::UnknownSuite,
         Reason::UnknownProvider,
         Reason::InvalidConfig,
@@ -68,6 +75,9 @@ impl Reason {
         Reason::UnknownFormat,
         Reason::NoEntry,
         Reason::Revoked,
+        Reason::Unsigned,
+        Reason::SignatureInvalid,
+        Reason::UntrustedKey,
         Reason::Simulated,
         Reason::Expired,
         Reason::SuiteChanged,
@@ -84,6 +94,9 @@ impl Reason {
             self,
             Reason::NoEntry
                 | Reason::Revoked
+                | Reason::Unsigned
+                | Reason::SignatureInvalid
+                | Reason::UntrustedKey
                 | Reason::Expired
                 | Reason::SuiteChanged
                 | Reason::ProviderChanged
@@ -102,6 +115,9 @@ impl Reason {
             Reason::NoEntry => "no_entry",
             Reason::Revoked => "revoked",
             Reason::Simulated => "simulated",
+            Reason::Unsigned => "unsigned",
+            Reason::SignatureInvalid => "signature_invalid",
+            Reason::UntrustedKey => "untrusted_key",
             Reason::Expired => "expired",
             Reason::SuiteChanged => "suite_changed",
             Reason::ProviderChanged => "provider_changed",
@@ -211,6 +227,9 @@ pub struct Observed<'a> {
     pub suite_repeats: Option<u32>,
     /// The provider is a simulation (`kind = "sim"`): never a real failover target.
     pub simulated: bool,
+    /// The keys the project trusts to sign evidence: when given, only an entry signed by
+    /// one of them, as it is now, permits anything.
+    pub trust: Option<&'a crate::sign::Trust>,
     /// The model the provider reported serving.
     pub served_model: Option<&'a str>,
     /// The system fingerprint the provider reported.
@@ -689,6 +708,32 @@ fn check_entry(
     required: &Required,
 ) -> Result<(), Denial> {
     let deny = |reason, detail: String| Err(Denial::new(reason, detail).about(entry));
+    if let Some(trust) = observed.trust {
+        let listed = trust.path.display();
+        match super::attest::verify(entry, trust) {
+            Ok(_) => {}
+            Err(Unverified::Unsigned) => {
+                return deny(
+                    Reason::Unsigned,
+                    format!(
+                        "the entry is not signed, and {listed} requires a signature by a key it lists"
+                    ),
+                );
+            }
+            Err(Unverified::SignatureInvalid(why)) => {
+                return deny(
+                    Reason::SignatureInvalid,
+                    format!("the entry's signature does not hold: {why}"),
+                );
+            }
+            Err(Unverified::UntrustedKey(id)) => {
+                return deny(
+                    Reason::UntrustedKey,
+                    format!("the entry is signed by key {id}, which {listed} does not list"),
+                );
+            }
+        }
+    }
     if entry.simulated || observed.simulated {
         return deny(
             Reason::Simulated,

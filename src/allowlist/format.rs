@@ -96,6 +96,12 @@ pub struct Entry {
     /// caller observes. Never written: the next update drops such entries.
     #[serde(skip)]
     pub contract_only: bool,
+    /// The entry signed by the CI that made it: a DSSE envelope whose in-toto Statement
+    /// has the suite and provider digests as subjects and every other member of the entry
+    /// as its predicate (docs/signing.md). Where the project has a `trust.toml`, an entry
+    /// without a valid signature by a listed key permits nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<crate::sign::Envelope>,
 }
 
 /// What the entry rests on.

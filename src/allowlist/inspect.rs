@@ -417,6 +417,8 @@ pub struct GatePermit {
     pub provider: String,
     pub valid_until: String,
     pub evidence: Evidence,
+    /// The keys whose signatures the entry carries (none when unsigned).
+    pub signed_by: Vec<String>,
     pub rules_out: RulesOut,
 }
 
@@ -435,6 +437,17 @@ pub struct GateDenial {
 }
 
 impl GateAnswer {
+    /// A permit with no trust file rests on a file anyone who can write it could have
+    /// written: said once, where a person or a CI log sees it.
+    pub fn unsigned_note(&self, trust: &Path) -> Option<String> {
+        (matches!(self, GateAnswer::Permitted(_)) && !trust.exists()).then(|| {
+            format!(
+                "note: no trust file ({}): entries need no signature (docs/signing.md)",
+                trust.display()
+            )
+        })
+    }
+
     pub fn of(decision: Result<Permit, Denial>, suite: &str, provider: &str) -> GateAnswer {
         match decision {
             Ok(permit) => GateAnswer::Permitted(Box::new(GatePermit {
@@ -443,6 +456,9 @@ impl GateAnswer {
                 provider: provider.to_string(),
                 valid_until: permit.entry.valid_until,
                 rules_out: RulesOut::of(permit.entry.evidence.calls, permit.entry.evidence.passed),
+                signed_by: (super::attest::signed_by(permit.entry.attestation.as_ref()).iter())
+                    .map(|k| k.to_string())
+                    .collect(),
                 evidence: permit.entry.evidence,
             })),
             Err(denial) => GateAnswer::Denied(GateDenial {
@@ -464,7 +480,7 @@ impl fmt::Display for GateAnswer {
         match self {
             GateAnswer::Permitted(p) => write!(
                 f,
-                "permitted: failover to {} for {} until {} (run {}, {}/{} calls passed, ruling out {}{})",
+                "permitted: failover to {} for {} until {} (run {}, {}/{} calls passed, ruling out {}{}{})",
                 p.provider,
                 p.suite,
                 p.valid_until,
@@ -474,7 +490,11 @@ impl fmt::Display for GateAnswer {
                 p.rules_out.words(),
                 (p.evidence.latency.as_ref())
                     .map(|l| format!(", p95 latency {}", crate::latency::words(l.total_ms.p95)))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                match p.signed_by.join(", ").as_str() {
+                    "" => String::new(),
+                    keys => format!(", signed by {keys}"),
+                }
             ),
             GateAnswer::Denied(d) if d.usage_error => write!(f, "{}", d.detail),
             GateAnswer::Denied(d) => write!(f, "denied ({}): {}", d.reason, d.detail),

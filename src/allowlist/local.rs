@@ -5,6 +5,7 @@ use std::path::Path;
 
 use super::decision::{Denial, Observed, Reason};
 use crate::config::{Paths, ProviderConfig, ProviderIdentity, Settings, Suite, SuiteIdentity};
+use crate::sign::Trust;
 
 /// The suite and provider as the project holds them now, and the project's settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +20,8 @@ pub struct Local {
     /// `conform.toml`: the validity window and the failure rate every permit must rule
     /// out.
     pub settings: Settings,
+    /// `trust.toml`: when the project has one, only entries signed by a key it lists.
+    pub trust: Option<Trust>,
 }
 
 impl Local {
@@ -35,6 +38,12 @@ impl Local {
                 format!("the project's settings do not load:\n{problems}"),
             )
         })?;
+        let trust = Trust::load(&paths.trust).map_err(|e| {
+            Denial::new(
+                Reason::InvalidConfig,
+                format!("the trust file does not load: {e}"),
+            )
+        })?;
         Ok(Local {
             suite_digest: suite.identity.digest(),
             suite_identity: suite.identity,
@@ -43,6 +52,7 @@ impl Local {
             provider_identity: provider.identity,
             simulated: provider.simulated,
             settings,
+            trust,
         })
     }
 
@@ -58,6 +68,7 @@ impl Local {
             provider_digest: Some(&self.provider_digest),
             provider_identity: Some(&self.provider_identity),
             simulated: self.simulated,
+            trust: self.trust.as_ref(),
             ..reported
         }
     }

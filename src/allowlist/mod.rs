@@ -23,6 +23,7 @@
 //! assert_eq!(denial.reason, Reason::Missing);
 //! ```
 
+pub mod attest;
 pub mod decision;
 pub mod explain;
 pub mod format;

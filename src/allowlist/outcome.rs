@@ -331,6 +331,7 @@ mod tests {
             valid_until: valid_until.into(),
             simulated: false,
             contract_only: false,
+            attestation: None,
         }))
     }
 

@@ -196,5 +196,6 @@ fn entry(raw: &Value) -> Option<Entry> {
         valid_until: minimal.valid_until.as_str().unwrap_or_default().to_string(),
         simulated: minimal.simulated,
         contract_only: true,
+        attestation: None,
     })
 }

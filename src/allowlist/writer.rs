@@ -156,6 +156,7 @@ pub fn changes_from_run(
                         valid_until: stamp(result.started_at + validity),
                         simulated,
                         contract_only: false,
+                        attestation: None,
                     })))
                 }
             }

@@ -6,6 +6,7 @@ use clap::{Args, Subcommand};
 use time::OffsetDateTime;
 
 use conform::allowlist;
+use conform::allowlist::attest::Verification;
 use conform::allowlist::inspect::{Explanation, Show};
 
 use super::gate::Format;
@@ -35,6 +36,13 @@ unreadable (nothing is permitted)."
 2 the provider or a suite is not in this project."
     )]
     Explain(ExplainArgs),
+    /// Check every entry's signature against the trust file (trust.toml or --trust).
+    #[command(
+        after_help = "Exit codes: 0 every entry is signed by a trusted key, as it is now; 1 an \
+entry is unsigned, edited after signing or signed by an unlisted key (each named); 2 no trust \
+file, or an allowlist or trust file that cannot be read."
+    )]
+    Verify,
     /// Rewrite the allowlist in a loop with the library writer (crash tests).
     #[command(hide = true)]
     RewriteLoop(RewriteLoopArgs),
@@ -78,6 +86,7 @@ pub fn allowlist(global: &Global, args: AllowlistArgs) -> anyhow::Result<Exit> {
         }
         AllowlistCommand::Show(args) => show(global, &args),
         AllowlistCommand::Explain(args) => explain(global, &args),
+        AllowlistCommand::Verify => verify(global),
         AllowlistCommand::RewriteLoop(args) => rewrite_loop(global, &args),
     }
 }
@@ -131,4 +140,21 @@ fn rewrite_loop(global: &Global, args: &RewriteLoopArgs) -> anyhow::Result<Exit>
         out.flush()
     })?;
     Ok(Exit::Ok)
+}
+
+fn verify(global: &Global) -> anyhow::Result<Exit> {
+    match Verification::of(&global.allowlist_path(), &global.paths().trust) {
+        Ok(verified) => {
+            print!("{verified}");
+            Ok(if verified.failed() == 0 {
+                Exit::Ok
+            } else {
+                Exit::Failed
+            })
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(Exit::Usage)
+        }
+    }
 }

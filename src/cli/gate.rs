@@ -68,6 +68,9 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<Exit> {
         &args.suite,
         &args.provider,
     );
+    if let Some(note) = answer.unsigned_note(&paths.trust) {
+        eprintln!("{note}");
+    }
     match (&answer, args.format) {
         (_, Format::Json) => println!("{}", serde_json::to_string(&answer)?),
         (GateAnswer::Denied(d), Format::Text) if d.usage_error => eprintln!("error: {answer}"),

@@ -24,6 +24,7 @@ mod gate;
 mod history;
 mod import;
 mod init;
+mod keys;
 mod merge;
 mod plan;
 mod probe;
@@ -68,6 +69,10 @@ pub struct Global {
     /// The allowlist file [default: ROOT/allowlist.json].
     #[arg(long, global = true, env = "CONFORM_ALLOWLIST")]
     pub allowlist: Option<PathBuf>,
+    /// The keys allowed to sign evidence [default: ROOT/trust.toml, when it exists]:
+    /// every reader then denies an entry they did not sign.
+    #[arg(long, global = true, env = "CONFORM_TRUST")]
+    pub trust: Option<PathBuf>,
     /// Where run reports go [default: ROOT/reports].
     #[arg(long, global = true)]
     pub reports: Option<PathBuf>,
@@ -91,7 +96,11 @@ impl Global {
     }
 
     pub fn paths(&self) -> conform::config::Paths {
-        conform::config::Paths::under(&self.root)
+        let mut paths = conform::config::Paths::under(&self.root);
+        if let Some(trust) = &self.trust {
+            paths.trust = trust.clone();
+        }
+        paths
     }
 }
 
@@ -213,6 +222,8 @@ Failover to another provider is gated by the allowlist (--allowlist / CONFORM_AL
 read at every decision. State changes are logged to stderr, one line each."
     )]
     Serve(serve::ServeArgs),
+    /// Signing keys for the CI that makes evidence (docs/signing.md).
+    Keys(keys::KeysArgs),
     /// Work with `conform run --record` tapes: turn the primary's into recorded references.
     Tape(tape::TapeArgs),
     /// Build a suite from traffic you already log: OpenAI Batch files, a JSONL of chat
@@ -257,6 +268,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Serve(args) => serve::serve(&cli.global, args).await,
         Command::Tape(args) => tape::tape(&cli.global, args),
         Command::Import(args) => import::import(&cli.global, args),
+        Command::Keys(args) => keys::keys(args),
     }
 }
 

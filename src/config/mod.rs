@@ -47,6 +47,8 @@ pub struct Paths {
     pub fixtures: PathBuf,
     /// `conform.toml`: the project's settings ([`Settings`]); optional.
     pub settings: PathBuf,
+    /// `trust.toml`: the keys allowed to sign evidence; optional (docs/signing.md).
+    pub trust: PathBuf,
 }
 
 impl Paths {
@@ -55,6 +57,7 @@ impl Paths {
             providers: root.join("providers"),
             fixtures: root.join("fixtures"),
             settings: root.join(project::FILE),
+            trust: root.join("trust.toml"),
         }
     }
 }

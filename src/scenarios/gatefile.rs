@@ -52,6 +52,7 @@ pub fn allowlist(task: &str, entries: &[(&str, &str)]) -> Vec<u8> {
                 valid_until: valid_until.to_string(),
                 simulated: false,
                 contract_only: false,
+                attestation: None,
             })
             .collect(),
         ..Allowlist::default()

@@ -40,6 +40,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_identity: None,
         provider_identity: None,
         suite_repeats: None,
+        trust: None,
     },
     Observed {
         suite_digest: Some("d1"),
@@ -50,6 +51,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_identity: None,
         provider_identity: None,
         suite_repeats: None,
+        trust: None,
     },
     Observed {
         suite_digest: Some("d2"),
@@ -60,6 +62,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_identity: None,
         provider_identity: None,
         suite_repeats: None,
+        trust: None,
     },
     Observed {
         suite_digest: None,
@@ -70,6 +73,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_identity: None,
         provider_identity: None,
         suite_repeats: None,
+        trust: None,
     },
     Observed {
         suite_digest: None,
@@ -80,6 +84,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_identity: None,
         provider_identity: None,
         suite_repeats: None,
+        trust: None,
     },
     Observed {
         suite_digest: None,
@@ -90,6 +95,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_identity: None,
         provider_identity: None,
         suite_repeats: None,
+        trust: None,
     },
     Observed {
         suite_digest: Some("d1"),
@@ -100,6 +106,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_identity: None,
         provider_identity: None,
         suite_repeats: None,
+        trust: None,
     },
     Observed {
         suite_digest: Some("d2"),
@@ -110,6 +117,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_identity: None,
         provider_identity: None,
         suite_repeats: None,
+        trust: None,
     },
 ];
 

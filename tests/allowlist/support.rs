@@ -61,6 +61,7 @@ pub fn entry(suite: &str, provider: &str, until: OffsetDateTime) -> Entry {
         valid_until: stamp(until),
         simulated: false,
         contract_only: false,
+        attestation: None,
     }
 }
 

@@ -65,6 +65,7 @@ fn entry(suite: &str, provider: &str, model: &str, until: OffsetDateTime, digest
         valid_until: until.format(&Rfc3339).unwrap(),
         simulated: false,
         contract_only: false,
+        attestation: None,
     }
 }
 
