@@ -138,6 +138,18 @@ pub fn for_demo(workspace: &mut Workspace, paths: &Paths) -> Result<(), ExecuteE
     Ok(())
 }
 
+/// Simulated evidence permits nothing, so the demo never writes the allowlist production
+/// reads: when one was named, saying so beats a flag that silently does nothing.
+pub fn demo_note(allowlist: Option<&std::path::Path>) -> Option<String> {
+    allowlist.map(|path| {
+        format!(
+            "note: the demo does not write {} (--allowlist or CONFORM_ALLOWLIST): simulated \
+             evidence goes only to the run's own reports/<run-id>/allowlist.json",
+            path.display()
+        )
+    })
+}
+
 /// A budget every provider has the prices to keep.
 pub fn keepable(budget: Option<f64>, workspace: &Workspace) -> Result<(), ExecuteError> {
     match budget.map(|limit| run::budget::keepable(limit, &workspace.providers)) {
@@ -583,4 +595,53 @@ impl fmt::Display for Checked {
             self.cases
         )
     }
+}
+
+/// Why one provider cannot be reached outside a run.
+#[derive(Debug, thiserror::Error)]
+pub enum ReachError {
+    /// The key the provider file names is not there: a usage error.
+    #[error("{}: {source}", file.display())]
+    Key {
+        file: PathBuf,
+        source: crate::config::KeyError,
+    },
+    #[error(transparent)]
+    Sim(#[from] crate::sim::StartError),
+    #[error(transparent)]
+    Transport(#[from] crate::provider::transport::SetupError),
+}
+
+/// One provider's endpoint outside a run (`conform probe`), with the server of a
+/// simulation, which lives as long as this does.
+pub struct Reached {
+    pub endpoint: crate::provider::transport::Endpoint,
+    pub config: Arc<crate::config::ProviderConfig>,
+    _sim: Option<crate::sim::SimServer>,
+}
+
+/// Reaches `config` with its key; a simulation is started on loopback and answers from
+/// no case (a probe's requests are not a suite's).
+pub async fn reach(mut config: crate::config::ProviderConfig) -> Result<Reached, ReachError> {
+    use crate::provider::transport::{Endpoint, Transport};
+    let key = config.api_key().map_err(|source| ReachError::Key {
+        file: config.file.clone(),
+        source,
+    })?;
+    let sim = if config.is_simulated() {
+        let book = Arc::new(crate::sim::AnswerBook::default());
+        let server = crate::sim::SimServer::start(&config, book).await?;
+        config.base_url = server.uri();
+        Some(server)
+    } else {
+        None
+    };
+    let config = Arc::new(config);
+    let transport = Transport::for_addresses([config.base_url.as_str()])?;
+    let wire = crate::provider::wire_format(config.wire_kind());
+    Ok(Reached {
+        endpoint: Endpoint::new(Arc::clone(&config), wire, key, transport),
+        config,
+        _sim: sim,
+    })
 }

@@ -18,6 +18,7 @@
 //! - [`tape`]: the tapes of `conform run --record` turned into recorded references;
 //! - [`probe`]: which JSON Schema keywords a provider enforces, rejects, strips or ignores;
 //! - [`latency`]: percentiles from a streaming histogram of bounded size;
+//! - [`error`]: an error and its causes in one line, and whether I/O failed;
 //! - [`stats`]: the failure rate a count of failures rules out;
 //! - [`sim`]: simulated providers on loopback for `conform demo` and the tests;
 //! - [`tokenize`]: counting prompts the way each provider counts them;
@@ -34,6 +35,7 @@ pub mod ci;
 pub mod conclude;
 pub mod config;
 pub mod digest;
+pub mod error;
 pub mod execute;
 pub mod export;
 pub mod history;

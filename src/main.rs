@@ -9,7 +9,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    cli::init_logging(args.global.verbose);
+    init_logging(args.global.verbose);
     // A run polls its calls on one thread either way (the runner is one stream, not
     // spawned tasks); on a multi-thread runtime the HTTP connections' tasks would run on
     // the other workers, and every request and its response would wake a thread across
@@ -43,4 +43,21 @@ fn main() -> ExitCode {
         std::mem::forget(runtime);
     }
     code
+}
+
+/// Logs go to stderr, so that stdout stays what a command prints.
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        // The ledger's state changes are the operator's record: shown by default.
+        0 => "warn,conform::ledger=info,conform::orchestrator=info",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
 }

@@ -448,6 +448,11 @@ impl GateAnswer {
         })
     }
 
+    /// Asks the allowlist at `path` the gate's question, `query`.
+    pub fn ask(path: &Path, query: &Query<'_>) -> GateAnswer {
+        GateAnswer::of(decide(path, query), query.suite, query.provider)
+    }
+
     pub fn of(decision: Result<Permit, Denial>, suite: &str, provider: &str) -> GateAnswer {
         match decision {
             Ok(permit) => GateAnswer::Permitted(Box::new(GatePermit {

@@ -53,12 +53,7 @@ pub struct CommentArgs {
 }
 
 pub fn ci(global: &Global, args: CiArgs) -> anyhow::Result<Exit> {
-    match args.command {
-        CiCommand::Comment(args) => comment(global, args),
-    }
-}
-
-fn comment(global: &Global, args: CommentArgs) -> anyhow::Result<Exit> {
+    let CiCommand::Comment(args) = args.command;
     let after = args.after.unwrap_or_else(|| global.allowlist_path());
     let names = Names(args.names.into_iter().collect());
     let now = time::OffsetDateTime::now_utc();

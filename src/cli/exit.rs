@@ -26,7 +26,7 @@ impl Exit {
     /// The exit of a command that stopped on `error`: an I/O failure anywhere in its
     /// chain is [`Exit::Io`], anything else a usage or configuration error.
     pub fn of_error(error: &anyhow::Error) -> Exit {
-        if error.chain().any(|cause| cause.is::<std::io::Error>()) {
+        if conform::error::caused_by_io(error.as_ref()) {
             Exit::Io
         } else {
             Exit::Usage
@@ -34,19 +34,9 @@ impl Exit {
     }
 }
 
-/// An error and its causes in one line, each cause once: the library's errors already
-/// quote their source (`cannot write X: No space left on device`), which `{:#}` would
-/// print a second time.
+/// An error and its causes in one line, each cause once ([`conform::error::describe`]).
 pub fn describe(error: &anyhow::Error) -> String {
-    let mut line = error.to_string();
-    for cause in error.chain().skip(1) {
-        let cause = cause.to_string();
-        if !line.contains(&cause) {
-            line.push_str(": ");
-            line.push_str(&cause);
-        }
-    }
-    line
+    conform::error::describe(error.as_ref())
 }
 
 impl From<Overall> for Exit {
@@ -76,19 +66,5 @@ mod tests {
         let error = anyhow::Error::new(io).context("cannot write reports/x/report.json");
         assert_eq!(Exit::of_error(&error), Exit::Io);
         assert_eq!(Exit::of_error(&anyhow::anyhow!("bad flag")), Exit::Usage);
-    }
-
-    #[test]
-    fn a_cause_already_quoted_is_not_repeated() {
-        #[derive(Debug, thiserror::Error)]
-        #[error("cannot write x: {source}")]
-        struct Quoting {
-            source: std::io::Error,
-        }
-        let io = || std::io::Error::new(std::io::ErrorKind::StorageFull, "disk full");
-        let quoted = anyhow::Error::new(Quoting { source: io() });
-        assert_eq!(describe(&quoted), "cannot write x: disk full");
-        let wrapped = anyhow::Error::new(io()).context("cannot write y");
-        assert_eq!(describe(&wrapped), "cannot write y: disk full");
     }
 }

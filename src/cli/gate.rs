@@ -3,7 +3,7 @@
 use clap::{Args, ValueEnum};
 
 use conform::allowlist::inspect::GateAnswer;
-use conform::allowlist::{Query, Required, decide};
+use conform::allowlist::{Query, Required};
 
 use super::{Exit, Global};
 
@@ -63,11 +63,7 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<Exit> {
         max_undetected_failure_rate: args.max_undetected_failure_rate,
         max_valid_for: None,
     });
-    let answer = GateAnswer::of(
-        decide(&global.allowlist_path(), &query),
-        &args.suite,
-        &args.provider,
-    );
+    let answer = GateAnswer::ask(&global.allowlist_path(), &query);
     if let Some(note) = answer.unsigned_note(&paths.trust) {
         eprintln!("{note}");
     }

@@ -271,19 +271,3 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Keys(args) => keys::keys(args),
     }
 }
-
-pub fn init_logging(verbose: u8) {
-    let default = match verbose {
-        // The ledger's state changes are the operator's record: shown by default.
-        0 => "warn,conform::ledger=info,conform::orchestrator=info",
-        1 => "debug",
-        _ => "trace",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
-}

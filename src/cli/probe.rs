@@ -2,15 +2,11 @@
 //! provider enforces, rejects, strips or ignores each; the cost first, then the matrix,
 //! the findings, `reports/<run-id>/probe.json` and `probes.json` beside the allowlist.
 
-use std::sync::Arc;
-
 use clap::Args;
 
 use conform::config::{Selection, Workspace};
+use conform::execute::{self, ReachError};
 use conform::probe::session::{Done, Keep, Plan};
-use conform::provider::transport::{Endpoint, Transport};
-use conform::provider::wire_format;
-use conform::sim::{AnswerBook, SimServer};
 
 use super::run::load;
 use super::{Exit, Global};
@@ -56,29 +52,16 @@ pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<Exit> {
         println!("dry run: nothing sent");
         return Ok(Exit::Ok);
     }
-    let key = match config.api_key() {
-        Ok(key) => key,
-        Err(e) => {
-            eprintln!("error: {}: {e}", config.file.display());
+    let reached = match execute::reach(config).await {
+        Ok(reached) => reached,
+        Err(e @ ReachError::Key { .. }) => {
+            eprintln!("error: {e}");
             return Ok(Exit::Usage);
         }
+        Err(e) => return Err(e.into()),
     };
-    // A simulated provider answers probes from the catalogue; it needs no case answers.
-    let _sim = if config.is_simulated() {
-        let server = SimServer::start(&config, Arc::new(AnswerBook::default())).await?;
-        config.base_url = server.uri();
-        Some(server)
-    } else {
-        None
-    };
-    let config = Arc::new(config);
-    let endpoint = Endpoint::new(
-        Arc::clone(&config),
-        wire_format(config.wire_kind()),
-        key,
-        Transport::for_addresses([config.base_url.as_str()])?,
-    );
-    let outcomes = conform::probe::run(&endpoint, &plan.probes, args.repeats).await;
+    let (endpoint, config) = (&reached.endpoint, &reached.config);
+    let outcomes = conform::probe::run(endpoint, &plan.probes, args.repeats).await;
     // The findings are among every provider of the project.
     let everyone = Selection {
         providers: Vec::new(),
@@ -86,7 +69,7 @@ pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<Exit> {
     };
     let keep = Keep {
         as_written: &as_written,
-        probed: &config,
+        probed: config,
         repeats: args.repeats,
         requests_sent: endpoint.requests_sent(),
         run_id: &conform::run::new_run_id(),

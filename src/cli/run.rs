@@ -129,14 +129,8 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
     let Some(mut workspace) = load(global, &[], &args.common.suites) else {
         return Ok(Exit::Usage);
     };
-    if let Some(path) = &global.allowlist {
-        // Simulated evidence permits nothing, so the demo never writes the allowlist
-        // production reads; saying so beats a flag that silently does nothing.
-        eprintln!(
-            "note: the demo does not write {} (--allowlist or CONFORM_ALLOWLIST): simulated \
-             evidence goes only to the run's own reports/<run-id>/allowlist.json",
-            path.display()
-        );
+    if let Some(note) = execute::demo_note(global.allowlist.as_deref()) {
+        eprintln!("{note}");
     }
     if let Err(e) = execute::for_demo(&mut workspace, &global.paths()) {
         return failed(e);

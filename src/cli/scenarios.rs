@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -125,20 +124,18 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<E
     if text {
         println!("{}", session.header(selected.len()));
     }
-    let run = runner::run(Arc::clone(&session.env), &selected, args.fail_fast, |e| {
+    let progress = |e: &_| {
         if text {
             print!("{}", Progress(e));
         }
-    });
-    let report = tokio::select! {
-        report = run => report,
-        _ = tokio::signal::ctrl_c() => {
-            session.stop().await;
-            eprintln!("interrupted; working directory kept: {}", work.keep().display());
-            return Ok(Exit::Inconclusive);
-        }
     };
-    session.stop().await;
+    let Some(report) = session.run(&selected, args.fail_fast, progress).await else {
+        eprintln!(
+            "interrupted; working directory kept: {}",
+            work.keep().display()
+        );
+        return Ok(Exit::Inconclusive);
+    };
     if let Some(path) = &args.junit {
         session::write_junit(path, &report)?;
     }

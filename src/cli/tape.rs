@@ -44,12 +44,7 @@ pub struct ToReferenceArgs {
 }
 
 pub fn tape(global: &Global, args: TapeArgs) -> anyhow::Result<Exit> {
-    match args.command {
-        TapeCommand::ToReference(args) => to_reference(global, args),
-    }
-}
-
-fn to_reference(global: &Global, args: ToReferenceArgs) -> anyhow::Result<Exit> {
+    let TapeCommand::ToReference(args) = args.command;
     let provider = args.provider.as_deref();
     match ToReference::convert(&global.paths(), &args.tape, &args.suite, provider) {
         Ok(done) => {

@@ -277,6 +277,23 @@ impl Session {
         )
     }
 
+    /// Runs `selected` one after another (`progress` sees each as it ends) and stops the
+    /// orchestrator the scenarios started; `None` when Ctrl-C stopped them first.
+    pub async fn run(
+        &self,
+        selected: &[Box<dyn Scenario>],
+        fail_fast: bool,
+        progress: impl FnMut(&Evidence),
+    ) -> Option<SuiteReport> {
+        let run = runner::run(Arc::clone(&self.env), selected, fail_fast, progress);
+        let report = tokio::select! {
+            report = run => Some(report),
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        self.stop().await;
+        report
+    }
+
     /// Stops the orchestrator the scenarios started, if they did.
     pub async fn stop(&self) {
         if let Some(s) = &self.spawned {
