@@ -171,7 +171,7 @@ async fn recorded_errors_are_classified_and_not_retried() {
     assert_eq!(err.kind, ErrorKind::ContextLength, "{err}");
     assert_eq!(err.message, "the input length exceeds the context length");
     // The address is beside the vendor's words, not in them.
-    let to = err.sent_to.as_deref().unwrap_or_default();
+    let to = err.sent_to.as_deref().map_or("", |s| s.as_str());
     assert!(
         to.starts_with("POST http://") && to.ends_with("/api/chat"),
         "{to}"

@@ -169,8 +169,9 @@ pub struct CallError {
     pub measured: Option<Measured>,
     /// Where the request went (`POST scheme://host:port/path`, never a query), for an
     /// HTTP error: the vendor's words stay in `message` as the vendor wrote them.
+    /// (Boxed: every `Result` of a call carries the error's size.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sent_to: Option<String>,
+    pub sent_to: Option<Box<String>>,
 }
 
 impl CallError {
@@ -298,7 +299,7 @@ impl CallError {
     /// connection error names it in its own words).
     pub fn sent_to(mut self, url: &str) -> CallError {
         if !self.message.contains(url) {
-            self.sent_to = Some(format!("POST {url}"));
+            self.sent_to = Some(Box::new(format!("POST {url}")));
         }
         self
     }
