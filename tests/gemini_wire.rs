@@ -293,9 +293,10 @@ async fn recorded_errors_are_classified_and_retried_only_when_safe() {
 #[tokio::test]
 async fn the_debug_detail_that_echoes_a_key_stays_out_of_the_message() {
     let (err, _) = classify_recorded("gemini_error_400_api_key_invalid.json").await;
-    let (said, address) = err.message.rsplit_once(" (POST http://").unwrap();
-    assert_eq!(said, "API key not valid. Please pass a valid API key.");
-    assert!(address.ends_with(":generateContent)"), "{}", err.message);
+    assert_eq!(
+        err.message,
+        "API key not valid. Please pass a valid API key."
+    );
     assert!(!err.message.contains("key1234"));
 }
 

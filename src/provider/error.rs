@@ -167,6 +167,11 @@ pub struct CallError {
     /// How long the call took, for a failure after its response began.
     #[serde(skip)]
     pub measured: Option<Measured>,
+    /// Where the request went (`POST scheme://host:port/path`, never a query), for an
+    /// HTTP error: the vendor's words stay in `message` as the vendor wrote them.
+    /// (Boxed: every `Result` of a call carries the error's size.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_to: Option<Box<String>>,
 }
 
 impl CallError {
@@ -181,6 +186,7 @@ impl CallError {
             retry_after: None,
             should_retry: None,
             measured: None,
+            sent_to: None,
         }
     }
 
@@ -289,14 +295,11 @@ impl CallError {
         self.kind.code()
     }
 
-    /// Names the address the request went to, unless the message already does.
+    /// Names the address the request went to, unless the message already does (a
+    /// connection error names it in its own words).
     pub fn sent_to(mut self, url: &str) -> CallError {
         if !self.message.contains(url) {
-            self.message = if self.message.is_empty() {
-                format!("from POST {url}")
-            } else {
-                format!("{} (POST {url})", self.message)
-            };
+            self.sent_to = Some(Box::new(format!("POST {url}")));
         }
         self
     }
@@ -320,6 +323,9 @@ impl fmt::Display for CallError {
         }
         if !self.message.is_empty() {
             write!(f, ": {}", self.message)?;
+        }
+        if let Some(to) = &self.sent_to {
+            write!(f, " ({to})")?;
         }
         Ok(())
     }
