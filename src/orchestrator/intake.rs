@@ -64,8 +64,9 @@ impl Budget {
 }
 
 /// The body intake seam: reading one request body into memory. [`BudgetedIntake`] is
-/// the real one; any other must keep a stalled client from holding up the others and
-/// memory within the limits (the robustness scenarios hold decorators that do not to it).
+/// the real one. Any other must still keep memory within the limits and never let a
+/// client that stalls in its body hold up the others: the robustness scenarios fail an
+/// orchestrator that does either.
 pub trait BodyIntake: Send + Sync + 'static {
     /// The body's bytes and their charge against the memory budget, or the refusal: 413
     /// over `max` bytes, 503 over the budget, 408 past the body timeout, 400 when the

@@ -25,8 +25,8 @@ pub enum Outcome {
 pub struct SetupError(#[from] reqwest::Error);
 
 /// The upstream seam: how an attempt's one request reaches its provider. [`HttpUpstream`]
-/// is the real one; the contract requires any other to send exactly one request per call
-/// too, which the scenario suite's tests hold decorators that do not to.
+/// is the real one. Any other must also send exactly one request per call: the
+/// scenarios count what each provider received, so one that retries is caught.
 pub trait Upstream: Send + Sync + 'static {
     /// Sends `body` (see [`request_body`]) to the provider at `base_url` and classifies
     /// the answer.
