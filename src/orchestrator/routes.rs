@@ -145,14 +145,6 @@ struct JobRequest {
     input: Value,
 }
 
-impl App {
-    fn parse(&self, body: &[u8]) -> Result<Value, Problem> {
-        self.parser
-            .parse(body)
-            .map_err(|e| Problem::invalid_request(e.to_string()))
-    }
-}
-
 fn into_object(value: Value) -> Result<Map<String, Value>, Problem> {
     match value {
         Value::Object(members) => Ok(members),
@@ -183,6 +175,13 @@ fn non_empty_string(members: &Map<String, Value>, name: &str) -> Result<String, 
 }
 
 impl App {
+    /// The body as JSON, through the parser seam; what it refuses is 400.
+    fn parse(&self, body: &[u8]) -> Result<Value, Problem> {
+        self.parser
+            .parse(body)
+            .map_err(|e| Problem::invalid_request(e.to_string()))
+    }
+
     fn configured(&self, provider: &str) -> Result<(), Problem> {
         match self.config.providers.get(provider) {
             Some(_) => Ok(()),
