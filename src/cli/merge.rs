@@ -82,14 +82,21 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<Exit> {
     if let Err(e) = merge::check_fresh(&reports, args.valid_for, time::OffsetDateTime::now_utc()) {
         return refuse(e);
     }
-    let estimate = match conform::plan::estimate(&suites, &targets, plan.options.repeats, None) {
+    let schedule = merge::schedule(&reports, &suites, &targets);
+    let estimate = match conform::plan::estimate(&suites, &targets, &schedule) {
         Ok(estimate) => estimate,
         Err(problems) => {
             print_problems(&problems);
             return Ok(Exit::Usage);
         }
     };
-    let mut result = match merge::join(&reports, &suites, &targets, &global.reports_dir()) {
+    let mut result = match merge::join(
+        &reports,
+        &suites,
+        &targets,
+        &schedule,
+        &global.reports_dir(),
+    ) {
         Ok(result) => result,
         Err(e) => return refuse(e),
     };

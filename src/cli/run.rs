@@ -276,7 +276,8 @@ async fn execute(
         Err(e) => return Err(e.into()),
     };
 
-    let estimate = match conform::plan::estimate(&suites, &targets, common.repeats, shard) {
+    let schedule = run::schedule::Schedule::of_run(&suites, &targets, common.repeats, shard);
+    let estimate = match conform::plan::estimate(&suites, &targets, &schedule) {
         Ok(estimate) => estimate,
         Err(problems) => {
             print_problems(&problems);
@@ -320,7 +321,8 @@ async fn execute(
             .filter_map(|s| Some((s.suite.name.clone(), s.suite.reference.clone()?)))
             .collect(),
     };
-    let mut result = run::execute(&suites, &targets, &options, interrupted()).await?;
+    let mut result =
+        run::execute_scheduled(&suites, &targets, &schedule, &options, interrupted()).await?;
     drop(sims);
     if let Some(plan) = &estimate {
         conform::plan::attach_estimates(&mut result.verdicts, plan);
