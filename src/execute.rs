@@ -4,8 +4,9 @@
 //! estimate, conclude and say what they wrote by the same path.
 //!
 //! A run goes in steps, so the caller prints between them what a person reads first:
-//! [`Ready::assemble`] (the budget line, before anything is sent), [`Ready::run`], then
-//! [`Ran::write_shard`] or [`Ran::conclude`]. A merge is [`merge`] and the same conclusion.
+//! [`Ready::assemble`], [`Ready::run`] (which says the budget line before anything is
+//! sent), then [`Ran::write_shard`] or [`Ran::conclude`]. A merge is [`merge`] and the
+//! same conclusion.
 
 use std::fmt;
 use std::future::Future;
@@ -23,6 +24,7 @@ use crate::plan;
 use crate::provider::tape::{Recorder, TapeError};
 use crate::run::assemble::{AssembleError, Assembly, Setup, TapeMode, assemble};
 use crate::run::budget::Budget;
+use crate::run::schedule::Schedule;
 use crate::run::shard::{Manifest, Plan as ShardPlan, PlanOptions, Shard};
 use crate::run::{self, PreparedSuite, RunError, RunOptions, RunResult, Target};
 use crate::sign::{SignError, SigningKey};
@@ -174,60 +176,51 @@ pub struct Execute {
     pub reports: PathBuf,
 }
 
-/// A run assembled and estimated, nothing sent yet. The simulations live as long as it.
+/// A run assembled, nothing sent yet. The simulations live as long as it does.
 pub struct Ready {
     setup: Setup,
     assembly: Assembly,
-    estimate: Option<plan::Plan>,
 }
 
 impl Ready {
-    /// Assembles `workspace` (suites, endpoints, simulations, tapes) and estimates its cost.
+    /// Assembles `workspace`: suites, endpoints, simulations, tapes.
     pub async fn assemble(workspace: Workspace, how: &Execute) -> Result<Ready, ExecuteError> {
         let setup = Setup {
             tape: how.tape.clone(),
             stream: how.stream,
             offline: false,
         };
-        let assembly = match assemble(workspace, &setup).await {
-            Ok(assembly) => assembly,
-            Err(AssembleError::Problems(problems)) => return Err(ExecuteError::Problems(problems)),
+        match assemble(workspace, &setup).await {
+            Ok(assembly) => Ok(Ready { setup, assembly }),
+            Err(AssembleError::Problems(problems)) => Err(ExecuteError::Problems(problems)),
             Err(e @ AssembleError::Tape(_)) if matches!(setup.tape, Some(TapeMode::Replay(_))) => {
-                return Err(ExecuteError::Replay(e));
+                Err(ExecuteError::Replay(e))
             }
-            Err(e) => return Err(ExecuteError::Assemble(e)),
-        };
-        let estimate = plan::estimate(&assembly.suites, &assembly.targets, how.repeats, how.shard)
-            .map_err(ExecuteError::Problems)?;
-        Ok(Ready {
-            setup,
-            assembly,
-            estimate,
-        })
+            Err(e) => Err(ExecuteError::Assemble(e)),
+        }
     }
 
-    /// With a budget and prices: the limit beside the plan's cost range.
-    pub fn budget_line(&self, how: &Execute) -> Option<String> {
-        let (limit, high) = (how.budget?, self.estimate.as_ref()?.cost?);
-        Some(format!(
-            "budget: {} USD; the plan costs {} – {}{}",
-            limit,
-            plan::usd(high.low),
-            plan::usd(high.high),
-            if high.high > limit {
-                ": the run stops before a call could take the spend over the budget"
-            } else {
-                ""
-            }
-        ))
-    }
-
-    /// Sends every planned call (or answers it from the tapes) until done or `interrupt`.
+    /// Schedules and estimates the run, tells `say` the budget beside the plan's cost
+    /// (before anything is sent), then sends every scheduled call (or answers it from
+    /// the tapes) until done or `interrupt`.
     pub async fn run(
         self,
         how: &Execute,
+        say: impl FnOnce(&str),
         interrupt: impl Future<Output = ()>,
     ) -> Result<Ran, ExecuteError> {
+        let Assembly {
+            suites,
+            targets,
+            recorders,
+            sims,
+        } = self.assembly;
+        let schedule = Schedule::of_run(&suites, &targets, how.repeats, how.shard);
+        let estimate =
+            plan::estimate(&suites, &targets, &schedule).map_err(ExecuteError::Problems)?;
+        if let Some(line) = budget_line(how.budget, estimate.as_ref()) {
+            say(&line);
+        }
         let budget = how.budget.map(|limit| Arc::new(Budget::new(limit)));
         let run_id = run::new_run_id();
         let dir = match how.shard {
@@ -245,15 +238,11 @@ impl Ready {
             shard: how.shard,
             budget: budget.clone(),
         };
-        let Assembly {
-            suites,
-            targets,
-            recorders,
-            sims,
-        } = self.assembly;
-        let mut result = run::execute(&suites, &targets, &options, interrupt).await?;
+        let mut result =
+            run::execute_scheduled(&suites, &targets, &schedule, &options, interrupt).await?;
+        drop(schedule);
         drop(sims);
-        if let Some(plan) = &self.estimate {
+        if let Some(plan) = &estimate {
             plan::attach_estimates(&mut result.verdicts, plan);
         }
         Ok(Ran {
@@ -265,6 +254,22 @@ impl Ready {
             budget,
         })
     }
+}
+
+/// With a budget and prices: the limit beside the plan's cost range.
+fn budget_line(budget: Option<f64>, estimate: Option<&plan::Plan>) -> Option<String> {
+    let (limit, high) = (budget?, estimate?.cost?);
+    Some(format!(
+        "budget: {} USD; the plan costs {} – {}{}",
+        limit,
+        plan::usd(high.low),
+        plan::usd(high.high),
+        if high.high > limit {
+            ": the run stops before a call could take the spend over the budget"
+        } else {
+            ""
+        }
+    ))
 }
 
 /// A run whose calls have all ended (or been interrupted).
@@ -476,10 +481,11 @@ pub async fn merge(dirs: &[PathBuf], to: &MergeTo) -> Result<Merged, ExecuteErro
     merge::check_workspace(first, &here, &here.digest(&suites)).map_err(ExecuteError::Refused)?;
     merge::check_fresh(&reports, to.valid_for, OffsetDateTime::now_utc())
         .map_err(ExecuteError::Refused)?;
-    let estimate = plan::estimate(&suites, &targets, plan.options.repeats, None)
-        .map_err(ExecuteError::Problems)?;
-    let mut result =
-        merge::join(&reports, &suites, &targets, &to.reports).map_err(ExecuteError::Refused)?;
+    let schedule = merge::schedule(&reports, &suites, &targets);
+    let estimate = plan::estimate(&suites, &targets, &schedule).map_err(ExecuteError::Problems)?;
+    let mut result = merge::join(&reports, &suites, &targets, &schedule, &to.reports)
+        .map_err(ExecuteError::Refused)?;
+    drop(schedule);
     if let Some(estimate) = &estimate {
         plan::attach_estimates(&mut result.verdicts, estimate);
     }

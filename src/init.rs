@@ -17,14 +17,7 @@ pub const TRAFFIC_SUITE: &str = "traffic";
 
 /// The shipped provider file each kind starts from.
 fn template(kind: Kind) -> Option<&'static str> {
-    match kind {
-        Kind::Openai => Some(include_str!("../providers/openai.toml")),
-        Kind::OpenaiCompatible => Some(include_str!("../providers/vllm.toml")),
-        Kind::Anthropic => Some(include_str!("../providers/anthropic.toml")),
-        Kind::Gemini => Some(include_str!("../providers/gemini.toml")),
-        Kind::Ollama => Some(include_str!("../providers/ollama.toml")),
-        Kind::OpenaiResponses | Kind::Sim => None,
-    }
+    kind.describe().example
 }
 
 const STARTER: [(&str, &str); 6] = [
@@ -127,7 +120,7 @@ impl ProviderSpec {
         }
         let kind = match (kind_named(name), base_url) {
             (Some(kind), _) => kind,
-            (None, Some(_)) => Kind::OpenaiCompatible,
+            (None, Some(_)) => Kind::ADDRESSED_BY_DEFAULT,
             (None, None) => return Err(bad()),
         };
         template(kind).ok_or_else(|| InitError::Kind(kind.as_str().to_string()))?;
@@ -149,6 +142,7 @@ impl ProviderSpec {
         let template = template(self.kind).unwrap_or_default();
         let mut out = String::with_capacity(template.len() + 64);
         let mut wrote_url = false;
+        let self_hosted = self.kind.describe().default_base_url.is_none();
         for line in template.lines() {
             if let (Some(model), true) = (&self.model, line.starts_with("model = ")) {
                 out.push_str(&format!("model = {}\n", toml_string(model)));
@@ -160,7 +154,7 @@ impl ProviderSpec {
                 out.push_str(
                     "structured_output = \"prompt\"   # the imported traffic asked for no JSON schema\n",
                 );
-            } else if line.starts_with("api_key_env = ") && self.kind == Kind::OpenaiCompatible {
+            } else if line.starts_with("api_key_env = ") && self_hosted {
                 // A self-hosted server usually has no key; a missing variable would stop
                 // the run, so the line waits for the server that needs it.
                 out.push_str(&format!(
@@ -458,6 +452,6 @@ mod tests {
             }
         }
         assert_eq!(specs[5].name, "fallback");
-        assert_eq!(specs[2].kind, Kind::OpenaiCompatible);
+        assert_eq!(specs[2].kind, Kind::ADDRESSED_BY_DEFAULT);
     }
 }

@@ -28,8 +28,6 @@
 //! See `ARCHITECTURE.md` for the invariants each part keeps.
 
 pub mod allowlist;
-#[doc(hidden)]
-pub mod broken;
 pub mod check;
 pub mod ci;
 pub mod conclude;

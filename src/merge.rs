@@ -8,7 +8,9 @@
 //! merge), its answer judged again with today's checks ([`crate::run::judge::rejudge`]:
 //! a recorded verdict is never trusted), and written into the merged `results.jsonl`; a
 //! record answered from a tape makes its shard a replay whatever its manifest says; a
-//! shard's record count must match its manifest (a truncated upload refuses). The
+//! shard's record count must match its manifest (a truncated upload refuses) and the
+//! calls the run's [`Schedule`] gives that shard (so the shards are every planned call,
+//! each once, by the one split the runner used). The
 //! merged run is named and timed by its shards (the first call, the last), so merging
 //! the same shards again gives the same entry, and shards whose first call is older than
 //! the validity asked for are refused. The verdicts are made by
@@ -28,6 +30,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::check::record::CallRecord;
 use crate::run::judge::{CaseIndex, rejudge};
+use crate::run::schedule::Schedule;
 use crate::run::shard::{MANIFEST, Manifest, ManifestError, Plan};
 use crate::run::tallies::Tallies;
 use crate::run::{PreparedSuite, RunResult, Target};
@@ -95,6 +98,15 @@ pub enum MergeError {
         path: PathBuf,
         found: u64,
         expected: u64,
+    },
+    #[error(
+        "shard {shard} ({dir}) recorded {found} calls, but the plan gives it {planned}: the shard report was changed or made by another split; run it again"
+    )]
+    Unplanned {
+        shard: String,
+        dir: PathBuf,
+        found: u64,
+        planned: u64,
     },
     #[error("{path}:{line}: not a call record: {message}")]
     Record {
@@ -341,20 +353,63 @@ fn merged_run_id(reports: &[ShardReport], first: OffsetDateTime) -> String {
     format!("{stamp}-merge-{}", hex.get(..8).unwrap_or(hex))
 }
 
+/// The whole run the shards split, as the workspace plans it: their suites and providers
+/// with the repeats they ran, unsharded. A merge's estimate and [`join`] both ask it.
+pub fn schedule<'a>(
+    reports: &[ShardReport],
+    suites: &'a [Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+) -> Schedule<'a> {
+    let repeats = reports
+        .first()
+        .and_then(|r| r.manifest.plan.options.repeats);
+    Schedule::of_run(suites, targets, repeats, None)
+}
+
+/// Refuses a shard whose record count is not what `schedule` (the whole run's) gives its
+/// share: the shards together must be every planned call, each once.
+fn check_planned(reports: &[ShardReport], schedule: &Schedule<'_>) -> Result<(), MergeError> {
+    let Some(first) = reports.first() else {
+        return Ok(());
+    };
+    let planned = schedule.calls_by_shard(first.manifest.shard.n);
+    for r in reports {
+        let shard = r.manifest.shard;
+        let share = (shard.k as usize)
+            .checked_sub(1)
+            .and_then(|i| planned.get(i))
+            .copied()
+            .unwrap_or(0);
+        if r.manifest.calls != share {
+            return Err(MergeError::Unplanned {
+                shard: shard.to_string(),
+                dir: r.dir.clone(),
+                found: r.manifest.calls,
+                planned: share,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Joins validated shard reports into one complete run under `reports_dir`: each record
 /// judged again with today's checks, written into its `results.jsonl` and counted
 /// through the run's own tallies, so the verdicts are those an unsharded run of the same
-/// answers would reach. A record for a pair the plan does not hold, or for a case the
-/// suite no longer has, refuses the merge, and the half-made run folder is removed.
+/// answers would reach. `schedule` is the whole run's ([`schedule`]). A shard that does
+/// not hold the calls the schedule gives it, a record for a pair the plan does not hold,
+/// or for a case the suite no longer has, refuses the merge, and the half-made run
+/// folder is removed.
 pub fn join(
     reports: &[ShardReport],
     suites: &[Arc<PreparedSuite>],
     targets: &[Arc<Target>],
+    schedule: &Schedule<'_>,
     reports_dir: &Path,
 ) -> Result<RunResult, MergeError> {
     let Some(first) = reports.first() else {
         return Err(MergeError::NoShards(reports_dir.display().to_string()));
     };
+    check_planned(reports, schedule)?;
     let options = &first.manifest.plan.options;
     let suite_index: HashMap<&str, usize> = (suites.iter().enumerate())
         .map(|(i, s)| (s.suite.name.as_str(), i))
@@ -375,14 +430,15 @@ pub fn join(
     };
     let _ = std::fs::remove_dir_all(&making);
     std::fs::create_dir_all(&making).map_err(io(&making))?;
-    let mut tallies = Tallies::new(suites, targets, options.repeats, None);
+    let mut tallies = Tallies::new(suites, targets, schedule);
     let copied = copy_records(reports, &making.join("results.jsonl"), |shard, record| {
         let p = provider_index.get(record.provider.as_str());
         let s = suite_index.get(record.suite.as_str());
         let (Some(&p), Some(&s)) = (p, s) else {
             return Ok(false);
         };
-        rejudge(&suites[s], &cases[s], &targets[p], record, shard.now)?;
+        let twin = schedule.twin(p, s);
+        rejudge(&suites[s], &cases[s], &targets[p], twin, record, shard.now)?;
         tallies.add(p, s, record);
         Ok(true)
     });
@@ -404,13 +460,7 @@ pub fn join(
         finished_at,
         complete: true,
         over_budget: false,
-        verdicts: tallies.verdicts(
-            suites,
-            targets,
-            options.max_transport_error_share,
-            true,
-            false,
-        ),
+        verdicts: tallies.verdicts(suites, options.max_transport_error_share, true, false),
     })
 }
 

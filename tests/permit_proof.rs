@@ -333,7 +333,6 @@ impl Serve {
                 "CONFORM_DATABASE_URL",
                 format!("sqlite://{}", project.path("ledger.db").display()),
             )
-            .env_remove("CONFORM_BROKEN")
             .env_remove("CONFORM_UNVERIFIED_ALLOWLIST")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

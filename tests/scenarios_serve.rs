@@ -64,7 +64,6 @@ fn target_mode_runs_against_a_running_orchestrator_and_skips_restarts() {
             "CONFORM_DATABASE_URL",
             format!("sqlite://{}", work.path().join("ledger.db").display()),
         )
-        .env_remove("CONFORM_BROKEN")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -187,7 +186,6 @@ fn a_passing_run_leaves_nothing_in_the_temporary_directory() {
                 .arg("scenarios")
                 .args(args)
                 .env("TMPDIR", tmp.path())
-                .env_remove("CONFORM_BROKEN")
                 .env_remove("CONFORM_ALLOWLIST")
                 .output()
                 .unwrap()

@@ -1,20 +1,26 @@
 //! The suite has teeth: run against `conform serve` as built, every scenario passes (this
-//! is also CI's SQLite run); run against each deliberately broken variant
-//! (`src/broken.rs`, `CONFORM_BROKEN=<variant>`), a scenario that tests the broken rule
-//! fails. The robustness family's variants are run against that family alone, and each
-//! must fail exactly its one scenario of it (`CONFORM_TEETH_FULL=1` runs the whole
-//! suite against each instead, without `--fail-fast`, and still wants exactly one).
+//! is also CI's SQLite run); run against each deliberately broken variant, a scenario
+//! that tests the broken rule fails. The robustness family's variants are run against
+//! that family alone, and each must fail exactly its one scenario of it
+//! (`CONFORM_TEETH_FULL=1` runs the whole suite against each instead, without
+//! `--fail-fast`, and still wants exactly one).
 //!
-//! The variants exist only in builds with the `broken-variants` feature, which `cargo
-//! test` enables through the crate's dev-dependency on itself, so plain `cargo test`
-//! runs this.
+//! The variants are test code (`tests/broken/`): the orchestrator with one of the
+//! library's seams (`conform::orchestrator::Seams`) replaced by a decorator that breaks
+//! one rule. The production build has none of them. This binary has its own `main` so
+//! that it can also be that orchestrator: `scenarios_teeth serve-broken VARIANT` serves
+//! as `conform serve --unverified-allowlist` would, with the variant applied, and the
+//! suite `--spawn`s it, so the crash scenario can kill and restart it as it does
+//! `conform serve`. The same command with `none` (every seam real) must pass the whole
+//! suite first: a variant is caught for its broken seam, not for this harness.
 
+mod broken;
 mod suite;
 
-use std::process::Command;
+use std::process::{Command, ExitCode};
 
-use conform::broken::Broken;
 use conform::scenarios::robustness::FAMILY;
+use libtest_mimic::{Arguments, Trial};
 use suite::{assert_all_passed, run_suite, serve_command, with_status};
 
 /// For each variant, the scenarios that catch it. Running with `--fail-fast`, the first
@@ -111,22 +117,59 @@ const ROBUSTNESS: [(&str, &str); 5] = [
     ("plain-overload", "creation-burst"),
 ];
 
-#[test]
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(SERVE) {
+        return ExitCode::from(broken::serve(args.get(2).map(String::as_str)));
+    }
+    let trials = vec![
+        Trial::test(
+            "the_suite_passes_against_conform_serve_on_sqlite_and_catches_every_broken_variant",
+            || {
+                the_suite_passes_against_conform_serve_on_sqlite_and_catches_every_broken_variant();
+                Ok(())
+            },
+        ),
+        Trial::test(
+            "every_broken_variant_is_listed_and_an_unknown_one_is_refused",
+            || {
+                every_broken_variant_is_listed_and_an_unknown_one_is_refused();
+                Ok(())
+            },
+        ),
+    ];
+    libtest_mimic::run(&Arguments::from_args(), trials).exit_code()
+}
+
+/// The first argument that makes this binary the orchestrator (see `broken::serve`).
+const SERVE: &str = "serve-broken";
+
+/// `exec …/scenarios_teeth serve-broken VARIANT`: this very binary as the orchestrator.
+fn broken_serve_command(variant: &str) -> String {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    format!("exec '{}' {SERVE} {variant}", exe.display())
+}
+
 fn the_suite_passes_against_conform_serve_on_sqlite_and_catches_every_broken_variant() {
     let work = tempfile::tempdir().unwrap();
-    let spawn = serve_command();
 
-    // The correct orchestrator, built with the hooks compiled in but none selected.
-    let (code, report) = run_suite(&["--spawn", &spawn], &[], work.path());
+    // The production orchestrator, as `cargo build` makes it.
+    let (code, report) = run_suite(&["--spawn", &serve_command()], &[], work.path());
+    assert_all_passed(code, &report);
+
+    // This harness's orchestrator with every seam real: a variant that fails below fails
+    // for its broken seam, not for how it is served.
+    let (code, report) = run_suite(
+        &["--spawn", &broken_serve_command(broken::NONE)],
+        &[],
+        work.path(),
+    );
     assert_all_passed(code, &report);
 
     let mut missed = Vec::new();
     for (variant, catchers) in CAUGHT_BY {
-        let (code, report) = run_suite(
-            &["--spawn", &spawn, "--fail-fast"],
-            &[("CONFORM_BROKEN", variant)],
-            work.path(),
-        );
+        let spawn = broken_serve_command(variant);
+        let (code, report) = run_suite(&["--spawn", &spawn, "--fail-fast"], &[], work.path());
         let failed = with_status(&report, "failed");
         let first = failed.first().map(|s| s["scenario"].as_str().unwrap());
         match first {
@@ -144,11 +187,12 @@ fn the_suite_passes_against_conform_serve_on_sqlite_and_catches_every_broken_var
     let full = std::env::var("CONFORM_TEETH_FULL").is_ok_and(|v| v == "1");
     let family = FAMILY.join(",");
     for (variant, catcher) in ROBUSTNESS {
+        let spawn = broken_serve_command(variant);
         let mut args = vec!["--spawn", spawn.as_str()];
         if !full {
             args.extend(["--only", family.as_str()]);
         }
-        let (code, report) = run_suite(&args, &[("CONFORM_BROKEN", variant)], work.path());
+        let (code, report) = run_suite(&args, &[], work.path());
         let failed: Vec<&str> = with_status(&report, "failed")
             .iter()
             .map(|s| s["scenario"].as_str().unwrap())
@@ -169,10 +213,9 @@ fn the_suite_passes_against_conform_serve_on_sqlite_and_catches_every_broken_var
     );
 }
 
-#[test]
 fn every_broken_variant_is_listed_and_an_unknown_one_is_refused() {
-    assert_eq!(CAUGHT_BY.len() + ROBUSTNESS.len(), Broken::ALL.len());
-    for (name, _) in Broken::ALL {
+    assert_eq!(CAUGHT_BY.len() + ROBUSTNESS.len(), broken::ALL.len());
+    for name in broken::ALL {
         assert!(
             CAUGHT_BY.iter().any(|(v, _)| *v == name) || ROBUSTNESS.iter().any(|(v, _)| *v == name),
             "{name} has no catcher"
@@ -192,9 +235,9 @@ fn every_broken_variant_is_listed_and_an_unknown_one_is_refused() {
         catchers, family,
         "each robustness scenario catches one variant"
     );
-    let output = Command::new(env!("CARGO_BIN_EXE_conform"))
-        .args(["serve", "--providers", "primary=http://127.0.0.1:9"])
-        .env("CONFORM_BROKEN", "nope")
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([SERVE, "nope"])
+        .env("CONFORM_PROVIDERS", "primary=http://127.0.0.1:9")
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));

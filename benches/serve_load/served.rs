@@ -43,7 +43,6 @@ impl Served {
             .env("CONFORM_ALLOWLIST", dir.join("allowlist.json"))
             .env("CONFORM_ROOT", dir)
             .env("RUST_LOG", "warn")
-            .env_remove("CONFORM_BROKEN")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         for (k, v) in env {

@@ -214,10 +214,7 @@ async fn run_and_conclude(
     mut to: Conclude,
 ) -> Result<RunResult, ExecuteError> {
     let ready = Ready::assemble(workspace, how).await?;
-    if let Some(line) = ready.budget_line(how) {
-        println!("{line}");
-    }
-    let ran = ready.run(how, interrupted()).await?;
+    let ran = (ready.run(how, |line| println!("{line}"), interrupted())).await?;
     if let Some(shard) = how.shard {
         print!("{}", ran.write_shard(shard, how)?);
         for recorder in &ran.recorders {

@@ -98,11 +98,6 @@ pub struct ServeArgs {
 }
 
 pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<Exit> {
-    // BROKEN VARIANT (tests only): say loudly which one runs, refuse unknown names.
-    if let Err(e) = conform::broken::announce() {
-        eprintln!("error: {e}");
-        return Ok(Exit::Usage);
-    }
     let providers = match Providers::parse(&args.providers) {
         Ok(providers) => providers,
         Err(e) => {

@@ -48,6 +48,9 @@ pub struct Description {
     /// The path the wire puts after `base_url` (`/v1`): a `base_url` that already ends in
     /// it, as SDKs and vLLM spell theirs (`http://host:8000/v1`), means the same server.
     pub api_paths: &'static [&'static str],
+    /// The provider file the repository ships for this wire (`providers/*.toml`), which
+    /// `conform init` starts a project's from; `None` where none ships.
+    pub example: Option<&'static str>,
 }
 
 impl Description {
@@ -78,6 +81,10 @@ impl Kind {
     /// as most fallbacks do.
     pub const SIMULATED_BY_DEFAULT: Kind = Kind::OpenaiCompatible;
 
+    /// The wire of a server known only by its address (`conform init --fallback
+    /// NAME:URL`): Chat Completions, as vLLM, llama.cpp and LiteLLM speak it.
+    pub const ADDRESSED_BY_DEFAULT: Kind = Kind::OpenaiCompatible;
+
     /// What a provider file may ask of this wire.
     pub fn describe(self) -> &'static Description {
         match self {
@@ -89,6 +96,7 @@ impl Kind {
                 count_endpoint: None,
                 simulable: true,
                 api_paths: &["/v1"],
+                example: Some(include_str!("../../providers/openai.toml")),
             },
             Kind::OpenaiCompatible => &Description {
                 name: "openai-compatible",
@@ -98,6 +106,7 @@ impl Kind {
                 count_endpoint: Some("llama.cpp /apply-template + /tokenize"),
                 simulable: true,
                 api_paths: &["/v1"],
+                example: Some(include_str!("../../providers/vllm.toml")),
             },
             Kind::OpenaiResponses => &Description {
                 name: "openai-responses",
@@ -107,6 +116,7 @@ impl Kind {
                 count_endpoint: Some("OpenAI /v1/responses/input_tokens"),
                 simulable: false,
                 api_paths: &["/v1"],
+                example: None,
             },
             Kind::Anthropic => &Description {
                 name: "anthropic",
@@ -119,6 +129,7 @@ impl Kind {
                 count_endpoint: Some("Anthropic /v1/messages/count_tokens"),
                 simulable: true,
                 api_paths: &["/v1"],
+                example: Some(include_str!("../../providers/anthropic.toml")),
             },
             Kind::Gemini => &Description {
                 name: "gemini",
@@ -128,6 +139,7 @@ impl Kind {
                 count_endpoint: Some("Gemini countTokens"),
                 simulable: true,
                 api_paths: &["/v1beta", "/v1"],
+                example: Some(include_str!("../../providers/gemini.toml")),
             },
             Kind::Ollama => &Description {
                 name: "ollama",
@@ -140,6 +152,7 @@ impl Kind {
                 count_endpoint: None,
                 simulable: true,
                 api_paths: &["/api"],
+                example: Some(include_str!("../../providers/ollama.toml")),
             },
             Kind::Sim => &Description {
                 name: "sim",
@@ -149,6 +162,7 @@ impl Kind {
                 count_endpoint: None,
                 simulable: false,
                 api_paths: &[],
+                example: None,
             },
         }
     }

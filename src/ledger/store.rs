@@ -20,7 +20,6 @@ use super::model::{Attempt, AttemptState, Job, Race};
 use super::outcome::{
     AttemptCancel, Created, Finished, JobCancel, LossReason, Started, Transition,
 };
-use crate::broken::{self, Broken};
 
 /// The pools of one backend. SQLite gets a single writer connection (its writes are
 /// serialized anyway, and one connection avoids busy-waiting inside a process) and a few
@@ -80,23 +79,6 @@ const INSERT_ATTEMPT: &str = "INSERT INTO attempts (id, job_id, seq, provider, s
 /// The compare-and-swap of the contract: the first result claims the slot, exactly once.
 const CLAIM_RESULT: &str = "UPDATE jobs SET result = $3, completed_by = $4, completed_ms = $5, \
      version = version + 1 WHERE id = $1 AND version = $2 AND completed_by IS NULL";
-
-/// BROKEN VARIANT (tests only): the claim without its compare-and-swap.
-fn broken_claim() -> Option<&'static str> {
-    if broken::is(Broken::LastWriterWins) {
-        Some(
-            "UPDATE jobs SET result = $3, completed_by = $4, completed_ms = $5, \
-             version = version + 1 WHERE id = $1 AND $2 = $2",
-        )
-    } else if broken::is(Broken::LateResultOverwrites) {
-        Some(
-            "UPDATE jobs SET result = $3, completed_by = $4, completed_ms = $5, \
-             version = version + 1 WHERE id = $1 AND $2 = $2 AND completed_by IS NULL",
-        )
-    } else {
-        None
-    }
-}
 
 fn corrupt(what: impl Into<String>) -> LedgerError {
     LedgerError::Corrupt(what.into())
@@ -190,13 +172,10 @@ macro_rules! impl_store {
             }
 
             pub(crate) async fn job(&self, owner: &str, id: &str) -> Result<Option<Job>, LedgerError> {
-                // BROKEN VARIANT (tests only): any owner reads any job.
-                let query = if broken::is(Broken::OwnerLeak) {
-                    concat!(select_job!(), " WHERE j.id = $1 AND $2 = $2 ORDER BY a.seq")
-                } else {
-                    concat!(select_job!(), " WHERE j.id = $1 AND j.owner_id = $2 ORDER BY a.seq")
-                };
-                let rows = sqlx::query(query)
+                let rows = sqlx::query(concat!(
+                    select_job!(),
+                    " WHERE j.id = $1 AND j.owner_id = $2 ORDER BY a.seq"
+                ))
                 .bind(id)
                 .bind(owner)
                 .fetch_all(&self.read)
@@ -237,23 +216,10 @@ macro_rules! impl_store {
             /// that holds it in a separate statement. Never check-then-insert. `input` is
             /// the job's input as JSON text (`job.input` itself is not read here).
             pub(crate) async fn create(&self, job: Job, input: String) -> Result<Created, LedgerError> {
-                // BROKEN VARIANT (tests only): read first, insert afterwards.
-                if broken::is(Broken::CheckThenInsert) {
-                    if self.job_by_key(&job.owner, &job.idempotency_key).await?.is_none() {
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        return match self.insert_new(&job, input).await? {
-                            true => Ok(Created::New(job)),
-                            false => Err(corrupt("check-then-insert lost the race")),
-                        };
-                    }
-                } else if self.insert_new(&job, input).await? {
+                if self.insert_new(&job, input).await? {
                     return Ok(Created::New(job));
                 }
                 match self.job_by_key(&job.owner, &job.idempotency_key).await? {
-                    // BROKEN VARIANT (tests only): any payload replays.
-                    Some(existing) if broken::is(Broken::IgnoredFingerprint) => {
-                        Ok(Created::Replayed(existing))
-                    }
                     Some(existing) if existing.fingerprint == job.fingerprint => {
                         Ok(Created::Replayed(existing))
                     }
@@ -297,16 +263,6 @@ macro_rules! impl_store {
                 if cancelled_ms.is_some() {
                     tx.rollback().await?;
                     return Ok(Started::JobCancelled);
-                }
-                // BROKEN VARIANT (tests only): the new attempt silently releases the open one.
-                if broken::is(Broken::NoOpenAttemptGuard) {
-                    sqlx::query(
-                        "UPDATE attempts SET state = 'cancelled' WHERE job_id = $1 \
-                         AND state IN ('starting', 'unknown')",
-                    )
-                    .bind(job_id)
-                    .execute(&mut *tx)
-                    .await?;
                 }
                 let open: Option<String> = sqlx::query_scalar(
                     "SELECT id FROM attempts WHERE job_id = $1 AND state IN ('starting', 'unknown')",
@@ -393,7 +349,7 @@ macro_rules! impl_store {
                     tx.rollback().await?;
                     return Ok(Finished::Ignored { state: from });
                 }
-                let claimed = sqlx::query(broken_claim().unwrap_or(CLAIM_RESULT))
+                let claimed = sqlx::query(CLAIM_RESULT)
                     .bind(&job_id)
                     .bind(base_version)
                     .bind(result)
@@ -673,14 +629,6 @@ macro_rules! impl_store {
                     AttemptState::Cancelled => {
                         tx.rollback().await?;
                         Ok(AttemptCancel::AlreadyCancelled(attempt))
-                    }
-                    // BROKEN VARIANT (tests only): answer cancelled, change nothing.
-                    AttemptState::Starting | AttemptState::Unknown
-                        if broken::is(Broken::CancelKeepsBlocking) =>
-                    {
-                        tx.rollback().await?;
-                        attempt.state = AttemptState::Cancelled;
-                        Ok(AttemptCancel::Cancelled { attempt, from })
                     }
                     AttemptState::Starting | AttemptState::Unknown => {
                         sqlx::query(

@@ -10,7 +10,6 @@ use tokio::time::Instant;
 
 use super::App;
 use super::upstream::{Outcome, request_body};
-use crate::broken::{self, Broken};
 use crate::ledger::{Attempt, LedgerError};
 
 /// Sends the attempt upstream and records how it ended. Runs detached from the request
@@ -23,45 +22,20 @@ pub(crate) async fn drive(app: Arc<App>, attempt: Attempt, input: Value) {
         // Only configured providers are accepted, so this is a restart with another
         // configuration: nothing can be sent.
         record(&attempt.id, until, || {
-            app.ledger.record_failure(&attempt.id, "connection_refused")
+            app.store.record_failure(&attempt.id, "connection_refused")
         })
         .await;
         return;
     };
     // Serialized once; the input itself is not kept while the provider works.
     let body = request_body(&provider.name, input);
-    // BROKEN VARIANT (tests only): a copy kept to send again.
-    let again = broken::is(Broken::RetryAfterTimeout).then(|| body.clone());
     let call = app.upstream.call(&provider.base_url, body);
     tokio::pin!(call);
     let outcome = match tokio::time::timeout_at(deadline, &mut call).await {
         Ok(outcome) => Some(outcome),
-        // BROKEN VARIANT (tests only): a timeout recorded as a failure.
-        Err(_) if broken::is(Broken::TimeoutMarkedFailed) => {
-            record(&attempt.id, until, || {
-                app.ledger.record_failure(&attempt.id, "timeout")
-            })
-            .await;
-            tokio::time::timeout_at(deadline + app.config.late_window, call)
-                .await
-                .ok()
-        }
-        // BROKEN VARIANT (tests only): the request sent again after the deadline.
-        Err(_) if broken::is(Broken::RetryAfterTimeout) => {
-            record(&attempt.id, until, || {
-                app.ledger.record_unknown(&attempt.id, "timeout")
-            })
-            .await;
-            let again = app
-                .upstream
-                .call(&provider.base_url, again.unwrap_or_default());
-            tokio::time::timeout_at(deadline + app.config.late_window, again)
-                .await
-                .ok()
-        }
         Err(_) => {
             record(&attempt.id, until, || {
-                app.ledger.record_unknown(&attempt.id, "timeout")
+                app.store.record_unknown(&attempt.id, "timeout")
             })
             .await;
             tokio::time::timeout_at(deadline + app.config.late_window, call)
@@ -78,19 +52,19 @@ pub(crate) async fn drive(app: Arc<App>, attempt: Attempt, input: Value) {
     match outcome {
         Outcome::Result(value) => {
             record(&attempt.id, until, || {
-                app.ledger.record_result(&attempt.id, &value)
+                app.store.record_result(&attempt.id, &value)
             })
             .await;
         }
         Outcome::Failed(code) => {
             record(&attempt.id, until, || {
-                app.ledger.record_failure(&attempt.id, &code)
+                app.store.record_failure(&attempt.id, &code)
             })
             .await;
         }
         Outcome::Unknown(code) => {
             record(&attempt.id, until, || {
-                app.ledger.record_unknown(&attempt.id, &code)
+                app.store.record_unknown(&attempt.id, &code)
             })
             .await;
         }

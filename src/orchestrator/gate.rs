@@ -8,12 +8,34 @@
 //! reads the file (`format`, `entries`, and each entry's `suite`, `provider` and
 //! `valid_until`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use time::OffsetDateTime;
 
-use crate::allowlist::{Denial, Query, Reason, decide};
+use crate::allowlist::{Denial, Query, decide};
 use crate::config::Paths;
+
+/// The failover gate seam: whether an attempt may go to a provider other than the job's
+/// own. [`AllowlistGate`] is the real one.
+pub trait FailoverGate: Send + Sync + 'static {
+    /// Whether failover to `provider` for `task` is permitted at `now`; a denial says why.
+    fn permits(&self, task: &str, provider: &str, now: OffsetDateTime) -> Result<(), Denial>;
+}
+
+/// The allowlist file, read at every decision (an edit takes effect at once, with no
+/// restart), held to the project when there is one.
+#[derive(Debug, Clone)]
+pub struct AllowlistGate {
+    pub allowlist: PathBuf,
+    /// `None` reads the file as the contract does (`--unverified-allowlist`).
+    pub project: Option<Paths>,
+}
+
+impl FailoverGate for AllowlistGate {
+    fn permits(&self, task: &str, provider: &str, now: OffsetDateTime) -> Result<(), Denial> {
+        permits(&self.allowlist, task, provider, now, self.project.as_ref())
+    }
+}
 
 /// Whether the allowlist at `path` permits failover to `provider` for `task` at `now`.
 pub fn permits(
@@ -25,19 +47,13 @@ pub fn permits(
 ) -> Result<(), Denial> {
     let mut query = Query::new(task, provider, now);
     query.project = project;
-    let decision = decide(path, &query).map(|_| ());
-    // BROKEN VARIANT (tests only): a file that cannot be read permits failover.
-    if crate::broken::is(crate::broken::Broken::AllowlistFailsOpen)
-        && matches!(&decision, Err(d) if matches!(d.reason, Reason::Missing | Reason::Unreadable | Reason::UnknownFormat))
-    {
-        return Ok(());
-    }
-    decision
+    decide(path, &query).map(|_| ())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::allowlist::Reason;
     use time::format_description::well_known::Rfc3339;
 
     fn decide(content: Option<&str>) -> Result<(), Reason> {

@@ -23,13 +23,13 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::App;
 use super::config::Limits;
 use super::identity::{idempotency_key, owner};
 use super::problem::Problem;
-use crate::broken::{self, Broken};
 
 /// Request headers beyond this many bytes (names, values and their separators) are
 /// answered 431 `headers_too_large`. hyper refuses a head over [`HEAD_BUFFER_BYTES`]
@@ -60,6 +60,59 @@ impl Budget {
     fn take(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
         let n = u32::try_from(bytes).ok()?;
         Arc::clone(&self.0).try_acquire_many_owned(n).ok()
+    }
+}
+
+/// The body intake seam: reading one request body into memory. [`BudgetedIntake`] is
+/// the real one. Any other must still keep memory within the limits and never let a
+/// client that stalls in its body hold up the others: the robustness scenarios fail an
+/// orchestrator that does either.
+pub trait BodyIntake: Send + Sync + 'static {
+    /// The body's bytes and their charge against the memory budget, or the refusal: 413
+    /// over `max` bytes, 503 over the budget, 408 past the body timeout, 400 when the
+    /// body breaks off. `declared` is its `Content-Length`, when it has one.
+    fn read<'a>(
+        &'a self,
+        frames: &'a mut BodyDataStream,
+        declared: Option<u64>,
+        max: usize,
+    ) -> BoxFuture<'a, Result<Received, Problem>>;
+}
+
+/// A body read whole, and its charge against the budget, held until it is dropped.
+pub struct Received {
+    pub bytes: Bytes,
+    charge: Option<OwnedSemaphorePermit>,
+}
+
+/// Reads each body on its own, charging the process-wide budget of bodies in memory as
+/// its bytes arrive.
+pub struct BudgetedIntake {
+    limits: Limits,
+    budget: Budget,
+}
+
+impl BudgetedIntake {
+    /// The budget is `limits.body_memory_bytes`.
+    pub fn new(limits: Limits) -> BudgetedIntake {
+        BudgetedIntake {
+            limits,
+            budget: Budget::new(limits.body_memory_bytes),
+        }
+    }
+}
+
+impl BodyIntake for BudgetedIntake {
+    fn read<'a>(
+        &'a self,
+        frames: &'a mut BodyDataStream,
+        declared: Option<u64>,
+        max: usize,
+    ) -> BoxFuture<'a, Result<Received, Problem>> {
+        Box::pin(async move {
+            let (bytes, charge) = read(frames, declared, max, &self.limits, &self.budget).await?;
+            Ok(Received { bytes, charge })
+        })
     }
 }
 
@@ -142,27 +195,14 @@ async fn receive(app: &App, request: Request, next: Next) -> Response {
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    // BROKEN VARIANT (tests only): no limit on the size of a body.
-    let max = if broken::is(Broken::NoBodyLimit) {
-        usize::MAX
-    } else {
-        limits.max_body_bytes
-    };
+    let max = limits.max_body_bytes;
     let mut frames = body.into_data_stream();
     if declared.is_some_and(|n| n > max as u64) {
         linger(frames, &limits);
         return too_large(&limits).into_response();
     }
-    // BROKEN VARIANT (tests only): bodies are read one at a time, so one client that
-    // stalls in its body holds up every other.
-    let _serialized = if broken::is(Broken::SerializedBodyReads) {
-        Some(serial_reads().lock().await)
-    } else {
-        None
-    };
-    let received = read(&mut frames, declared, max, &limits, &app.budget).await;
-    drop(_serialized);
-    let (bytes, charge) = match received {
+    let received = app.intake.read(&mut frames, declared, max).await;
+    let Received { bytes, charge } = match received {
         Ok(received) => received,
         Err(problem) => {
             // A body too large or over the budget is still arriving: let it; a body
@@ -178,12 +218,6 @@ async fn receive(app: &App, request: Request, next: Next) -> Response {
         .await;
     drop(charge);
     response
-}
-
-/// BROKEN VARIANT (tests only): the one lock every body read takes.
-fn serial_reads() -> &'static tokio::sync::Mutex<()> {
-    static LOCK: std::sync::OnceLock<tokio::sync::Mutex<()>> = std::sync::OnceLock::new();
-    LOCK.get_or_init(|| tokio::sync::Mutex::new(()))
 }
 
 fn too_large(limits: &Limits) -> Problem {

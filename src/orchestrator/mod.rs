@@ -14,6 +14,12 @@
 //! - [`view`]: jobs and attempts as JSON;
 //! - [`allocator`]: glibc's allocator told to give freed memory back under load.
 //!
+//! What the routes and attempts rely on is reached through [`Seams`], one small trait
+//! each: the job [`store`], the [`upstream`], the failover [`gate`], the body
+//! [`parser`], the body [`intake`] and the [`overload`] answer. [`Server::bind`] uses the
+//! real ones; [`Server::bind_with`] takes others, so a test can break one rule at a time
+//! and prove the scenarios notice.
+//!
 //! A sweeper turns `starting` attempts whose stored deadline has passed into `unknown`,
 //! so an attempt that was in flight when a process died keeps blocking and is never
 //! sent again.
@@ -28,8 +34,11 @@ pub mod gate;
 pub mod identity;
 pub mod intake;
 mod listen;
+pub mod overload;
+pub mod parser;
 pub mod problem;
 mod routes;
+pub mod store;
 pub mod upstream;
 pub mod view;
 
@@ -44,20 +53,62 @@ use tokio::sync::Semaphore;
 
 pub use config::{Config, Limits, Provider, Providers};
 
-use crate::broken::{self, Broken};
 use crate::ledger::{Ledger, LedgerError, LedgerOptions};
-use intake::Budget;
-use upstream::{SetupError, Upstream};
+use gate::{AllowlistGate, FailoverGate};
+use intake::{BodyIntake, BudgetedIntake};
+use overload::{Overload, ProblemOverload};
+use parser::{BodyParser, StrictJson};
+use store::JobStore;
+use upstream::{HttpUpstream, SetupError, Upstream};
+
+/// What the orchestrator's rules are applied through. [`Seams::real`] is `conform
+/// serve`'s; a field replaced by a decorator of the real one changes that one concern.
+#[derive(Clone)]
+pub struct Seams {
+    pub store: Arc<dyn JobStore>,
+    pub upstream: Arc<dyn Upstream>,
+    pub gate: Arc<dyn FailoverGate>,
+    pub parser: Arc<dyn BodyParser>,
+    pub intake: Arc<dyn BodyIntake>,
+    pub overload: Arc<dyn Overload>,
+}
+
+impl Seams {
+    /// The ledger at `config.database_url` (opened and migrated), the HTTP client, the
+    /// allowlist gate, strict JSON, the budgeted intake and the problem answer.
+    pub async fn real(config: &Config) -> Result<Seams, ServeError> {
+        let options = LedgerOptions {
+            max_connections: config.database_connections,
+            busy_timeout: config.database_timeout,
+            acquire_timeout: config.database_timeout,
+        };
+        let ledger = Ledger::connect(&config.database_url, &options).await?;
+        Ok(Seams {
+            store: Arc::new(ledger),
+            upstream: Arc::new(HttpUpstream::new()?),
+            gate: Arc::new(AllowlistGate {
+                allowlist: config.allowlist.clone(),
+                project: config.project.clone(),
+            }),
+            parser: Arc::new(StrictJson),
+            intake: Arc::new(BudgetedIntake::new(config.limits)),
+            overload: Arc::new(ProblemOverload),
+        })
+    }
+}
 
 /// What every handler and attempt shares.
 pub(crate) struct App {
     pub(crate) config: Config,
-    pub(crate) ledger: Ledger,
-    pub(crate) upstream: Upstream,
+    pub(crate) store: Arc<dyn JobStore>,
+    pub(crate) upstream: Arc<dyn Upstream>,
+    pub(crate) gate: Arc<dyn FailoverGate>,
+    pub(crate) parser: Arc<dyn BodyParser>,
+    /// Request bodies, read within the limits and the memory budget.
+    pub(crate) intake: Arc<dyn BodyIntake>,
+    pub(crate) overload: Arc<dyn Overload>,
     /// In-flight slots (`Limits::max_in_flight`).
     pub(crate) slots: Arc<Semaphore>,
-    /// Request bodies in memory (`Limits::body_memory_bytes`).
-    pub(crate) budget: Budget,
     /// Set once shutdown has begun: `/readyz` says so.
     pub(crate) draining: AtomicBool,
     /// One readiness probe at a time; the others wait for its answer.
@@ -79,7 +130,7 @@ impl App {
             return answer.clone().map_err(LedgerError::Write);
         }
         let limit = self.config.database_timeout * 2;
-        let answer = match tokio::time::timeout(limit, self.ledger.ready()).await {
+        let answer = match tokio::time::timeout(limit, self.store.ready()).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err(format!(
@@ -112,51 +163,53 @@ pub struct Server {
 impl Server {
     /// Opens (and migrates) the ledger and binds `config.listen` (see [`listener`]).
     pub async fn bind(config: Config) -> Result<Server, ServeError> {
-        let listener = listener(&config.listen)
-            .await
-            .map_err(|error| ServeError::Bind {
-                addr: config.listen.clone(),
-                error,
-            })?;
+        let listener = bound(&config).await?;
         Server::on(config, listener).await
+    }
+
+    /// Like [`Server::bind`] with the given seams in place of the real ones.
+    pub async fn bind_with(config: Config, seams: Seams) -> Result<Server, ServeError> {
+        let listener = bound(&config).await?;
+        Ok(Server::on_with(config, listener, seams))
     }
 
     /// Like [`Server::bind`] on a listener the caller bound (tests bind port 0).
     pub async fn on(config: Config, listener: TcpListener) -> Result<Server, ServeError> {
-        let options = LedgerOptions {
-            max_connections: config.database_connections,
-            busy_timeout: config.database_timeout,
-            acquire_timeout: config.database_timeout,
-        };
-        let ledger = Ledger::connect(&config.database_url, &options).await?;
-        let upstream = Upstream::new()?;
-        // BROKEN VARIANT (tests only): a small in-flight limit, answered plainly.
-        let slots = if broken::is(Broken::PlainOverload) {
-            40
-        } else {
-            config.limits.max_in_flight
-        };
-        Ok(Server {
+        let seams = Seams::real(&config).await?;
+        Ok(Server::on_with(config, listener, seams))
+    }
+
+    /// Like [`Server::on`] with the given seams in place of the real ones.
+    pub fn on_with(config: Config, listener: TcpListener, seams: Seams) -> Server {
+        let Seams {
+            store,
+            upstream,
+            gate,
+            parser,
+            intake,
+            overload,
+        } = seams;
+        Server {
             app: Arc::new(App {
-                slots: Arc::new(Semaphore::new(slots.min(Semaphore::MAX_PERMITS))),
-                budget: Budget::new(config.limits.body_memory_bytes),
+                slots: Arc::new(Semaphore::new(
+                    config.limits.max_in_flight.min(Semaphore::MAX_PERMITS),
+                )),
                 draining: AtomicBool::new(false),
                 probe: tokio::sync::Mutex::new(None),
                 config,
-                ledger,
+                store,
                 upstream,
+                gate,
+                parser,
+                intake,
+                overload,
             }),
             listener,
-        })
+        }
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.listener.local_addr().ok()
-    }
-
-    /// The ledger this server writes to.
-    pub fn ledger(&self) -> &Ledger {
-        &self.app.ledger
     }
 
     /// Serves until `shutdown` completes, then stops accepting connections, closes the
@@ -169,7 +222,7 @@ impl Server {
     ) -> Result<(), ServeError> {
         let sweeper = tokio::spawn(sweep(self.app.clone()));
         tracing::info!(target: "conform::orchestrator", addr = ?self.local_addr(),
-            backend = ?self.app.ledger.backend(), "accepting requests");
+            backend = ?self.app.store.backend(), "accepting requests");
         let app = self.app.clone();
         let drained = listen::serve(
             self.listener,
@@ -182,7 +235,7 @@ impl Server {
         sweeper.abort();
         // A clean close checkpoints SQLite's WAL; bounded, since an attempt abandoned in
         // flight may still hold a connection.
-        let _ = tokio::time::timeout(Duration::from_secs(1), self.app.ledger.close()).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.app.store.close()).await;
         if drained == listen::Drained::TimedOut {
             tracing::warn!(target: "conform::orchestrator",
                 timeout_ms = self.app.config.limits.shutdown_timeout.as_millis() as u64,
@@ -190,6 +243,17 @@ impl Server {
         }
         Ok(())
     }
+}
+
+/// The listener on `config.listen`, bound before the ledger is opened so a taken address
+/// is reported without touching the database.
+async fn bound(config: &Config) -> Result<TcpListener, ServeError> {
+    listener(&config.listen)
+        .await
+        .map_err(|error| ServeError::Bind {
+            addr: config.listen.clone(),
+            error,
+        })
 }
 
 /// Connections the kernel completes and queues before the server accepts them.
@@ -230,7 +294,7 @@ async fn sweep(app: Arc<App>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if let Err(e) = app.ledger.expire_overdue().await {
+        if let Err(e) = app.store.expire_overdue().await {
             tracing::warn!(target: "conform::orchestrator", error = %e, "cannot expire overdue attempts");
         }
     }

@@ -20,10 +20,9 @@ use tower::limit::GlobalConcurrencyLimitLayer;
 use super::identity::{MAX_OWNER_LEN, idempotency_key, owner};
 use super::intake;
 use super::problem::Problem;
-use super::{App, attempt, gate, view};
-use crate::broken::{self, Broken};
-use crate::ledger::fingerprint::{fingerprint, parse_strict};
-use crate::ledger::{AttemptCancel, Created, JobCancel, JobState, LedgerError, NewJob, Started};
+use super::{App, attempt, view};
+use crate::ledger::fingerprint::fingerprint;
+use crate::ledger::{AttemptCancel, Created, JobCancel, LedgerError, NewJob, Started};
 
 /// The longest job or attempt id, task name or provider name accepted, in characters.
 pub const MAX_NAME_LEN: usize = MAX_OWNER_LEN;
@@ -33,8 +32,12 @@ pub const MAX_NAME_LEN: usize = MAX_OWNER_LEN;
 /// with a body read it first (`intake`), so a body that is slow to arrive holds no
 /// slot. `/healthz` and `/readyz` take no slot: a process that is busy is still alive.
 pub(crate) fn router(app: Arc<App>) -> Router {
+    let overload = Arc::clone(&app.overload);
     let admit = ServiceBuilder::new()
-        .layer(HandleErrorLayer::new(overloaded))
+        .layer(HandleErrorLayer::new(move |_: tower::BoxError| {
+            let overload = Arc::clone(&overload);
+            async move { overload.answer() }
+        }))
         .load_shed()
         .layer(GlobalConcurrencyLimitLayer::with_semaphore(Arc::clone(
             &app.slots,
@@ -73,18 +76,6 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .layer(DefaultBodyLimit::disable())
         .layer(from_fn(intake::head_limit))
         .with_state(app)
-}
-
-/// Every in-flight slot is taken.
-async fn overloaded(_: tower::BoxError) -> Response {
-    let problem = Problem::overloaded(
-        "too many requests are being handled; retry after the Retry-After delay",
-    );
-    // BROKEN VARIANT (tests only): the overload answer is a bare 503.
-    if broken::is(Broken::PlainOverload) {
-        return (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response();
-    }
-    problem.into_response()
 }
 
 type Answer = Result<Response, Problem>;
@@ -154,39 +145,6 @@ struct JobRequest {
     input: Value,
 }
 
-fn parse(body: &[u8]) -> Result<Value, Problem> {
-    // BROKEN VARIANT (tests only): a nesting too deep for the parser panics the handler.
-    if broken::is(Broken::DeepNestingPanics) && nesting(body) > 128 {
-        panic!("BROKEN VARIANT deep-nesting-panics: the body nests deeper than 128");
-    }
-    // BROKEN VARIANT (tests only): invalid UTF-8 replaced instead of refused.
-    if broken::is(Broken::LossyUtf8) && std::str::from_utf8(body).is_err() {
-        let text = String::from_utf8_lossy(body).into_owned();
-        return parse_strict(text.as_bytes()).map_err(|e| Problem::invalid_request(e.to_string()));
-    }
-    parse_strict(body).map_err(|e| Problem::invalid_request(e.to_string()))
-}
-
-/// BROKEN VARIANT (tests only): how deep brackets nest, strings ignored.
-fn nesting(body: &[u8]) -> usize {
-    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
-    for &b in body {
-        match (in_string, escaped, b) {
-            (true, true, _) => escaped = false,
-            (true, false, b'\\') => escaped = true,
-            (true, false, b'"') => in_string = false,
-            (false, _, b'"') => in_string = true,
-            (false, _, b'[' | b'{') => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            (false, _, b']' | b'}') => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
-}
-
 fn into_object(value: Value) -> Result<Map<String, Value>, Problem> {
     match value {
         Value::Object(members) => Ok(members),
@@ -217,6 +175,13 @@ fn non_empty_string(members: &Map<String, Value>, name: &str) -> Result<String, 
 }
 
 impl App {
+    /// The body as JSON, through the parser seam; what it refuses is 400.
+    fn parse(&self, body: &[u8]) -> Result<Value, Problem> {
+        self.parser
+            .parse(body)
+            .map_err(|e| Problem::invalid_request(e.to_string()))
+    }
+
     fn configured(&self, provider: &str) -> Result<(), Problem> {
         match self.config.providers.get(provider) {
             Some(_) => Ok(()),
@@ -231,7 +196,7 @@ impl App {
 async fn create_job(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Answer {
     let owner = owner(&headers)?;
     let key = idempotency_key(&headers)?;
-    let value = parse(&body)?;
+    let value = app.parse(&body)?;
     // The bytes are not needed once parsed: only one copy of the request lives on.
     drop(body);
     let fingerprint = fingerprint(&value).map_err(|e| Problem::invalid_request(e.to_string()))?;
@@ -260,7 +225,7 @@ async fn create_job(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes
             input: &request.input,
             attempt_timeout: task_app.config.attempt_timeout,
         };
-        let mut created = task_app.ledger.create_job(&new).await?;
+        let mut created = task_app.store.create_job(&new).await?;
         drop(request);
         if let Created::New(job) = &mut created
             && let Some(first) = job.attempts.first()
@@ -268,23 +233,6 @@ async fn create_job(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes
             // The answer does not show the input: the attempt takes it, no copy made.
             let input = std::mem::take(&mut job.input);
             tokio::spawn(attempt::drive(task_app.clone(), first.clone(), input));
-        }
-        // BROKEN VARIANT (tests only): a replay of a job with nothing open starts a new
-        // attempt on the job's provider.
-        if let Created::Replayed(job) = &created
-            && broken::is(Broken::ReplayRetriesIdle)
-            && matches!(job.state(), JobState::Failed | JobState::Pending)
-            && let Started::Started { attempt, input } = task_app
-                .ledger
-                .start_attempt(
-                    &job.owner,
-                    &job.id,
-                    &job.provider,
-                    task_app.config.attempt_timeout,
-                )
-                .await?
-        {
-            tokio::spawn(attempt::drive(task_app.clone(), attempt, input));
         }
         Ok::<_, LedgerError>(created)
     })
@@ -324,7 +272,7 @@ async fn get_job(
 ) -> Answer {
     let owner = owner(&headers)?;
     let id = path_id(id)?;
-    match app.ledger.job(&owner, &id).await.map_err(unavailable)? {
+    match app.store.job(&owner, &id).await.map_err(unavailable)? {
         Some(job) => Ok(json(StatusCode::OK, &view::job(&job))),
         None => Err(Problem::not_found("job")),
     }
@@ -338,10 +286,10 @@ async fn start_attempt(
 ) -> Answer {
     let owner = owner(&headers)?;
     let id = path_id(id)?;
-    let Some(job) = app.ledger.job(&owner, &id).await.map_err(unavailable)? else {
+    let Some(job) = app.store.job(&owner, &id).await.map_err(unavailable)? else {
         return Err(Problem::not_found("job"));
     };
-    let members = into_object(parse(&body)?)?;
+    let members = into_object(app.parse(&body)?)?;
     only_members(&members, &["provider"])?;
     let provider = non_empty_string(&members, "provider")?;
     app.configured(&provider)?;
@@ -351,22 +299,15 @@ async fn start_attempt(
     if job.cancelled_ms.is_some() {
         return Err(Problem::job_cancelled());
     }
-    if let Some(open) = job.open_attempt()
-        // BROKEN VARIANT (tests only): no open-attempt guard.
-        && !broken::is(Broken::NoOpenAttemptGuard)
-    {
+    if let Some(open) = app.store.blocking_attempt(&job) {
         return Err(Problem::attempt_in_progress(&open.id));
     }
-    // BROKEN VARIANT (tests only): failover without the allowlist.
-    if provider != job.provider && !broken::is(Broken::AllowlistIgnored) {
+    if provider != job.provider {
         // Read at decision time, failing closed.
-        if let Err(denial) = gate::permits(
-            &app.config.allowlist,
-            &job.task,
-            &provider,
-            time::OffsetDateTime::now_utc(),
-            app.config.project.as_ref(),
-        ) {
+        if let Err(denial) = app
+            .gate
+            .permits(&job.task, &provider, time::OffsetDateTime::now_utc())
+        {
             return Err(Problem::new(
                 StatusCode::FORBIDDEN,
                 "failover_not_allowed",
@@ -382,7 +323,7 @@ async fn start_attempt(
     let task_app = app.clone();
     let started = tokio::spawn(async move {
         let started = task_app
-            .ledger
+            .store
             .start_attempt(&owner, &id, &provider, task_app.config.attempt_timeout)
             .await?;
         if let Started::Started { attempt, input } = &started {
@@ -416,7 +357,7 @@ async fn cancel_attempt(
     let owner = owner(&headers)?;
     let id = path_id(id)?;
     match app
-        .ledger
+        .store
         .cancel_attempt(&owner, &id)
         .await
         .map_err(unavailable)?
@@ -444,7 +385,7 @@ async fn cancel_job(
     let owner = owner(&headers)?;
     let id = path_id(id)?;
     match app
-        .ledger
+        .store
         .cancel_job(&owner, &id)
         .await
         .map_err(unavailable)?

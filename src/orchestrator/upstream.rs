@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use axum::body::Bytes;
+use futures::future::BoxFuture;
 use serde_json::Value;
 
 /// How one provider call ended.
@@ -23,15 +24,31 @@ pub enum Outcome {
 #[error("cannot build the HTTP client: {0}")]
 pub struct SetupError(#[from] reqwest::Error);
 
+/// The upstream seam: how an attempt's one request reaches its provider. [`HttpUpstream`]
+/// is the real one. Any other must also send exactly one request per call: the
+/// scenarios count what each provider received, so one that retries is caught.
+pub trait Upstream: Send + Sync + 'static {
+    /// Sends `body` (see [`request_body`]) to the provider at `base_url` and classifies
+    /// the answer.
+    fn call<'a>(&'a self, base_url: &'a str, body: Bytes) -> BoxFuture<'a, Outcome>;
+}
+
 /// The HTTP client for providers. It never retries and never follows redirects: either
 /// would send a second request behind the orchestrator's back.
 #[derive(Debug, Clone)]
-pub struct Upstream {
+pub struct HttpUpstream {
     client: reqwest::Client,
 }
 
-impl Upstream {
-    pub fn new() -> Result<Upstream, SetupError> {
+impl Upstream for HttpUpstream {
+    /// One request, whatever happens.
+    fn call<'a>(&'a self, base_url: &'a str, body: Bytes) -> BoxFuture<'a, Outcome> {
+        Box::pin(self.call_once(base_url, body))
+    }
+}
+
+impl HttpUpstream {
+    pub fn new() -> Result<HttpUpstream, SetupError> {
         // Installing twice is harmless; the error only says a provider is already there.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
@@ -40,25 +57,7 @@ impl Upstream {
             .connect_timeout(Duration::from_secs(10))
             .pool_max_idle_per_host(64)
             .build()?;
-        Ok(Upstream { client })
-    }
-
-    /// Sends `body` (see [`request_body`]) and classifies the answer. One request,
-    /// whatever happens.
-    pub async fn call(&self, base_url: &str, body: Bytes) -> Outcome {
-        // BROKEN VARIANT (tests only): a client that retries behind the orchestrator's back.
-        if crate::broken::is(crate::broken::Broken::HiddenRetries) {
-            let mut outcome = self.call_once(base_url, body.clone()).await;
-            for _ in 0..2 {
-                if matches!(outcome, Outcome::Result(_)) {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                outcome = self.call_once(base_url, body.clone()).await;
-            }
-            return outcome;
-        }
-        self.call_once(base_url, body).await
+        Ok(HttpUpstream { client })
     }
 
     async fn call_once(&self, base_url: &str, body: Bytes) -> Outcome {
@@ -177,7 +176,7 @@ mod tests {
             stream.write_all(&reply).await.unwrap();
             String::from_utf8_lossy(&seen).to_ascii_lowercase()
         });
-        let upstream = Upstream::new().unwrap();
+        let upstream = HttpUpstream::new().unwrap();
         let body = request_body("primary", json!({"messages": []}));
         let length = body.len();
         let outcome = upstream.call(&base, body).await;

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::config::pricing::CostRange;
 use crate::config::{Diagnostics, ProviderConfig};
+use crate::run::schedule::Schedule;
 use crate::run::shard::Shard;
 use crate::run::{PairVerdict, PreparedSuite, Target};
 use crate::tokenize::Counter;
@@ -87,12 +88,12 @@ pub fn for_providers(
 }
 
 /// The estimate a run's reports set beside each pair's actual cost: the plan of these
-/// targets, when one of them is priced (else there is nothing to estimate).
+/// targets, as `schedule` (the run's own) makes its calls, when one of them is priced
+/// (else there is nothing to estimate).
 pub fn estimate(
     suites: &[Arc<PreparedSuite>],
     targets: &[Arc<Target>],
-    repeats: Option<u32>,
-    shard: Option<Shard>,
+    schedule: &Schedule<'_>,
 ) -> Result<Option<Plan>, Diagnostics> {
     if !targets.iter().any(|t| t.endpoint.config.pricing.is_some()) {
         return Ok(None);
@@ -101,7 +102,7 @@ pub fn estimate(
         .iter()
         .map(|t| (Arc::clone(&t.endpoint.config), t.counter.clone()))
         .collect();
-    plan(suites, &counted, repeats, shard).map(Some)
+    scheduled(suites, &counted, schedule).map(Some)
 }
 
 /// Plans `suites` × `providers` (each with the counter built for it). A case that does not
@@ -112,17 +113,31 @@ pub fn plan(
     repeats: Option<u32>,
     shard: Option<Shard>,
 ) -> Result<Plan, Diagnostics> {
+    let schedule = Schedule::new(
+        suites.iter().map(|s| &s.suite),
+        providers.iter().map(|(c, _)| c.as_ref()),
+        repeats,
+        shard,
+    );
+    scheduled(suites, providers, &schedule)
+}
+
+/// [`plan`], of the calls `schedule` makes: `providers[p]` is its provider `p`.
+fn scheduled(
+    suites: &[Arc<PreparedSuite>],
+    providers: &[(Arc<ProviderConfig>, Counter)],
+    schedule: &Schedule<'_>,
+) -> Result<Plan, Diagnostics> {
     let mut problems = Diagnostics::default();
     let mut pairs = Vec::new();
-    for (config, counter) in providers {
-        for prepared in suites.iter().filter(|s| config.runs_suite(&s.suite.name)) {
+    for (p, (config, counter)) in providers.iter().enumerate() {
+        for (s, prepared) in suites.iter().enumerate() {
+            if !schedule.runs(p, s) {
+                continue;
+            }
             let suite = &prepared.suite;
-            let repeats = u64::from(repeats.unwrap_or(suite.repeats));
-            let sends: u64 = if suite.stream_agreement && config.stream {
-                2
-            } else {
-                1
-            };
+            // Every repeat of a case, and its stream twin, costs what its first request does.
+            let calls = schedule.case_requests(p, s);
             let max_output = u64::from(config.max_output_tokens);
             let mut pair = PairPlan {
                 suite: suite.name.clone(),
@@ -136,10 +151,7 @@ pub fn plan(
                 cost: config.pricing.map(|_| CostRange::default()),
                 cases: Vec::new(),
             };
-            let cases = suite.cases.iter().enumerate();
-            for (index, _) in
-                cases.filter(|(_, c)| shard.is_none_or(|s| s.owns(&suite.name, &c.id)))
-            {
+            for index in schedule.cases(s) {
                 let (case, rendered) = match prepared.load_request(index) {
                     Ok(loaded) => loaded,
                     Err(d) => {
@@ -159,7 +171,6 @@ pub fn plan(
                         false,
                     ),
                 };
-                let calls = repeats * sends;
                 let cost = config
                     .pricing
                     .map(|p| p.call_range(tokens, exact, max_output));

@@ -1,7 +1,8 @@
 //! `--budget USD`: no call starts unless the spend can stay within the budget.
 //!
 //! Invariants: before a call is sent, its upper bound (every prompt token at the full
-//! input price plus max_tokens of output, as `conform plan` counts it) is reserved;
+//! input price plus max_tokens of output, as `conform plan` counts it, for each request
+//! the schedule gives the call: twice with a stream twin) is reserved;
 //! when it completes, the reservation is replaced by what its usage says it cost (or
 //! kept whole when the usage is missing). A call whose reservation would take the total
 //! over the budget is not sent, and from then on no call is: the calls already in flight

@@ -123,11 +123,14 @@ impl CaseIndex {
 /// call had just returned it (`now` is the start of the run that made it, which rules
 /// see as `$now`): its outcomes, `passed`, differential observation and digest are
 /// replaced. A local tokenizer counts the prompt again; a provider's count endpoint is
-/// not called: its recorded count stands. `Err` names what the record does not match.
+/// not called: its recorded count stands. `has_twin` is whether the schedule gave the call a
+/// stream twin ([`super::schedule::Call::twin`]). `Err` names what the record does not
+/// match.
 pub fn rejudge(
     prepared: &PreparedSuite,
     cases: &CaseIndex,
     target: &Target,
+    has_twin: bool,
     record: &mut CallRecord,
     now: i64,
 ) -> Result<(), String> {
@@ -194,7 +197,7 @@ pub fn rejudge(
         }),
         Unstreamed::Failed(e) => Err(e.clone()),
     });
-    let asks_twin = suite.stream_agreement && config.stream && result.is_ok();
+    let asks_twin = has_twin && result.is_ok();
     let missing_twin = CallError::new(
         crate::provider::ErrorKind::InvalidResponse,
         "the unstreamed answer to compare with is not in the record",

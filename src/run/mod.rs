@@ -14,6 +14,7 @@ pub mod judge;
 pub mod preflight;
 pub mod progress;
 pub mod reference_tape;
+pub mod schedule;
 pub mod shard;
 pub mod tallies;
 
@@ -34,6 +35,7 @@ use crate::tokenize::Counter;
 use crate::verdict::{Reason, Tally, Verdict};
 use journal::ResultsWriter;
 use progress::Progress;
+use schedule::{Call, Schedule};
 use tallies::Tallies;
 
 /// A suite with its checks compiled, and the cases its pre-flight held.
@@ -322,12 +324,6 @@ pub enum RunError {
     },
 }
 
-struct Item {
-    suite: usize,
-    case: usize,
-    repeat: u32,
-}
-
 /// Runs every case of every suite through every target, `repeats` times, until done or
 /// until `interrupt` resolves.
 pub async fn execute(
@@ -336,6 +332,25 @@ pub async fn execute(
     options: &RunOptions,
     interrupt: impl Future<Output = ()>,
 ) -> Result<RunResult, RunError> {
+    let schedule = Schedule::of_run(suites, targets, options.repeats, options.shard);
+    execute_scheduled(suites, targets, &schedule, options, interrupt).await
+}
+
+/// [`execute`] with the schedule its caller already made of `suites` × `targets` (a run
+/// plans its cost with the same one): `options.repeats` and `options.shard` are not read
+/// again, the schedule holds them.
+pub async fn execute_scheduled(
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    schedule: &Schedule<'_>,
+    options: &RunOptions,
+    interrupt: impl Future<Output = ()>,
+) -> Result<RunResult, RunError> {
+    debug_assert_eq!(
+        schedule.shard(),
+        options.shard,
+        "a schedule of another shard"
+    );
     let started_at = OffsetDateTime::now_utc();
     let io = |path: &PathBuf| {
         let path = path.clone();
@@ -345,60 +360,22 @@ pub async fn execute(
     let results_path = options.dir.join("results.jsonl");
     let mut writer = ResultsWriter::create(&results_path).map_err(io(&results_path))?;
 
-    let repeats = |s: &Suite| options.repeats.unwrap_or(s.repeats);
-    let shard = options.shard;
-    // A simulation may be pointed at some suites only (`[sim] suites`).
-    let planned: u64 = targets
-        .iter()
-        .flat_map(|t| {
-            suites
-                .iter()
-                .filter(|s| t.endpoint.config.runs_suite(&s.suite.name))
-        })
-        .map(|s| tallies::planned_calls(&s.suite, repeats(&s.suite), shard))
-        .sum();
-    let mut tallies = Tallies::new(suites, targets, options.repeats, shard);
+    let mut tallies = Tallies::new(suites, targets, schedule);
     // Rules see the run's start, never the wall clock of each call: a replay of the
     // same answers gives the same verdicts.
     let now = started_at.unix_timestamp();
-    let mut progress = Progress::new(planned, options.progress);
+    let mut progress = Progress::new(schedule.total_calls(), options.progress);
 
     let streams = targets.iter().enumerate().map(|(p, target)| {
-        let suites: Vec<Arc<PreparedSuite>> = suites.to_vec();
-        let config = Arc::clone(&target.endpoint.config);
-        let items = suites
-            .clone()
-            .into_iter()
-            .enumerate()
-            .filter(move |(_, prepared)| config.runs_suite(&prepared.suite.name))
-            .flat_map(move |(s, prepared)| {
-                let n = prepared.suite.cases.len();
-                let r = options.repeats.unwrap_or(prepared.suite.repeats);
-                // The shard's share is filtered as the plan streams: still no list of cases.
-                let mine = (0..n).filter(move |&c| {
-                    shard.is_none_or(|shard| {
-                        shard.owns(&prepared.suite.name, &prepared.suite.cases[c].id)
-                    })
-                });
-                mine.flat_map(move |case| {
-                    (0..r).map(move |repeat| Item {
-                        suite: s,
-                        case,
-                        repeat,
-                    })
-                })
-            });
         let concurrency = target.endpoint.config.limits.concurrency;
-        let target = Arc::clone(target);
-        stream::iter(items)
-            .map(move |item| {
-                let target = Arc::clone(&target);
-                let prepared = Arc::clone(&suites[item.suite]);
-                let budget = options.budget.clone();
+        // The schedule is an iterator: the calls are made as the stream asks for them.
+        stream::iter(schedule.calls_of(p))
+            .map(move |call| {
+                let prepared = &suites[call.suite];
+                let budget = options.budget.as_deref();
                 async move {
-                    let s = item.suite;
-                    let record = call_one(&prepared, &target, item, now, budget.as_deref()).await;
-                    (p, s, record)
+                    let record = call_one(prepared, target, call, now, budget).await;
+                    (call.provider, call.suite, record)
                 }
             })
             .buffer_unordered(concurrency)
@@ -444,7 +421,6 @@ pub async fn execute(
 
     let verdicts = tallies.verdicts(
         suites,
-        targets,
         options.max_transport_error_share,
         complete,
         over_budget,
@@ -463,25 +439,25 @@ pub async fn execute(
 async fn call_one(
     prepared: &PreparedSuite,
     target: &Target,
-    item: Item,
+    call: Call,
     now: i64,
     budget: Option<&budget::Budget>,
 ) -> CallRecord {
     let suite = &prepared.suite;
     let config = &target.endpoint.config;
-    let case_ref = &suite.cases[item.case];
+    let case_ref = &suite.cases[call.case];
     let not_run = |why: String| {
-        CallRecord::not_run(&suite.name, &case_ref.id, &config.name, item.repeat, why)
+        CallRecord::not_run(&suite.name, &case_ref.id, &config.name, call.repeat, why)
     };
     if let Some(why) = target.halted() {
         return not_run(why);
     }
-    let (case, rendered) = match prepared.load_request(item.case) {
+    let (case, rendered) = match prepared.load_request(call.case) {
         Ok(loaded) => loaded,
         Err(d) => return not_run(d.to_string()),
     };
     let prompt = &rendered.prompt;
-    let call = CallSpec {
+    let spec = CallSpec {
         prompt,
         schema: &suite.schema,
         schema_name: &prepared.schema_name,
@@ -489,11 +465,11 @@ async fn call_one(
     };
     let counted = target
         .counter
-        .count_call(&call)
+        .count_call(&spec)
         .await
-        .map(|r| judge::prompt_tokens(target, config, &case, call.conversation, r));
-    let request = target.endpoint.encode(&call);
-    let mut record = CallRecord::new(&suite.name, &case.id, &config.name, item.repeat);
+        .map(|r| judge::prompt_tokens(target, config, &case, spec.conversation, r));
+    let request = target.endpoint.encode(&spec);
+    let mut record = CallRecord::new(&suite.name, &case.id, &config.name, call.repeat);
     record.request_digest = Some(request.digest().to_string());
     record.prompt_tokens_counted = counted.as_ref().and_then(|t| t.counted.clone().ok());
     record.prompt_count_inexact = counted.as_ref().is_some_and(|t| !t.exact);
@@ -511,12 +487,8 @@ async fn call_one(
     let tokens = u32::try_from(estimate)
         .unwrap_or(u32::MAX)
         .saturating_add(config.max_output_tokens);
-    // The most this call (and its unstreamed twin, when one is asked) may cost.
-    let sends = if suite.stream_agreement && config.stream {
-        2.0
-    } else {
-        1.0
-    };
+    // The most this call (and its unstreamed twin, when it has one) may cost.
+    let sends = call.requests() as f64;
     let exact = counted
         .as_ref()
         .is_some_and(|t| t.exact && t.counted.is_ok());
@@ -541,8 +513,8 @@ async fn call_one(
     }
     // The same case unstreamed, when the suite asks streamed answers to agree with it
     // (a streamed call that failed has nothing to agree).
-    let plain = if suite.stream_agreement && config.stream && result.is_ok() {
-        let plain = target.endpoint.call_unstreamed(&call, tokens).await;
+    let plain = if call.twin && result.is_ok() {
+        let plain = target.endpoint.call_unstreamed(&spec, tokens).await;
         if let Err(error) = &plain
             && matches!(error.effect(), Effect::HaltProvider | Effect::ConfigError)
         {
@@ -562,7 +534,7 @@ async fn call_one(
             now,
             tokens: counted.as_ref(),
         },
-        item.repeat,
+        call.repeat,
     );
     record.unstreamed = plain.map(|p| Box::new(judge::unstreamed(p)));
     judged.apply(&mut record);

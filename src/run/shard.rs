@@ -1,10 +1,11 @@
 //! `--shard K/N`: which planned calls one CI job runs, and the manifest its shard report
 //! carries so that `conform merge` can prove the shards belong to one run.
 //!
-//! Invariants: a case belongs to exactly one shard for a given N, decided by a digest of
-//! (suite, case id) alone, so every machine splits the same work the same way whatever
-//! order it lists files in; all repeats of a case (and every provider's calls for it)
-//! go to the same shard; the plan digest covers everything that shapes the verdicts
+//! Invariants: which calls a shard runs is the schedule's to say ([`super::schedule`]: a
+//! case belongs to exactly one shard for a given N, decided by a digest of (suite, case
+//! id) alone, so every machine splits the same work the same way whatever order it lists
+//! files in; all repeats of a case and every provider's calls for it go to the same
+//! shard); the plan digest covers everything that shapes the verdicts
 //! (suites, cases, repeats, provider configurations, the transport-error share), so two
 //! shards with equal plan digests planned the same run.
 
@@ -14,7 +15,6 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::PreparedSuite;
 use crate::config::ProviderConfig;
@@ -58,30 +58,10 @@ impl fmt::Display for Shard {
 }
 
 impl Shard {
-    /// Whether this shard runs `case` of `suite`.
-    pub fn owns(self, suite: &str, case: &str) -> bool {
-        bucket(suite, case, self.n) == self.k - 1
-    }
-
     /// The folder name of this shard's report: `shard-2-of-4`.
     pub fn folder(self) -> String {
         format!("shard-{}-of-{}", self.k, self.n)
     }
-}
-
-/// The 0-based shard of (suite, case) among `n`: the first 8 bytes of SHA-256 over the
-/// length-prefixed names, modulo n. Length prefixes keep (`a/b`, `c`) and (`a`, `b/c`)
-/// apart.
-pub fn bucket(suite: &str, case: &str, n: u32) -> u32 {
-    let mut hash = Sha256::new();
-    for part in [suite, case] {
-        hash.update((part.len() as u64).to_be_bytes());
-        hash.update(part.as_bytes());
-    }
-    let digest = hash.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    (u64::from_be_bytes(first) % u64::from(n.max(1))) as u32
 }
 
 /// What shapes a run's verdicts besides the answers: shards of one run agree on it.
@@ -136,7 +116,7 @@ impl Plan {
                     name: s.suite.name.clone(),
                     digest: s.suite.digest().to_string(),
                     cases: s.suite.cases.len() as u64,
-                    repeats: options.repeats.unwrap_or(s.suite.repeats),
+                    repeats: super::schedule::repeats(&s.suite, options.repeats),
                 })
                 .collect(),
             providers: providers
@@ -330,49 +310,5 @@ mod tests {
             assert!(bad.parse::<Shard>().is_err(), "{bad}");
         }
         assert_eq!(Shard { k: 3, n: 7 }.to_string(), "3/7");
-    }
-
-    #[test]
-    fn every_case_belongs_to_exactly_one_shard() {
-        for n in [1, 2, 4, 7] {
-            for i in 0..200 {
-                let case = format!("{i:03}-case");
-                let owners = (1..=n)
-                    .filter(|&k| Shard { k, n }.owns("invoice-extraction", &case))
-                    .count();
-                assert_eq!(owners, 1, "{case} in {n} shards");
-            }
-        }
-    }
-
-    #[test]
-    fn the_split_is_fixed_and_spreads_the_work() {
-        // A fixed value: a change of hash or of byte order would split differently on
-        // machines running different versions, and merges would refuse.
-        assert_eq!(bucket("invoice-extraction", "001-us-freelance", 7), {
-            let d = Sha256::new()
-                .chain_update(18u64.to_be_bytes())
-                .chain_update(b"invoice-extraction")
-                .chain_update(16u64.to_be_bytes())
-                .chain_update(b"001-us-freelance")
-                .finalize();
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&d[..8]);
-            (u64::from_be_bytes(b) % 7) as u32
-        });
-        let mut counts = [0u32; 4];
-        for i in 0..400 {
-            counts[bucket("s", &format!("case-{i}"), 4) as usize] += 1;
-        }
-        assert!(
-            counts.iter().all(|&c| (60..=140).contains(&c)),
-            "{counts:?}"
-        );
-        // The suite is part of the key: the same case id in two suites may split apart.
-        assert!((0..50).any(|i| {
-            let case = format!("c{i}");
-            bucket("a", &case, 7) != bucket("b", &case, 7)
-        }));
-        assert_ne!(bucket("a/b", "c", 1000), bucket("a", "b/c", 1000));
     }
 }

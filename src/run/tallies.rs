@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::differential::Collector;
-use super::shard::Shard;
+use super::schedule::Schedule;
 use super::{PairVerdict, PreparedSuite, Target};
 use crate::check::record::CallRecord;
 use crate::check::stability::Stability;
@@ -16,60 +16,54 @@ use crate::config::Suite;
 use crate::config::pricing::PairCost;
 use crate::verdict::{Policy, Tally};
 
-/// One tally per (provider, suite), provider-major, for the pairs the plan holds.
+/// One tally per (provider, suite), provider-major, for the pairs the schedule runs.
 pub struct Tallies {
     n_suites: usize,
-    tallies: Vec<Tally>,
+    /// `None` for a pair the schedule does not run.
+    tallies: Vec<Option<Tally>>,
     /// The candidates against their reference, case by case.
     differential: Collector,
 }
 
-/// The calls of `suite` the plan holds: every case (or the shard's cases) × repeats.
-pub fn planned_calls(suite: &Suite, repeats: u32, shard: Option<Shard>) -> u64 {
-    let cases = match shard {
-        None => suite.cases.len() as u64,
-        Some(shard) => suite
-            .cases
-            .iter()
-            .filter(|c| shard.owns(&suite.name, &c.id))
-            .count() as u64,
-    };
-    cases * u64::from(repeats)
-}
-
 impl Tallies {
+    /// A tally for every pair `schedule` runs, each planned with the calls it gives the
+    /// pair.
     pub fn new(
         suites: &[Arc<PreparedSuite>],
         targets: &[Arc<Target>],
-        repeats: Option<u32>,
-        shard: Option<Shard>,
+        schedule: &Schedule<'_>,
     ) -> Tallies {
-        let repeats = |s: &Suite| repeats.unwrap_or(s.repeats);
         let mut tallies = Vec::with_capacity(suites.len() * targets.len());
-        for target in targets {
-            for s in suites {
+        for (p, target) in targets.iter().enumerate() {
+            for (s, prepared) in suites.iter().enumerate() {
+                if !schedule.runs(p, s) {
+                    tallies.push(None);
+                    continue;
+                }
+                let suite = &prepared.suite;
+                let repeats = schedule.repeats(s);
                 let mut tally = Tally::new(
-                    &s.suite.name,
+                    &suite.name,
                     &target.endpoint.config.name,
-                    planned_calls(&s.suite, repeats(&s.suite), shard),
+                    schedule.planned_calls(p, s),
                 );
-                tally.slo = target.endpoint.config.slo.and(s.suite.slo);
+                tally.slo = target.endpoint.config.slo.and(suite.slo);
                 tally.cost = target.endpoint.config.pricing.map(PairCost::new);
-                let spec = &s.suite.stability;
-                if repeats(&s.suite) > 1
+                let spec = &suite.stability;
+                if repeats > 1
                     || spec.min_agreement.is_some()
                     || spec.min_case_pass_lower_bound.is_some()
                 {
-                    tally.stability = Some(Stability::new(repeats(&s.suite), spec));
+                    tally.stability = Some(Stability::new(repeats, spec));
                 }
-                if !s.suite.tool_thresholds.is_empty() {
+                if !suite.tool_thresholds.is_empty() {
                     tally.tool_calls = Some(ToolMetrics::new(
-                        s.suite.tool_thresholds,
-                        repeats(&s.suite),
+                        suite.tool_thresholds,
+                        repeats,
                         spec.confidence,
                     ));
                 }
-                tallies.push(tally);
+                tallies.push(Some(tally));
             }
         }
         let differential = {
@@ -77,14 +71,10 @@ impl Tallies {
             let names: Vec<&str> = (targets.iter())
                 .map(|t| t.endpoint.config.name.as_str())
                 .collect();
-            let runs: Vec<Vec<usize>> = (plain.iter())
-                .map(|s| {
-                    (0..targets.len())
-                        .filter(|p| targets[*p].endpoint.config.runs_suite(&s.name))
-                        .collect()
-                })
+            let runs: Vec<Vec<usize>> = (0..suites.len())
+                .map(|s| schedule.providers_of(s).collect())
                 .collect();
-            let r: Vec<u32> = plain.iter().map(|s| repeats(s)).collect();
+            let r: Vec<u32> = (0..suites.len()).map(|s| schedule.repeats(s)).collect();
             Collector::new(&plain, &names, &runs, &r)
         };
         Tallies {
@@ -98,17 +88,16 @@ impl Tallies {
     /// Takes its differential observation, which the comparison with the reference keeps
     /// until the case is complete.
     pub fn add(&mut self, provider: usize, suite: usize, record: &mut CallRecord) {
-        if let Some(tally) = self.tallies.get_mut(provider * self.n_suites + suite) {
+        if let Some(Some(tally)) = self.tallies.get_mut(provider * self.n_suites + suite) {
             tally.add(record);
             self.differential.add(provider, suite, record);
         }
     }
 
-    /// The verdict on every pair the plan holds (a simulation may skip some suites).
+    /// The verdict on every pair the schedule runs (a simulation may skip some suites).
     pub fn verdicts(
         self,
         suites: &[Arc<PreparedSuite>],
-        targets: &[Arc<Target>],
         max_transport_error_share: f64,
         complete: bool,
         over_budget: bool,
@@ -116,19 +105,15 @@ impl Tallies {
         let n_suites = self.n_suites;
         let mut tallies = self.tallies;
         for ((s, p), d) in self.differential.finish() {
-            if let Some(tally) = tallies.get_mut(p * n_suites + s) {
+            if let Some(Some(tally)) = tallies.get_mut(p * n_suites + s) {
                 tally.attach_differential(d);
             }
         }
         tallies
             .into_iter()
             .enumerate()
-            .filter(|(i, _)| {
-                targets[i / n_suites]
-                    .endpoint
-                    .config
-                    .runs_suite(&suites[i % n_suites].suite.name)
-            })
+            // A pair the schedule does not run has no verdict.
+            .filter_map(|(i, tally)| Some((i, tally?)))
             .map(|(i, tally)| {
                 let (provider_index, suite_index) = (i / n_suites, i % n_suites);
                 let policy = Policy {

@@ -41,7 +41,6 @@ pub fn run_suite(args: &[&str], env: &[(&str, &str)], work: &Path) -> (i32, Valu
             .args(args)
             .args(["--format", "json", "--work-dir"])
             .arg(work)
-            .env_remove("CONFORM_BROKEN")
             .env_remove("CONFORM_ALLOWLIST")
             .env_remove("RUST_LOG");
         for (k, v) in env {
