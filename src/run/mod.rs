@@ -16,6 +16,7 @@ pub mod progress;
 pub mod reference_tape;
 pub mod schedule;
 pub mod shard;
+pub mod shard_signature;
 pub mod tallies;
 
 use std::future::Future;
