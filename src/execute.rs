@@ -26,8 +26,9 @@ use crate::run::assemble::{AssembleError, Assembly, Setup, TapeMode, assemble};
 use crate::run::budget::Budget;
 use crate::run::schedule::Schedule;
 use crate::run::shard::{Manifest, Plan as ShardPlan, PlanOptions, Shard};
+use crate::run::shard_signature::{self, ShardSignatureError};
 use crate::run::{self, PreparedSuite, RunError, RunOptions, RunResult, Target};
-use crate::sign::{SignError, SigningKey};
+use crate::sign::{SignError, SigningKey, Trust};
 
 /// Why a run or a merge could not be carried out or concluded.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +58,8 @@ pub enum ExecuteError {
     Conclude(#[from] ConcludeError),
     #[error(transparent)]
     Sign(#[from] SignError),
+    #[error(transparent)]
+    ShardSignature(#[from] ShardSignatureError),
     /// The shards do not make one run: nothing was merged.
     #[error("{0}")]
     Refused(MergeError),
@@ -314,6 +317,10 @@ impl Ran {
                 dir: result.dir.clone(),
                 source,
             })?;
+        // Signed last, over the manifest and the records as the job leaves them.
+        if let Some(key) = SigningKey::from_env()? {
+            shard_signature::sign(&result.dir, &manifest, &key)?;
+        }
         Ok(ShardWritten {
             shard,
             calls: manifest.calls,
@@ -446,6 +453,14 @@ pub async fn merge(dirs: &[PathBuf], to: &MergeTo) -> Result<Merged, ExecuteErro
     SigningKey::from_env().map_err(|e| ExecuteError::Usage(e.to_string()))?;
     let mut reports = merge::collect(dirs).map_err(ExecuteError::Refused)?;
     merge::validate(&mut reports).map_err(ExecuteError::Refused)?;
+    // Under a trust file, only shards that are what their CI job signed.
+    let trust = Trust::load(&to.paths.trust).map_err(|e| ExecuteError::Usage(e.to_string()))?;
+    if let Some(trust) = &trust {
+        for report in &reports {
+            shard_signature::verify(&report.dir, &report.manifest, trust)
+                .map_err(|e| ExecuteError::Refused(MergeError::Signature(e)))?;
+        }
+    }
     let first = &reports[0];
     let plan = &first.manifest.plan;
 

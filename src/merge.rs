@@ -47,6 +47,10 @@ pub struct ShardReport {
 pub enum MergeError {
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+    /// Under a trust file: a shard unsigned, edited after signing, or signed by a key
+    /// the file does not list.
+    #[error(transparent)]
+    Signature(crate::run::shard_signature::ShardSignatureError),
     #[error(
         "no shard reports in {0}: pass the folders `conform run --shard K/N` wrote (each holds {MANIFEST})"
     )]

@@ -191,3 +191,106 @@ async fn a_signed_run_is_verified_by_every_reader_and_an_edit_after_it_is_denied
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("conform keys new"), "{}", text(&out));
 }
+
+/// Shards are signed too: a merge under a trust file takes only shards whose manifest
+/// and records are what the CI job signed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_merge_refuses_a_shard_changed_after_it_was_signed() {
+    let project = Project::new(&[]);
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(OpenAiMock {
+            book: answer_book(project.root()),
+            mode: Mode::Faithful,
+        })
+        .mount(&server)
+        .await;
+    project.write(
+        "providers/local.toml",
+        &format!(
+            "kind = \"openai-compatible\"\nmodel = \"m\"\nbase_url = \"{}\"\n\n[tokenizer]\nkind = \"none\"\n",
+            server.uri()
+        ),
+    );
+    let key = conform::sign::SigningKey::generate().unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let (secret, _) = key.write_pair(keys.path(), "ci").unwrap();
+    project.write(
+        "trust.toml",
+        &format!(
+            "[[keys]]\nname = \"ci\"\npublic_key = \"{}\"\n",
+            key.public()
+        ),
+    );
+    let root = project.root().to_path_buf();
+    let conform = move |args: Vec<String>, signed: bool| {
+        let (root, secret) = (root.clone(), secret.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut cmd = assert_cmd::Command::cargo_bin("conform").unwrap();
+            cmd.current_dir(&root).env_remove("CONFORM_ALLOWLIST");
+            if signed {
+                cmd.env("CONFORM_SIGNING_KEY", &secret);
+            } else {
+                cmd.env_remove("CONFORM_SIGNING_KEY");
+            }
+            cmd.args(&args).output().unwrap()
+        })
+    };
+    let args = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    for k in 1..=2 {
+        let out = conform(
+            args(&format!(
+                "run local --suite ticket-triage --no-progress --shard {k}/2"
+            )),
+            true,
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert!(
+            project
+                .path(&format!("reports/shards/shard-{k}-of-2/shard.sig.json"))
+                .is_file()
+        );
+    }
+    // A copy with one record edited, and one whose signature was dropped.
+    for (copy, edit) in [("edited", true), ("unsigned", false)] {
+        let dir = project.path(copy);
+        common::copy_dir(&project.path("reports/shards/shard-2-of-2"), &dir);
+        if edit {
+            let records = std::fs::read_to_string(dir.join("results.jsonl")).unwrap();
+            std::fs::write(
+                dir.join("results.jsonl"),
+                records.replacen("\"case\"", "\"case\" ", 1),
+            )
+            .unwrap();
+        } else {
+            std::fs::remove_file(dir.join("shard.sig.json")).unwrap();
+        }
+        let out = conform(
+            vec![
+                "merge".into(),
+                "reports/shards/shard-1-of-2".into(),
+                copy.to_string(),
+            ],
+            false,
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{copy}: {}", text(&out));
+        let said = text(&out);
+        match edit {
+            true => assert!(
+                said.contains("results.jsonl changed after the shard was signed"),
+                "{said}"
+            ),
+            false => assert!(said.contains("not signed"), "{said}"),
+        }
+        assert!(!project.path("allowlist.json").exists(), "{said}");
+    }
+    let out = conform(args("merge reports/shards"), true).await.unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = conform(args("allowlist verify"), false).await.unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
