@@ -281,3 +281,79 @@ fn the_tidy_rule_sees_what_it_must() {
     assert!(kinds_named("ErrorKind::Auth | FinishKind::Stop").is_empty());
     assert!(kinds_named("// Kind::Anthropic in a comment").is_empty());
 }
+
+/// Every source file under `dir`, as text.
+fn texts_under(dir: &Path) -> String {
+    let mut files = Vec::new();
+    collect_all(dir, &mut files);
+    files
+        .iter()
+        .map(|f| fs::read_to_string(f).unwrap_or_default())
+        .collect()
+}
+
+fn collect_all(dir: &Path, files: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_all(&path, files);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+}
+
+/// An invariant in ARCHITECTURE.md names the test that holds it, in parentheses: a test
+/// file (`signing`), a test in it (`cli_run::a_name`) or a unit test's module path
+/// (`sign::tests`). Each must exist, so the page cannot claim a check that is gone.
+#[test]
+fn every_test_an_invariant_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let src = texts_under(&root.join("src"));
+    let mut named = 0;
+    let mut missing = Vec::new();
+    for line in page.lines().filter(|l| l.starts_with("- ")) {
+        let Some(open) = line.rfind(" (`") else {
+            continue;
+        };
+        for token in line[open..].split('`').skip(1).step_by(2) {
+            named += 1;
+            let token = token.trim_start_matches("tests/");
+            let mut parts = token.split("::");
+            let first = parts.next().unwrap_or_default();
+            let last = token.rsplit("::").next().unwrap_or_default();
+            let file = root.join("tests").join(format!("{first}.rs"));
+            let folder = root.join("tests").join(first);
+            let in_tests = if file.is_file() {
+                Some(fs::read_to_string(&file).unwrap())
+            } else if folder.is_dir() {
+                Some(texts_under(&folder))
+            } else {
+                None
+            };
+            // A unit test's path: its module holds `mod tests`, or the test itself.
+            let in_src = token.contains("::")
+                && (src.contains(&format!("fn {last}("))
+                    || (last == "tests" && src.contains("mod tests")));
+            let found = in_src
+                || match (in_tests, token.contains("::")) {
+                    (Some(_), false) => true,
+                    (Some(text), true) => text.contains(&format!("fn {last}(")),
+                    (None, _) => false,
+                };
+            if !found {
+                missing.push(format!("`{token}` in: {line}"));
+            }
+        }
+    }
+    assert!(
+        named >= 20,
+        "only {named} tests named: is the page's format still read?"
+    );
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names tests that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
