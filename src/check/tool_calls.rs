@@ -69,6 +69,71 @@ pub struct ToolCallsCheck {
 }
 
 impl ToolCallsCheck {
+    /// Each call: a declared tool, arguments that are a JSON object valid against its
+    /// parameters, and the suite's rules over it. Returns how many calls were valid.
+    fn each_call(
+        &self,
+        subject: &Subject<'_>,
+        declared: &[&str],
+        findings: &mut Vec<Finding>,
+    ) -> u32 {
+        let calls = &subject.reply.tool_calls;
+        let mut valid_calls = 0u32;
+        for (i, call) in calls.iter().enumerate() {
+            let at = format!("/tool_calls/{i}");
+            let known = declared.contains(&call.name.as_str());
+            if !known {
+                findings.push(
+                    Finding::new(
+                        Code::UnknownTool,
+                        format!(
+                            "called `{}`, which the request does not declare; declared: {}",
+                            call.name,
+                            list(declared)
+                        ),
+                    )
+                    .at(format!("{at}/name")),
+                );
+            }
+            let Some(arguments) = arguments_object(call, &at, findings) else {
+                continue;
+            };
+            if !known {
+                continue;
+            }
+            let errors: Vec<Finding> = match self.validator(subject, &call.name) {
+                Some(v) => v
+                    .iter_errors(arguments)
+                    .take(MAX_ERRORS_PER_CALL)
+                    .map(|e| {
+                        Finding::new(
+                            Code::ToolArgumentsInvalid,
+                            format!("`{}` arguments: {e}", call.name),
+                        )
+                        .at(format!("{at}/arguments{}", e.instance_path()))
+                    })
+                    .collect(),
+                None => vec![
+                    Finding::new(
+                        Code::ToolArgumentsInvalid,
+                        format!(
+                            "`{}` has no usable parameter schema to validate against",
+                            call.name
+                        ),
+                    )
+                    .at(format!("{at}/arguments")),
+                ],
+            };
+            if errors.is_empty() {
+                valid_calls += 1;
+                self.apply_rules(subject, call, arguments, &at, findings);
+            }
+            findings.extend(errors);
+        }
+
+        valid_calls
+    }
+
     pub fn compile(suite: &Suite) -> Result<ToolCallsCheck, Diagnostics> {
         let mut problems = Diagnostics::default();
         let mut suite_validators = HashMap::new();
@@ -159,59 +224,8 @@ impl Check for ToolCallsCheck {
         let choice = case.tool_choice.as_ref();
         let answer = case.answer();
         let mut findings = Vec::new();
-        let mut valid_calls = 0u32;
 
-        for (i, call) in calls.iter().enumerate() {
-            let at = format!("/tool_calls/{i}");
-            let known = declared.contains(&call.name.as_str());
-            if !known {
-                findings.push(
-                    Finding::new(
-                        Code::UnknownTool,
-                        format!(
-                            "called `{}`, which the request does not declare; declared: {}",
-                            call.name,
-                            list(&declared)
-                        ),
-                    )
-                    .at(format!("{at}/name")),
-                );
-            }
-            let Some(arguments) = arguments_object(call, &at, &mut findings) else {
-                continue;
-            };
-            if !known {
-                continue;
-            }
-            let errors: Vec<Finding> = match self.validator(subject, &call.name) {
-                Some(v) => v
-                    .iter_errors(arguments)
-                    .take(MAX_ERRORS_PER_CALL)
-                    .map(|e| {
-                        Finding::new(
-                            Code::ToolArgumentsInvalid,
-                            format!("`{}` arguments: {e}", call.name),
-                        )
-                        .at(format!("{at}/arguments{}", e.instance_path()))
-                    })
-                    .collect(),
-                None => vec![
-                    Finding::new(
-                        Code::ToolArgumentsInvalid,
-                        format!(
-                            "`{}` has no usable parameter schema to validate against",
-                            call.name
-                        ),
-                    )
-                    .at(format!("{at}/arguments")),
-                ],
-            };
-            if errors.is_empty() {
-                valid_calls += 1;
-                self.apply_rules(subject, call, arguments, &at, &mut findings);
-            }
-            findings.extend(errors);
-        }
+        let valid_calls = self.each_call(subject, &declared, &mut findings);
 
         let as_text = if calls.is_empty() && !declared.is_empty() {
             tool_text::call_in_text(reply.content(), &declared)
@@ -228,66 +242,14 @@ impl Check for ToolCallsCheck {
             );
         }
 
-        match answer {
-            Answer::ToolCalls(expected) => {
-                if calls.is_empty() {
-                    // A call written as text was made, in the wrong channel: that finding
-                    // says it, not a second one.
-                    // Each expected call is missing; a request that forced one was also
-                    // ignored: both are said, so that a consumer looking for missing
-                    // calls finds these too.
-                    if as_text.is_none() {
-                        for e in expected {
-                            findings.push(
-                                Finding::new(
-                                    Code::ToolCallMissing,
-                                    format!(
-                                        "expected a call to {}, but the answer calls no tool{}",
-                                        e.name.describe(),
-                                        answered_with(reply.content())
-                                    ),
-                                )
-                                .at("/tool_calls"),
-                            );
-                        }
-                        if let Some(forced) = choice.filter(|c| c.forces_a_call()) {
-                            findings.push(
-                                Finding::new(
-                                    Code::ToolChoiceIgnored,
-                                    format!(
-                                        "tool_choice is {}, but the answer calls no tool",
-                                        forced.describe()
-                                    ),
-                                )
-                                .at("/tool_calls"),
-                            );
-                        }
-                    }
-                } else {
-                    match_expected(expected, calls, &declared, &mut findings);
-                }
-            }
-            Answer::Text | Answer::Json if !declared.is_empty() => {
-                for (i, call) in calls.iter().enumerate() {
-                    if !declared.contains(&call.name.as_str()) {
-                        continue;
-                    }
-                    let why = match choice {
-                        Some(ToolChoice::None) => "tool_choice is none".to_string(),
-                        _ if answer == Answer::Text => "the case expects a text answer".into(),
-                        _ => "the case expects a JSON answer".into(),
-                    };
-                    findings.push(
-                        Finding::new(
-                            Code::ToolCallUnexpected,
-                            format!("{why}, but the answer calls `{}`", call.name),
-                        )
-                        .at(format!("/tool_calls/{i}")),
-                    );
-                }
-            }
-            _ => {}
-        }
+        against_expectation(
+            answer,
+            choice,
+            reply,
+            &declared,
+            as_text.is_some(),
+            &mut findings,
+        );
         if answer == Answer::Text
             && calls.is_empty()
             && as_text.is_none()
@@ -550,5 +512,78 @@ fn list(names: &[&str]) -> String {
         "none".into()
     } else {
         names.join(", ")
+    }
+}
+
+/// What the case expects of the calls: the expected calls each made (or missing, and a
+/// forcing `tool_choice` ignored), or none where the answer is text or JSON.
+fn against_expectation(
+    answer: Answer<'_>,
+    choice: Option<&ToolChoice>,
+    reply: &crate::provider::Reply,
+    declared: &[&str],
+    written_as_text: bool,
+    findings: &mut Vec<Finding>,
+) {
+    let calls = &reply.tool_calls;
+    match answer {
+        Answer::ToolCalls(expected) => {
+            if calls.is_empty() {
+                // A call written as text was made, in the wrong channel: that finding
+                // says it, not a second one.
+                // Each expected call is missing; a request that forced one was also
+                // ignored: both are said, so that a consumer looking for missing
+                // calls finds these too.
+                if !written_as_text {
+                    for e in expected {
+                        findings.push(
+                            Finding::new(
+                                Code::ToolCallMissing,
+                                format!(
+                                    "expected a call to {}, but the answer calls no tool{}",
+                                    e.name.describe(),
+                                    answered_with(reply.content())
+                                ),
+                            )
+                            .at("/tool_calls"),
+                        );
+                    }
+                    if let Some(forced) = choice.filter(|c| c.forces_a_call()) {
+                        findings.push(
+                            Finding::new(
+                                Code::ToolChoiceIgnored,
+                                format!(
+                                    "tool_choice is {}, but the answer calls no tool",
+                                    forced.describe()
+                                ),
+                            )
+                            .at("/tool_calls"),
+                        );
+                    }
+                }
+            } else {
+                match_expected(expected, calls, declared, findings);
+            }
+        }
+        Answer::Text | Answer::Json if !declared.is_empty() => {
+            for (i, call) in calls.iter().enumerate() {
+                if !declared.contains(&call.name.as_str()) {
+                    continue;
+                }
+                let why = match choice {
+                    Some(ToolChoice::None) => "tool_choice is none".to_string(),
+                    _ if answer == Answer::Text => "the case expects a text answer".into(),
+                    _ => "the case expects a JSON answer".into(),
+                };
+                findings.push(
+                    Finding::new(
+                        Code::ToolCallUnexpected,
+                        format!("{why}, but the answer calls `{}`", call.name),
+                    )
+                    .at(format!("/tool_calls/{i}")),
+                );
+            }
+        }
+        _ => {}
     }
 }

@@ -367,132 +367,9 @@ impl ProviderConfig {
                     .near(source, needle),
             );
         };
-
-        let base_url = match (
-            &file.base_url,
-            file.kind.describe().default_base_url,
-            file.kind,
-        ) {
-            (Some(url), _, _) => file.kind.describe().base_url(url),
-            (None, Some(default), _) => default.to_string(),
-            // A simulation's address is its loopback server's, known when it starts.
-            (None, None, Kind::Sim) => String::new(),
-            (None, None, _) => {
-                problem(
-                    "base_url",
-                    "kind",
-                    format!(
-                        "kind `{}` has no default address: set base_url, e.g. \"http://127.0.0.1:8000\"",
-                        file.kind.as_str()
-                    ),
-                );
-                String::new()
-            }
-        };
-        if !base_url.is_empty() && reqwest::Url::parse(&base_url).is_err() {
-            problem("base_url", "base_url", format!("`{base_url}` is not a URL"));
-        }
-        if let Some(var) = &file.api_key_env
-            && (var.is_empty() || var.starts_with("sk-") || var.contains(char::is_whitespace))
-        {
-            problem(
-                "api_key_env",
-                "api_key_env",
-                "must name an environment variable (such as OPENAI_API_KEY), never hold the key itself"
-                    .into(),
-            );
-        }
-        let temperature = file.temperature.unwrap_or(0.0);
-        if !(0.0..=2.0).contains(&temperature) {
-            problem(
-                "temperature",
-                "temperature",
-                format!("{temperature} is outside 0..=2"),
-            );
-        }
-        if file.limits.concurrency == 0 {
-            problem(
-                "limits.concurrency",
-                "concurrency",
-                "must be at least 1".into(),
-            );
-        }
-        if file.limits.requests_per_minute == Some(0) || file.limits.tokens_per_minute == Some(0) {
-            problem(
-                "limits",
-                "per_minute",
-                "a per-minute limit must be at least 1 (leave it out for no limit)".into(),
-            );
-        }
-        if file.max_output_tokens == 0 {
-            problem(
-                "max_output_tokens",
-                "max_output_tokens",
-                "must be at least 1".into(),
-            );
-        }
-        match (file.kind, &file.sim) {
-            (Kind::Sim, None) => problem(
-                "sim",
-                "kind",
-                "a `sim` provider needs a [sim] section with `behaviour` and `expect`".into(),
-            ),
-            (kind, Some(_)) if kind != Kind::Sim => problem(
-                "sim",
-                "[sim]",
-                "only `kind = \"sim\"` providers take a [sim] section".into(),
-            ),
-            _ => {}
-        }
-        if let Some(rate) = file.sim.as_ref().and_then(|s| s.rate)
-            && !(0.0..=1.0).contains(&rate)
-        {
-            problem(
-                "sim.rate",
-                "rate",
-                format!("{rate} is not a share in [0, 1]"),
-            );
-        }
-        let wire = match (file.kind, file.sim.as_ref().and_then(|s| s.wire)) {
-            (Kind::Sim, Some(wire)) if !wire.describe().simulable => {
-                problem(
-                    "sim.wire",
-                    "wire",
-                    format!(
-                        "a simulation speaks a vendor's wire format: {}",
-                        Kind::simulable_names().join(", ")
-                    ),
-                );
-                Kind::SIMULATED_BY_DEFAULT
-            }
-            (Kind::Sim, Some(wire)) => wire,
-            (Kind::Sim, None) => Kind::SIMULATED_BY_DEFAULT,
-            (kind, _) => kind,
-        };
-        let described = wire.describe();
-        for (section, present) in [
-            ("anthropic", file.anthropic.is_some()),
-            ("gemini", file.gemini.is_some()),
-        ] {
-            if present && described.section != Some(section) {
-                problem(
-                    section,
-                    &format!("[{section}]"),
-                    format!(
-                        "only providers that speak the {section} wire take a [{section}] section"
-                    ),
-                );
-            }
-        }
-        if let Some((_, instead)) =
-            (described.lacks.iter()).find(|(mode, _)| Some(*mode) == file.structured_output)
-        {
-            problem(
-                "structured_output",
-                "structured_output",
-                instead.to_string(),
-            );
-        }
+        let base_url = file.base_url(&mut problem);
+        let temperature = file.check_numbers(&mut problem);
+        file.check_wire(&mut problem);
         let slo = Slo {
             max_p95_latency: file.max_p95_latency,
             max_p95_ttft: file.max_p95_ttft,
@@ -500,70 +377,12 @@ impl ProviderConfig {
         for (field, message) in slo.problems() {
             problem(field, field, message);
         }
-        if let Some(sim) = &file.sim {
-            if sim.latency_p50.is_some() != sim.latency_p95.is_some() {
-                problem(
-                    "sim.latency_p95",
-                    "latency_p",
-                    "a latency distribution needs both `latency_p50` and `latency_p95`".into(),
-                );
-            }
-            if let (Some(p50), Some(p95)) = (sim.latency_p50, sim.latency_p95)
-                && (p50.is_zero() || p95 < p50)
-            {
-                problem(
-                    "sim.latency_p95",
-                    "latency_p95",
-                    "needs 0 < latency_p50 <= latency_p95".into(),
-                );
-            }
-            if sim
-                .time_scale
-                .is_some_and(|t| !(t.is_finite() && t > 0.0 && t <= 1.0))
-            {
-                problem(
-                    "sim.time_scale",
-                    "time_scale",
-                    "must be in (0, 1]: 0.01 runs the simulated clock 100 times faster".into(),
-                );
-            }
-        }
+        file.check_sim(&mut problem);
         for (field, message) in file.pricing.iter().flat_map(Pricing::problems) {
             let key = field.rsplit('.').next().unwrap_or(field);
             problem(field, key, message);
         }
-        let tok = &file.tokenizer;
-        match tok.kind {
-            TokenizerKind::Tiktoken => match tok.encoding.as_deref() {
-                Some("o200k_base" | "cl100k_base") => {}
-                Some(other) => problem(
-                    "tokenizer.encoding",
-                    "encoding",
-                    format!("unknown encoding `{other}`: use o200k_base or cl100k_base"),
-                ),
-                None => problem(
-                    "tokenizer.encoding",
-                    "[tokenizer]",
-                    "a tiktoken tokenizer needs `encoding` (o200k_base or cl100k_base)".into(),
-                ),
-            },
-            TokenizerKind::Huggingface if tok.path.is_none() => problem(
-                "tokenizer.path",
-                "[tokenizer]",
-                "a huggingface tokenizer needs `path` to a tokenizer.json or its directory".into(),
-            ),
-            TokenizerKind::Provider if file.kind.describe().count_endpoint.is_none() => problem(
-                "tokenizer.kind",
-                "[tokenizer]",
-                format!(
-                    "tokenizer kind `provider` counts through the provider's own count endpoint \
-                         (llama.cpp /apply-template + /tokenize, Anthropic count_tokens, Gemini countTokens, \
-                         OpenAI Responses input_tokens), which kind `{}` does not have: use tiktoken or huggingface",
-                    file.kind.as_str()
-                ),
-            ),
-            _ => {}
-        }
+        file.check_tokenizer(&mut problem);
         if !problems.is_empty() {
             return Err(problems);
         }
@@ -822,6 +641,225 @@ mod humantime_serde_compat {
                 "`{text}` is not a duration ({e}); write e.g. \"30s\" or \"250ms\""
             ))
         })
+    }
+}
+
+/// Reports one problem of a provider file: its field, the text to place it near, and
+/// what to do.
+type Problem<'a> = dyn FnMut(&str, &str, String) + 'a;
+
+impl ProviderFile {
+    /// `base_url` as the wire extends it (its own API path stripped), or the vendor's.
+    fn base_url(&self, problem: &mut Problem<'_>) -> String {
+        let file = self;
+        let base_url = match (
+            &file.base_url,
+            file.kind.describe().default_base_url,
+            file.kind,
+        ) {
+            (Some(url), _, _) => file.kind.describe().base_url(url),
+            (None, Some(default), _) => default.to_string(),
+            // A simulation's address is its loopback server's, known when it starts.
+            (None, None, Kind::Sim) => String::new(),
+            (None, None, _) => {
+                problem(
+                    "base_url",
+                    "kind",
+                    format!(
+                        "kind `{}` has no default address: set base_url, e.g. \"http://127.0.0.1:8000\"",
+                        file.kind.as_str()
+                    ),
+                );
+                String::new()
+            }
+        };
+        if !base_url.is_empty() && reqwest::Url::parse(&base_url).is_err() {
+            problem("base_url", "base_url", format!("`{base_url}` is not a URL"));
+        }
+        base_url
+    }
+
+    /// The key's variable, the temperature (returned), limits and the output ceiling.
+    fn check_numbers(&self, problem: &mut Problem<'_>) -> f64 {
+        let file = self;
+        if let Some(var) = &file.api_key_env
+            && (var.is_empty() || var.starts_with("sk-") || var.contains(char::is_whitespace))
+        {
+            problem(
+                "api_key_env",
+                "api_key_env",
+                "must name an environment variable (such as OPENAI_API_KEY), never hold the key itself"
+                    .into(),
+            );
+        }
+        let temperature = file.temperature.unwrap_or(0.0);
+        if !(0.0..=2.0).contains(&temperature) {
+            problem(
+                "temperature",
+                "temperature",
+                format!("{temperature} is outside 0..=2"),
+            );
+        }
+        if file.limits.concurrency == 0 {
+            problem(
+                "limits.concurrency",
+                "concurrency",
+                "must be at least 1".into(),
+            );
+        }
+        if file.limits.requests_per_minute == Some(0) || file.limits.tokens_per_minute == Some(0) {
+            problem(
+                "limits",
+                "per_minute",
+                "a per-minute limit must be at least 1 (leave it out for no limit)".into(),
+            );
+        }
+        if file.max_output_tokens == 0 {
+            problem(
+                "max_output_tokens",
+                "max_output_tokens",
+                "must be at least 1".into(),
+            );
+        }
+        temperature
+    }
+
+    /// The `[sim]` table belongs to simulations only; the wire spoken (a simulation's
+    /// `[sim] wire`) decides which vendor sections and structured-output modes apply.
+    fn check_wire(&self, problem: &mut Problem<'_>) {
+        let file = self;
+        match (file.kind, &file.sim) {
+            (Kind::Sim, None) => problem(
+                "sim",
+                "kind",
+                "a `sim` provider needs a [sim] section with `behaviour` and `expect`".into(),
+            ),
+            (kind, Some(_)) if kind != Kind::Sim => problem(
+                "sim",
+                "[sim]",
+                "only `kind = \"sim\"` providers take a [sim] section".into(),
+            ),
+            _ => {}
+        }
+        if let Some(rate) = file.sim.as_ref().and_then(|s| s.rate)
+            && !(0.0..=1.0).contains(&rate)
+        {
+            problem(
+                "sim.rate",
+                "rate",
+                format!("{rate} is not a share in [0, 1]"),
+            );
+        }
+        let wire = match (file.kind, file.sim.as_ref().and_then(|s| s.wire)) {
+            (Kind::Sim, Some(wire)) if !wire.describe().simulable => {
+                problem(
+                    "sim.wire",
+                    "wire",
+                    format!(
+                        "a simulation speaks a vendor's wire format: {}",
+                        Kind::simulable_names().join(", ")
+                    ),
+                );
+                Kind::SIMULATED_BY_DEFAULT
+            }
+            (Kind::Sim, Some(wire)) => wire,
+            (Kind::Sim, None) => Kind::SIMULATED_BY_DEFAULT,
+            (kind, _) => kind,
+        };
+        let described = wire.describe();
+        for (section, present) in [
+            ("anthropic", file.anthropic.is_some()),
+            ("gemini", file.gemini.is_some()),
+        ] {
+            if present && described.section != Some(section) {
+                problem(
+                    section,
+                    &format!("[{section}]"),
+                    format!(
+                        "only providers that speak the {section} wire take a [{section}] section"
+                    ),
+                );
+            }
+        }
+        if let Some((_, instead)) =
+            (described.lacks.iter()).find(|(mode, _)| Some(*mode) == file.structured_output)
+        {
+            problem(
+                "structured_output",
+                "structured_output",
+                instead.to_string(),
+            );
+        }
+    }
+
+    /// A simulation's latency distribution and clock.
+    fn check_sim(&self, problem: &mut Problem<'_>) {
+        let file = self;
+        if let Some(sim) = &file.sim {
+            if sim.latency_p50.is_some() != sim.latency_p95.is_some() {
+                problem(
+                    "sim.latency_p95",
+                    "latency_p",
+                    "a latency distribution needs both `latency_p50` and `latency_p95`".into(),
+                );
+            }
+            if let (Some(p50), Some(p95)) = (sim.latency_p50, sim.latency_p95)
+                && (p50.is_zero() || p95 < p50)
+            {
+                problem(
+                    "sim.latency_p95",
+                    "latency_p95",
+                    "needs 0 < latency_p50 <= latency_p95".into(),
+                );
+            }
+            if sim
+                .time_scale
+                .is_some_and(|t| !(t.is_finite() && t > 0.0 && t <= 1.0))
+            {
+                problem(
+                    "sim.time_scale",
+                    "time_scale",
+                    "must be in (0, 1]: 0.01 runs the simulated clock 100 times faster".into(),
+                );
+            }
+        }
+    }
+
+    /// The tokenizer named can count for this wire.
+    fn check_tokenizer(&self, problem: &mut Problem<'_>) {
+        let file = self;
+        let tok = &file.tokenizer;
+        match tok.kind {
+            TokenizerKind::Tiktoken => match tok.encoding.as_deref() {
+                Some("o200k_base" | "cl100k_base") => {}
+                Some(other) => problem(
+                    "tokenizer.encoding",
+                    "encoding",
+                    format!("unknown encoding `{other}`: use o200k_base or cl100k_base"),
+                ),
+                None => problem(
+                    "tokenizer.encoding",
+                    "[tokenizer]",
+                    "a tiktoken tokenizer needs `encoding` (o200k_base or cl100k_base)".into(),
+                ),
+            },
+            TokenizerKind::Huggingface if tok.path.is_none() => problem(
+                "tokenizer.path",
+                "[tokenizer]",
+                "a huggingface tokenizer needs `path` to a tokenizer.json or its directory".into(),
+            ),
+            TokenizerKind::Provider if file.kind.describe().count_endpoint.is_none() => problem(
+                "tokenizer.kind",
+                "[tokenizer]",
+                format!(
+                    "tokenizer kind `provider` counts through the provider's own count endpoint \
+                         (llama.cpp /apply-template + /tokenize, Anthropic count_tokens, Gemini countTokens, \
+                         OpenAI Responses input_tokens), which kind `{}` does not have: use tiktoken or huggingface",
+                    file.kind.as_str()
+                ),
+            ),
+            _ => {}
+        }
     }
 }
 

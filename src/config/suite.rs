@@ -427,205 +427,15 @@ impl Suite {
             .and_then(|s| s.to_str())
             .unwrap_or_default()
             .to_string();
+        let place = Place {
+            file: &file,
+            source: &source,
+        };
         let mut problems = Diagnostics::default();
-        let at = |field: &str, needle: &str, message: String| {
-            Diagnostic::new(&file, message)
-                .field(field)
-                .near(&source, needle)
-        };
-
-        if spec.repeats == 0 {
-            problems.push(at("repeats", "repeats", "must be at least 1".into()));
-        }
-        if !(spec.pass_threshold > 0.0 && spec.pass_threshold <= 1.0) {
-            problems.push(at(
-                "pass_threshold",
-                "pass_threshold",
-                format!(
-                    "{} is not a share in (0, 1]: 1.0 means every call must pass",
-                    spec.pass_threshold
-                ),
-            ));
-        }
-        let share = |v: Option<f64>| v.is_none_or(|v| v > 0.0 && v <= 1.0);
-        if !share(spec.stability.min_agreement) {
-            problems.push(at(
-                "stability.min_agreement",
-                "min_agreement",
-                "must be a share in (0, 1]: 1.0 means every repeat agrees".into(),
-            ));
-        }
-        if !share(spec.stability.min_case_pass_lower_bound) {
-            problems.push(at(
-                "stability.min_case_pass_lower_bound",
-                "min_case_pass_lower_bound",
-                "must be a share in (0, 1]".into(),
-            ));
-        }
-        if !spec
-            .max_undetected_failure_rate
-            .is_none_or(|r| r > 0.0 && r < 1.0)
-        {
-            problems.push(at(
-                "max_undetected_failure_rate",
-                "max_undetected_failure_rate",
-                "must be a share in (0, 1), e.g. 0.05: 0 failures in 60 calls rule out 5 %".into(),
-            ));
-        }
-        if !spec.stability.confidence.is_none_or(|c| c > 0.0 && c < 1.0) {
-            problems.push(at(
-                "stability.confidence",
-                "confidence",
-                "must be in (0, 1), e.g. 0.95".into(),
-            ));
-        }
-        if !spec
-            .differential
-            .margin
-            .is_none_or(|m| (0.0..1.0).contains(&m))
-        {
-            problems.push(at(
-                "differential.margin",
-                "margin",
-                "must be a share in [0, 1), e.g. 0.05: how far below the reference's own agreement a candidate may fall".into(),
-            ));
-        }
-        if spec
-            .reference
-            .as_deref()
-            .is_some_and(|r| r.trim().is_empty())
-        {
-            problems.push(at(
-                "reference",
-                "reference",
-                "is empty: name a provider file (providers/NAME.toml), or remove the line".into(),
-            ));
-        }
-        let slo = super::Slo {
-            max_p95_latency: spec.max_p95_latency,
-            max_p95_ttft: spec.max_p95_ttft,
-        };
-        for (field, message) in slo.problems() {
-            problems.push(at(field, field, message));
-        }
-        for (field, pointers) in [("agree", &spec.agree), ("not_compared", &spec.not_compared)] {
-            for pointer in pointers {
-                if !pointer.is_empty() && !pointer.starts_with('/') {
-                    problems.push(at(
-                        field,
-                        pointer,
-                        format!("`{pointer}` is not a JSON pointer: write it as \"/field\""),
-                    ));
-                }
-            }
-        }
-
-        let mut env = Environment::new();
-        env.set_undefined_behavior(UndefinedBehavior::Strict);
-        let mut add = |name: &'static str, text: &str, env: &mut Environment<'static>| {
-            if let Err(e) = env.add_template_owned(name, text.to_string()) {
-                problems.push(at(name, name, format!("template does not parse: {e}")));
-            }
-        };
-        if let Some(user) = &spec.user {
-            add("user", user, &mut env);
-        }
-        if let Some(system) = &spec.system {
-            add("system", system, &mut env);
-        }
-        for (field, value) in [
-            (
-                "tool_calls.min_trigger_precision",
-                spec.tool_calls.min_trigger_precision,
-            ),
-            (
-                "tool_calls.min_trigger_recall",
-                spec.tool_calls.min_trigger_recall,
-            ),
-            ("tool_calls.min_trigger_f1", spec.tool_calls.min_trigger_f1),
-            (
-                "tool_calls.min_schema_accuracy",
-                spec.tool_calls.min_schema_accuracy,
-            ),
-        ] {
-            if !share(value) {
-                let key = field.rsplit('.').next().unwrap_or(field);
-                problems.push(at(field, key, "must be a share in (0, 1]".into()));
-            }
-        }
-        let mut tools_bytes = Vec::new();
-        let tools_file = spec.tools.as_ref().map(|name| dir.join(name));
-        let tools: Vec<Tool> = match &tools_file {
-            None => Vec::new(),
-            Some(path) => match std::fs::read_to_string(path) {
-                Err(e) => {
-                    problems.push(at(
-                        "tools",
-                        "tools",
-                        format!("cannot read {}: {e}", path.display()),
-                    ));
-                    Vec::new()
-                }
-                Ok(text) => {
-                    tools_bytes = text.clone().into_bytes();
-                    match serde_json::from_str::<Vec<Tool>>(&text) {
-                        Err(e) => {
-                            problems.push(diagnostic::from_json(path, &text, &e));
-                            Vec::new()
-                        }
-                        Ok(tools) => {
-                            for p in conversation::tool_problems(&tools, "") {
-                                problems.push(
-                                    Diagnostic::new(path, p.message).at_pointer(&text, &p.pointer),
-                                );
-                            }
-                            tools
-                        }
-                    }
-                }
-            },
-        };
-        for rule in &spec.tool_rules {
-            if let Some(tool) = &rule.tool
-                && !tools.iter().any(|t| t.name() == tool)
-                && spec.tools.is_some()
-            {
-                problems.push(at(
-                    &format!("tool_rules.{}", rule.name),
-                    tool,
-                    format!(
-                        "rule `{}` is for tool `{tool}`, which {} does not declare",
-                        rule.name,
-                        spec.tools.as_deref().unwrap_or("tools.json")
-                    ),
-                ));
-            }
-        }
-
-        let schema_file = dir.join(&spec.schema);
-        let mut schema_bytes = Vec::new();
-        let schema = match std::fs::read_to_string(&schema_file) {
-            Err(e) => {
-                problems.push(at(
-                    "schema",
-                    "schema",
-                    format!("cannot read {}: {e}", spec.schema),
-                ));
-                Value::Null
-            }
-            Ok(text) => match serde_json::from_str::<Value>(&text) {
-                Err(e) => {
-                    problems.push(diagnostic::from_json(&schema_file, &text, &e));
-                    Value::Null
-                }
-                Ok(v) => {
-                    problems.extend(schema_file::problems(&schema_file, &text, &v));
-                    schema_bytes = text.into_bytes();
-                    v
-                }
-            },
-        };
-
+        spec.check_settings(&place, &mut problems);
+        let env = spec.templates(&place, &mut problems);
+        let (tools, tools_file, tools_bytes) = spec.read_tools(dir, &place, &mut problems);
+        let (schema, schema_file, schema_bytes) = spec.read_schema(dir, &place, &mut problems);
         let cases = list_cases(&dir.join("cases"), &mut problems);
         if cases.is_empty() && problems.is_empty() {
             problems.push(Diagnostic::new(
@@ -647,6 +457,7 @@ impl Suite {
         let has_user = spec.user.is_some();
         let variables = template_variables(&env).into();
         let quick = QuickTemplates::of(&env, spec.system.as_deref(), spec.user.as_deref());
+        let slo = spec.slo();
         Ok(Suite {
             name,
             dir: dir.to_path_buf(),
@@ -1067,6 +878,254 @@ fn list_cases(dir: &Path, problems: &mut Diagnostics) -> Vec<CaseRef> {
     // The list lives as long as the run: not a slot more than the cases.
     cases.shrink_to_fit();
     cases
+}
+
+/// Where a problem of `suite.toml` is: the file, and its text to place a field in.
+struct Place<'a> {
+    file: &'a Path,
+    source: &'a str,
+}
+
+impl Place<'_> {
+    fn at(&self, field: &str, needle: &str, message: String) -> Diagnostic {
+        Diagnostic::new(self.file, message)
+            .field(field)
+            .near(self.source, needle)
+    }
+}
+
+impl SuiteFile {
+    fn slo(&self) -> super::Slo {
+        super::Slo {
+            max_p95_latency: self.max_p95_latency,
+            max_p95_ttft: self.max_p95_ttft,
+        }
+    }
+
+    /// The numbers and pointers of `suite.toml` that parse but mean nothing.
+    fn check_settings(&self, place: &Place<'_>, problems: &mut Diagnostics) {
+        let spec = self;
+        let at = |field: &str, needle: &str, message: String| place.at(field, needle, message);
+        if spec.repeats == 0 {
+            problems.push(at("repeats", "repeats", "must be at least 1".into()));
+        }
+        if !(spec.pass_threshold > 0.0 && spec.pass_threshold <= 1.0) {
+            problems.push(at(
+                "pass_threshold",
+                "pass_threshold",
+                format!(
+                    "{} is not a share in (0, 1]: 1.0 means every call must pass",
+                    spec.pass_threshold
+                ),
+            ));
+        }
+        let share = |v: Option<f64>| v.is_none_or(|v| v > 0.0 && v <= 1.0);
+        if !share(spec.stability.min_agreement) {
+            problems.push(at(
+                "stability.min_agreement",
+                "min_agreement",
+                "must be a share in (0, 1]: 1.0 means every repeat agrees".into(),
+            ));
+        }
+        if !share(spec.stability.min_case_pass_lower_bound) {
+            problems.push(at(
+                "stability.min_case_pass_lower_bound",
+                "min_case_pass_lower_bound",
+                "must be a share in (0, 1]".into(),
+            ));
+        }
+        if !spec
+            .max_undetected_failure_rate
+            .is_none_or(|r| r > 0.0 && r < 1.0)
+        {
+            problems.push(at(
+                "max_undetected_failure_rate",
+                "max_undetected_failure_rate",
+                "must be a share in (0, 1), e.g. 0.05: 0 failures in 60 calls rule out 5 %".into(),
+            ));
+        }
+        if !spec.stability.confidence.is_none_or(|c| c > 0.0 && c < 1.0) {
+            problems.push(at(
+                "stability.confidence",
+                "confidence",
+                "must be in (0, 1), e.g. 0.95".into(),
+            ));
+        }
+        if !spec
+            .differential
+            .margin
+            .is_none_or(|m| (0.0..1.0).contains(&m))
+        {
+            problems.push(at(
+                "differential.margin",
+                "margin",
+                "must be a share in [0, 1), e.g. 0.05: how far below the reference's own agreement a candidate may fall".into(),
+            ));
+        }
+        if spec
+            .reference
+            .as_deref()
+            .is_some_and(|r| r.trim().is_empty())
+        {
+            problems.push(at(
+                "reference",
+                "reference",
+                "is empty: name a provider file (providers/NAME.toml), or remove the line".into(),
+            ));
+        }
+        for (field, message) in spec.slo().problems() {
+            problems.push(at(field, field, message));
+        }
+        for (field, pointers) in [("agree", &spec.agree), ("not_compared", &spec.not_compared)] {
+            for pointer in pointers {
+                if !pointer.is_empty() && !pointer.starts_with('/') {
+                    problems.push(at(
+                        field,
+                        pointer,
+                        format!("`{pointer}` is not a JSON pointer: write it as \"/field\""),
+                    ));
+                }
+            }
+        }
+        for (field, value) in [
+            (
+                "tool_calls.min_trigger_precision",
+                spec.tool_calls.min_trigger_precision,
+            ),
+            (
+                "tool_calls.min_trigger_recall",
+                spec.tool_calls.min_trigger_recall,
+            ),
+            ("tool_calls.min_trigger_f1", spec.tool_calls.min_trigger_f1),
+            (
+                "tool_calls.min_schema_accuracy",
+                spec.tool_calls.min_schema_accuracy,
+            ),
+        ] {
+            if !share(value) {
+                let key = field.rsplit('.').next().unwrap_or(field);
+                problems.push(at(field, key, "must be a share in (0, 1]".into()));
+            }
+        }
+    }
+
+    /// The `system` and `user` templates, compiled; a template that does not parse is a
+    /// problem at its field.
+    fn templates(&self, place: &Place<'_>, problems: &mut Diagnostics) -> Environment<'static> {
+        let spec = self;
+        let at = |field: &str, needle: &str, message: String| place.at(field, needle, message);
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        let mut add = |name: &'static str, text: &str, env: &mut Environment<'static>| {
+            if let Err(e) = env.add_template_owned(name, text.to_string()) {
+                problems.push(at(name, name, format!("template does not parse: {e}")));
+            }
+        };
+        if let Some(user) = &spec.user {
+            add("user", user, &mut env);
+        }
+        if let Some(system) = &spec.system {
+            add("system", system, &mut env);
+        }
+        env
+    }
+
+    /// `tools.json`, when the suite names one: the tools, the file, and its bytes for the
+    /// suite's identity; the rules for a tool it does not declare are problems.
+    fn read_tools(
+        &self,
+        dir: &Path,
+        place: &Place<'_>,
+        problems: &mut Diagnostics,
+    ) -> (Vec<Tool>, Option<PathBuf>, Vec<u8>) {
+        let spec = self;
+        let at = |field: &str, needle: &str, message: String| place.at(field, needle, message);
+        let mut tools_bytes = Vec::new();
+        let tools_file = spec.tools.as_ref().map(|name| dir.join(name));
+        let tools: Vec<Tool> = match &tools_file {
+            None => Vec::new(),
+            Some(path) => match std::fs::read_to_string(path) {
+                Err(e) => {
+                    problems.push(at(
+                        "tools",
+                        "tools",
+                        format!("cannot read {}: {e}", path.display()),
+                    ));
+                    Vec::new()
+                }
+                Ok(text) => {
+                    tools_bytes = text.clone().into_bytes();
+                    match serde_json::from_str::<Vec<Tool>>(&text) {
+                        Err(e) => {
+                            problems.push(diagnostic::from_json(path, &text, &e));
+                            Vec::new()
+                        }
+                        Ok(tools) => {
+                            for p in conversation::tool_problems(&tools, "") {
+                                problems.push(
+                                    Diagnostic::new(path, p.message).at_pointer(&text, &p.pointer),
+                                );
+                            }
+                            tools
+                        }
+                    }
+                }
+            },
+        };
+        for rule in &spec.tool_rules {
+            if let Some(tool) = &rule.tool
+                && !tools.iter().any(|t| t.name() == tool)
+                && spec.tools.is_some()
+            {
+                problems.push(at(
+                    &format!("tool_rules.{}", rule.name),
+                    tool,
+                    format!(
+                        "rule `{}` is for tool `{tool}`, which {} does not declare",
+                        rule.name,
+                        spec.tools.as_deref().unwrap_or("tools.json")
+                    ),
+                ));
+            }
+        }
+        (tools, tools_file, tools_bytes)
+    }
+
+    /// The answer's schema: its value, its file, and its bytes for the suite's identity.
+    fn read_schema(
+        &self,
+        dir: &Path,
+        place: &Place<'_>,
+        problems: &mut Diagnostics,
+    ) -> (Value, PathBuf, Vec<u8>) {
+        let spec = self;
+        let at = |field: &str, needle: &str, message: String| place.at(field, needle, message);
+        let schema_file = dir.join(&spec.schema);
+        let mut schema_bytes = Vec::new();
+        let schema = match std::fs::read_to_string(&schema_file) {
+            Err(e) => {
+                problems.push(at(
+                    "schema",
+                    "schema",
+                    format!("cannot read {}: {e}", spec.schema),
+                ));
+                Value::Null
+            }
+            Ok(text) => match serde_json::from_str::<Value>(&text) {
+                Err(e) => {
+                    problems.push(diagnostic::from_json(&schema_file, &text, &e));
+                    Value::Null
+                }
+                Ok(v) => {
+                    problems.extend(schema_file::problems(&schema_file, &text, &v));
+                    schema_bytes = text.into_bytes();
+                    v
+                }
+            },
+        };
+
+        (schema, schema_file, schema_bytes)
+    }
 }
 
 #[cfg(test)]

@@ -29,9 +29,10 @@ use time::OffsetDateTime;
 
 use crate::check::record::CallRecord;
 use crate::check::{CallFacts, Checks};
+use crate::config::ProviderConfig;
 use crate::config::{Case, CaseRef, Diagnostics, HeldCases, Rendered, Suite};
 use crate::provider::transport::Endpoint;
-use crate::provider::{CallError, CallSpec, Effect};
+use crate::provider::{CallError, CallSpec, Completion, Effect, Encoded};
 use crate::tokenize::Counter;
 use crate::verdict::{Reason, Tally, Verdict};
 use journal::ResultsWriter;
@@ -481,50 +482,16 @@ async fn call_one(
         record.checks = vec![overflow];
         return record;
     }
-    let estimate = match record.prompt_tokens_counted {
-        Some(n) => n,
-        None => (prompt.user.len() + prompt.system.as_ref().map_or(0, String::len)) as u64 / 4,
-    };
-    let tokens = u32::try_from(estimate)
-        .unwrap_or(u32::MAX)
-        .saturating_add(config.max_output_tokens);
-    // The most this call (and its unstreamed twin, when it has one) may cost.
-    let sends = call.requests() as f64;
-    let exact = counted
-        .as_ref()
-        .is_some_and(|t| t.exact && t.counted.is_ok());
-    let ceiling = config.pricing.map(|p| {
-        sends
-            * p.call_range(estimate, exact, u64::from(config.max_output_tokens))
-                .high
-    });
+    let cost = Cost::of(config, prompt, counted.as_ref(), &record, call.requests());
     if let Some(budget) = budget
-        && !budget.reserve(ceiling.unwrap_or(f64::INFINITY))
+        && !budget.reserve(cost.ceiling.unwrap_or(f64::INFINITY))
     {
         return not_run(format!(
             "not sent: it could take the spend over the budget of {} USD",
             budget.limit()
         ));
     }
-    let result = target.endpoint.send(&request, tokens).await;
-    if let Err(error) = &result
-        && matches!(error.effect(), Effect::HaltProvider | Effect::ConfigError)
-    {
-        target.halt(error);
-    }
-    // The same case unstreamed, when the suite asks streamed answers to agree with it
-    // (a streamed call that failed has nothing to agree).
-    let plain = if call.twin && result.is_ok() {
-        let plain = target.endpoint.call_unstreamed(&spec, tokens).await;
-        if let Err(error) = &plain
-            && matches!(error.effect(), Effect::HaltProvider | Effect::ConfigError)
-        {
-            target.halt(error);
-        }
-        Some(plain.map(|c| c.reply))
-    } else {
-        None
-    };
+    let (result, plain) = send(target, &request, &spec, cost.tokens, call.twin).await;
     let judged = judge::judge(
         prepared,
         config,
@@ -539,22 +506,123 @@ async fn call_one(
     );
     record.unstreamed = plain.map(|p| Box::new(judge::unstreamed(p)));
     judged.apply(&mut record);
-    if let (Some(budget), Some(ceiling)) = (budget, ceiling) {
-        // The twin's usage is not kept: its share stays at its ceiling.
-        let usage = match &result {
+    if let Some(budget) = budget {
+        cost.settle(budget, config, &result);
+    }
+    keep_outcome(&mut record, result, config);
+    record
+}
+
+/// What one call may cost: the tokens it may use (prompt and output ceiling), and the
+/// most it may spend with its twin, when the provider has prices.
+struct Cost {
+    tokens: u32,
+    ceiling: Option<f64>,
+    /// Requests the call sends: 2 with its unstreamed twin.
+    sends: f64,
+}
+
+impl Cost {
+    fn of(
+        config: &ProviderConfig,
+        prompt: &crate::config::suite::Prompt,
+        counted: Option<&crate::check::tokens::PromptTokens>,
+        record: &CallRecord,
+        requests: u64,
+    ) -> Cost {
+        let estimate = match record.prompt_tokens_counted {
+            Some(n) => n,
+            None => (prompt.user.len() + prompt.system.as_ref().map_or(0, String::len)) as u64 / 4,
+        };
+        let tokens = u32::try_from(estimate)
+            .unwrap_or(u32::MAX)
+            .saturating_add(config.max_output_tokens);
+        let sends = requests as f64;
+        let exact = counted.is_some_and(|t| t.exact && t.counted.is_ok());
+        let ceiling = config.pricing.map(|p| {
+            sends
+                * p.call_range(estimate, exact, u64::from(config.max_output_tokens))
+                    .high
+        });
+        Cost {
+            tokens,
+            ceiling,
+            sends,
+        }
+    }
+
+    /// Gives the budget back what the call did not spend. The twin's usage is not kept:
+    /// its share stays at its ceiling.
+    fn settle(
+        &self,
+        budget: &budget::Budget,
+        config: &ProviderConfig,
+        result: &Result<Completion, CallError>,
+    ) {
+        let Some(ceiling) = self.ceiling else {
+            return;
+        };
+        let usage = match result {
             Ok(c) => Some(c.reply.usage),
             Err(e) => e.served.as_ref().map(|s| s.usage),
         };
         let actual = usage.and_then(|u| {
             let p = config.pricing?;
-            Some(p.cost(u.prompt_tokens?, u.output_tokens?) + ceiling * (sends - 1.0) / sends)
+            Some(
+                p.cost(u.prompt_tokens?, u.output_tokens?)
+                    + ceiling * (self.sends - 1.0) / self.sends,
+            )
         });
         budget.settle(ceiling, actual);
     }
+}
+
+/// Sends the call, and its unstreamed twin when the suite asks streamed answers to agree
+/// with it (a streamed call that failed has nothing to agree). An error that stops the
+/// provider halts it for every call after.
+async fn send(
+    target: &Target,
+    request: &Encoded,
+    spec: &CallSpec<'_>,
+    tokens: u32,
+    twin: bool,
+) -> (
+    Result<Completion, CallError>,
+    Option<Result<crate::provider::Reply, CallError>>,
+) {
+    let halts = |error: &CallError| {
+        if matches!(error.effect(), Effect::HaltProvider | Effect::ConfigError) {
+            target.halt(error);
+        }
+    };
+    let result = target.endpoint.send(request, tokens).await;
+    if let Err(error) = &result {
+        halts(error);
+    }
+    let plain = if twin && result.is_ok() {
+        let plain = target.endpoint.call_unstreamed(spec, tokens).await;
+        if let Err(error) = &plain {
+            halts(error);
+        }
+        Some(plain.map(|c| c.reply))
+    } else {
+        None
+    };
+    (result, plain)
+}
+
+/// What came back, in the record: the answer and its timings, or the error with what a
+/// failed call still said (its retries, and for a processed body of the wrong shape what
+/// it cost, which model served it, how long it took and the answer so far).
+fn keep_outcome(
+    record: &mut CallRecord,
+    result: Result<Completion, CallError>,
+    config: &ProviderConfig,
+) {
+    // A simulation with a faster clock stands for the latency it simulates.
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0 / config.time_scale();
     match result {
         Ok(completion) => {
-            // A simulation with a faster clock stands for the latency it simulates.
-            let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0 / config.time_scale();
             record.latency_ms = Some(ms(completion.latency));
             record.ttfb_ms = completion.first_byte.map(ms);
             record.ttft_ms = completion.first_token.map(ms);
@@ -569,12 +637,8 @@ async fn call_one(
             record.tool_calls = reply.tool_calls;
         }
         Err(mut error) => {
-            // A failed call still made its retries, and a processed (2xx) body of the
-            // wrong shape still said what it cost, which model served it, how long it
-            // took and as much of the answer as had arrived.
             record.retries = error.retries;
             if let Some(measured) = error.measured.take() {
-                let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0 / config.time_scale();
                 record.latency_ms = Some(ms(measured.latency));
                 record.ttfb_ms = measured.first_byte.map(ms);
                 record.ttft_ms = measured.first_token.map(ms);
@@ -588,7 +652,6 @@ async fn call_one(
             record.error = Some(error);
         }
     }
-    record
 }
 
 /// A schema name as OpenAI accepts it: `[a-zA-Z0-9_-]{1,64}`.
