@@ -112,6 +112,13 @@ async fn a_signed_run_is_verified_by_every_reader_and_an_edit_after_it_is_denied
         "{}",
         text(&out)
     );
+    // People reading the file see who signed each entry.
+    let out = conform(vec!["allowlist", "show"]).await.unwrap();
+    assert!(
+        text(&out).contains("    signed by key sha256:"),
+        "{}",
+        text(&out)
+    );
 
     let list: Value =
         serde_json::from_str(&std::fs::read_to_string(project.path("allowlist.json")).unwrap())

@@ -218,6 +218,10 @@ fn plural(n: u64) -> &'static str {
 /// What an entry rests on, indented under its line.
 fn write_evidence(f: &mut fmt::Formatter<'_>, e: &Entry) -> fmt::Result {
     let ev: &Evidence = &e.evidence;
+    let signers = super::attest::signed_by(e.attestation.as_ref());
+    if !signers.is_empty() {
+        writeln!(f, "    signed by key {}", signers.join(", "))?;
+    }
     writeln!(
         f,
         "    model {}; served {}; fingerprints {}; tokenizer {}",

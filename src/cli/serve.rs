@@ -146,8 +146,13 @@ pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<Exit> {
             "conform serve: --unverified-allowlist: failover is decided on the allowlist's suite, provider and valid_until alone; its evidence is NOT held to a project, so any entry anyone writes permits failover"
         );
     } else {
+        let trust = global.paths().trust;
+        let signed = match trust.exists() {
+            true => format!("only entries signed by a key in {}", trust.display()),
+            false => format!("entries need no signature (no {})", trust.display()),
+        };
         eprintln!(
-            "conform serve: failover evidence is held to {} (fixtures/, providers/, conform.toml), as `conform gate` holds it",
+            "conform serve: failover evidence is held to {} (fixtures/, providers/, conform.toml), as `conform gate` holds it; {signed}",
             global.root.display()
         );
     }
