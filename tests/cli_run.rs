@@ -465,7 +465,7 @@ async fn ctrl_c_marks_the_report_incomplete_and_leaves_the_allowlist_alone() {
         .mount(&server)
         .await;
     let bin = assert_cmd::cargo::cargo_bin("conform");
-    let mut child = std::process::Command::new(bin)
+    let child = std::process::Command::new(bin)
         .current_dir(project.root())
         .args([
             "--root",
@@ -492,17 +492,7 @@ async fn ctrl_c_marks_the_report_incomplete_and_leaves_the_allowlist_alone() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert_eq!(sent, 8);
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let out = tokio::task::spawn_blocking(move || {
-        let _ = child.wait();
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap();
+    let out = interrupt(child).await;
     assert_eq!(
         out.status.code(),
         Some(3),
@@ -552,13 +542,28 @@ async fn ctrl_c_marks_the_report_incomplete_and_leaves_the_allowlist_alone() {
     );
 }
 
+/// Sends Ctrl-C (SIGINT) to a running `conform` and waits for what it printed.
+async fn interrupt(mut child: std::process::Child) -> std::process::Output {
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    tokio::task::spawn_blocking(move || {
+        let _ = child.wait();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
 /// An interrupted run decides the pairs whose calls all came back: a primary that
 /// answered everything is not "inconclusive" because another provider hung. It still
 /// grants nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interrupted_run_still_decides_a_pair_whose_calls_all_came_back() {
     let project = Project::new(&[]);
-    let fast = openai_mock(&project, Mode::Faithful).await;
+    let fast = project.chat_mock("local", Mode::Faithful).await;
     let hanging = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(
@@ -566,16 +571,8 @@ async fn an_interrupted_run_still_decides_a_pair_whose_calls_all_came_back() {
         )
         .mount(&hanging)
         .await;
-    for (name, server) in [("local", &fast), ("slow", &hanging)] {
-        project.write(
-            &format!("providers/{name}.toml"),
-            &format!(
-                "kind = \"openai-compatible\"\nmodel = \"m\"\nbase_url = \"{}\"\n\n[tokenizer]\nkind = \"none\"\n",
-                server.uri()
-            ),
-        );
-    }
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("conform"))
+    project.chat_provider("slow", &hanging.uri());
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("conform"))
         .current_dir(project.root())
         .args(["--root", ".", "run", "local", "slow", "--no-progress"])
         .args(["--suite", "ticket-triage", "--repeats", "1"])
@@ -604,17 +601,7 @@ async fn an_interrupted_run_still_decides_a_pair_whose_calls_all_came_back() {
         steady, 10,
         "the fast provider never settled ({last} requests)"
     );
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let out = tokio::task::spawn_blocking(move || {
-        let _ = child.wait();
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap();
+    let out = interrupt(child).await;
     assert_eq!(
         out.status.code(),
         Some(3),

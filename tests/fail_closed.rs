@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{Mode, OpenAiMock, Project, answer_book};
+use common::{Mode, Project};
 use conform::allowlist::{
     Allowlist, Change, Entry, Evidence, Local, Observed, Query, Revocation, decide, permits, update,
 };
@@ -15,8 +15,6 @@ use conform::config::Paths;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer};
 
 const SUITE: &str = "ticket-triage";
 
@@ -541,22 +539,7 @@ fn the_suite_digest_flag_overrides_the_project_only_when_given() {
 #[tokio::test(flavor = "multi_thread")]
 async fn gate_sees_a_suite_edited_after_a_real_run() {
     let project = Project::new(&[]);
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(OpenAiMock {
-            book: answer_book(project.root()),
-            mode: Mode::Faithful,
-        })
-        .mount(&server)
-        .await;
-    project.write(
-        "providers/local.toml",
-        &format!(
-            "kind = \"openai-compatible\"\nmodel = \"local-model\"\nbase_url = \"{}\"\n\n[tokenizer]\nkind = \"none\"\n",
-            server.uri()
-        ),
-    );
+    let _server = project.chat_mock("local", Mode::Faithful).await;
     let root = project.root().to_path_buf();
     let ran = tokio::task::spawn_blocking(move || {
         let mut cmd = assert_cmd::Command::cargo_bin("conform").unwrap();

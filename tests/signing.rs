@@ -7,10 +7,8 @@ mod common;
 
 use std::path::Path;
 
-use common::{Mode, OpenAiMock, Project, answer_book};
+use common::{Mode, Project};
 use serde_json::Value;
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer};
 
 fn text(out: &std::process::Output) -> String {
     format!(
@@ -39,22 +37,7 @@ fn every_file(dir: &Path, except: &Path, out: &mut Vec<(String, String)>) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_signed_run_is_verified_by_every_reader_and_an_edit_after_it_is_denied() {
     let project = Project::new(&[]);
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(OpenAiMock {
-            book: answer_book(project.root()),
-            mode: Mode::Faithful,
-        })
-        .mount(&server)
-        .await;
-    project.write(
-        "providers/local.toml",
-        &format!(
-            "kind = \"openai-compatible\"\nmodel = \"m\"\nbase_url = \"{}\"\n\n[tokenizer]\nkind = \"none\"\n",
-            server.uri()
-        ),
-    );
+    let server = project.chat_mock("local", Mode::Faithful).await;
     let keys = tempfile::tempdir().unwrap();
     let out = project
         .cmd()
@@ -204,22 +187,7 @@ async fn a_signed_run_is_verified_by_every_reader_and_an_edit_after_it_is_denied
 #[tokio::test(flavor = "multi_thread")]
 async fn a_merge_refuses_a_shard_changed_after_it_was_signed() {
     let project = Project::new(&[]);
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(OpenAiMock {
-            book: answer_book(project.root()),
-            mode: Mode::Faithful,
-        })
-        .mount(&server)
-        .await;
-    project.write(
-        "providers/local.toml",
-        &format!(
-            "kind = \"openai-compatible\"\nmodel = \"m\"\nbase_url = \"{}\"\n\n[tokenizer]\nkind = \"none\"\n",
-            server.uri()
-        ),
-    );
+    let _server = project.chat_mock("local", Mode::Faithful).await;
     let key = conform::sign::SigningKey::generate().unwrap();
     let keys = tempfile::tempdir().unwrap();
     let (secret, _) = key.write_pair(keys.path(), "ci").unwrap();

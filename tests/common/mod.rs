@@ -76,6 +76,33 @@ impl Project {
         self.write(&rel, &out);
     }
 
+    /// Writes `providers/NAME.toml`: a server speaking Chat Completions at `url`, with no
+    /// key and no tokenizer (what a self-hosted fallback's file holds).
+    pub fn chat_provider(&self, name: &str, url: &str) {
+        self.write(
+            &format!("providers/{name}.toml"),
+            &format!(
+                "kind = \"openai-compatible\"\nmodel = \"{name}-model\"\nbase_url = \"{url}\"\n\n[tokenizer]\nkind = \"none\"\n"
+            ),
+        );
+    }
+
+    /// A Chat Completions mock answering the shipped suites from their expected answers
+    /// (`mode` says how), and `providers/NAME.toml` pointing at it.
+    pub async fn chat_mock(&self, name: &str, mode: Mode) -> wiremock::MockServer {
+        let server = wiremock::MockServer::start().await;
+        wiremock::Mock::given(wiremock::matchers::method("POST"))
+            .and(wiremock::matchers::path("/v1/chat/completions"))
+            .respond_with(OpenAiMock {
+                book: answer_book(self.root()),
+                mode,
+            })
+            .mount(&server)
+            .await;
+        self.chat_provider(name, &server.uri());
+        server
+    }
+
     pub fn cmd(&self) -> assert_cmd::Command {
         let mut cmd = assert_cmd::Command::cargo_bin("conform").unwrap();
         cmd.current_dir(self.root()).arg("--root").arg(self.root());
