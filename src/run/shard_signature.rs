@@ -8,8 +8,6 @@
 
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest as _, Sha256};
-
 use super::shard::{MANIFEST, Manifest};
 use crate::sign::{Envelope, SigningKey, Statement, Subject, Trust, Unverified};
 
@@ -44,11 +42,7 @@ fn statement(dir: &Path, manifest: &Manifest) -> Result<Statement, ShardSignatur
     for name in [MANIFEST, RECORDS] {
         let path = dir.join(name);
         let bytes = std::fs::read(&path).map_err(io(&path))?;
-        let hex: String = Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        subject.push(Subject::sha256(name, &hex));
+        subject.push(Subject::sha256(name, &crate::digest::bytes_hex(&bytes)));
     }
     Ok(Statement::new(
         subject,

@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
-use sha2::{Digest as _, Sha256};
 
 /// The environment variable that holds the signing key, or the path of its file.
 pub const KEY_VARIABLE: &str = "CONFORM_SIGNING_KEY";
@@ -122,18 +121,9 @@ impl SigningKey {
             move |source| SignError::Io { path, source }
         };
         std::fs::create_dir_all(dir).map_err(io(dir))?;
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut file = options.open(&secret).map_err(io(&secret))?;
-        let text = format!("{SECRET_PREFIX}{}\n", B64.encode(self.0.to_bytes()));
-        std::io::Write::write_all(&mut file, text.as_bytes()).map_err(io(&secret))?;
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        let mut file = options.open(&public).map_err(io(&public))?;
-        let line = format!("{}\n", self.public());
-        std::io::Write::write_all(&mut file, line.as_bytes()).map_err(io(&public))?;
+        let secret_text = format!("{SECRET_PREFIX}{}\n", B64.encode(self.0.to_bytes()));
+        write_new(&secret, &secret_text, 0o600).map_err(io(&secret))?;
+        write_new(&public, &format!("{}\n", self.public()), 0o644).map_err(io(&public))?;
         Ok((secret, public))
     }
 
@@ -153,6 +143,18 @@ impl SigningKey {
     }
 }
 
+/// Writes a file that must not exist yet, created with `mode` on Unix (a private key is
+/// never readable by others, not even between its creation and a chmod).
+fn write_new(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
+    #[cfg(not(unix))]
+    let _ = mode;
+    std::io::Write::write_all(&mut options.open(path)?, text.as_bytes())
+}
+
 /// A public key: what `trust.toml` lists and an envelope's `keyid` names.
 #[derive(Clone, PartialEq, Eq)]
 pub struct PublicKey(ed25519_dalek::VerifyingKey);
@@ -161,9 +163,9 @@ impl PublicKey {
     /// `sha256:` and the first 16 hex digits of the key's SHA-256: short enough to read,
     /// long enough that two keys of one project never share it.
     pub fn id(&self) -> String {
-        let digest = Sha256::digest(self.0.as_bytes());
-        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-        format!("sha256:{hex}")
+        let mut id = crate::digest::bytes_hex(self.0.as_bytes());
+        id.truncate("sha256:".len() + 16);
+        id
     }
 
     pub fn parse(text: &str) -> Result<PublicKey, SignError> {
