@@ -28,7 +28,7 @@ pub struct Conclude {
     /// How long a grant is valid.
     pub valid_for: Duration,
     /// The CI's key (`CONFORM_SIGNING_KEY`): every entry granted is signed with it.
-    pub signing: Option<std::sync::Arc<crate::sign::SigningKey>>,
+    pub signing: Option<std::sync::Arc<conform_allowlist::sign::SigningKey>>,
 }
 
 impl Conclude {

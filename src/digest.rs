@@ -3,21 +3,8 @@
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-/// `sha256:<hex>` of the RFC 8785 canonical form of `value`.
-///
-/// Key order, white space and number spelling do not change the digest.
-///
-/// ```
-/// use serde_json::json;
-/// let a = conform::digest::canonical(&json!({"a": 1, "b": [1.0, "x"]}));
-/// let b = conform::digest::canonical(&json!({"b": [1, "x"], "a": 1.0}));
-/// assert_eq!(a, b);
-/// ```
-pub fn canonical<T: Serialize>(value: &T) -> String {
-    // Serialising our own in-memory values cannot fail; the fallback keeps the function total.
-    let bytes = serde_json_canonicalizer::to_vec(value).unwrap_or_default();
-    bytes_hex(&bytes)
-}
+// What evidence is pinned by is the reader crate's, so a reader computes it as conform does.
+pub use conform_allowlist::digest::{bytes_hex, canonical, hex};
 
 /// [`canonical`] of a JSON value, the same digest, written straight into the hash.
 ///
@@ -115,11 +102,6 @@ pub fn canonical_raw<T: Serialize>(value: &T) -> [u8; 32] {
     Sha256::digest(&bytes).into()
 }
 
-/// `sha256:<hex>` of raw bytes.
-pub fn bytes_hex(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex(&Sha256::digest(bytes)))
-}
-
 /// A running digest over several named parts (each part is length-prefixed, so
 /// moving bytes from one part to the next changes the digest). A clone carries on from
 /// the same parts.
@@ -166,16 +148,6 @@ impl std::io::Write for Stream {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    s
 }
 
 #[cfg(test)]

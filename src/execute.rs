@@ -28,7 +28,7 @@ use crate::run::schedule::Schedule;
 use crate::run::shard::{Manifest, Plan as ShardPlan, PlanOptions, Shard};
 use crate::run::shard_signature::{self, ShardSignatureError};
 use crate::run::{self, PreparedSuite, RunError, RunOptions, RunResult, Target};
-use crate::sign::{SignError, SigningKey, Trust};
+use conform_allowlist::sign::{SignError, SigningKey, Trust};
 
 /// Why a run or a merge could not be carried out or concluded.
 #[derive(Debug, thiserror::Error)]

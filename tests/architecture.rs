@@ -310,7 +310,7 @@ fn collect_all(dir: &Path, files: &mut Vec<PathBuf>) {
 fn every_test_an_invariant_names_exists() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let page = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
-    let src = texts_under(&root.join("src"));
+    let src = texts_under(&root.join("src")) + &texts_under(&root.join("crates"));
     let mut named = 0;
     let mut missing = Vec::new();
     for line in page.lines().filter(|l| l.starts_with("- ")) {
@@ -355,5 +355,51 @@ fn every_test_an_invariant_names_exists() {
         missing.is_empty(),
         "ARCHITECTURE.md names tests that do not exist:\n{}",
         missing.join("\n")
+    );
+}
+
+/// The reader crate is what an orchestrator embeds: none of conform's heavy dependencies
+/// may reach it, and its README states how many crates it builds, so the count is true.
+#[test]
+fn the_reader_crate_stays_lean_and_says_how_lean() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(env!("CARGO"))
+        .current_dir(root)
+        .args(["tree", "--offline", "--locked", "-p", "conform-allowlist"])
+        .args(["-e", "normal,build", "--prefix", "none"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8(out.stdout).unwrap();
+    let crates: std::collections::BTreeSet<&str> = tree
+        .lines()
+        .filter(|l| !l.starts_with("conform-allowlist "))
+        // A crate built in two versions is built twice: name and version.
+        .filter_map(|l| l.split(" (").next())
+        .collect();
+    for heavy in [
+        "sqlx",
+        "axum",
+        "hyper",
+        "reqwest",
+        "tokio",
+        "tokenizers",
+        "jsonschema",
+        "minijinja",
+    ] {
+        assert!(
+            !crates.iter().any(|c| c.split(' ').next() == Some(heavy)),
+            "the reader crate now builds {heavy}"
+        );
+    }
+    let readme = fs::read_to_string(root.join("crates/conform-allowlist/README.md")).unwrap();
+    let stated = format!("It builds {} crates besides itself", crates.len());
+    assert!(
+        readme.contains(&stated),
+        "crates/conform-allowlist/README.md must say `{stated}`: {crates:?}"
     );
 }

@@ -11,10 +11,11 @@ use serde::Serialize;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::decision::{Denial, Permit, Query, decide};
+use super::decision::{Denial, Permit};
 use super::explain::{list_or_none, sentence, status, time_left};
 use super::format::{Allowlist, Entry, Evidence, LatencyEvidence, Revocation, RulesOut};
 use super::local::suite_names;
+use super::query::{Query, decide, decide_query};
 use crate::config::Paths;
 
 fn stamp(t: OffsetDateTime) -> String {
@@ -90,7 +91,7 @@ impl Show {
         let entries = (list.entries.iter())
             .map(|e| {
                 let query = Query::new(&e.suite, &e.provider, now).project(paths);
-                let decision = list.decide_query(&query);
+                let decision = decide_query(&list, &query);
                 let (detail, renewable) = match &decision {
                     Ok(_) => (None, false),
                     Err(d) => (Some(d.detail.clone()), d.reason.lifted_by_rerun()),
@@ -344,7 +345,7 @@ impl Explanation {
             .map(|suite| {
                 let query = Query::new(&suite, provider, now).project(paths);
                 let decision = match &list {
-                    Ok(list) => list.decide_query(&query),
+                    Ok(list) => decide_query(list, &query),
                     // Unreadable: the same denial, or an unknown suite or provider first.
                     Err(_) => decide(path, &query),
                 };

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::decision::{Denial, Observed, Reason};
 use crate::config::{Paths, ProviderConfig, ProviderIdentity, Settings, Suite, SuiteIdentity};
-use crate::sign::Trust;
+use conform_allowlist::sign::Trust;
 
 /// The suite and provider as the project holds them now, and the project's settings.
 #[derive(Debug, Clone, PartialEq)]

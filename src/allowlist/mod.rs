@@ -1,18 +1,17 @@
 //! The allowlist: the one file a production system trusts to decide whether it may
 //! fail over automatically to a provider for a task.
 //!
-//! - [`format`](mod@format): `conform.allowlist/v1`, entries and revocations;
-//! - [`decision`]: [`decide`], the one place that says whether failover to a provider is
-//!   permitted for a suite; every caller asks it, and it fails closed;
+//! The format, the decision and signature checks are the reader crate's
+//! (`crates/conform-allowlist`, what a Rust orchestrator embeds), re-exported here so that
+//! conform decides with the very code production does. What conform adds:
+//!
+//! - [`query`]: a question about a project, holding the evidence to its files now
+//!   ([`decide`]);
 //! - [`local`]: what the project's files say now (the digests the evidence must match);
-//! - [`reader`]: loading a file without trusting it, and [`permits`] for Rust orchestrators;
 //! - [`writer`]: locked read-modify-write and an atomic rename, so a reader sees the
 //!   old file or the new one, never half of one;
-//! - [`explain`]: a decision's status in words, for people;
 //! - [`inspect`]: what `allowlist show`, `allowlist explain` and `gate` answer, typed;
 //! - [`outcome`]: what a run did to the file, pair by pair, for its reports.
-//!
-//! The format's JSON Schema is [`SCHEMA`] (`schemas/allowlist.v1.schema.json`).
 //!
 //! ```
 //! use conform::allowlist::{permits, Observed, Reason};
@@ -23,22 +22,19 @@
 //! assert_eq!(denial.reason, Reason::Missing);
 //! ```
 
-pub mod attest;
-pub mod decision;
-pub mod explain;
-pub mod format;
 pub mod inspect;
 pub mod local;
 pub mod outcome;
-pub mod reader;
+pub mod query;
 pub mod writer;
 
-pub use decision::{Denial, Observed, Permit, Query, Reason, Required, decide};
-pub use explain::status;
-pub use format::{
-    Allowlist, Entry, Evidence, FORMAT, LatencyEvidence, Revocation, RulesOut, SCHEMA,
+pub use conform_allowlist::{attest, decision, explain, format, reader};
+
+pub use conform_allowlist::{
+    Allowlist, Denial, Entry, Evidence, FORMAT, LatencyEvidence, Observed, Permit, Reason,
+    Required, Revocation, RulesOut, SCHEMA, permits, status,
 };
 pub use local::Local;
 pub use outcome::{PairEffect, PairOutcome, RunOutcome, Unchanged, Untouched};
-pub use reader::permits;
+pub use query::{Query, decide, decide_query};
 pub use writer::{Change, Destination, UpdateError, Updated, changes_from_run, update};

@@ -11,7 +11,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::format::{Allowlist, Entry, Evidence, LatencyEvidence, Revocation, RulesOut};
+use super::format::{Allowlist, Entry, Evidence, Revocation, RulesOut};
 use crate::config::{ProviderConfig, ProviderIdentity, Suite};
 use crate::run::{PreparedSuite, RunResult, Target};
 use crate::verdict::Verdict;
@@ -142,7 +142,7 @@ pub fn changes_from_run(
                             first_attempt_pass_rate: t.first_attempt_pass_rate(),
                             checks: t.checks.clone(),
                             rules_out: Some(RulesOut::of(t.planned, t.passed)),
-                            latency: LatencyEvidence::of(&t.latency),
+                            latency: t.latency.evidence(),
                             tool_calls: t
                                 .tool_calls
                                 .as_ref()

@@ -37,6 +37,7 @@ use serde_json::Value;
 use super::stability::normal_quantile;
 use crate::config::{Answer, Case, RecordedAnswer, Suite};
 use crate::provider::Reply;
+use conform_allowlist::format::{DifferentialEvidence, FieldEvidence};
 
 /// The finding a failed field is reported with, and the verdict's reason.
 pub const CODE: &str = "reference_disagreement";
@@ -517,6 +518,33 @@ impl Undecided {
             Undecided::Unavailable => NO_REFERENCE,
             Undecided::NoFloor => NO_FLOOR,
             Undecided::Insufficient => INSUFFICIENT,
+        }
+    }
+}
+
+/// What an allowlist entry keeps of a comparison.
+impl From<&Differential> for DifferentialEvidence {
+    fn from(d: &Differential) -> Self {
+        DifferentialEvidence {
+            reference: d.reference.clone(),
+            margin: d.margin,
+            confidence: d.confidence,
+            cases: d.cases,
+            fields: d
+                .fields
+                .iter()
+                .map(|f| FieldEvidence {
+                    field: f.field.clone(),
+                    reference_agreement: f.reference_agreement,
+                    candidate_agreement: f.candidate_agreement,
+                    reference_pairs: f.reference.pairs,
+                    candidate_pairs: f.candidate.pairs,
+                    verdict: serde_json::to_value(f.verdict)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                })
+                .collect(),
         }
     }
 }

@@ -48,15 +48,8 @@ pub struct ToolMetrics {
     confidence: f64,
 }
 
-/// The measures' Wilson lower bounds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct Bounds {
-    pub confidence: f64,
-    pub trigger_precision: Option<f64>,
-    pub trigger_recall: Option<f64>,
-    pub trigger_f1: Option<f64>,
-    pub schema_accuracy: Option<f64>,
-}
+/// The measures' Wilson lower bounds, as an allowlist entry keeps them.
+pub use conform_allowlist::format::Bounds;
 
 impl ToolMetrics {
     /// Measures judged against `thresholds`, by their Wilson lower bounds at
@@ -183,6 +176,21 @@ fn f1(precision: Option<f64>, recall: Option<f64>) -> Option<f64> {
         (Some(p), Some(r)) if p + r > 0.0 => Some(2.0 * p * r / (p + r)),
         (Some(_), Some(_)) => Some(0.0),
         _ => None,
+    }
+}
+
+/// What an allowlist entry keeps of the measures.
+impl From<&ToolMetrics> for conform_allowlist::format::ToolEvidence {
+    fn from(m: &ToolMetrics) -> Self {
+        conform_allowlist::format::ToolEvidence {
+            answers: m.answers,
+            calls: m.calls,
+            trigger_precision: m.trigger_precision,
+            trigger_recall: m.trigger_recall,
+            trigger_f1: m.trigger_f1,
+            schema_accuracy: m.schema_accuracy,
+            lower_bounds: m.lower_bounds,
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! codes, and the diff of the gateway config it exports.
 //!
 //! Invariants: whether a pair is permitted, before and after, is asked of
-//! [`Allowlist::decide_query`] (the one failover decision), never re-derived; the gateway
+//! [`crate::allowlist::decide_query`] (the one failover decision), never re-derived; the gateway
 //! config on both sides is made by `export` exactly as `conform export` makes it, without
 //! the time-stamped header, so the diff shows only what changed.
 
@@ -126,7 +126,7 @@ pub fn compare(plan: &CommentPlan<'_>) -> Comment {
         if let Some(paths) = plan.project {
             query = query.project(paths);
         }
-        list.decide_query(&query)
+        crate::allowlist::decide_query(list, &query)
     };
     let horizon = plan.at + plan.expiring_within;
     let mut comment = Comment {

@@ -6,106 +6,12 @@
 //! (how hard conform pushes a provider, how long it waits) are left out: they change how
 //! fast evidence is gathered, never what it proves.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
 /// Fields of a provider file that are operational and so outside its identity: the
 /// `[limits]` table (concurrency, request and token rates, retries and their waits), the
 /// per-call `timeout`, and `[pricing]`.
 pub const OPERATIONAL: &[&str] = &["limits", "timeout", "pricing"];
 
-/// A suite as the files it was read from: `suite.toml`, the schema and the tools by
-/// name, and the case files as their count and one digest over every (name, content).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SuiteIdentity {
-    /// File name (relative to the suite folder) → `sha256:` of its bytes.
-    pub files: BTreeMap<String, String>,
-    pub cases: CasesIdentity,
-}
-
-/// The case files of a suite.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CasesIdentity {
-    pub count: u64,
-    /// `sha256:` over each case's name and the digest of its bytes, in name order.
-    pub digest: String,
-}
-
-impl SuiteIdentity {
-    /// The one digest an entry's `suite_digest` holds: RFC 8785 of this identity.
-    pub fn digest(&self) -> String {
-        crate::digest::canonical(self)
-    }
-
-    /// What differs from `then` (the evidence's) to `self` (now), in words, one item per
-    /// file: `schema.json changed`, `tools.json removed`, `cases: 25 then, 26 now`.
-    pub fn changes_since(&self, then: &SuiteIdentity) -> Vec<String> {
-        let mut out = Vec::new();
-        for (name, digest) in &self.files {
-            match then.files.get(name) {
-                None => out.push(format!("{name} added")),
-                Some(d) if d != digest => out.push(format!("{name} changed")),
-                Some(_) => {}
-            }
-        }
-        for name in then.files.keys() {
-            if !self.files.contains_key(name) {
-                out.push(format!("{name} removed"));
-            }
-        }
-        if self.cases.count != then.cases.count {
-            out.push(format!(
-                "cases/: {} case files when the evidence was made, {} now",
-                then.cases.count, self.cases.count
-            ));
-        } else if self.cases.digest != then.cases.digest {
-            out.push(format!(
-                "cases/: the content or names of the {} case files changed",
-                self.cases.count
-            ));
-        }
-        out
-    }
-}
-
-/// A provider as the fields that shape what is sent and how the answers are read, never
-/// a secret (the key's variable name is part of it, the key never is).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct ProviderIdentity(pub BTreeMap<String, Value>);
-
-impl ProviderIdentity {
-    /// The one digest an entry's `provider_digest` holds: RFC 8785 of this identity.
-    pub fn digest(&self) -> String {
-        crate::digest::canonical(&self.0)
-    }
-
-    /// The fields that differ from `then` (the evidence's) to `self` (now), each with both
-    /// values: `endpoint: http://a:8000 then, http://b:8000 now`.
-    pub fn changes_since(&self, then: &ProviderIdentity) -> Vec<String> {
-        let mut names: Vec<&String> = self.0.keys().chain(then.0.keys()).collect();
-        names.sort();
-        names.dedup();
-        let show = |v: Option<&Value>| match v {
-            None => "unset".to_string(),
-            Some(Value::String(s)) => s.clone(),
-            Some(v) => v.to_string(),
-        };
-        names
-            .into_iter()
-            .filter(|name| self.0.get(*name) != then.0.get(*name))
-            .map(|name| {
-                format!(
-                    "{name}: {} then, {} now",
-                    show(then.0.get(name)),
-                    show(self.0.get(name))
-                )
-            })
-            .collect()
-    }
-}
+pub use conform_allowlist::identity::{CasesIdentity, ProviderIdentity, SuiteIdentity};
 
 /// The address a `base_url` names, as identity compares it: scheme, host, port (the
 /// scheme's default written out) and path without a trailing slash, so that

@@ -169,7 +169,7 @@ fn fallback(list: &Allowlist, plan: &Plan, provider: &str) -> Result<Fallback, E
         let mut query = Query::new(&suite.name, provider, plan.at);
         query.project = plan.project.as_ref();
         query.reported.suite_digest = suite.digest.as_deref();
-        match list.decide_query(&query) {
+        match crate::allowlist::decide_query(list, &query) {
             Ok(permit) => entries.push(permit.entry),
             Err(denial) => {
                 return Err(excluded(

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use super::shard::{MANIFEST, Manifest};
-use crate::sign::{Envelope, SigningKey, Statement, Subject, Trust, Unverified};
+use conform_allowlist::sign::{Envelope, SigningKey, Statement, Subject, Trust, Unverified};
 
 /// The signature's file, beside the manifest.
 pub const SIGNATURE: &str = "shard.sig.json";

@@ -57,12 +57,8 @@ impl Verdict {
     }
 }
 
-/// Pass and fail counts of one check.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CheckCount {
-    pub passed: u64,
-    pub failed: u64,
-}
+/// Pass and fail counts of one check, as an allowlist entry keeps them.
+pub use conform_allowlist::format::CheckCount;
 
 /// A failure kept to explain the verdict in plain words.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -135,6 +131,26 @@ pub struct Latencies {
     pub total: Histogram,
     /// First byte sent to the first piece of the answer.
     pub first_token: Histogram,
+}
+
+impl Latencies {
+    /// What an allowlist entry keeps of them; `None` when no call was timed.
+    pub fn evidence(&self) -> Option<conform_allowlist::format::LatencyEvidence> {
+        let round = |p: latency::Percentiles| {
+            let r = |v: f64| (v * 10.0).round() / 10.0;
+            latency::Percentiles {
+                p50: r(p.p50),
+                p95: r(p.p95),
+                p99: r(p.p99),
+            }
+        };
+        Some(conform_allowlist::format::LatencyEvidence {
+            calls: self.total.count(),
+            relative_error: latency::RELATIVE_ERROR,
+            total_ms: round(self.total.percentiles()?),
+            first_token_ms: round(self.first_token.percentiles()?),
+        })
+    }
 }
 
 impl Tally {
@@ -272,13 +288,13 @@ impl Tally {
         (verdict, reasons)
     }
 
-    /// The failure rate the calls rule out at [`crate::stats::CONFIDENCE`]: a provider
+    /// The failure rate the calls rule out at [`conform_allowlist::stats::CONFIDENCE`]: a provider
     /// failing more often would have shown more failures than these.
     pub fn rules_out(&self) -> f64 {
-        crate::stats::failure_rate_upper_bound(
+        conform_allowlist::stats::failure_rate_upper_bound(
             self.planned.saturating_sub(self.passed),
             self.planned,
-            crate::stats::CONFIDENCE,
+            conform_allowlist::stats::CONFIDENCE,
         )
     }
 

@@ -5,14 +5,14 @@
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::decision::{Denial, Permit, Reason};
-use super::format::RulesOut;
+use crate::decision::{Denial, Permit, Reason};
+use crate::format::RulesOut;
 
 /// The stable status of a decision: `permitted`, or the denial's reason code
 /// (`no_entry`, `revoked`, `expired`, `suite_changed` …).
 ///
 /// ```
-/// use conform::allowlist::{Allowlist, Observed, Revocation, status};
+/// use conform_allowlist::{Allowlist, Observed, Revocation, status};
 /// let mut list = Allowlist::default();
 /// list.revocations.push(Revocation {
 ///     suite: "invoice-extraction".into(),

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::sign::{Envelope, SigningKey, Statement, Subject, Trust, TrustedKey, Unverified};
 
-use super::format::Entry;
+use crate::format::Entry;
 
 /// The predicate type of a signed entry; its JSON Schema is
 /// `schemas/allowlist-entry-predicate.v1.schema.json`.
@@ -102,7 +102,7 @@ pub struct Checked {
 }
 
 /// Every entry of `allowlist`, checked against `trust` (`conform allowlist verify`).
-pub fn verify_all(allowlist: &super::Allowlist, trust: &Trust) -> Vec<Checked> {
+pub fn verify_all(allowlist: &crate::format::Allowlist, trust: &Trust) -> Vec<Checked> {
     (allowlist.entries.iter())
         .map(|entry| Checked {
             suite: entry.suite.clone(),
@@ -142,7 +142,8 @@ impl Verification {
         let trust = Trust::load(trust)?.ok_or_else(|| VerifyError::NoTrust {
             path: trust.to_path_buf(),
         })?;
-        let list = super::Allowlist::load(path).map_err(|d| VerifyError::Allowlist(d.detail))?;
+        let list =
+            crate::format::Allowlist::load(path).map_err(|d| VerifyError::Allowlist(d.detail))?;
         Ok(Verification {
             entries: verify_all(&list, &trust),
             trust: trust.path,

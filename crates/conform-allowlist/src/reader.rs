@@ -6,9 +6,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::decision::{Denial, Observed, Permit, Reason};
-use super::format::{Allowlist, Entry, FORMAT};
-use crate::config::diagnostic;
+use crate::decision::{Denial, Observed, Permit, Reason};
+use crate::format::{Allowlist, Entry, FORMAT};
+use crate::position;
 
 /// Whether the allowlist at `path` permits failover to `provider` for `suite` at `at`,
 /// holding the evidence to what the caller `observed`; [`super::decide`] with a project
@@ -20,7 +20,7 @@ use crate::config::diagnostic;
 /// replaced atomically, so a read sees the old version or the new one, never a mix.
 ///
 /// ```
-/// use conform::allowlist::{Observed, Reason, permits};
+/// use conform_allowlist::{Observed, Reason, permits};
 /// use time::macros::datetime;
 /// # let json = r#"{"format": "conform.allowlist/v1", "entries": [{
 /// #   "suite": "invoice-extraction", "provider": "mistral", "model": "mistral-small-latest",
@@ -93,7 +93,7 @@ impl Allowlist {
     /// never panics, whatever the bytes.
     ///
     /// ```
-    /// use conform::allowlist::{Allowlist, Observed, Reason};
+    /// use conform_allowlist::{Allowlist, Observed, Reason};
     /// use time::macros::datetime;
     /// # let json = r#"{"format": "conform.allowlist/v1", "entries": [{
     /// #   "suite": "invoice-extraction", "provider": "mistral", "model": "mistral-small-latest",
@@ -118,8 +118,8 @@ impl Allowlist {
     /// ```
     pub fn parse(bytes: &[u8]) -> Result<Allowlist, Denial> {
         let value: Value = serde_json::from_slice(bytes).map_err(|e| {
-            let (line, column) = diagnostic::json_error_at(bytes, &e);
-            let message = diagnostic::json_error_message(&e);
+            let (line, column) = position::json_error_at(bytes, &e);
+            let message = position::json_error_message(&e);
             Denial::new(
                 Reason::Unreadable,
                 format!("not JSON at line {line}, column {column}: {message}"),

@@ -5,15 +5,12 @@
 //! holding a parsed file, [`Allowlist::decide`]), so none of them can answer differently
 //! for the same file, suite, provider and instant.
 
-use std::path::Path;
-
 use serde::Serialize;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::format::{Allowlist, Entry, LatencyEvidence, Revocation, RulesOut};
-use super::local::Local;
-use crate::config::{Paths, ProviderIdentity, Settings, SuiteIdentity};
+use crate::format::{Allowlist, Entry, LatencyEvidence, Revocation, RulesOut};
+use crate::identity::{ProviderIdentity, SuiteIdentity};
 use crate::sign::Unverified;
 
 /// Why failover is not permitted. The codes are stable.
@@ -158,7 +155,7 @@ pub struct Denial {
 }
 
 impl Denial {
-    pub(crate) fn new(reason: Reason, detail: impl Into<String>) -> Self {
+    pub fn new(reason: Reason, detail: impl Into<String>) -> Self {
         Denial {
             reason,
             detail: detail.into(),
@@ -167,7 +164,8 @@ impl Denial {
         }
     }
 
-    fn about(mut self, entry: &Entry) -> Self {
+    /// This denial, about `entry`.
+    pub fn about(mut self, entry: &Entry) -> Self {
         self.entry = Some(Box::new(entry.clone()));
         self
     }
@@ -189,7 +187,7 @@ pub struct Permit {
 /// [`decide`] with [`Query::project`] fills the first three from the project's files.
 ///
 /// ```
-/// use conform::allowlist::{Allowlist, Observed, Reason};
+/// use conform_allowlist::{Allowlist, Observed, Reason};
 /// use time::macros::datetime;
 /// # let json = r#"{"format": "conform.allowlist/v1", "entries": [{
 /// #   "suite": "invoice-extraction", "provider": "mistral", "model": "mistral-small-latest",
@@ -236,23 +234,6 @@ pub struct Observed<'a> {
     pub system_fingerprint: Option<&'a str>,
 }
 
-/// One failover question: to `provider`, for `suite`, at `at`.
-#[derive(Debug, Clone, Copy)]
-pub struct Query<'a> {
-    pub suite: &'a str,
-    pub provider: &'a str,
-    pub at: OffsetDateTime,
-    /// The project whose `fixtures/SUITE` and `providers/PROVIDER.toml` the evidence must
-    /// still match. `None` holds the entry to nothing but its time (the orchestrator
-    /// contract's reading).
-    pub project: Option<&'a Paths>,
-    /// What the provider reported of itself (only the served model and fingerprint are
-    /// read; the rest comes from `project`).
-    pub reported: Observed<'a>,
-    /// What the caller needs of the provider now, beyond conformance.
-    pub required: Required,
-}
-
 /// Bounds a caller holds the evidence to at decision time: an orchestrator whose users
 /// cannot wait 20 s asks for a fallback proven faster than that. Unset bounds are not
 /// checked; against a project, the validity window is the project's `max_valid_for` (30
@@ -279,97 +260,23 @@ impl Required {
         }
     }
 
-    /// These bounds, the project's `settings` filling those left unset.
-    pub fn or_settings(self, settings: &Settings) -> Required {
+    /// These bounds, a project's settings filling those left unset.
+    pub fn or_defaults(
+        self,
+        max_undetected_failure_rate: Option<f64>,
+        max_valid_for: std::time::Duration,
+    ) -> Required {
         Required {
             max_undetected_failure_rate: self
                 .max_undetected_failure_rate
-                .or(settings.max_undetected_failure_rate),
-            max_valid_for: self.max_valid_for.or(Some(settings.max_valid_for)),
+                .or(max_undetected_failure_rate),
+            max_valid_for: self.max_valid_for.or(Some(max_valid_for)),
             ..self
         }
     }
 }
 
-impl<'a> Query<'a> {
-    /// A question about `suite` and `provider` at `at`, checked against nothing but time.
-    pub fn new(suite: &'a str, provider: &'a str, at: OffsetDateTime) -> Self {
-        Query {
-            suite,
-            provider,
-            at,
-            project: None,
-            reported: Observed::default(),
-            required: Required::default(),
-        }
-    }
-
-    /// Holds the evidence's latency percentiles to `required`.
-    pub fn required(mut self, required: Required) -> Self {
-        self.required = required;
-        self
-    }
-
-    /// Holds the evidence to the project's suite and provider files as they are now.
-    pub fn project(mut self, paths: &'a Paths) -> Self {
-        self.project = Some(paths);
-        self
-    }
-
-    /// Holds the evidence to what the provider reported of itself.
-    pub fn reported(mut self, served_model: Option<&'a str>, fingerprint: Option<&'a str>) -> Self {
-        self.reported.served_model = served_model;
-        self.reported.system_fingerprint = fingerprint;
-        self
-    }
-}
-
-/// The failover decision for one [`Query`] against the allowlist file at `path`.
-///
-/// The project's files are read first (an unknown suite or provider is a question that
-/// cannot be answered, whatever the file says), then the allowlist, at the moment of
-/// deciding: it is replaced atomically, so a read sees the old version or the new one.
-/// Everything unexpected is a [`Denial`].
-///
-/// ```
-/// use conform::allowlist::{Query, Reason, decide};
-/// let dir = tempfile::tempdir().unwrap();
-/// let now = time::OffsetDateTime::now_utc();
-/// let query = Query::new("invoice-extraction", "fallback", now);
-/// let denial = decide(&dir.path().join("allowlist.json"), &query).unwrap_err();
-/// assert_eq!(denial.reason, Reason::Missing);
-/// ```
-pub fn decide(path: &Path, query: &Query<'_>) -> Result<Permit, Denial> {
-    let local = observe(query)?;
-    Allowlist::load(path)?.answer(query, local.as_ref())
-}
-
-fn observe(query: &Query<'_>) -> Result<Option<Local>, Denial> {
-    query
-        .project
-        .map(|paths| Local::observe(paths, query.suite, query.provider))
-        .transpose()
-}
-
 impl Allowlist {
-    /// [`decide`] for a file already read (to answer many questions from one read):
-    /// the same question, against the same project, gets the same answer.
-    pub fn decide_query(&self, query: &Query<'_>) -> Result<Permit, Denial> {
-        let local = observe(query)?;
-        self.answer(query, local.as_ref())
-    }
-
-    fn answer(&self, query: &Query<'_>, local: Option<&Local>) -> Result<Permit, Denial> {
-        let (observed, required) = match local {
-            Some(local) => (
-                local.observed(query.reported),
-                query.required.or_settings(&local.settings),
-            ),
-            None => (query.reported, query.required),
-        };
-        self.decide_with(query.suite, query.provider, query.at, &observed, &required)
-    }
-
     /// The decision for one (suite, provider) at one instant, holding the evidence to
     /// `observed`. Checked in this order: an entry exists (else `revoked` when a run
     /// revoked it, `no_entry` otherwise); no later revocation; not simulated; not expired;
@@ -710,7 +617,7 @@ fn check_entry(
     let deny = |reason, detail: String| Err(Denial::new(reason, detail).about(entry));
     if let Some(trust) = observed.trust {
         let listed = trust.path.display();
-        match super::attest::verify(entry, trust) {
+        match crate::attest::verify(entry, trust) {
             Ok(_) => {}
             Err(Unverified::Unsigned) => {
                 return deny(

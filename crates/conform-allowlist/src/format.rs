@@ -4,17 +4,15 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::check::tool_metrics::{Bounds, ToolMetrics};
-use crate::config::{ProviderIdentity, SuiteIdentity};
+use crate::identity::{ProviderIdentity, SuiteIdentity};
 use crate::latency::Percentiles;
-use crate::verdict::CheckCount;
 
 /// The value of the file's `format` field. A reader that sees another value denies everything.
 pub const FORMAT: &str = "conform.allowlist/v1";
 
 /// The JSON Schema (draft 2020-12) of [`FORMAT`], as shipped in
 /// `schemas/allowlist.v1.schema.json` and printed by `conform allowlist schema`.
-pub const SCHEMA: &str = include_str!("../../schemas/allowlist.v1.schema.json");
+pub const SCHEMA: &str = include_str!("../../../schemas/allowlist.v1.schema.json");
 
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -189,29 +187,10 @@ pub struct LatencyEvidence {
 }
 
 impl LatencyEvidence {
-    /// From a pair's latencies; `None` when no call was timed.
-    pub fn of(latencies: &crate::verdict::Latencies) -> Option<LatencyEvidence> {
-        Some(LatencyEvidence {
-            calls: latencies.total.count(),
-            relative_error: crate::latency::RELATIVE_ERROR,
-            total_ms: round(latencies.total.percentiles()?),
-            first_token_ms: round(latencies.first_token.percentiles()?),
-        })
-    }
-
     /// `p50 / p95 / p99` in words, e.g. `0.81 s / 2.10 s / 3.02 s`.
     pub fn words(p: &Percentiles) -> String {
         use crate::latency::words;
         format!("{} / {} / {}", words(p.p50), words(p.p95), words(p.p99))
-    }
-}
-
-fn round(p: Percentiles) -> Percentiles {
-    let r = |v: f64| (v * 10.0).round() / 10.0;
-    Percentiles {
-        p50: r(p.p50),
-        p95: r(p.p95),
-        p99: r(p.p99),
     }
 }
 
@@ -231,18 +210,14 @@ pub struct ToolEvidence {
     pub lower_bounds: Option<Bounds>,
 }
 
-impl From<&ToolMetrics> for ToolEvidence {
-    fn from(m: &ToolMetrics) -> Self {
-        ToolEvidence {
-            answers: m.answers,
-            calls: m.calls,
-            trigger_precision: m.trigger_precision,
-            trigger_recall: m.trigger_recall,
-            trigger_f1: m.trigger_f1,
-            schema_accuracy: m.schema_accuracy,
-            lower_bounds: m.lower_bounds,
-        }
-    }
+/// The tool measures' Wilson lower bounds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Bounds {
+    pub confidence: f64,
+    pub trigger_precision: Option<f64>,
+    pub trigger_recall: Option<f64>,
+    pub trigger_f1: Option<f64>,
+    pub schema_accuracy: Option<f64>,
 }
 
 /// Differential conformance as the entry keeps it: per compared field, the reference's
@@ -269,30 +244,11 @@ pub struct FieldEvidence {
     pub verdict: String,
 }
 
-impl From<&crate::check::differential::Differential> for DifferentialEvidence {
-    fn from(d: &crate::check::differential::Differential) -> Self {
-        DifferentialEvidence {
-            reference: d.reference.clone(),
-            margin: d.margin,
-            confidence: d.confidence,
-            cases: d.cases,
-            fields: d
-                .fields
-                .iter()
-                .map(|f| FieldEvidence {
-                    field: f.field.clone(),
-                    reference_agreement: f.reference_agreement,
-                    candidate_agreement: f.candidate_agreement,
-                    reference_pairs: f.reference.pairs,
-                    candidate_pairs: f.candidate.pairs,
-                    verdict: serde_json::to_value(f.verdict)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default(),
-                })
-                .collect(),
-        }
-    }
+/// Pass and fail counts of one check.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckCount {
+    pub passed: u64,
+    pub failed: u64,
 }
 
 /// A removed (or never granted) entry and why: the last conclusive run failed.
