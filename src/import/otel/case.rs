@@ -78,7 +78,7 @@ pub fn build(
         }
     };
     let mut case = crate::import::request_case(
-        format!("Imported from {place} (span `{}`)", span.name),
+        format!("Imported from {place} (`{}`)", span.name),
         &request,
         reference,
     );
