@@ -159,7 +159,7 @@ fn request_body(payload: &Value) -> Result<Value, FieldError> {
         Some(Value::String(_)) => {
             return Err(FieldError {
                 field: "messages".into(),
-                message: "a text prompt, not a chat: only chat calls become cases".into(),
+                message: "not a list of chat messages (a text prompt, or redacted by turn_off_message_logging)".into(),
                 unsupported: true,
             });
         }
