@@ -16,8 +16,9 @@
 //! application span, every other batch with its content in
 //! `gen_ai.client.inference.operation.details` log records written before the spans (so
 //! that every record waits for its span in the scratch index), the others with the content
-//! on the spans. Up to 200 MB the whole export is imported (a case file per inference);
-//! every size is also imported with `--sample 1000`, which reads and joins all of it.
+//! on the spans. Up to 200 MB (at any size with `--whole`) the whole export is imported, a
+//! case file per inference; every size is also imported with `--sample 1000`, which reads
+//! and joins all of it.
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -366,7 +367,7 @@ fn main() {
                 "OTLP export: {:.0} MB, {n} chat inferences",
                 bytes as f64 / 1e6
             );
-            if mb <= 200 {
+            if mb <= 200 || args.iter().any(|a| a == "--whole") {
                 run("otel", mb);
             }
             run("otel-sample", mb);

@@ -425,3 +425,34 @@ fn the_litellm_standard_logging_payload_imports_the_requests_litellm_sent() {
         "{out}"
     );
 }
+
+#[test]
+fn a_malformed_export_line_names_its_file_line_and_field_and_nothing_is_written() {
+    let project = project();
+    let good = std::fs::read_to_string(fixture("otel/span.otlp.jsonl")).unwrap();
+    let cases: [(&str, &str); 3] = [
+        ("{\"resourceSpans\": [", "bad.jsonl:2: (line): not JSON"),
+        (
+            "{\"resourceMetrics\": []}",
+            "bad.jsonl:2: resourceSpans: missing",
+        ),
+        (
+            "{\"resourceSpans\": [{\"scopeSpans\": [{\"spans\": [{\"traceId\": \"ab\", \"name\": \"x\"}]}]}]}",
+            "bad.jsonl:2: resourceSpans[0].scopeSpans[0].spans[0].spanId: missing",
+        ),
+    ];
+    for (line, said) in cases {
+        let path = project.path("bad.jsonl");
+        std::fs::write(&path, format!("{}\n{line}\n", good.trim_end())).unwrap();
+        let out = project
+            .cmd()
+            .args(["import", "otel", path.to_str().unwrap(), "--suite", "bad"])
+            .output()
+            .unwrap();
+        let text = common::output_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        assert!(text.contains(said), "{said}\n{text}");
+        assert!(text.contains("nothing was written"), "{text}");
+        assert!(!project.path("fixtures/bad").exists());
+    }
+}
