@@ -255,6 +255,16 @@ fn message(m: &Value, field: &str, out: &mut Vec<Value>) -> Result<(), FieldErro
         }
     }
     if role == "tool" {
+        // Its text would be lost: a tool result must say which call it answers.
+        if !parts
+            .iter()
+            .any(|p| p.get("type").and_then(Value::as_str) == Some("tool_call_response"))
+        {
+            return Err(bad(
+                format!("{field}.parts"),
+                "a tool message needs a `tool_call_response` part naming its call",
+            ));
+        }
         return Ok(());
     }
     let mut msg = Map::new();
