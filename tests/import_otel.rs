@@ -389,6 +389,16 @@ fn spans_and_log_records_join_across_files_in_any_order() {
     let sent = jsonl(&fixture("otel/event.requests.jsonl"));
     assert_suite_is_what_was_sent(&project, "split", &sent, false);
 
+    // The logs alone: a details record carries the model and the content, so each is an
+    // inference of its own.
+    let out = import(
+        &project,
+        &["otel", a.to_str().unwrap(), "--suite", "logs-only"],
+    );
+    assert_suite_is_what_was_sent(&project, "logs-only", &sent, false);
+    assert!(!out.contains("application spans"), "{out}");
+    check_is_clean(&project);
+
     // The traces alone carry no content in this placement: nothing to import, nothing
     // written, and no empty case.
     let out = project

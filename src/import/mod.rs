@@ -410,11 +410,9 @@ impl<'o> Importer<'o> {
             .map_err(|e| self.scratch_error(e))
     }
 
-    /// Spans whose log records no span claimed, and how many records.
-    pub fn events_left(&self) -> Result<(u64, u64), ImportError> {
-        self.scratch
-            .events_left()
-            .map_err(|e| self.scratch_error(e))
+    /// A span whose log records are still kept, if any.
+    pub fn events_any(&self) -> Result<Option<String>, ImportError> {
+        self.scratch.events_any().map_err(|e| self.scratch_error(e))
     }
 
     /// What the source never records, said once at the head of the notes.

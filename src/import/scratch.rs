@@ -109,7 +109,8 @@ impl Scratch {
                  seq INTEGER NOT NULL,
                  record TEXT NOT NULL,
                  PRIMARY KEY (span, seq)
-             ) WITHOUT ROWID;"
+             ) WITHOUT ROWID;
+             CREATE INDEX events_in_order ON events (seq);"
         ))?;
         Ok(Scratch {
             path,
@@ -276,6 +277,16 @@ impl Scratch {
         Ok(records.into_iter().map(|(_, r)| r).collect())
     }
 
+    /// The span of the earliest record still kept, if any: unclaimed records are taken
+    /// in input order.
+    pub fn events_any(&self) -> Result<Option<String>, ScratchError> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT span FROM events ORDER BY seq LIMIT 1")?
+            .query_row([], |r| r.get::<_, String>(0))
+            .optional()?)
+    }
+
     /// The spans whose log records were never taken, and how many records they had.
     pub fn events_left(&self) -> Result<(u64, u64), ScratchError> {
         Ok(self
@@ -390,10 +401,16 @@ mod tests {
             s.event_put("t1s1", seq, &format!("r{seq}")).unwrap();
         }
         s.event_put("t1s2", 4, "other").unwrap();
+        s.event_put("t0s9", 5, "later").unwrap();
+        assert_eq!(s.events_any().unwrap().as_deref(), Some("t1s1"));
+        assert_eq!(s.events_take("t0s9").unwrap(), ["later"]);
         assert_eq!(s.events_left().unwrap(), (2, 4));
         assert_eq!(s.events_take("t1s1").unwrap(), ["r1", "r2", "r3"]);
         assert!(s.events_take("t1s1").unwrap().is_empty());
         assert_eq!(s.events_left().unwrap(), (1, 1));
+        assert_eq!(s.events_any().unwrap().as_deref(), Some("t1s2"));
+        s.events_take("t1s2").unwrap();
+        assert_eq!(s.events_any().unwrap(), None);
 
         assert!(s.schema_insert(&fp(1)).unwrap());
         assert!(!s.schema_insert(&fp(1)).unwrap());

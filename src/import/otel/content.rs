@@ -446,6 +446,8 @@ mod tests {
             event: Some("gen_ai.user.message".into()),
             attributes: Map::new(),
             body: json!({}),
+            time: None,
+            origin: None,
         };
         assert_eq!(
             gather(&span(json!({})), &[legacy_without_content]).unwrap(),

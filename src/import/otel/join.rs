@@ -17,8 +17,8 @@ pub fn keep_records(
     max_line_bytes: usize,
 ) -> Result<u64, ImportError> {
     let mut seq = 0u64;
-    for path in inputs {
-        otlp::read(path, max_line_bytes, otlp::Want::Records, |_, item| {
+    for (file, path) in inputs.iter().enumerate() {
+        otlp::read(path, max_line_bytes, otlp::Want::Records, |line, item| {
             let otlp::Item::Record(r) = item else {
                 return Ok(());
             };
@@ -27,11 +27,17 @@ pub fn keep_records(
                 return Ok(());
             }
             seq += 1;
-            let kept = json!({"event": r.event, "attributes": r.attributes, "body": r.body});
+            let kept = json!({"event": r.event, "attributes": r.attributes, "body": r.body,
+                "time": r.time, "file": file, "line": line});
             importer.event_put(&r.key, seq, &kept.to_string())
         })?;
     }
     Ok(seq)
+}
+
+/// A span whose records are still kept: one no span of the input claimed.
+pub fn unclaimed(importer: &mut Importer<'_>) -> Result<Option<String>, ImportError> {
+    importer.events_any()
 }
 
 /// The records kept for the span `key` (read at `path:line`), in input order.
@@ -60,6 +66,14 @@ pub fn take(
                     .cloned()
                     .unwrap_or_else(Map::new),
                 body: v.get("body").cloned().unwrap_or(Value::Null),
+                time: v.get("time").and_then(Value::as_i64),
+                origin: match (v.get("file"), v.get("line")) {
+                    (Some(f), Some(l)) => f
+                        .as_u64()
+                        .zip(l.as_u64())
+                        .map(|(f, l)| (f as usize, l as usize)),
+                    _ => None,
+                },
             })
         })
         .collect()

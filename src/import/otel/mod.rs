@@ -105,7 +105,43 @@ pub fn import(inputs: &[PathBuf], opts: &Options) -> Result<Summary, ImportError
             },
         )?;
     }
-    let (orphan_spans, orphan_records) = importer.events_left()?;
+    // Records whose spans are not in the input (a logs-only export): a details record
+    // carries the model and the content, so it is an inference on its own; older
+    // releases' records name no model and stay listed.
+    let (mut unclaimed_spans, mut unclaimed) = (0u64, 0u64);
+    while let Some(key) = join::unclaimed(&mut importer)? {
+        let taken = join::take(&mut importer, &key, first, 0)?;
+        let Some(span) = span_of_records(&key, &taken) else {
+            unclaimed_spans += 1;
+            unclaimed += taken.len() as u64;
+            continue;
+        };
+        let (file, line) = taken.iter().find_map(|r| r.origin).unwrap_or((0, 0));
+        let path = inputs.get(file).unwrap_or(first);
+        let at = format!("{}:{line}", file_name(path));
+        match kind(&span) {
+            Kind::Chat => {
+                order += 1;
+                inference(
+                    &mut importer,
+                    &mut tally,
+                    path,
+                    line,
+                    &at,
+                    order,
+                    &span,
+                    &taken,
+                    opts,
+                )?;
+            }
+            Kind::OtherGenAi(op) => *tally.other.entry(op.to_string()).or_default() += 1,
+            Kind::NotGenAi => {
+                unclaimed_spans += 1;
+                unclaimed += taken.len() as u64;
+            }
+        }
+    }
+    let (orphan_spans, orphan_records) = (unclaimed_spans, unclaimed);
     say(&mut importer, &tally, first, orphan_spans, orphan_records);
     let names: Vec<String> = inputs.iter().map(|p| file_name(p)).collect();
     let mut suite = toml::Table::new();
@@ -192,6 +228,26 @@ fn inference(
     })
 }
 
+/// The span a details record stands for when its span is not in the input: the record
+/// carries the span's request and response attributes.
+fn span_of_records(key: &str, records: &[otlp::Record]) -> Option<Span> {
+    let details = records
+        .iter()
+        .find(|r| r.event.as_deref() == Some(content::DETAILS_EVENT))?;
+    let attributes = details.attributes.clone();
+    let model = attributes
+        .get("gen_ai.request.model")
+        .and_then(Value::as_str)
+        .unwrap_or("?");
+    Some(Span {
+        key: key.to_string(),
+        span_id: key.rsplit(':').next().unwrap_or(key).to_string(),
+        name: format!("{} {model} (log record only)", content::DETAILS_EVENT),
+        time: details.time,
+        attributes,
+    })
+}
+
 /// The notes every OpenTelemetry import carries, and its counts.
 fn say(
     importer: &mut Importer<'_>,
@@ -237,7 +293,7 @@ fn say(
     if orphan_records > 0 {
         importer.note(
             &at,
-            &format!("{orphan_records} GenAI log records belong to {orphan_spans} spans that are not in the input: export the traces with the logs"),
+            &format!("{orphan_records} GenAI log records of {orphan_spans} spans that are not in the input name no model (older releases' records): skipped; export the traces with the logs"),
         );
     }
 }

@@ -34,6 +34,10 @@ pub struct Record {
     pub event: Option<String>,
     pub attributes: Map<String, Value>,
     pub body: Value,
+    /// When it happened (else was observed), in Unix seconds.
+    pub time: Option<i64>,
+    /// Which input file and line it came from, once [`super::join`] has kept it.
+    pub origin: Option<(usize, usize)>,
 }
 
 /// What one line (or file) held.
@@ -257,11 +261,16 @@ fn read_record(record: &Value) -> Result<Record, Field> {
         .filter(|n| !n.is_empty())
         .or_else(|| attributes.get("event.name").and_then(Value::as_str))
         .map(String::from);
+    let time = nanos(record.get("timeUnixNano"))
+        .filter(|n| *n > 0)
+        .or_else(|| nanos(record.get("observedTimeUnixNano")));
     Ok(Record {
         key,
         event,
         body: record.get("body").map(any).unwrap_or(Value::Null),
         attributes,
+        time: time.map(|n| (n / 1_000_000_000) as i64),
+        origin: None,
     })
 }
 
