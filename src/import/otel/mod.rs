@@ -4,8 +4,9 @@
 //! GenAI log records in the import's scratch index by the span they belong to, the second
 //! reads the spans in input order, takes each chat span's records back ([`join`]), finds
 //! its content wherever the instrumentation put it ([`content`]) and builds its case
-//! ([`case`]). Memory is one export line and SQLite's bounded page cache, whatever the
-//! size of the export or the order spans and records come in.
+//! ([`case`]); records no span claimed are last, in input order (a logs-only export).
+//! Memory is one export line and SQLite's bounded page cache, whatever the size of the
+//! export or the order spans and records come in.
 
 pub mod case;
 pub mod content;
