@@ -466,3 +466,84 @@ fn a_malformed_export_line_names_its_file_line_and_field_and_nothing_is_written(
         assert!(!project.path("fixtures/bad").exists());
     }
 }
+
+/// A primary that answers every chat request with text, reporting the usage OpenAI
+/// would.
+struct Primary;
+
+impl wiremock::Respond for Primary {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        let prompt = common::prompt_tokens_o200k(&body);
+        wiremock::ResponseTemplate::new(200).set_body_json(json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1764900000,
+            "model": "gpt-4o-mini-2026-01-01",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "{\"ok\": true}"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": 4, "total_tokens": prompt + 4}
+        }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_of_the_imported_suite_sends_the_conversations_the_sdk_sent() {
+    let project = project();
+    let export = fixture("otel/event.otlp.jsonl");
+    import(
+        &project,
+        &["otel", export.to_str().unwrap(), "--suite", "replayed"],
+    );
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path("/v1/chat/completions"))
+        .respond_with(Primary)
+        .mount(&server)
+        .await;
+    let out = project
+        .cmd()
+        .env("OPENAI_API_KEY", common::TEST_KEY)
+        .args([
+            "run",
+            "openai",
+            "--suite",
+            "replayed",
+            "--no-progress",
+            "--base-url",
+        ])
+        .arg(server.uri())
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    // Judged (conformant or not against the recorded answers), never a usage error or
+    // inconclusive: every case was sent and answered.
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{text}");
+
+    let conversations = |bodies: Vec<Value>| {
+        let mut seen: Vec<Vec<Value>> = Vec::new();
+        for b in bodies {
+            let m: Vec<Value> = b["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| normal(m, true))
+                .collect();
+            if !seen.contains(&m) {
+                seen.push(m);
+            }
+        }
+        seen.sort_by_key(|m| m.to_vec().iter().map(Value::to_string).collect::<String>());
+        seen
+    };
+    let received: Vec<Value> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    let sent: Vec<Value> = jsonl(&fixture("otel/event.requests.jsonl"))
+        .into_iter()
+        .filter(|r| r["path"] == "/v1/chat/completions")
+        .map(|r| r["body"].clone())
+        .collect();
+    assert_eq!(conversations(received), conversations(sent), "{text}");
+}
