@@ -547,3 +547,39 @@ async fn a_run_of_the_imported_suite_sends_the_conversations_the_sdk_sent() {
         .collect();
     assert_eq!(conversations(received), conversations(sent), "{text}");
 }
+
+#[test]
+fn a_sample_is_reproducible_and_the_case_cap_refuses_more() {
+    let project = project();
+    let export = fixture("otel/span.otlp.jsonl");
+    let path = export.to_str().unwrap();
+    import(
+        &project,
+        &["otel", path, "--suite", "a", "--sample", "2", "--seed", "7"],
+    );
+    import(
+        &project,
+        &["otel", path, "--suite", "b", "--sample", "2", "--seed", "7"],
+    );
+    let (a, b) = (cases(&project, "a"), cases(&project, "b"));
+    assert_eq!(a.len(), 2);
+    assert_eq!(a, b, "the same input, N and seed give the same cases");
+
+    let out = project
+        .cmd()
+        .args([
+            "import",
+            "otel",
+            path,
+            "--suite",
+            "capped",
+            "--max-cases",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("more than 3 distinct requests"), "{text}");
+    assert!(!project.path("fixtures/capped").exists());
+}
