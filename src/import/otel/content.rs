@@ -69,9 +69,20 @@ fn unsupported(field: impl Into<String>, message: impl Into<String>) -> FieldErr
 /// The content of `span`, from its attributes or its log records; `None` when none was
 /// captured.
 pub fn gather(span: &Span, records: &[Record]) -> Result<Option<Content>, FieldError> {
-    if let Some(c) = conventions(&span.attributes, Placement::SpanAttributes)? {
+    // A span attribute cut short by a length limit may be whole in a record.
+    let on_span = match conventions(&span.attributes, Placement::SpanAttributes) {
+        Ok(Some(c)) => return Ok(Some(c)),
+        Ok(None) => None,
+        Err(e) if e.unsupported => Some(e),
+        Err(e) => return Err(e),
+    };
+    if let Some(c) = from_records(records)? {
         return Ok(Some(c));
     }
+    on_span.map_or(Ok(None), Err)
+}
+
+fn from_records(records: &[Record]) -> Result<Option<Content>, FieldError> {
     for r in records {
         if r.event.as_deref() == Some(DETAILS_EVENT)
             && let Some(c) = conventions(&r.attributes, Placement::DetailsEvent)?
@@ -86,9 +97,17 @@ pub fn gather(span: &Span, records: &[Record]) -> Result<Option<Content>, FieldE
 fn structured(attrs: &Map<String, Value>, key: &str) -> Result<Option<Value>, FieldError> {
     match attrs.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) => serde_json::from_str(text)
-            .map(Some)
-            .map_err(|e| bad(key, format!("not JSON: {}", crate::import::chat::plain(&e)))),
+        // Exporters cut long attribute values (OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT): one
+        // such span is skipped and listed, not the end of the import.
+        Some(Value::String(text)) => serde_json::from_str(text).map(Some).map_err(|e| {
+            unsupported(
+                key,
+                format!(
+                    "not JSON ({}): cut short by an attribute length limit? Raise OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT, or capture content as events",
+                    crate::import::chat::plain(&e)
+                ),
+            )
+        }),
         Some(other) => Ok(Some(other.clone())),
     }
 }
@@ -427,6 +446,29 @@ mod tests {
                 json!({"type": "function", "function": {"name": "w", "parameters": {"type": "object"}}})
             ])
         );
+    }
+
+    #[test]
+    fn a_cut_short_span_attribute_is_skipped_unless_a_record_holds_the_content() {
+        let cut =
+            span(json!({"gen_ai.input.messages": "[{\"role\":\"user\",\"parts\":[{\"type\":\"te"}));
+        let e = gather(&cut, &[]).unwrap_err();
+        assert!(e.unsupported);
+        assert_eq!(e.field, "gen_ai.input.messages");
+        let whole = Record {
+            key: "t:s".into(),
+            event: Some(DETAILS_EVENT.into()),
+            attributes: json!({"gen_ai.input.messages": [{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]})
+                .as_object()
+                .unwrap()
+                .clone(),
+            body: json!({}),
+            time: None,
+            origin: None,
+        };
+        let c = gather(&cut, &[whole]).unwrap().unwrap();
+        assert_eq!(c.placement, Placement::DetailsEvent);
+        assert_eq!(c.messages, vec![json!({"role": "user", "content": "hi"})]);
     }
 
     #[test]
