@@ -583,3 +583,37 @@ fn a_sample_is_reproducible_and_the_case_cap_refuses_more() {
     assert!(text.contains("more than 3 distinct requests"), "{text}");
     assert!(!project.path("fixtures/capped").exists());
 }
+
+#[test]
+fn a_failed_litellm_call_keeps_its_request_and_a_redacted_payload_is_listed() {
+    let project = project();
+    let payloads = jsonl(&fixture("litellm/standard_logging.jsonl"));
+    let mut failed = payloads[0].clone();
+    failed["status"] = json!("failure");
+    failed["response"] = Value::Null;
+    failed["error_str"] = json!("litellm.RateLimitError: 429");
+    let mut hidden = payloads[2].clone();
+    hidden["messages"] = json!("redacted-by-litellm");
+    let path = project.path("litellm.jsonl");
+    std::fs::write(&path, format!("{failed}\n{hidden}\n")).unwrap();
+    let out = import(
+        &project,
+        &["litellm", path.to_str().unwrap(), "--suite", "gw"],
+    );
+    assert!(
+        out.contains("litellm.jsonl:1: the call did not succeed: no answer is recorded"),
+        "{out}"
+    );
+    assert!(
+        out.contains("litellm.jsonl:2: messages: not a list of chat messages"),
+        "{out}"
+    );
+    let cases = cases(&project, "gw");
+    assert_eq!(cases.len(), 1);
+    assert!(cases[0].get("reference").is_none(), "{}", cases[0]);
+    assert_eq!(
+        cases[0]["messages"][1]["content"],
+        "Please confirm booking BK-2291 and write to <EMAIL_1>."
+    );
+    check_is_clean(&project);
+}
