@@ -9,6 +9,16 @@
 //! given after `--` replace those sizes, and `--batch-only` measures the Batch import
 //! alone (the JSONL imports of a million pairs take far longer than the Batch one):
 //! `cargo bench --bench import -- --batch-only 1000000`.
+//!
+//! `cargo bench --bench import -- --otel 100 1000` measures `conform import otel` on OTLP
+//! JSON exports of about 100 MB and 1,000 MB instead: batches of 256 chat inferences in the
+//! shape the OpenAI instrumentation exports (tests/fixtures/otel/), each inside an
+//! application span, every other batch with its content in
+//! `gen_ai.client.inference.operation.details` log records written before the spans (so
+//! that every record waits for its span in the scratch index), the others with the content
+//! on the spans. Up to 200 MB (at any size with `--whole`) the whole export is imported, a
+//! case file per inference; every size is also imported with `--sample 1000`, which reads
+//! and joins all of it.
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -93,6 +103,100 @@ fn write_pairs(dir: &Path, n: usize) -> PathBuf {
     path
 }
 
+fn otel_path(dir: &Path, mb: usize) -> PathBuf {
+    dir.join(format!("otel_{mb}mb.jsonl"))
+}
+
+fn any(v: &serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::String(s) => json!({"stringValue": s}),
+        serde_json::Value::Number(n) => json!({"intValue": n.to_string()}),
+        serde_json::Value::Array(a) => {
+            json!({"arrayValue": {"values": a.iter().map(any).collect::<Vec<_>>()}})
+        }
+        serde_json::Value::Object(o) => {
+            json!({"kvlistValue": {"values": o.iter().map(|(k, v)| json!({"key": k, "value": any(v)})).collect::<Vec<_>>()}})
+        }
+        other => json!({"stringValue": other.to_string()}),
+    }
+}
+
+/// An OTLP JSON export of about `mb` MB; how many chat inferences it holds.
+fn write_otel(dir: &Path, mb: usize) -> (PathBuf, usize) {
+    let path = otel_path(dir, mb);
+    let mut w = BufWriter::new(std::fs::File::create(&path).unwrap());
+    let (mut written, mut n, mut batch) = (0usize, 0usize, 0usize);
+    while written < mb * 1_000_000 {
+        let events = batch % 2 == 1;
+        let trace = |i: usize| format!("{:032x}", i + 1);
+        let (mut app, mut chat, mut records) = (Vec::new(), Vec::new(), Vec::new());
+        for i in n..n + 256 {
+            let (parent, id) = (format!("{:016x}", 2 * i + 1), format!("{:016x}", 2 * i + 2));
+            let body = request(i);
+            let input: Vec<serde_json::Value> = body["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| json!({"role": m["role"], "parts": [{"type": "text", "content": m["content"]}]}))
+                .collect();
+            let answer = response(i)["choices"][0]["message"]["content"].clone();
+            let output = json!([{"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]);
+            let mut attrs = vec![
+                json!({"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}),
+                json!({"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o-mini"}}),
+                json!({"key": "gen_ai.provider.name", "value": {"stringValue": "openai"}}),
+                json!({"key": "gen_ai.request.temperature", "value": {"intValue": "0"}}),
+                json!({"key": "gen_ai.response.model", "value": {"stringValue": "gpt-4o-mini-2024-07-18"}}),
+                json!({"key": "gen_ai.response.id", "value": {"stringValue": format!("chatcmpl-{i}")}}),
+            ];
+            let content = [
+                ("gen_ai.input.messages", json!(input)),
+                ("gen_ai.output.messages", output),
+            ];
+            if events {
+                let mut r = attrs.clone();
+                r.extend(
+                    content
+                        .iter()
+                        .map(|(k, v)| json!({"key": k, "value": any(v)})),
+                );
+                records.push(json!({"timeUnixNano": "1796440688611423257", "eventName": "gen_ai.client.inference.operation.details",
+                    "traceId": trace(i), "spanId": id, "body": {}, "attributes": r}));
+            } else {
+                attrs.extend(
+                    content
+                        .iter()
+                        .map(|(k, v)| json!({"key": k, "value": {"stringValue": v.to_string()}})),
+                );
+            }
+            let time = (1_796_440_687_333_371_849u64 + i as u64 * 1000).to_string();
+            app.push(
+                json!({"traceId": trace(i), "spanId": parent, "name": "POST /tickets", "kind": 2,
+                "startTimeUnixNano": time, "endTimeUnixNano": time, "status": {}}),
+            );
+            chat.push(json!({"traceId": trace(i), "spanId": id, "parentSpanId": parent, "name": "chat gpt-4o-mini",
+                "kind": 3, "startTimeUnixNano": time, "endTimeUnixNano": time, "attributes": attrs, "status": {}}));
+        }
+        let resource = json!({"attributes": [{"key": "service.name", "value": {"stringValue": "support-desk"}}]});
+        if events {
+            let logs = json!({"resourceLogs": [{"resource": resource, "scopeLogs": [{"scope": {"name": "opentelemetry.util.genai.handler"}, "logRecords": records}]}]});
+            let line = logs.to_string();
+            written += line.len() + 1;
+            writeln!(w, "{line}").unwrap();
+        }
+        let traces = json!({"resourceSpans": [{"resource": resource, "scopeSpans": [
+            {"scope": {"name": "support-desk"}, "spans": app},
+            {"scope": {"name": "opentelemetry.util.genai.handler"}, "spans": chat}]}]});
+        let line = traces.to_string();
+        written += line.len() + 1;
+        writeln!(w, "{line}").unwrap();
+        n += 256;
+        batch += 1;
+    }
+    w.flush().unwrap();
+    (path, n)
+}
+
 /// The process's peak resident set since the last reset, in KiB.
 fn peak_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -149,7 +253,7 @@ fn options(fixtures: &Path, suite: &str, sample: Option<(usize, u64)>) -> Option
     }
 }
 
-fn measure(label: &str, n: usize, run: impl FnOnce() -> Summary) {
+fn measure(label: &str, run: impl FnOnce() -> Summary) {
     let reset = reset_peak();
     let before = current_kib();
     let (user0, sys0) = cpu_seconds();
@@ -158,6 +262,8 @@ fn measure(label: &str, n: usize, run: impl FnOnce() -> Summary) {
     let took = started.elapsed();
     let (user1, sys1) = cpu_seconds();
     let peak = peak_kib();
+    // What was read, not what was asked: an OTLP export is sized in bytes.
+    let n = summary.read;
     println!(
         "{label:<44} {n:>7} requests: {:>6.2} s ({:>7.0} requests/s; CPU {:.2} s user + {:.2} s system), {} cases written, peak RSS {:>6.1} MiB ({:+.1} MiB over the {:.1} MiB before){}",
         took.as_secs_f64(),
@@ -181,7 +287,7 @@ fn measure(label: &str, n: usize, run: impl FnOnce() -> Summary) {
 fn one(kind: &str, n: usize, dir: &Path) {
     let fixtures = dir.join("fixtures");
     match kind {
-        "batch" => measure("openai-batch (input + output, redacted)", n, || {
+        "batch" => measure("openai-batch (input + output, redacted)", || {
             let (input, output) = batch_paths(dir, n);
             import::openai_batch::import(
                 &input,
@@ -190,16 +296,29 @@ fn one(kind: &str, n: usize, dir: &Path) {
             )
             .unwrap()
         }),
-        "pairs" => measure("jsonl (request/response pairs, redacted)", n, || {
+        "pairs" => measure("jsonl (request/response pairs, redacted)", || {
             import::jsonl::import(&pairs_path(dir, n), &options(&fixtures, kind, None)).unwrap()
         }),
-        "sample" => measure("jsonl --sample 1000 --seed 1", n, || {
+        "sample" => measure("jsonl --sample 1000 --seed 1", || {
             import::jsonl::import(
                 &pairs_path(dir, n),
                 &options(&fixtures, kind, Some((1000, 1))),
             )
             .unwrap()
         }),
+        "otel" | "otel-sample" => {
+            let sample = (kind == "otel-sample").then_some((1000, 1));
+            let label = if sample.is_some() {
+                "otel --sample 1000 --seed 1"
+            } else {
+                "otel (OTLP JSON, spans + log records)"
+            };
+            // `n` is the export's size in MB here.
+            measure(label, || {
+                import::otel::import(&[otel_path(dir, n)], &options(&fixtures, kind, sample))
+                    .unwrap()
+            })
+        }
         other => panic!("no import {other}"),
     }
     std::fs::remove_dir_all(fixtures.join(kind)).unwrap();
@@ -223,7 +342,12 @@ fn main() {
     if sizes.is_empty() {
         sizes = vec![10_000, 100_000];
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in(
+        std::env::var_os("CONFORM_BENCH_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir),
+    )
+    .unwrap();
     // Each import runs in a process of its own: in one process, what the allocator kept
     // from an earlier import would be the next one's resident set before it starts, and
     // its peak would hide a smaller one.
@@ -235,6 +359,22 @@ fn main() {
             .unwrap();
         assert!(status.success(), "the {kind} import of {n} requests failed");
     };
+    if args.iter().any(|a| a == "--otel") {
+        for mb in sizes {
+            let (path, n) = write_otel(dir.path(), mb);
+            let bytes = std::fs::metadata(&path).unwrap().len();
+            println!(
+                "OTLP export: {:.0} MB, {n} chat inferences",
+                bytes as f64 / 1e6
+            );
+            if mb <= 200 || args.iter().any(|a| a == "--whole") {
+                run("otel", mb);
+            }
+            run("otel-sample", mb);
+            std::fs::remove_file(path).unwrap();
+        }
+        return;
+    }
     for n in sizes {
         let (input, output) = write_batch(dir.path(), n);
         run("batch", n);

@@ -54,6 +54,26 @@ conform import promptfoo tests.csv --suite triage")]
         #[command(flatten)]
         common: Common,
     },
+    /// OpenTelemetry GenAI telemetry as OTLP JSON: each chat inference span becomes a case,
+    /// its answer the reference; content from span attributes or log records (docs/import.md).
+    ///
+    /// Example: conform import otel traces.jsonl logs.jsonl --suite support-traffic
+    Otel {
+        /// OTLP JSON files (an export per line or per file); spans and logs join across them.
+        #[arg(required = true, value_name = "FILE")]
+        inputs: Vec<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// LiteLLM's standard logging payloads (JSONL): chat calls become cases with answers.
+    ///
+    /// Example: conform import litellm litellm_logs.jsonl --suite gateway-traffic
+    Litellm {
+        /// The JSONL of `standard_logging_object`s.
+        input: PathBuf,
+        #[command(flatten)]
+        common: Common,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -97,19 +117,15 @@ pub fn import(global: &Global, args: ImportArgs) -> anyhow::Result<Exit> {
         } => (Input::OpenaiBatch { input, outputs }, common),
         Source::Jsonl { input, common } => (Input::Jsonl(input), common),
         Source::Promptfoo { input, common } => (Input::Promptfoo(input), common),
+        Source::Otel { inputs, common } => (Input::Otel(inputs), common),
+        Source::Litellm { input, common } => (Input::Litellm(input), common),
     };
-    let redaction = match Redaction::new(
+    let opts = Redaction::new(
         !common.no_default_redaction,
         &common.redact_regex,
         &common.redact_path,
-    ) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(Exit::Usage);
-        }
-    };
-    let opts = Options {
+    )
+    .map(|redaction| Options {
         suite: common.suite.clone(),
         fixtures: global.paths().fixtures,
         force: common.force,
@@ -117,8 +133,8 @@ pub fn import(global: &Global, args: ImportArgs) -> anyhow::Result<Exit> {
         max_cases: common.max_cases,
         max_line_bytes: common.max_line_bytes,
         redaction,
-    };
-    match input.import(&opts) {
+    });
+    match opts.and_then(|opts| input.import(&opts)) {
         Ok(report) => {
             print!("{report}");
             Ok(Exit::Ok)

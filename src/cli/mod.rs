@@ -226,8 +226,8 @@ read at every decision. State changes are logged to stderr, one line each."
     Keys(keys::KeysArgs),
     /// Work with `conform run --record` tapes: turn the primary's into recorded references.
     Tape(tape::TapeArgs),
-    /// Build a suite from traffic you already log: OpenAI Batch files, a JSONL of chat
-    /// requests, or promptfoo test files; redacted, deduplicated, optionally sampled.
+    /// Build a suite from logged traffic: OpenAI Batch files, chat JSONL, promptfoo tests,
+    /// OpenTelemetry GenAI telemetry or LiteLLM logs; redacted, deduplicated, sampled.
     #[command(after_help = "Examples:\n  \
 conform import openai-batch batch_input.jsonl --output batch_output.jsonl --suite support-traffic\n  \
 conform import jsonl requests.jsonl --suite triage-traffic --sample 200 --seed 1\n  \

@@ -3,6 +3,8 @@
 //! `parallel_tool_calls`, as [`crate::config::conversation`] reads them), the answer's
 //! schema, and the answers as recorded reference answers.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Map, Value, json};
 
 use crate::config::conversation::{Message, Tool, ToolChoice};
@@ -611,6 +613,52 @@ fn recorded_call(name: &str, arguments: Option<&Value>) -> Value {
     json!({"name": name, "arguments": arguments})
 }
 
+/// The parameters that accept any arguments: what a tool known only by name takes.
+pub fn open_parameters() -> Value {
+    json!({"type": "object"})
+}
+
+/// Declares, by name with open parameters, every tool the conversation or the recorded
+/// answers call that the request does not define (logs and telemetry often keep the calls
+/// but not the definitions, and a case must declare what it calls); the names declared.
+/// Recorded definitions win: a defined tool is never replaced.
+pub fn declare_called_tools(request: &mut Request, answers: Option<&[Value]>) -> Vec<String> {
+    let mut called = BTreeSet::new();
+    for m in &request.messages {
+        for c in &m.tool_calls {
+            called.insert(c.function.name.clone());
+        }
+    }
+    for a in answers.unwrap_or_default() {
+        for c in a
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(name) = c.get("name").and_then(Value::as_str) {
+                called.insert(name.to_string());
+            }
+        }
+    }
+    let tools = request.tools.get_or_insert_with(Vec::new);
+    let mut declared = Vec::new();
+    for name in called {
+        if tools.iter().any(|t| t.name() == name) {
+            continue;
+        }
+        let tool = json!({"type": "function", "function": {"name": name, "parameters": open_parameters()}});
+        if let Ok(tool) = serde_json::from_value::<Tool>(tool) {
+            tools.push(tool);
+            declared.push(name);
+        }
+    }
+    if tools.is_empty() {
+        request.tools = None;
+    }
+    declared
+}
+
 /// A serde error without the values it quotes: an error names the field and what is
 /// wrong, never logged text (which may hold what redaction is there to remove). Quoted
 /// names (`role`, `function`) stay.
@@ -776,6 +824,43 @@ mod tests {
                 json!({"text": "ok", "tool_calls": [{"name": "w", "arguments": {"city": "Paris"}}]})
             ]
         );
+    }
+
+    #[test]
+    fn called_tools_are_declared_by_name_and_recorded_definitions_win() {
+        let mut r = chat_request(&json!({
+            "messages": [
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}},
+                    {"id": "2", "type": "function", "function": {"name": "defined", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "1", "content": "ok"},
+                {"role": "tool", "tool_call_id": "2", "content": "ok"}
+            ],
+            "tools": [{"type": "function", "function": {"name": "defined", "parameters": {"type": "object", "properties": {"a": {"type": "string"}}}}}]
+        }))
+        .unwrap();
+        let answers =
+            [json!({"text": "", "tool_calls": [{"name": "answer_only", "arguments": {}}]})];
+        let declared = declare_called_tools(&mut r, Some(&answers));
+        assert_eq!(declared, ["answer_only", "lookup"]);
+        let tools = r.tools.unwrap();
+        let by = |n: &str| {
+            tools
+                .iter()
+                .find(|t| t.name() == n)
+                .unwrap()
+                .parameters()
+                .clone()
+        };
+        assert_eq!(by("defined")["properties"]["a"]["type"], "string");
+        assert_eq!(by("lookup"), open_parameters());
+        assert_eq!(tools.len(), 3);
+        let mut plain =
+            chat_request(&json!({"messages": [{"role": "user", "content": "x"}]})).unwrap();
+        assert!(declare_called_tools(&mut plain, None).is_empty());
+        assert!(plain.tools.is_none());
     }
 
     #[test]

@@ -17,7 +17,9 @@
 pub mod chat;
 pub mod jsonl;
 pub mod lines;
+pub mod litellm;
 pub mod openai_batch;
+pub mod otel;
 pub mod promptfoo;
 pub mod redact;
 pub mod sample;
@@ -146,6 +148,10 @@ pub enum Input<'a> {
     },
     Jsonl(&'a Path),
     Promptfoo(&'a Path),
+    /// OTLP JSON exports of OpenTelemetry GenAI telemetry (spans and log records).
+    Otel(&'a [PathBuf]),
+    /// LiteLLM's standard logging payloads, one per line.
+    Litellm(&'a Path),
 }
 
 impl Input<'_> {
@@ -155,6 +161,8 @@ impl Input<'_> {
             Input::OpenaiBatch { .. } => "openai-batch",
             Input::Jsonl(_) => "jsonl",
             Input::Promptfoo(_) => "promptfoo",
+            Input::Otel(_) => "otel",
+            Input::Litellm(_) => "litellm",
         }
     }
 
@@ -164,6 +172,8 @@ impl Input<'_> {
             Input::OpenaiBatch { input, outputs } => openai_batch::import(input, outputs, opts),
             Input::Jsonl(input) => jsonl::import(input, opts),
             Input::Promptfoo(input) => promptfoo::import(input, opts),
+            Input::Otel(inputs) => otel::import(inputs, opts),
+            Input::Litellm(input) => litellm::import(input, opts),
         }?;
         Ok(Report {
             kind: self.kind(),
@@ -255,6 +265,8 @@ pub struct Importer<'o> {
     summary: Summary,
     /// Fields of the requests not carried over, with how many requests had each.
     dropped: BTreeMap<String, u64>,
+    /// What the source format never records (`tool_choice` …), for the notes.
+    caveats: Vec<String>,
 }
 
 /// The schemas of the cases written (their distinct fingerprints are in the scratch
@@ -284,6 +296,7 @@ impl<'o> Importer<'o> {
             schemas: Schemas::default(),
             summary: Summary::default(),
             dropped: BTreeMap::new(),
+            caveats: Vec::new(),
         })
     }
 
@@ -381,6 +394,30 @@ impl<'o> Importer<'o> {
         self.scratch
             .index_remove(custom_id)
             .map_err(|e| self.scratch_error(e))
+    }
+
+    /// Keeps an OpenTelemetry log record until its span is read.
+    pub fn event_put(&mut self, span: &str, seq: u64, record: &str) -> Result<(), ImportError> {
+        self.scratch
+            .event_put(span, seq, record)
+            .map_err(|e| self.scratch_error(e))
+    }
+
+    /// The log records kept for `span`, in input order, taken out.
+    pub fn events_take(&mut self, span: &str) -> Result<Vec<String>, ImportError> {
+        self.scratch
+            .events_take(span)
+            .map_err(|e| self.scratch_error(e))
+    }
+
+    /// A span whose log records are still kept, if any.
+    pub fn events_any(&self) -> Result<Option<String>, ImportError> {
+        self.scratch.events_any().map_err(|e| self.scratch_error(e))
+    }
+
+    /// What the source never records, said once at the head of the notes.
+    pub fn caveat(&mut self, text: &str) {
+        self.caveats.push(text.to_string());
     }
 
     /// The answers of the Batch output index never taken.
@@ -559,6 +596,12 @@ impl<'o> Importer<'o> {
             s.redacted,
             s.schema,
         );
+        if !self.caveats.is_empty() {
+            out.push_str("\n## What the source does not record\n\n");
+            for c in &self.caveats {
+                out.push_str(&format!("- {c}\n"));
+            }
+        }
         if !self.dropped.is_empty() {
             out.push_str("\n## Request fields not carried over\n\nSampling and limits belong to the provider file (`providers/NAME.toml`: `temperature`, `seed`, `max_output_tokens` …), not to a case:\n\n");
             for (field, n) in &self.dropped {

@@ -103,7 +103,14 @@ impl Scratch {
              ) WITHOUT ROWID;
              CREATE TABLE schemas (
                  fingerprint BLOB PRIMARY KEY NOT NULL
-             ) WITHOUT ROWID;"
+             ) WITHOUT ROWID;
+             CREATE TABLE events (
+                 span TEXT NOT NULL,
+                 seq INTEGER NOT NULL,
+                 record TEXT NOT NULL,
+                 PRIMARY KEY (span, seq)
+             ) WITHOUT ROWID;
+             CREATE INDEX events_in_order ON events (seq);"
         ))?;
         Ok(Scratch {
             path,
@@ -241,6 +248,54 @@ impl Scratch {
         self.schemas_len
     }
 
+    /// Keeps a log record (`record`, JSON) for the span `span` (trace and span id); `seq`
+    /// orders a span's records as the input did.
+    pub fn event_put(&mut self, span: &str, seq: u64, record: &str) -> Result<(), ScratchError> {
+        self.begin()?;
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO events (span, seq, record) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![span, i64::try_from(seq)?, record])?;
+        self.wrote()
+    }
+
+    /// Takes the log records of `span` out, in input order.
+    pub fn events_take(&mut self, span: &str) -> Result<Vec<String>, ScratchError> {
+        self.begin()?;
+        let records = self
+            .conn
+            .prepare_cached("DELETE FROM events WHERE span = ?1 RETURNING seq, record")?
+            .query_map(params![span], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        self.wrote()?;
+        let mut records = records;
+        // RETURNING gives no order guarantee.
+        records.sort_by_key(|(seq, _)| *seq);
+        Ok(records.into_iter().map(|(_, r)| r).collect())
+    }
+
+    /// The span of the earliest record still kept, if any: unclaimed records are taken
+    /// in input order.
+    pub fn events_any(&self) -> Result<Option<String>, ScratchError> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT span FROM events ORDER BY seq LIMIT 1")?
+            .query_row([], |r| r.get::<_, String>(0))
+            .optional()?)
+    }
+
+    /// The spans whose log records were never taken, and how many records they had.
+    pub fn events_left(&self) -> Result<(u64, u64), ScratchError> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT COUNT(DISTINCT span), COUNT(*) FROM events")?
+            .query_row([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+            .map(|(a, b)| (a.max(0) as u64, b.max(0) as u64))?)
+    }
+
     /// Closes the database and removes its file.
     pub fn close(self) -> Result<(), ScratchError> {
         let Scratch { path, conn, .. } = self;
@@ -341,6 +396,21 @@ mod tests {
         assert_eq!(s.index_get("request-1").unwrap(), None);
         s.index_remove("never-indexed").unwrap();
         assert_eq!(s.index_len(), n as u64 - 2);
+
+        for seq in [3, 1, 2] {
+            s.event_put("t1s1", seq, &format!("r{seq}")).unwrap();
+        }
+        s.event_put("t1s2", 4, "other").unwrap();
+        s.event_put("t0s9", 5, "later").unwrap();
+        assert_eq!(s.events_any().unwrap().as_deref(), Some("t1s1"));
+        assert_eq!(s.events_take("t0s9").unwrap(), ["later"]);
+        assert_eq!(s.events_left().unwrap(), (2, 4));
+        assert_eq!(s.events_take("t1s1").unwrap(), ["r1", "r2", "r3"]);
+        assert!(s.events_take("t1s1").unwrap().is_empty());
+        assert_eq!(s.events_left().unwrap(), (1, 1));
+        assert_eq!(s.events_any().unwrap().as_deref(), Some("t1s2"));
+        s.events_take("t1s2").unwrap();
+        assert_eq!(s.events_any().unwrap(), None);
 
         assert!(s.schema_insert(&fp(1)).unwrap());
         assert!(!s.schema_insert(&fp(1)).unwrap());
