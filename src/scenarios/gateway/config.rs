@@ -1,0 +1,182 @@
+//! The gateway's own configuration, written with the code and the decision of `conform
+//! export`: an allowlist that permits `fallback` and revokes `revoked` goes through
+//! [`crate::export::chains`], and the chain it gives is written by
+//! [`crate::export::litellm::yaml`] or [`crate::export::portkey::config`]. Only what an
+//! export leaves to the user is added here: where each model lives (the mock upstreams),
+//! the gateway's timeout, and its key. The revoked candidate is in LiteLLM's model list
+//! (a team's config lists every model it may call) but in no fallback list.
+
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use crate::allowlist::{Allowlist, Revocation};
+use crate::export::{self, Chain, Names, Plan, SuiteRef, litellm, portkey};
+use crate::scenarios::gatefile;
+
+/// The models behind the gateway, by conform provider name.
+pub const PRIMARY: &str = "primary";
+pub const FALLBACK: &str = "fallback";
+pub const REVOKED: &str = "revoked";
+pub const MODELS: [&str; 3] = [PRIMARY, FALLBACK, REVOKED];
+
+/// The key the client presents to the gateway (LiteLLM's master key).
+pub const GATEWAY_KEY: &str = "sk-conform-gateway-scenarios";
+/// The key the gateway presents to the mock upstreams.
+pub const UPSTREAM_KEY: &str = "sk-conform-mock-upstream";
+
+/// The upstream model name of a provider: what the gateway asks for, and what a genuine
+/// answer's `model` names.
+pub fn upstream_model(provider: &str) -> String {
+    format!("{provider}-mock")
+}
+
+/// The allowlist behind the export: `fallback` permitted, `revoked` revoked, for the
+/// scenarios' task.
+pub fn allowlist() -> Allowlist {
+    let mut list = Allowlist::parse(&gatefile::standard()).unwrap_or_default();
+    list.revocations.push(Revocation {
+        suite: gatefile::TASK.to_string(),
+        provider: REVOKED.to_string(),
+        run_id: "conform-gateway-scenarios".to_string(),
+        at: gatefile::in_seconds(-60),
+        reasons: vec!["schema_additional_property".to_string()],
+        report: "reports/conform-gateway-scenarios/report.json".to_string(),
+    });
+    list
+}
+
+/// The export's chain for the primary: the decision `conform export` makes.
+pub fn chain() -> Chain {
+    let list = allowlist();
+    let plan = Plan {
+        primaries: vec![PRIMARY.to_string()],
+        fallbacks: vec![REVOKED.to_string(), FALLBACK.to_string()],
+        suites: vec![SuiteRef {
+            name: gatefile::TASK.to_string(),
+            digest: Some("sha256:scenario-suite".to_string()),
+        }],
+        at: OffsetDateTime::now_utc(),
+        project: None,
+    };
+    export::chains(&list, &plan)
+        .into_iter()
+        .next()
+        .unwrap_or(Chain {
+            primary: PRIMARY.to_string(),
+            fallbacks: Vec::new(),
+            excluded: Vec::new(),
+        })
+}
+
+/// Where each model's upstream listens: `(provider, base URL ending in /v1)`.
+pub type Upstreams = Vec<(String, String)>;
+
+fn base(upstreams: &Upstreams, provider: &str) -> String {
+    upstreams
+        .iter()
+        .find(|(p, _)| p == provider)
+        .map(|(_, u)| u.clone())
+        .unwrap_or_default()
+}
+
+/// LiteLLM's `config.yaml`: the model list (every model, the revoked one included),
+/// then the export's fragment as `conform export litellm` prints it.
+pub fn litellm(chain: &Chain, upstreams: &Upstreams, timeout_s: f64) -> String {
+    let mut out = String::from("model_list:\n");
+    for provider in MODELS {
+        let params = json!({
+            "model": format!("openai/{}", upstream_model(provider)),
+            "api_base": base(upstreams, provider),
+            "api_key": UPSTREAM_KEY,
+            "timeout": timeout_s,
+            "stream_timeout": timeout_s,
+        });
+        out.push_str(&format!(
+            "  - model_name: {}\n    litellm_params: {params}\n",
+            Value::String(provider.to_string())
+        ));
+    }
+    let header = vec![format!(
+        "Written by conform scenarios --gateway litellm from the export of {}",
+        gatefile::TASK
+    )];
+    out.push_str(&litellm::yaml(
+        std::slice::from_ref(chain),
+        &Names::default(),
+        litellm::Section::RouterSettings,
+        &header,
+    ));
+    out.push_str(&format!(
+        "general_settings:\n  master_key: {}\n",
+        Value::String(GATEWAY_KEY.to_string())
+    ));
+    out
+}
+
+/// Portkey's config: the export's targets, each `@slug` resolved to the mock upstream
+/// it stands for (the open-source gateway has no integrations to resolve it), and the
+/// gateway's timeout.
+pub fn portkey(chain: &Chain, upstreams: &Upstreams, timeout_ms: u64) -> Value {
+    let mut config = portkey::config(chain, Some(&upstream_model(PRIMARY)), &Names::default());
+    if let Some(targets) = config.get_mut("targets").and_then(Value::as_array_mut) {
+        for target in targets {
+            let slug = target
+                .get("provider")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .trim_start_matches('@')
+                .to_string();
+            target["provider"] = json!("openai");
+            target["custom_host"] = json!(base(upstreams, &slug));
+            target["api_key"] = json!(UPSTREAM_KEY);
+            target["request_timeout"] = json!(timeout_ms);
+        }
+    }
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upstreams() -> Upstreams {
+        MODELS
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.to_string(), format!("http://127.0.0.1:{}/v1", 40001 + i)))
+            .collect()
+    }
+
+    #[test]
+    fn the_export_lists_the_fallback_and_leaves_the_revoked_candidate_out() {
+        let chain = chain();
+        let listed: Vec<&str> = chain.fallbacks.iter().map(|f| f.provider.as_str()).collect();
+        assert_eq!(listed, [FALLBACK]);
+        assert_eq!(chain.excluded.len(), 1);
+        assert_eq!(chain.excluded[0].provider, REVOKED);
+        assert_eq!(chain.excluded[0].reason, "revoked");
+    }
+
+    #[test]
+    fn litellm_lists_every_model_but_falls_back_only_to_the_permitted_one() {
+        let yaml = litellm(&chain(), &upstreams(), 2.0);
+        for p in MODELS {
+            assert!(yaml.contains(&format!("model_name: \"{p}\"")), "{yaml}");
+        }
+        assert!(yaml.contains(r#"fallbacks: [{"primary": ["fallback"]}]"#), "{yaml}");
+        assert!(yaml.contains("http://127.0.0.1:40003/v1"), "{yaml}");
+    }
+
+    #[test]
+    fn portkey_targets_are_the_primary_then_the_permitted_fallback() {
+        let config = portkey(&chain(), &upstreams(), 2000);
+        let hosts: Vec<&str> = config["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["custom_host"].as_str().unwrap())
+            .collect();
+        assert_eq!(hosts, ["http://127.0.0.1:40001/v1", "http://127.0.0.1:40002/v1"]);
+        assert_eq!(config["targets"][1]["override_params"]["model"], "fallback-mock");
+    }
+}
