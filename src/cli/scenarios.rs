@@ -11,13 +11,30 @@ use conform::scenarios::session::{
     self, Listing, Progress, Request, Session, SetupError, parse_ports,
 };
 use conform::scenarios::workdir::WorkDir;
+use conform::scenarios::gateway as gw;
 use conform::scenarios::{self as suite, Timing};
 
 use super::gate::Format;
 use super::{Exit, Global};
 
 #[derive(Debug, Args)]
+#[command(after_help = "Gateways:\n  conform scenarios --gateway litellm --spawn \
+'litellm --config {config} --port {port}'\n  conform scenarios --gateway portkey --spawn \
+'npx @portkey-ai/gateway --port={port}'\n\nWith --gateway, conform starts mock upstreams \
+(primary, fallback, and a revoked candidate), writes the gateway's config with the code of \
+`conform export` ({config}), starts the gateway on {port}, and checks that it fails over only \
+to the allowlisted fallback and never hands the client a broken answer as complete. See \
+docs/gateways.md.")]
 pub struct ScenariosArgs {
+    /// Test a gateway instead of an orchestrator: LiteLLM's proxy or Portkey's gateway,
+    /// configured as `conform export` configures it. --spawn's COMMAND may hold
+    /// {config} (the config file conform writes) and {port} (where to listen).
+    #[arg(long, value_enum, value_name = "GATEWAY")]
+    pub gateway: Option<GatewayArg>,
+    /// With --gateway: the per-request timeout written into the gateway's config (the
+    /// hang scenario waits three of them).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration, requires = "gateway")]
+    pub gateway_timeout: Duration,
     /// Start the orchestrator with COMMAND (through `sh -c`), with the contract's CONFORM_*
     /// variables, restarting it where a scenario needs that, and stop it at the end.
     #[arg(long, value_name = "COMMAND", conflicts_with = "target")]
@@ -72,7 +89,17 @@ pub struct ScenariosArgs {
     pub work_dir: Option<PathBuf>,
 }
 
+/// The gateways `--gateway` knows.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum GatewayArg {
+    Litellm,
+    Portkey,
+}
+
 pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<Exit> {
+    if let Some(kind) = args.gateway {
+        return gateway(kind, args).await;
+    }
     let selected = match runner::select(suite::all(), &args.only, &args.skip) {
         Ok(s) => s,
         Err(e) => {
@@ -142,6 +169,74 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<E
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Format::Text => print!("{}", session.summary(&report)),
+    }
+    let passed = report.all_passed();
+    if !passed || args.keep {
+        eprintln!("working directory kept: {}", work.keep().display());
+    }
+    Ok(if passed { Exit::Ok } else { Exit::Failed })
+}
+
+async fn gateway(kind: GatewayArg, args: ScenariosArgs) -> anyhow::Result<Exit> {
+    let selected = match gw::select(&args.only, &args.skip) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(Exit::Usage);
+        }
+    };
+    if args.list {
+        for def in &selected {
+            println!("{:<30} {}", def.name, def.about);
+        }
+        return Ok(Exit::Ok);
+    }
+    let request = gw::Request {
+        kind: match kind {
+            GatewayArg::Litellm => gw::Kind::Litellm,
+            GatewayArg::Portkey => gw::Kind::Portkey,
+        },
+        spawn: args.spawn,
+        target: args.target,
+        mock_ports: args.mock_ports,
+        timeout: args.gateway_timeout,
+        startup: args.startup_timeout,
+    };
+    if let Err(problem) = request.check() {
+        eprintln!("error: {problem}");
+        return Ok(Exit::Usage);
+    }
+    let mut work = WorkDir::create(args.work_dir.as_deref(), args.keep)?;
+    let session = match gw::Session::start(&request, work.path()).await {
+        Ok(session) => session,
+        Err(e) if e.inconclusive() => {
+            eprintln!("error: {e}");
+            eprintln!("(working directory kept: {})", work.keep().display());
+            return Ok(Exit::Inconclusive);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let text = matches!(args.format, Format::Text);
+    if text {
+        println!("{}", session.header(selected.len()));
+    }
+    let report = session
+        .run(&selected, args.fail_fast, |e| {
+            if text {
+                print!("{}", Progress(e));
+            }
+        })
+        .await;
+    session.stop().await;
+    if let Some(path) = &args.junit {
+        session::write_junit(path, &report)?;
+    }
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Text => println!(
+            "{} passed, {} failed, {} skipped in {:.1} s",
+            report.passed, report.failed, report.skipped, report.seconds
+        ),
     }
     let passed = report.all_passed();
     if !passed || args.keep {

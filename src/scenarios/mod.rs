@@ -23,6 +23,7 @@ pub mod ctx;
 pub mod evidence;
 pub mod gate;
 pub mod gatefile;
+pub mod gateway;
 pub mod idempotency;
 pub mod job;
 pub mod keys;

@@ -377,7 +377,9 @@ async fn respond(
                 .await?;
         }
         Behaviour::Reset => {
-            // SO_LINGER 0: closing sends RST, as a crashed upstream's kernel does.
+            // SO_LINGER 0: closing sends RST, as a crashed upstream's kernel does. The
+            // deprecation is about a linger that blocks on drop; a zero one never waits.
+            #[allow(deprecated)]
             let _ = stream.set_linger(Some(Duration::ZERO));
         }
         Behaviour::CutByClose => {
