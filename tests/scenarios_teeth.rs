@@ -228,7 +228,11 @@ fn the_suite_passes_against_conform_serve_on_sqlite_and_catches_every_broken_var
 fn lenient_but_conformant_variants_pass_every_scenario() {
     let work = tempfile::tempdir().unwrap();
     for variant in LENIENT {
-        let (code, report) = run_suite(&["--spawn", &broken_serve_command(variant)], &[], work.path());
+        let (code, report) = run_suite(
+            &["--spawn", &broken_serve_command(variant)],
+            &[],
+            work.path(),
+        );
         assert_all_passed(code, &report);
         // The choice is reported, not hidden: the scenario says it accepted.
         let accepted = |name: &str| {
@@ -243,7 +247,10 @@ fn lenient_but_conformant_variants_pass_every_scenario() {
             "no-body-limit" => "oversized-body",
             _ => "invalid-utf8",
         };
-        assert!(accepted(scenario), "{variant}: {scenario} reports no acceptance");
+        assert!(
+            accepted(scenario),
+            "{variant}: {scenario} reports no acceptance"
+        );
     }
 }
 

@@ -6,25 +6,27 @@ use std::time::Duration;
 
 use clap::Args;
 
+use conform::scenarios::gateway as gw;
 use conform::scenarios::runner;
 use conform::scenarios::session::{
     self, Listing, Progress, Request, Session, SetupError, parse_ports,
 };
 use conform::scenarios::workdir::WorkDir;
-use conform::scenarios::gateway as gw;
 use conform::scenarios::{self as suite, Timing};
 
 use super::gate::Format;
 use super::{Exit, Global};
 
 #[derive(Debug, Args)]
-#[command(after_help = "Gateways:\n  conform scenarios --gateway litellm --spawn \
+#[command(
+    after_help = "Gateways:\n  conform scenarios --gateway litellm --spawn \
 'litellm --config {config} --port {port}'\n  conform scenarios --gateway portkey --spawn \
 'npx @portkey-ai/gateway --port={port}'\n\nWith --gateway, conform starts mock upstreams \
 (primary, fallback, and a revoked candidate), writes the gateway's config with the code of \
 `conform export` ({config}), starts the gateway on {port}, and checks that it fails over only \
 to the allowlisted fallback and never hands the client a broken answer as complete. See \
-docs/gateways.md.")]
+docs/gateways.md."
+)]
 pub struct ScenariosArgs {
     /// Test a gateway instead of an orchestrator: LiteLLM's proxy or Portkey's gateway,
     /// configured as `conform export` configures it. --spawn's COMMAND may hold

@@ -12,7 +12,10 @@ pub(crate) fn percent_encode_owner(headers: &mut axum::http::HeaderMap) {
         return;
     };
     let bytes = value.as_bytes();
-    if bytes.iter().all(|b| (0x21..=0x7e).contains(b) || *b == b' ') {
+    if bytes
+        .iter()
+        .all(|b| (0x21..=0x7e).contains(b) || *b == b' ')
+    {
         return;
     }
     let mut encoded = String::with_capacity(bytes.len() * 3);

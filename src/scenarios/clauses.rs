@@ -33,10 +33,7 @@ const FIRST_WINS: &str = "The first result to arrive wins, whichever provider se
 /// The clause `scenario` enforces; `None` for a name no scenario has.
 pub fn of(scenario: &str) -> Option<Clause> {
     Some(match scenario {
-        "key-forms" => clause(
-            ENDPOINTS,
-            "The key is 1 to 255 visible ASCII characters",
-        ),
+        "key-forms" => clause(ENDPOINTS, "The key is 1 to 255 visible ASCII characters"),
         "owner-scoping" => clause(
             "Identity",
             "A job or attempt of another owner is answered 404 `not_found`, never 403",
@@ -62,10 +59,7 @@ pub fn of(scenario: &str) -> Option<Clause> {
             PROVIDERS,
             "a definite answer without a usable result: `failed`, and a new attempt may start.",
         ),
-        "no-hidden-retries" => clause(
-            PROVIDERS,
-            "Each attempt sends exactly one request upstream",
-        ),
+        "no-hidden-retries" => clause(PROVIDERS, "Each attempt sends exactly one request upstream"),
         "cancel-releases" => clause(
             ENDPOINTS,
             "`POST /v1/attempts/{id}/cancel`: an external process releases a `starting` or `unknown` attempt",

@@ -154,8 +154,7 @@ fn problem_shaped(exchange: &Exchange) -> bool {
         .as_deref()
         .is_some_and(|c| c.starts_with("application/problem+json"))
         && exchange.code().is_some_and(|c| !c.is_empty())
-        && exchange.answer.get("status").and_then(Value::as_u64)
-            == Some(u64::from(exchange.status))
+        && exchange.answer.get("status").and_then(Value::as_u64) == Some(u64::from(exchange.status))
 }
 
 /// After requests the orchestrator may have accepted or refused: it still answers, and

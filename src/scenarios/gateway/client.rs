@@ -87,6 +87,8 @@ impl Client {
     /// `url` is the gateway's chat completions endpoint; `headers` go on every request
     /// (the gateway's key, Portkey's config).
     pub fn new(url: String, headers: Vec<(String, String)>) -> Result<Client, reqwest::Error> {
+        // reqwest is built without a default TLS provider; a gateway may be https.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(ANSWER_WITHIN)
             .no_proxy()
@@ -188,7 +190,10 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 fn read_plain(value: &Value, received: &mut Received) {
-    received.model = value.get("model").and_then(Value::as_str).map(str::to_string);
+    received.model = value
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let choice = value.pointer("/choices/0");
     received.content = choice
         .and_then(|c| c.pointer("/message/content"))
@@ -273,7 +278,10 @@ mod tests {
         read_stream(&whole.replace("data: [DONE]", ""), &mut r);
         assert!(!r.complete);
         let mut r = blank();
-        read_stream(&format!("{whole}data: {{\"error\":{{\"message\":\"x\"}}}}\n\n"), &mut r);
+        read_stream(
+            &format!("{whole}data: {{\"error\":{{\"message\":\"x\"}}}}\n\n"),
+            &mut r,
+        );
         assert!(!r.complete && r.error_event);
     }
 

@@ -150,7 +150,11 @@ mod tests {
     #[test]
     fn the_export_lists_the_fallback_and_leaves_the_revoked_candidate_out() {
         let chain = chain();
-        let listed: Vec<&str> = chain.fallbacks.iter().map(|f| f.provider.as_str()).collect();
+        let listed: Vec<&str> = chain
+            .fallbacks
+            .iter()
+            .map(|f| f.provider.as_str())
+            .collect();
         assert_eq!(listed, [FALLBACK]);
         assert_eq!(chain.excluded.len(), 1);
         assert_eq!(chain.excluded[0].provider, REVOKED);
@@ -163,7 +167,10 @@ mod tests {
         for p in MODELS {
             assert!(yaml.contains(&format!("model_name: \"{p}\"")), "{yaml}");
         }
-        assert!(yaml.contains(r#"fallbacks: [{"primary": ["fallback"]}]"#), "{yaml}");
+        assert!(
+            yaml.contains(r#"fallbacks: [{"primary": ["fallback"]}]"#),
+            "{yaml}"
+        );
         assert!(yaml.contains("http://127.0.0.1:40003/v1"), "{yaml}");
     }
 
@@ -176,7 +183,13 @@ mod tests {
             .iter()
             .map(|t| t["custom_host"].as_str().unwrap())
             .collect();
-        assert_eq!(hosts, ["http://127.0.0.1:40001/v1", "http://127.0.0.1:40002/v1"]);
-        assert_eq!(config["targets"][1]["override_params"]["model"], "fallback-mock");
+        assert_eq!(
+            hosts,
+            ["http://127.0.0.1:40001/v1", "http://127.0.0.1:40002/v1"]
+        );
+        assert_eq!(
+            config["targets"][1]["override_params"]["model"],
+            "fallback-mock"
+        );
     }
 }

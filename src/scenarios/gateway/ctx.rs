@@ -125,7 +125,12 @@ impl Ctx {
         Failed(reason)
     }
 
-    pub fn check(&self, ok: bool, what: impl Into<String>, detail: impl FnOnce() -> String) -> Checked {
+    pub fn check(
+        &self,
+        ok: bool,
+        what: impl Into<String>,
+        detail: impl FnOnce() -> String,
+    ) -> Checked {
         if ok {
             self.pass(what);
             Ok(())
@@ -258,10 +263,11 @@ impl Ctx {
                 serde_json::to_string(&a.behaviour).unwrap_or_default()
             ));
         }
+        // Traffic to a revoked model is the failure that matters most: it leads.
+        let revoked = self.count(REVOKED);
         let outcome = match (result, count_failure) {
-            (Err(Failed(reason)), _) | (Ok(()), Some(Failed(reason))) => {
-                Outcome::Failed { reason }
-            }
+            (_, Some(Failed(reason))) if revoked > 0 => Outcome::Failed { reason },
+            (Err(Failed(reason)), _) | (Ok(()), Some(Failed(reason))) => Outcome::Failed { reason },
             (Ok(()), None) => Outcome::Passed,
         };
         let r = self.record();

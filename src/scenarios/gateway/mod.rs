@@ -83,7 +83,9 @@ pub struct Request {
 /// Why a gateway run could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
-    #[error("say which gateway to test: --spawn 'COMMAND' (with {{config}} and {{port}}) or --target URL")]
+    #[error(
+        "say which gateway to test: --spawn 'COMMAND' (with {{config}} and {{port}}) or --target URL"
+    )]
     NoGateway,
     #[error(
         "--gateway with --target needs --mock-ports naming the upstream of every model the gateway \
@@ -114,7 +116,10 @@ pub enum GatewayError {
 impl GatewayError {
     /// The gateway, not the options, is at fault.
     pub fn inconclusive(&self) -> bool {
-        matches!(self, GatewayError::Spawn(_) | GatewayError::Unhealthy { .. })
+        matches!(
+            self,
+            GatewayError::Spawn(_) | GatewayError::Unhealthy { .. }
+        )
     }
 }
 
@@ -138,7 +143,11 @@ impl Request {
 pub fn select(only: &[String], skip: &[String]) -> Result<Vec<scenarios::Def>, UnknownScenario> {
     let all = scenarios::all();
     let known: Vec<&str> = all.iter().map(|d| d.name).collect();
-    if let Some(name) = only.iter().chain(skip).find(|n| !known.contains(&n.as_str())) {
+    if let Some(name) = only
+        .iter()
+        .chain(skip)
+        .find(|n| !known.contains(&n.as_str()))
+    {
         return Err(UnknownScenario {
             name: name.clone(),
             known: known.join(", "),
@@ -190,8 +199,7 @@ impl Session {
                 vec![("authorization".to_string(), format!("Bearer {GATEWAY_KEY}"))],
             ),
             Kind::Portkey => {
-                let value =
-                    config::portkey(&chain, &upstreams, request.timeout.as_millis() as u64);
+                let value = config::portkey(&chain, &upstreams, request.timeout.as_millis() as u64);
                 (
                     serde_json::to_string_pretty(&value).unwrap_or_default(),
                     vec![("x-portkey-config".to_string(), value.to_string())],

@@ -28,7 +28,10 @@ pub enum Behaviour {
     /// `[DONE]`, as the request asked.
     Answer,
     /// An error status with an OpenAI error body, and `Retry-After` when given.
-    Status { status: u16, retry_after: Option<u32> },
+    Status {
+        status: u16,
+        retry_after: Option<u32>,
+    },
     /// 400 `context_length_exceeded`, as OpenAI words it.
     ContextLength,
     /// The request is read, then the connection is reset: the work may have started.
@@ -273,7 +276,13 @@ fn chunk(asked: &str, delta: Value, finish: Option<&str>) -> String {
 /// `complete`) the finish reason and `[DONE]`.
 fn events(asked: &str, content: &str, complete: bool) -> Vec<String> {
     let half = content.len() / 2;
-    let (a, b) = content.split_at(content.char_indices().map(|(i, _)| i).find(|i| *i >= half).unwrap_or(0));
+    let (a, b) = content.split_at(
+        content
+            .char_indices()
+            .map(|(i, _)| i)
+            .find(|i| *i >= half)
+            .unwrap_or(0),
+    );
     let mut out = vec![
         chunk(asked, json!({"role": "assistant", "content": ""}), None),
         chunk(asked, json!({"content": a}), None),
@@ -338,7 +347,12 @@ async fn respond(
             out.extend_from_slice(b"0\r\n\r\n");
             out
         } else {
-            sized(200, "application/json", &[], completion(asked, &text).to_string().as_bytes())
+            sized(
+                200,
+                "application/json",
+                &[],
+                completion(asked, &text).to_string().as_bytes(),
+            )
         }
     };
     match behaviour {
@@ -362,7 +376,12 @@ async fn respond(
                 "code": null,
             }});
             stream
-                .write_all(&sized(*status, "application/json", &extra, body.to_string().as_bytes()))
+                .write_all(&sized(
+                    *status,
+                    "application/json",
+                    &extra,
+                    body.to_string().as_bytes(),
+                ))
                 .await?;
         }
         Behaviour::ContextLength => {
@@ -373,7 +392,12 @@ async fn respond(
                 "code": "context_length_exceeded",
             }});
             stream
-                .write_all(&sized(400, "application/json", &[], body.to_string().as_bytes()))
+                .write_all(&sized(
+                    400,
+                    "application/json",
+                    &[],
+                    body.to_string().as_bytes(),
+                ))
                 .await?;
         }
         Behaviour::Reset => {
@@ -409,11 +433,19 @@ async fn respond(
         }
         Behaviour::Unreadable { body } => {
             let (content_type, bytes): (&str, &[u8]) = match body {
-                Unreadable::BrokenJson => ("application/json", br#"{"id": "chatcmpl-1", "choices": [{"index": 0, "mess"#),
-                Unreadable::Html => ("text/html", b"<html><body><h1>Welcome to nginx!</h1></body></html>"),
+                Unreadable::BrokenJson => (
+                    "application/json",
+                    br#"{"id": "chatcmpl-1", "choices": [{"index": 0, "mess"#,
+                ),
+                Unreadable::Html => (
+                    "text/html",
+                    b"<html><body><h1>Welcome to nginx!</h1></body></html>",
+                ),
                 Unreadable::Empty => ("application/json", b""),
             };
-            stream.write_all(&sized(200, content_type, &[], bytes)).await?;
+            stream
+                .write_all(&sized(200, content_type, &[], bytes))
+                .await?;
         }
     }
     stream.shutdown().await
