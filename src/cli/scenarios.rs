@@ -1,4 +1,5 @@
-//! `conform scenarios`: the race and timeout suite against an orchestrator.
+//! `conform scenarios`: the race and timeout suite against an orchestrator, or the
+//! failover suite against a gateway (`--gateway`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -6,27 +7,15 @@ use std::time::Duration;
 
 use clap::Args;
 
+use conform::scenarios::Timing;
 use conform::scenarios::gateway as gw;
-use conform::scenarios::runner;
-use conform::scenarios::session::{
-    self, Listing, Progress, Request, Session, SetupError, parse_ports,
-};
-use conform::scenarios::workdir::WorkDir;
-use conform::scenarios::{self as suite, Timing};
+use conform::scenarios::invoke::{Ended, Options, Target, invoke};
+use conform::scenarios::session::{Request, parse_ports};
 
 use super::gate::Format;
 use super::{Exit, Global};
 
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Gateways:\n  conform scenarios --gateway litellm --spawn \
-'litellm --config {config} --port {port}'\n  conform scenarios --gateway portkey --spawn \
-'npx @portkey-ai/gateway --port={port}'\n\nWith --gateway, conform starts mock upstreams \
-(primary, fallback, and a revoked candidate), writes the gateway's config with the code of \
-`conform export` ({config}), starts the gateway on {port}, and checks that it fails over only \
-to the allowlisted fallback and never hands the client a broken answer as complete. See \
-docs/gateways.md."
-)]
 pub struct ScenariosArgs {
     /// Test a gateway instead of an orchestrator: LiteLLM's proxy or Portkey's gateway,
     /// configured as `conform export` configures it. --spawn's COMMAND may hold
@@ -99,150 +88,46 @@ pub enum GatewayArg {
 }
 
 pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<Exit> {
-    if let Some(kind) = args.gateway {
-        return gateway(kind, args).await;
-    }
-    let selected = match runner::select(suite::all(), &args.only, &args.skip) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(Exit::Usage);
-        }
+    let target = match args.gateway {
+        Some(kind) => Target::Gateway(gw::Request {
+            kind: match kind {
+                GatewayArg::Litellm => gw::Kind::Litellm,
+                GatewayArg::Portkey => gw::Kind::Portkey,
+            },
+            spawn: args.spawn,
+            target: args.target,
+            mock_ports: args.mock_ports,
+            timeout: args.gateway_timeout,
+            startup: args.startup_timeout,
+        }),
+        None => Target::Orchestrator(Request {
+            spawn: args.spawn,
+            target: args.target,
+            mock_ports: args.mock_ports,
+            database_url: args.database_url,
+            timing: Timing {
+                attempt_timeout: Duration::from_millis(args.attempt_timeout_ms),
+                late_window: Duration::from_millis(args.late_window_ms),
+            },
+            startup: args.startup_timeout,
+            allowlist: global.allowlist.clone(),
+        }),
     };
-    if args.list {
-        let listing = Listing::of(&selected);
-        match args.format {
-            Format::Json => println!("{}", serde_json::to_string(&listing)?),
-            Format::Text => print!("{listing}"),
-        }
-        return Ok(Exit::Ok);
-    }
-    let request = Request {
-        spawn: args.spawn,
-        target: args.target,
-        mock_ports: args.mock_ports,
-        database_url: args.database_url,
-        timing: Timing {
-            attempt_timeout: Duration::from_millis(args.attempt_timeout_ms),
-            late_window: Duration::from_millis(args.late_window_ms),
-        },
-        startup: args.startup_timeout,
-        allowlist: global.allowlist.clone(),
+    let options = Options {
+        only: args.only,
+        skip: args.skip,
+        list: args.list,
+        json: matches!(args.format, Format::Json),
+        junit: args.junit,
+        fail_fast: args.fail_fast,
+        work_dir: args.work_dir,
+        keep: args.keep,
     };
-    if let Err(problem) = request.check() {
-        eprintln!("error: {problem}");
-        return Ok(Exit::Usage);
-    }
-    let mut work = WorkDir::create(args.work_dir.as_deref(), args.keep)?;
-    let session = match Session::start(&request, work.path()).await {
-        Ok(session) => session,
-        Err(e @ SetupError::Providers(_)) => {
-            eprintln!("error: {e}");
-            return Ok(Exit::Usage);
-        }
-        Err(e) if e.inconclusive() => {
-            eprintln!("error: {e}");
-            if e.keeps_work() {
-                eprintln!("(working directory kept: {})", work.keep().display());
-            }
-            return Ok(Exit::Inconclusive);
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let text = matches!(args.format, Format::Text);
-    if text {
-        println!("{}", session.header(selected.len()));
-    }
-    let progress = |e: &_| {
-        if text {
-            print!("{}", Progress(e));
-        }
-    };
-    let Some(report) = session.run(&selected, args.fail_fast, progress).await else {
-        eprintln!(
-            "interrupted; working directory kept: {}",
-            work.keep().display()
-        );
-        return Ok(Exit::Inconclusive);
-    };
-    if let Some(path) = &args.junit {
-        session::write_junit(path, &report)?;
-    }
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Text => print!("{}", session.summary(&report)),
-    }
-    let passed = report.all_passed();
-    if !passed || args.keep {
-        eprintln!("working directory kept: {}", work.keep().display());
-    }
-    Ok(if passed { Exit::Ok } else { Exit::Failed })
-}
-
-async fn gateway(kind: GatewayArg, args: ScenariosArgs) -> anyhow::Result<Exit> {
-    let selected = match gw::select(&args.only, &args.skip) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(Exit::Usage);
-        }
-    };
-    if args.list {
-        for def in &selected {
-            println!("{:<30} {}", def.name, def.about);
-        }
-        return Ok(Exit::Ok);
-    }
-    let request = gw::Request {
-        kind: match kind {
-            GatewayArg::Litellm => gw::Kind::Litellm,
-            GatewayArg::Portkey => gw::Kind::Portkey,
-        },
-        spawn: args.spawn,
-        target: args.target,
-        mock_ports: args.mock_ports,
-        timeout: args.gateway_timeout,
-        startup: args.startup_timeout,
-    };
-    if let Err(problem) = request.check() {
-        eprintln!("error: {problem}");
-        return Ok(Exit::Usage);
-    }
-    let mut work = WorkDir::create(args.work_dir.as_deref(), args.keep)?;
-    let session = match gw::Session::start(&request, work.path()).await {
-        Ok(session) => session,
-        Err(e) if e.inconclusive() => {
-            eprintln!("error: {e}");
-            eprintln!("(working directory kept: {})", work.keep().display());
-            return Ok(Exit::Inconclusive);
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let text = matches!(args.format, Format::Text);
-    if text {
-        println!("{}", session.header(selected.len()));
-    }
-    let report = session
-        .run(&selected, args.fail_fast, |e| {
-            if text {
-                print!("{}", Progress(e));
-            }
-        })
-        .await;
-    session.stop().await;
-    if let Some(path) = &args.junit {
-        session::write_junit(path, &report)?;
-    }
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Text => println!(
-            "{} passed, {} failed, {} skipped in {:.1} s",
-            report.passed, report.failed, report.skipped, report.seconds
-        ),
-    }
-    let passed = report.all_passed();
-    if !passed || args.keep {
-        eprintln!("working directory kept: {}", work.keep().display());
-    }
-    Ok(if passed { Exit::Ok } else { Exit::Failed })
+    let (mut out, mut err) = (|s: &str| print!("{s}"), |s: &str| eprintln!("{s}"));
+    Ok(match invoke(target, options, &mut out, &mut err).await? {
+        Ended::Passed => Exit::Ok,
+        Ended::Failed => Exit::Failed,
+        Ended::Usage => Exit::Usage,
+        Ended::Inconclusive => Exit::Inconclusive,
+    })
 }

@@ -25,6 +25,7 @@ pub mod gate;
 pub mod gatefile;
 pub mod gateway;
 pub mod idempotency;
+pub mod invoke;
 pub mod job;
 pub mod keys;
 pub mod mock;

@@ -33,6 +33,22 @@ use super::spawn::{Launch, SpawnError, Spawned};
 use super::workdir::free_port;
 use config::{GATEWAY_KEY, MODELS};
 
+/// `conform scenarios --help`'s closing lines.
+pub const HELP: &str = "Examples:\n  \
+conform scenarios --spawn 'conform serve --unverified-allowlist'\n  \
+conform scenarios --spawn 'conform serve --unverified-allowlist' --database-url postgres://postgres@127.0.0.1:5432/test\n  \
+conform scenarios --target http://127.0.0.1:8080 --allowlist /srv/allowlist.json \\\n    \
+--mock-ports primary=40001,fallback=40002,rogue=40003,faulty=40004,dead=40005\n  \
+conform scenarios --list\n  \
+conform scenarios --gateway litellm --spawn 'litellm --config {config} --port {port}'\n  \
+conform scenarios --gateway portkey --spawn 'npx @portkey-ai/gateway --port={port} --headless'\n\n\
+With --gateway, conform starts mock upstreams (primary, fallback, and a revoked candidate), \
+writes the gateway's config with the code of `conform export` ({config}), starts the gateway \
+on {port}, and checks that it fails over only to the allowlisted fallback and never hands the \
+client a broken answer as complete (docs/gateways.md).\n\n\
+Exit codes: 0 every selected scenario passed, 1 a scenario failed, 2 usage error, \
+3 the orchestrator or gateway could not be started or reached, or the run was interrupted.";
+
 /// The gateways the scenarios know how to configure and talk to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
