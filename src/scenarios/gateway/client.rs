@@ -17,6 +17,8 @@ pub struct Client {
     http: reqwest::Client,
     url: String,
     headers: Vec<(String, String)>,
+    /// Headers that replace `headers` for one model (Portkey's config per primary).
+    per_model: Vec<(String, Vec<(String, String)>)>,
 }
 
 /// What the client received.
@@ -93,7 +95,18 @@ impl Client {
             .timeout(ANSWER_WITHIN)
             .no_proxy()
             .build()?;
-        Ok(Client { http, url, headers })
+        Ok(Client {
+            http,
+            url,
+            headers,
+            per_model: Vec::new(),
+        })
+    }
+
+    /// Requests for `model` carry `headers` instead.
+    pub fn for_model(mut self, model: &str, headers: Vec<(String, String)>) -> Client {
+        self.per_model.push((model.to_string(), headers));
+        self
     }
 
     /// Asks `model` for the invoice of `tag`, streamed or not.
@@ -109,7 +122,10 @@ impl Client {
         });
         let started = Instant::now();
         let mut request = self.http.post(&self.url).json(&body);
-        for (k, v) in &self.headers {
+        let headers = (self.per_model.iter())
+            .find(|(m, _)| m == model)
+            .map_or(&self.headers, |(_, h)| h);
+        for (k, v) in headers {
             request = request.header(k, v);
         }
         let mut received = Received {

@@ -18,6 +18,9 @@ pub const PRIMARY: &str = "primary";
 pub const FALLBACK: &str = "fallback";
 pub const REVOKED: &str = "revoked";
 pub const MODELS: [&str; 3] = [PRIMARY, FALLBACK, REVOKED];
+/// A second primary whose upstream refuses connections (nothing listens on its port), for
+/// failover when the request was never sent. It receives nothing, so it is not counted.
+pub const UNREACHABLE: &str = "unreachable";
 
 /// The key the client presents to the gateway (LiteLLM's master key).
 pub const GATEWAY_KEY: &str = "sk-conform-gateway-scenarios";
@@ -45,11 +48,12 @@ pub fn allowlist() -> Allowlist {
     list
 }
 
-/// The export's chain for the primary: the decision `conform export` makes.
-pub fn chain() -> Chain {
+/// The export's chains for the two primaries, [`PRIMARY`] then [`UNREACHABLE`]: the
+/// decision `conform export` makes.
+pub fn chains() -> Vec<Chain> {
     let list = allowlist();
     let plan = Plan {
-        primaries: vec![PRIMARY.to_string()],
+        primaries: vec![PRIMARY.to_string(), UNREACHABLE.to_string()],
         fallbacks: vec![REVOKED.to_string(), FALLBACK.to_string()],
         suites: vec![SuiteRef {
             name: gatefile::TASK.to_string(),
@@ -59,13 +63,6 @@ pub fn chain() -> Chain {
         project: None,
     };
     export::chains(&list, &plan)
-        .into_iter()
-        .next()
-        .unwrap_or(Chain {
-            primary: PRIMARY.to_string(),
-            fallbacks: Vec::new(),
-            excluded: Vec::new(),
-        })
 }
 
 /// Where each model's upstream listens: `(provider, base URL ending in /v1)`.
@@ -81,9 +78,9 @@ fn base(upstreams: &Upstreams, provider: &str) -> String {
 
 /// LiteLLM's `config.yaml`: the model list (every model, the revoked one included),
 /// then the export's fragment as `conform export litellm` prints it.
-pub fn litellm(chain: &Chain, upstreams: &Upstreams, timeout_s: f64) -> String {
+pub fn litellm(chains: &[Chain], upstreams: &Upstreams, timeout_s: f64) -> String {
     let mut out = String::from("model_list:\n");
-    for provider in MODELS {
+    for provider in MODELS.iter().chain(&[UNREACHABLE]) {
         let params = json!({
             "model": format!("openai/{}", upstream_model(provider)),
             "api_base": base(upstreams, provider),
@@ -97,11 +94,11 @@ pub fn litellm(chain: &Chain, upstreams: &Upstreams, timeout_s: f64) -> String {
         ));
     }
     let header = vec![format!(
-        "Written by conform scenarios --gateway litellm from the export of {}",
+        "Written by conform scenarios --gateway litellm from the export for {}",
         gatefile::TASK
     )];
     out.push_str(&litellm::yaml(
-        std::slice::from_ref(chain),
+        chains,
         &Names::default(),
         litellm::Section::RouterSettings,
         &header,
@@ -113,11 +110,12 @@ pub fn litellm(chain: &Chain, upstreams: &Upstreams, timeout_s: f64) -> String {
     out
 }
 
-/// Portkey's config: the export's targets, each `@slug` resolved to the mock upstream
-/// it stands for (the open-source gateway has no integrations to resolve it), and the
-/// gateway's timeout.
+/// Portkey's config for one chain: the export's targets, each `@slug` resolved to the
+/// mock upstream it stands for (the open-source gateway has no integrations to resolve
+/// it), and the gateway's timeout.
 pub fn portkey(chain: &Chain, upstreams: &Upstreams, timeout_ms: u64) -> Value {
-    let mut config = portkey::config(chain, Some(&upstream_model(PRIMARY)), &Names::default());
+    let primary = upstream_model(&chain.primary);
+    let mut config = portkey::config(chain, Some(&primary), &Names::default());
     if let Some(targets) = config.get_mut("targets").and_then(Value::as_array_mut) {
         for target in targets {
             let slug = target
@@ -142,6 +140,7 @@ mod tests {
     fn upstreams() -> Upstreams {
         MODELS
             .iter()
+            .chain(&[UNREACHABLE])
             .enumerate()
             .map(|(i, p)| (p.to_string(), format!("http://127.0.0.1:{}/v1", 40001 + i)))
             .collect()
@@ -149,34 +148,40 @@ mod tests {
 
     #[test]
     fn the_export_lists_the_fallback_and_leaves_the_revoked_candidate_out() {
-        let chain = chain();
-        let listed: Vec<&str> = chain
-            .fallbacks
-            .iter()
-            .map(|f| f.provider.as_str())
-            .collect();
-        assert_eq!(listed, [FALLBACK]);
-        assert_eq!(chain.excluded.len(), 1);
-        assert_eq!(chain.excluded[0].provider, REVOKED);
-        assert_eq!(chain.excluded[0].reason, "revoked");
+        let chains = chains();
+        assert_eq!(chains.len(), 2);
+        for chain in &chains {
+            let listed: Vec<&str> = chain
+                .fallbacks
+                .iter()
+                .map(|f| f.provider.as_str())
+                .collect();
+            assert_eq!(listed, [FALLBACK]);
+            assert_eq!(chain.excluded.len(), 1);
+            assert_eq!(chain.excluded[0].provider, REVOKED);
+            assert_eq!(chain.excluded[0].reason, "revoked");
+        }
     }
 
     #[test]
     fn litellm_lists_every_model_but_falls_back_only_to_the_permitted_one() {
-        let yaml = litellm(&chain(), &upstreams(), 2.0);
-        for p in MODELS {
+        let yaml = litellm(&chains(), &upstreams(), 2.0);
+        for p in MODELS.iter().chain(&[UNREACHABLE]) {
             assert!(yaml.contains(&format!("model_name: \"{p}\"")), "{yaml}");
         }
         assert!(
-            yaml.contains(r#"fallbacks: [{"primary": ["fallback"]}]"#),
+            yaml.contains(
+                r#"fallbacks: [{"primary": ["fallback"]}, {"unreachable": ["fallback"]}]"#
+            ),
             "{yaml}"
         );
+        assert!(yaml.contains("num_retries: 0"), "{yaml}");
         assert!(yaml.contains("http://127.0.0.1:40003/v1"), "{yaml}");
     }
 
     #[test]
     fn portkey_targets_are_the_primary_then_the_permitted_fallback() {
-        let config = portkey(&chain(), &upstreams(), 2000);
+        let config = portkey(&chains()[0], &upstreams(), 2000);
         let hosts: Vec<&str> = config["targets"]
             .as_array()
             .unwrap()
@@ -186,6 +191,10 @@ mod tests {
         assert_eq!(
             hosts,
             ["http://127.0.0.1:40001/v1", "http://127.0.0.1:40002/v1"]
+        );
+        assert_eq!(
+            config["targets"][0]["override_params"]["model"],
+            "primary-mock"
         );
         assert_eq!(
             config["targets"][1]["override_params"]["model"],

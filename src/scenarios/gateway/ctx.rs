@@ -83,11 +83,12 @@ impl Ctx {
 
     /// Asks the primary through the gateway, and keeps the exchange.
     pub async fn ask(&self, stream: bool) -> Received {
-        let received = self
-            .env
-            .client
-            .ask(super::config::PRIMARY, &self.tag, stream)
-            .await;
+        self.ask_model(super::config::PRIMARY, stream).await
+    }
+
+    /// Asks `model` (the gateway's name for it) through the gateway.
+    pub async fn ask_model(&self, model: &str, stream: bool) -> Received {
+        let received = self.env.client.ask(model, &self.tag, stream).await;
         if let Some(x) = &received.exchange {
             self.record().exchanges.push(x.clone());
         }

@@ -207,19 +207,39 @@ impl Session {
             upstream::serve(listener, model, board.clone());
             upstreams.push((model.to_string(), format!("http://{addr}/v1")));
         }
-        let chain = config::chain();
+        // Nothing listens on the unreachable primary's port: a request to it is refused
+        // before it is sent.
+        let dead = free_port().map_err(|source| GatewayError::Listen {
+            model: config::UNREACHABLE,
+            source,
+        })?;
+        upstreams.push((config::UNREACHABLE.to_string(), format!("http://{dead}/v1")));
+        let chains = config::chains();
         let path = work.join(request.kind.config_file());
-        let (text, headers) = match request.kind {
+        let auth = vec![("authorization".to_string(), format!("Bearer {GATEWAY_KEY}"))];
+        let (text, headers, per_model) = match request.kind {
             Kind::Litellm => (
-                config::litellm(&chain, &upstreams, request.timeout.as_secs_f64()),
-                vec![("authorization".to_string(), format!("Bearer {GATEWAY_KEY}"))],
+                config::litellm(&chains, &upstreams, request.timeout.as_secs_f64()),
+                auth,
+                Vec::new(),
             ),
             Kind::Portkey => {
-                let value = config::portkey(&chain, &upstreams, request.timeout.as_millis() as u64);
-                (
-                    serde_json::to_string_pretty(&value).unwrap_or_default(),
-                    vec![("x-portkey-config".to_string(), value.to_string())],
+                let timeout = request.timeout.as_millis() as u64;
+                let configs: Vec<(String, serde_json::Value)> = chains
+                    .iter()
+                    .map(|c| (c.primary.clone(), config::portkey(c, &upstreams, timeout)))
+                    .collect();
+                let header =
+                    |v: &serde_json::Value| vec![("x-portkey-config".to_string(), v.to_string())];
+                let text = serde_json::to_string_pretty(
+                    &configs.iter().cloned().collect::<serde_json::Map<_, _>>(),
                 )
+                .unwrap_or_default();
+                let per_model = configs
+                    .iter()
+                    .map(|(m, v)| (m.clone(), header(v)))
+                    .collect();
+                (text, Vec::new(), per_model)
             }
         };
         std::fs::write(&path, &text).map_err(|source| GatewayError::Config {
@@ -272,8 +292,11 @@ impl Session {
                 (url, None)
             }
         };
-        let client = client::Client::new(format!("{url}/v1/chat/completions"), headers)
+        let mut client = client::Client::new(format!("{url}/v1/chat/completions"), headers)
             .map_err(GatewayError::Client)?;
+        for (model, headers) in per_model {
+            client = client.for_model(&model, headers);
+        }
         Ok(Session {
             env: Arc::new(ctx::Env {
                 board,

@@ -13,7 +13,7 @@
 
 use futures::future::BoxFuture;
 
-use super::config::{FALLBACK, PRIMARY};
+use super::config::{FALLBACK, PRIMARY, UNREACHABLE};
 use super::ctx::Ctx;
 use super::upstream::{Behaviour, Unreadable};
 use crate::scenarios::ctx::Checked;
@@ -68,6 +68,12 @@ pub fn all() -> Vec<Def> {
             "the primary answers 429 with Retry-After: the client gets the fallback's answer \
              or an error, never a broken answer; the primary gets one request",
             rate_limited
+        ),
+        def!(
+            "connection-refused",
+            "a primary whose upstream refuses the connection (the request never sent): the \
+             allowlisted fallback answers, one request",
+            connection_refused
         ),
         def!(
             "connection-reset",
@@ -173,6 +179,13 @@ async fn rate_limited(ctx: &Ctx) -> Checked {
     let received = ctx.ask(false).await;
     report_choice(ctx, &received);
     ctx.complete_only_if_genuine(&received)
+}
+
+async fn connection_refused(ctx: &Ctx) -> Checked {
+    ctx.expect(PRIMARY, 0);
+    ctx.expect(FALLBACK, 1);
+    let received = ctx.ask_model(UNREACHABLE, false).await;
+    ctx.served_by(&received, FALLBACK)
 }
 
 async fn connection_reset(ctx: &Ctx) -> Checked {
