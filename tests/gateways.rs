@@ -229,6 +229,8 @@ enum Broken {
 struct Gateway {
     broken: Broken,
     http: reqwest::Client,
+    /// Where a request for the model `unreachable` goes first (nothing listens there).
+    unreachable: String,
     primary: String,
     fallback: String,
     revoked: String,
@@ -306,11 +308,18 @@ async fn completions(State(g): State<Arc<Gateway>>, _: HeaderMap, body: Bytes) -
         )
             .into_response()
     };
-    let mut first = call(&g, &g.primary, &body).await;
+    let asked = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v.get("model").and_then(Value::as_str).map(str::to_string));
+    let primary = match asked.as_deref() {
+        Some("unreachable") => &g.unreachable,
+        _ => &g.primary,
+    };
+    let mut first = call(&g, primary, &body).await;
     if g.broken == Broken::RetriesA2xx
         && first.as_ref().is_some_and(|(s, _)| (200..300).contains(s))
     {
-        first = call(&g, &g.primary, &body).await;
+        first = call(&g, primary, &body).await;
     }
     if let Some((status, bytes)) = &first {
         if whole(*status, bytes, stream) {
@@ -345,6 +354,7 @@ fn against(broken: Broken) -> (i32, Value, String) {
         ("primary", free_port()),
         ("fallback", free_port()),
         ("revoked", free_port()),
+        ("unreachable", free_port()),
     ]
     .into_iter()
     .collect();
@@ -363,6 +373,7 @@ fn against(broken: Broken) -> (i32, Value, String) {
             .no_proxy()
             .build()
             .unwrap(),
+        unreachable: base("unreachable"),
         primary: base("primary"),
         fallback: base("fallback"),
         revoked: base("revoked"),

@@ -105,7 +105,8 @@ pub enum GatewayError {
     NoGateway,
     #[error(
         "--gateway with --target needs --mock-ports naming the upstream of every model the gateway \
-         was configured with: primary, fallback, revoked (e.g. --mock-ports primary=40001,fallback=40002,revoked=40003)"
+         was configured with: primary, fallback, revoked, and unreachable (a port nothing listens on) \
+         (e.g. --mock-ports primary=40001,fallback=40002,revoked=40003,unreachable=40004)"
     )]
     MissingPorts,
     #[error("cannot listen on loopback for the {model} upstream: {source}")]
@@ -147,6 +148,7 @@ impl Request {
         if self.target.is_some()
             && !MODELS
                 .iter()
+                .chain(&[config::UNREACHABLE])
                 .all(|m| self.mock_ports.as_ref().is_some_and(|p| p.contains_key(*m)))
         {
             return Err(GatewayError::MissingPorts);
@@ -209,10 +211,14 @@ impl Session {
         }
         // Nothing listens on the unreachable primary's port: a request to it is refused
         // before it is sent.
-        let dead = free_port().map_err(|source| GatewayError::Listen {
-            model: config::UNREACHABLE,
-            source,
-        })?;
+        let fixed = (request.mock_ports.as_ref()).and_then(|p| p.get(config::UNREACHABLE));
+        let dead = match fixed {
+            Some(port) => format!("127.0.0.1:{port}"),
+            None => free_port().map_err(|source| GatewayError::Listen {
+                model: config::UNREACHABLE,
+                source,
+            })?,
+        };
         upstreams.push((config::UNREACHABLE.to_string(), format!("http://{dead}/v1")));
         let chains = config::chains();
         let path = work.join(request.kind.config_file());
