@@ -112,6 +112,13 @@ fn main() {
         })
         .collect();
     trials.push(Trial::test(
+        "a_gateway_that_does_not_start_is_reported_inconclusive_with_its_log",
+        || {
+            a_gateway_that_does_not_start_is_reported_inconclusive_with_its_log();
+            Ok(())
+        },
+    ));
+    trials.push(Trial::test(
         "a_correct_gateway_passes_and_each_broken_one_is_caught",
         || {
             broken_gateways();
@@ -215,6 +222,31 @@ fn known_results(pinned: &Pinned, spawn: &str) -> Result<(), Failed> {
         failed
     );
     Ok(())
+}
+
+fn a_gateway_that_does_not_start_is_reported_inconclusive_with_its_log() {
+    let work = tempfile::tempdir().unwrap();
+    let (code, report, stderr) = scenarios(
+        "litellm",
+        &["--spawn", "echo no route to the model cost map >&2; exit 1"],
+        work.path(),
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(
+        report,
+        Value::Null,
+        "no report for a run that never started"
+    );
+    assert!(stderr.contains("the gateway did not start"), "{stderr}");
+    assert!(
+        stderr.contains("no route to the model cost map"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("working directory kept"), "{stderr}");
+    // Neither a gateway nor a way to reach one: a usage error.
+    let (code, _, stderr) = scenarios("portkey", &[], work.path());
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--spawn"), "{stderr}");
 }
 
 /// How the test gateway is broken.

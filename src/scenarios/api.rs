@@ -153,6 +153,11 @@ impl Api {
         })
     }
 
+    /// The URL that answers 200 once the service is up.
+    pub fn health_url(&self) -> String {
+        format!("{}{}", self.base, self.health)
+    }
+
     /// Another path answers 200 once the service is up (a gateway's own health route).
     pub fn with_health(mut self, path: &str) -> Api {
         self.health = path.to_string();
