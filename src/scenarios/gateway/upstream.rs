@@ -466,6 +466,54 @@ mod tests {
         assert!(!cut.contains("[DONE]"));
     }
 
+    /// What the upstream writes for a request scripted with `behaviour`, whole.
+    async fn raw_answer(behaviour: Behaviour) -> (String, Board) {
+        let board = Board::default();
+        board.script("primary", "ctagframing1", behaviour);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        serve(listener, "primary", board.clone());
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let body = r#"{"model":"primary-mock","stream":true,"messages":[{"role":"user","content":"ctagframing1"}]}"#;
+        let request = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut got = Vec::new();
+        let _ = stream.read_to_end(&mut got).await;
+        (String::from_utf8_lossy(&got).into_owned(), board)
+    }
+
+    #[tokio::test]
+    async fn a_cut_is_framed_as_a_closed_connection_or_a_chunked_body_without_its_last_chunk() {
+        let (closed, board) = raw_answer(Behaviour::CutByClose).await;
+        let head = closed
+            .split("\r\n\r\n")
+            .next()
+            .unwrap()
+            .to_ascii_lowercase();
+        assert!(closed.starts_with("HTTP/1.1 200"), "{closed}");
+        assert!(
+            !head.contains("content-length") && !head.contains("transfer-encoding"),
+            "{head}"
+        );
+        assert!(!closed.contains("[DONE]") && !closed.contains("\"finish_reason\":\"stop\""));
+        assert_eq!(board.count("primary", "ctagframing1"), 1);
+
+        let (chunked, _) = raw_answer(Behaviour::CutInChunked).await;
+        assert!(
+            chunked
+                .to_ascii_lowercase()
+                .contains("transfer-encoding: chunked")
+        );
+        assert!(!chunked.ends_with("0\r\n\r\n"), "{chunked}");
+        assert!(!chunked.contains("[DONE]"));
+
+        let (whole, _) = raw_answer(Behaviour::Answer).await;
+        assert!(whole.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{whole}");
+    }
+
     #[test]
     fn chunked_bodies_are_read_back_whole() {
         let body = chunked(&["{\"a\":".to_string(), "1}".to_string()]);
