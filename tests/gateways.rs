@@ -67,17 +67,20 @@ const PINNED: [Pinned; 2] = [
             ("cut-stream-chunked", "an error event"),
             ("failover-on-500", "fallback's complete answer"),
             ("hang-past-timeout", "duplicate work"),
+            ("anthropic-primary-streams", "on /v1/messages"),
+            ("anthropic-cut-stream-chunked", "an error event"),
         ],
     },
     Pinned {
         kind: "portkey",
         version: "1.15.2",
         // Every streamed request, healthy or not, is answered with Portkey's own 500.
-        fails: &["primary-answers-streamed"],
+        fails: &["primary-answers-streamed", "anthropic-primary-streams"],
         evidence: &[
             ("primary-answers-streamed", "HTTP 500"),
             ("cut-stream-closed", "HTTP 500"),
             ("failover-on-503", "fallback's complete answer"),
+            ("anthropic-failover-on-529", "on /v1/messages"),
         ],
     },
 ];

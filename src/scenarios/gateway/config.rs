@@ -21,6 +21,12 @@ pub const MODELS: [&str; 3] = [PRIMARY, FALLBACK, REVOKED];
 /// A second primary whose upstream refuses connections (nothing listens on its port), for
 /// failover when the request was never sent. It receives nothing, so it is not counted.
 pub const UNREACHABLE: &str = "unreachable";
+/// The primary's upstream again, reached on Anthropic's Messages wire: the gateway
+/// translates the client's OpenAI request, and the same server answers as Anthropic does.
+pub const ANTHROPIC_PRIMARY: &str = "primary-anthropic";
+
+/// Every model the gateway's config names, in its model list's order.
+pub const CONFIGURED: [&str; 5] = [PRIMARY, FALLBACK, REVOKED, UNREACHABLE, ANTHROPIC_PRIMARY];
 
 /// The key the client presents to the gateway (LiteLLM's master key).
 pub const GATEWAY_KEY: &str = "sk-conform-gateway-scenarios";
@@ -48,12 +54,16 @@ pub fn allowlist() -> Allowlist {
     list
 }
 
-/// The export's chains for the two primaries, [`PRIMARY`] then [`UNREACHABLE`]: the
-/// decision `conform export` makes.
+/// The export's chains for the primaries, [`PRIMARY`], [`UNREACHABLE`] and
+/// [`ANTHROPIC_PRIMARY`]: the decision `conform export` makes.
 pub fn chains() -> Vec<Chain> {
     let list = allowlist();
     let plan = Plan {
-        primaries: vec![PRIMARY.to_string(), UNREACHABLE.to_string()],
+        primaries: vec![
+            PRIMARY.to_string(),
+            UNREACHABLE.to_string(),
+            ANTHROPIC_PRIMARY.to_string(),
+        ],
         fallbacks: vec![REVOKED.to_string(), FALLBACK.to_string()],
         suites: vec![SuiteRef {
             name: gatefile::TASK.to_string(),
@@ -69,6 +79,11 @@ pub fn chains() -> Vec<Chain> {
 pub type Upstreams = Vec<(String, String)>;
 
 fn base(upstreams: &Upstreams, provider: &str) -> String {
+    let provider = if provider == ANTHROPIC_PRIMARY {
+        PRIMARY
+    } else {
+        provider
+    };
     upstreams
         .iter()
         .find(|(p, _)| p == provider)
@@ -80,10 +95,23 @@ fn base(upstreams: &Upstreams, provider: &str) -> String {
 /// then the export's fragment as `conform export litellm` prints it.
 pub fn litellm(chains: &[Chain], upstreams: &Upstreams, timeout_s: f64) -> String {
     let mut out = String::from("model_list:\n");
-    for provider in MODELS.iter().chain(&[UNREACHABLE]) {
+    for provider in CONFIGURED {
+        // LiteLLM's Anthropic client adds `/v1/messages` to its base itself.
+        let (model, api_base) = match provider {
+            ANTHROPIC_PRIMARY => (
+                format!("anthropic/{}", upstream_model(PRIMARY)),
+                base(upstreams, provider)
+                    .trim_end_matches("/v1")
+                    .to_string(),
+            ),
+            _ => (
+                format!("openai/{}", upstream_model(provider)),
+                base(upstreams, provider),
+            ),
+        };
         let params = json!({
-            "model": format!("openai/{}", upstream_model(provider)),
-            "api_base": base(upstreams, provider),
+            "model": model,
+            "api_base": api_base,
             "api_key": UPSTREAM_KEY,
             "timeout": timeout_s,
             "stream_timeout": timeout_s,
@@ -114,7 +142,10 @@ pub fn litellm(chains: &[Chain], upstreams: &Upstreams, timeout_s: f64) -> Strin
 /// mock upstream it stands for (the open-source gateway has no integrations to resolve
 /// it), and the gateway's timeout.
 pub fn portkey(chain: &Chain, upstreams: &Upstreams, timeout_ms: u64) -> Value {
-    let primary = upstream_model(&chain.primary);
+    let primary = upstream_model(match chain.primary.as_str() {
+        ANTHROPIC_PRIMARY => PRIMARY,
+        other => other,
+    });
     let mut config = portkey::config(chain, Some(&primary), &Names::default());
     if let Some(targets) = config.get_mut("targets").and_then(Value::as_array_mut) {
         for target in targets {
@@ -124,7 +155,12 @@ pub fn portkey(chain: &Chain, upstreams: &Upstreams, timeout_ms: u64) -> Value {
                 .unwrap_or_default()
                 .trim_start_matches('@')
                 .to_string();
-            target["provider"] = json!("openai");
+            let wire = if slug == ANTHROPIC_PRIMARY {
+                "anthropic"
+            } else {
+                "openai"
+            };
+            target["provider"] = json!(wire);
             target["custom_host"] = json!(base(upstreams, &slug));
             target["api_key"] = json!(UPSTREAM_KEY);
             target["request_timeout"] = json!(timeout_ms);
@@ -149,7 +185,7 @@ mod tests {
     #[test]
     fn the_export_lists_the_fallback_and_leaves_the_revoked_candidate_out() {
         let chains = chains();
-        assert_eq!(chains.len(), 2);
+        assert_eq!(chains.len(), 3);
         for chain in &chains {
             let listed: Vec<&str> = chain
                 .fallbacks
@@ -166,7 +202,7 @@ mod tests {
     #[test]
     fn litellm_lists_every_model_but_falls_back_only_to_the_permitted_one() {
         let yaml = litellm(&chains(), &upstreams(), 2.0);
-        for p in MODELS.iter().chain(&[UNREACHABLE]) {
+        for p in CONFIGURED {
             assert!(yaml.contains(&format!("model_name: \"{p}\"")), "{yaml}");
         }
         assert!(

@@ -13,7 +13,7 @@
 
 use futures::future::BoxFuture;
 
-use super::config::{FALLBACK, PRIMARY, UNREACHABLE};
+use super::config::{ANTHROPIC_PRIMARY, FALLBACK, PRIMARY, UNREACHABLE};
 use super::ctx::Ctx;
 use super::upstream::{Behaviour, Unreadable};
 use crate::scenarios::ctx::Checked;
@@ -138,6 +138,42 @@ pub fn all() -> Vec<Def> {
             context_length
         ),
         def!(
+            "anthropic-primary-answers",
+            "the primary answers on Anthropic's Messages wire (the gateway translating): the \
+             client gets its answer, one request",
+            |ctx| anthropic(ctx, Behaviour::Answer, false)
+        ),
+        def!(
+            "anthropic-primary-streams",
+            "the primary streams its answer as Anthropic does (message_stop last): the client \
+             gets the whole stream",
+            |ctx| anthropic(ctx, Behaviour::Answer, true)
+        ),
+        def!(
+            "anthropic-failover-on-529",
+            "the Anthropic primary answers 529 overloaded_error: the allowlisted fallback answers",
+            |ctx| anthropic(
+                ctx,
+                Behaviour::Status {
+                    status: 529,
+                    retry_after: None
+                },
+                false
+            )
+        ),
+        def!(
+            "anthropic-cut-stream-chunked",
+            "the Anthropic primary's stream stops before message_delta and message_stop: the \
+             client must not receive it as a complete stream",
+            |ctx| anthropic(ctx, Behaviour::CutInChunked, true)
+        ),
+        def!(
+            "anthropic-overloaded-mid-stream",
+            "the Anthropic primary sends an overloaded_error event after part of the answer: \
+             the client must not receive it as a complete stream",
+            |ctx| anthropic(ctx, Behaviour::ErrorEvent, true)
+        ),
+        def!(
             "every-fallback-fails",
             "the primary and the fallback both answer 503: the client gets an error, one \
              request each, and the revoked candidate still nothing",
@@ -259,6 +295,29 @@ async fn context_length(ctx: &Ctx) -> Checked {
     let received = ctx.ask(false).await;
     report_choice(ctx, &received);
     ctx.complete_only_if_genuine(&received)
+}
+
+/// The primary on Anthropic's wire, behaving as `behaviour`: a complete answer is the
+/// primary's when it answered, the fallback's when it failed plainly, and never a broken
+/// stream presented as complete.
+async fn anthropic(ctx: &Ctx, behaviour: Behaviour, stream: bool) -> Checked {
+    let answers = behaviour == Behaviour::Answer;
+    let fails_plainly = matches!(behaviour, Behaviour::Status { .. });
+    ctx.script(PRIMARY, behaviour);
+    ctx.expect(PRIMARY, 1);
+    if answers {
+        ctx.expect(FALLBACK, 0);
+    }
+    if fails_plainly {
+        ctx.expect(FALLBACK, 1);
+    }
+    let received = ctx.ask_model(ANTHROPIC_PRIMARY, stream).await;
+    report_choice(ctx, &received);
+    match (answers, fails_plainly) {
+        (true, _) => ctx.served_by(&received, PRIMARY),
+        (_, true) => ctx.served_by(&received, FALLBACK),
+        _ => ctx.complete_only_if_genuine(&received),
+    }
 }
 
 async fn every_fallback_fails(ctx: &Ctx) -> Checked {

@@ -62,6 +62,8 @@ pub enum Unreadable {
 #[derive(Debug, Clone, Serialize)]
 pub struct Arrival {
     pub model: String,
+    /// The request's path: `/v1/chat/completions` (OpenAI) or `/v1/messages` (Anthropic).
+    pub path: String,
     pub tag: Option<String>,
     pub at_unix_ms: u64,
     /// When the upstream finished with it (answered, cut or reset): for a hang, later
@@ -121,7 +123,12 @@ impl Board {
             .collect()
     }
 
-    fn arrive(&self, model: &str, body: &[u8]) -> (usize, Behaviour, bool, Option<String>) {
+    fn arrive(
+        &self,
+        model: &str,
+        path: &str,
+        body: &[u8],
+    ) -> (usize, Behaviour, bool, Option<String>) {
         let tag = find_tag(body);
         let stream = serde_json::from_slice::<Value>(body)
             .ok()
@@ -135,6 +142,7 @@ impl Board {
             .unwrap_or(Behaviour::Answer);
         inner.arrivals.push(Arrival {
             model: model.to_string(),
+            path: path.to_string(),
             tag: tag.clone(),
             at_unix_ms: unix_ms(),
             done_unix_ms: None,
@@ -174,25 +182,39 @@ const READ_WITHIN: Duration = Duration::from_secs(30);
 
 async fn one(mut stream: TcpStream, model: &str, board: &Board) {
     let _ = stream.set_nodelay(true);
-    let Ok(Some(body)) = tokio::time::timeout(READ_WITHIN, read_request(&mut stream))
+    let Ok(Some((path, body))) = tokio::time::timeout(READ_WITHIN, read_request(&mut stream))
         .await
         .map(|r| r.ok().flatten())
     else {
         return;
     };
-    let (index, behaviour, streamed, tag) = board.arrive(model, &body);
+    let (index, behaviour, streamed, tag) = board.arrive(model, &path, &body);
     let tag = tag.unwrap_or_default();
     // The model the gateway asked for is the one that serves: the answer names it.
     let asked = serde_json::from_slice::<Value>(&body)
         .ok()
         .and_then(|v| v.get("model").and_then(Value::as_str).map(str::to_string))
         .unwrap_or_else(|| model.to_string());
-    let _ = respond(&mut stream, &behaviour, streamed, model, &asked, &tag).await;
+    let wire = if path.ends_with("/messages") {
+        Wire::Anthropic
+    } else {
+        Wire::OpenAi
+    };
+    let _ = respond(
+        &mut stream,
+        &behaviour,
+        (wire, streamed),
+        model,
+        &asked,
+        &tag,
+    )
+    .await;
     board.done(index);
 }
 
-/// The request's body (Content-Length or chunked); `None` when the peer went away.
-async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>> {
+/// The request's path and body (Content-Length or chunked); `None` when the peer went
+/// away.
+async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<(String, Vec<u8>)>> {
     let mut got = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];
     let head_end = loop {
@@ -206,6 +228,14 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>
         got.extend_from_slice(&buf[..n]);
     };
     let head = String::from_utf8_lossy(&got[..head_end]).to_ascii_lowercase();
+    let path = head
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or("/")
+        .split('?')
+        .next()
+        .unwrap_or("/")
+        .to_string();
     let length = head
         .lines()
         .find_map(|l| l.strip_prefix("content-length:"))
@@ -216,9 +246,9 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>
     loop {
         let body = &got[head_end..];
         match (length, chunked) {
-            (Some(n), _) if body.len() >= n => return Ok(Some(body[..n].to_vec())),
-            (_, true) if body.ends_with(b"0\r\n\r\n") => return Ok(Some(dechunk(body))),
-            (None, false) => return Ok(Some(Vec::new())),
+            (Some(n), _) if body.len() >= n => return Ok(Some((path, body[..n].to_vec()))),
+            (_, true) if body.ends_with(b"0\r\n\r\n") => return Ok(Some((path, dechunk(body)))),
+            (None, false) => return Ok(Some((path, Vec::new()))),
             _ => {}
         }
         let n = stream.read(&mut buf).await?;
@@ -295,6 +325,99 @@ fn events(asked: &str, content: &str, complete: bool) -> Vec<String> {
     out
 }
 
+/// Which vendor's wire a request came in on, by its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    OpenAi,
+    Anthropic,
+}
+
+/// An Anthropic Messages answer.
+fn message(asked: &str, content: &str) -> Value {
+    json!({
+        "id": format!("msg_{}", unix_ms()),
+        "type": "message",
+        "role": "assistant",
+        "model": asked,
+        "content": [{"type": "text", "text": content}],
+        "stop_reason": "end_turn",
+        "stop_sequence": null,
+        "usage": {"input_tokens": 24, "output_tokens": 9},
+    })
+}
+
+fn anthropic_event(kind: &str, data: Value) -> String {
+    format!("event: {kind}\ndata: {data}\n\n")
+}
+
+/// An Anthropic Messages stream of `content`; complete, it ends with `message_delta` (the
+/// stop reason) and `message_stop`.
+fn anthropic_events(asked: &str, content: &str, complete: bool) -> Vec<String> {
+    let half = content.len() / 2;
+    let cut = (content.char_indices().map(|(i, _)| i))
+        .find(|i| *i >= half)
+        .unwrap_or(0);
+    let (a, b) = content.split_at(cut);
+    let delta = |text: &str| {
+        anthropic_event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+        )
+    };
+    let mut out = vec![
+        anthropic_event(
+            "message_start",
+            json!({"type": "message_start", "message": {
+                "id": "msg_stream", "type": "message", "role": "assistant", "model": asked,
+                "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 24, "output_tokens": 1}}}),
+        ),
+        anthropic_event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        delta(a),
+    ];
+    if complete {
+        out.push(delta(b));
+        out.push(anthropic_event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ));
+        out.push(anthropic_event(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 9}}),
+        ));
+        out.push(anthropic_event(
+            "message_stop",
+            json!({"type": "message_stop"}),
+        ));
+    }
+    out
+}
+
+/// The vendor's error body for `status`.
+fn error_body(wire: Wire, status: u16, model: &str) -> Value {
+    let message = format!("simulated HTTP {status} from {model}");
+    match wire {
+        Wire::OpenAi => json!({"error": {
+            "message": message,
+            "type": if status >= 500 { "server_error" } else { "rate_limit_error" },
+            "param": null,
+            "code": null,
+        }}),
+        Wire::Anthropic => json!({"type": "error", "error": {
+            "type": match status {
+                529 => "overloaded_error",
+                429 => "rate_limit_error",
+                s if s >= 500 => "api_error",
+                _ => "invalid_request_error",
+            },
+            "message": message,
+        }}),
+    }
+}
+
 fn head(status: u16, content_type: &str, extra: &[String]) -> Vec<u8> {
     let reason = match status {
         200 => "OK",
@@ -332,7 +455,7 @@ fn chunked(pieces: &[String]) -> Vec<u8> {
 async fn respond(
     stream: &mut TcpStream,
     behaviour: &Behaviour,
-    streamed: bool,
+    (wire, streamed): (Wire, bool),
     model: &str,
     asked: &str,
     tag: &str,
@@ -340,19 +463,22 @@ async fn respond(
     let text = content(model, tag);
     let sse = "text/event-stream";
     let te = ["Transfer-Encoding: chunked".to_string()];
+    let events = |complete: bool| match wire {
+        Wire::OpenAi => events(asked, &text, complete),
+        Wire::Anthropic => anthropic_events(asked, &text, complete),
+    };
     let answer = |streamed: bool| -> Vec<u8> {
         if streamed {
             let mut out = head(200, sse, &te);
-            out.extend_from_slice(&chunked(&events(asked, &text, true)));
+            out.extend_from_slice(&chunked(&events(true)));
             out.extend_from_slice(b"0\r\n\r\n");
             out
         } else {
-            sized(
-                200,
-                "application/json",
-                &[],
-                completion(asked, &text).to_string().as_bytes(),
-            )
+            let body = match wire {
+                Wire::OpenAi => completion(asked, &text),
+                Wire::Anthropic => message(asked, &text),
+            };
+            sized(200, "application/json", &[], body.to_string().as_bytes())
         }
     };
     match behaviour {
@@ -369,12 +495,7 @@ async fn respond(
                 .iter()
                 .map(|s| format!("Retry-After: {s}"))
                 .collect();
-            let body = json!({"error": {
-                "message": format!("simulated HTTP {status} from {model}"),
-                "type": if *status >= 500 { "server_error" } else { "rate_limit_error" },
-                "param": null,
-                "code": null,
-            }});
+            let body = error_body(wire, *status, model);
             stream
                 .write_all(&sized(
                     *status,
@@ -385,12 +506,18 @@ async fn respond(
                 .await?;
         }
         Behaviour::ContextLength => {
-            let body = json!({"error": {
-                "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.",
-                "type": "invalid_request_error",
-                "param": "messages",
-                "code": "context_length_exceeded",
-            }});
+            let body = match wire {
+                Wire::OpenAi => json!({"error": {
+                    "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.",
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }}),
+                Wire::Anthropic => json!({"type": "error", "error": {
+                    "type": "invalid_request_error",
+                    "message": "prompt is too long: 9000 tokens > 8192 maximum",
+                }}),
+            };
             stream
                 .write_all(&sized(
                     400,
@@ -408,24 +535,31 @@ async fn respond(
         }
         Behaviour::CutByClose => {
             let mut out = head(200, sse, &[]);
-            out.extend_from_slice(events(asked, &text, false).concat().as_bytes());
+            out.extend_from_slice(events(false).concat().as_bytes());
             stream.write_all(&out).await?;
             stream.flush().await?;
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         Behaviour::CutInChunked => {
             let mut out = head(200, sse, &te);
-            out.extend_from_slice(&chunked(&events(asked, &text, false)));
+            out.extend_from_slice(&chunked(&events(false)));
             stream.write_all(&out).await?;
             stream.flush().await?;
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         Behaviour::ErrorEvent => {
-            let mut pieces = events(asked, &text, false);
-            pieces.push(format!(
-                "data: {}\n\n",
-                json!({"error": {"message": "simulated error mid-stream", "type": "server_error", "code": null}})
-            ));
+            let mut pieces = events(false);
+            pieces.push(match wire {
+                Wire::OpenAi => format!(
+                    "data: {}\n\n",
+                    json!({"error": {"message": "simulated error mid-stream", "type": "server_error", "code": null}})
+                ),
+                // What Anthropic sends when it is overloaded in the middle of an answer.
+                Wire::Anthropic => anthropic_event(
+                    "error",
+                    json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+                ),
+            });
             let mut out = head(200, sse, &te);
             out.extend_from_slice(&chunked(&pieces));
             out.extend_from_slice(b"0\r\n\r\n");
