@@ -207,7 +207,7 @@ mod tests {
         }
         assert!(
             yaml.contains(
-                r#"fallbacks: [{"primary": ["fallback"]}, {"unreachable": ["fallback"]}]"#
+                r#"fallbacks: [{"primary": ["fallback"]}, {"unreachable": ["fallback"]}, {"primary-anthropic": ["fallback"]}]"#
             ),
             "{yaml}"
         );
