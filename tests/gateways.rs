@@ -50,6 +50,7 @@ const PINNED: [Pinned; 2] = [
         // empty or HTML 200, reach the client with LiteLLM's own finish reason and [DONE].
         fails: &[
             "cut-stream-closed",
+            "unreadable-2xx-broken-json-streamed",
             "unreadable-2xx-html-streamed",
             "unreadable-2xx-empty-streamed",
         ],
@@ -393,6 +394,10 @@ async fn completions(State(g): State<Arc<Gateway>>, _: HeaderMap, body: Bytes) -
 /// Runs the scenarios (as `--gateway litellm`) against the test gateway broken as
 /// `broken`; answers the report.
 fn against(broken: Broken) -> (i32, Value, String) {
+    against_with(broken, &[])
+}
+
+fn against_with(broken: Broken, extra: &[&str]) -> (i32, Value, String) {
     let ports: BTreeMap<&str, u16> = [
         ("primary", free_port()),
         ("fallback", free_port()),
@@ -438,11 +443,14 @@ fn against(broken: Broken) -> (i32, Value, String) {
         .collect::<Vec<_>>()
         .join(",");
     let work = tempfile::tempdir().unwrap();
-    let result = scenarios(
-        "litellm",
-        &["--target", &url, "--mock-ports", &mock_ports],
-        work.path(),
-    );
+    let mut args = vec![
+        "--target",
+        url.as_str(),
+        "--mock-ports",
+        mock_ports.as_str(),
+    ];
+    args.extend_from_slice(extra);
+    let result = scenarios("litellm", &args, work.path());
     runtime.shutdown_background();
     result
 }
@@ -456,7 +464,9 @@ fn failed(report: &Value) -> Vec<String> {
 }
 
 fn broken_gateways() {
-    let (code, report, stderr) = against(Broken::None);
+    let junit = tempfile::tempdir().unwrap();
+    let xml = junit.path().join("gateway.xml");
+    let (code, report, stderr) = against_with(Broken::None, &["--junit", xml.to_str().unwrap()]);
     assert_eq!(
         failed(&report),
         Vec::<String>::new(),
@@ -464,6 +474,11 @@ fn broken_gateways() {
     );
     assert_eq!(code, 0, "{stderr}");
     assert_revoked_untouched(&report);
+    // The same JUnit as the orchestrator scenarios: one case per scenario.
+    let xml = std::fs::read_to_string(&xml).unwrap();
+    let cases = report["scenarios"].as_array().unwrap().len();
+    assert!(xml.contains(&format!("tests=\"{cases}\"")), "{xml}");
+    assert!(xml.contains("failures=\"0\""), "{xml}");
 
     let (code, report, _) = against(Broken::FailsOverToRevoked);
     assert_eq!(code, 1);

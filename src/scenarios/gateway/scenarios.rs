@@ -122,6 +122,11 @@ pub fn all() -> Vec<Def> {
             |ctx| unreadable(ctx, Unreadable::Empty, false)
         ),
         def!(
+            "unreadable-2xx-broken-json-streamed",
+            "a streamed request answered 200 with JSON cut short: no complete stream from it",
+            |ctx| unreadable(ctx, Unreadable::BrokenJson, true)
+        ),
+        def!(
             "unreadable-2xx-html-streamed",
             "a streamed request answered 200 with an HTML page: no complete stream from it",
             |ctx| unreadable(ctx, Unreadable::Html, true)
