@@ -92,12 +92,8 @@ impl Ctx {
         if let Some(x) = &received.exchange {
             self.record().exchanges.push(x.clone());
         }
-        self.pass_or_note(format!("the client received: {}", received.summary()));
+        self.note(format!("the client received: {}", received.summary()));
         received
-    }
-
-    fn pass_or_note(&self, text: String) {
-        self.record().notes.push(text);
     }
 
     pub fn note(&self, text: impl Into<String>) {
