@@ -204,16 +204,9 @@ Exit codes: 0 every keyword classified and no finding, 1 a keyword is enforced b
 provider and ignored or stripped by another (schema_keyword_ignored), 2 usage or \
 configuration error, 3 a keyword could not be classified.")]
     Probe(probe::ProbeArgs),
-    /// Test an orchestrator against the contract: double clicks, key reuse, timeouts,
-    /// races, cancels, the failover gate, crashes.
-    #[command(after_help = "Examples:\n  \
-conform scenarios --spawn 'conform serve --unverified-allowlist'\n  \
-conform scenarios --spawn 'conform serve --unverified-allowlist' --database-url postgres://postgres@127.0.0.1:5432/test\n  \
-conform scenarios --target http://127.0.0.1:8080 --allowlist /srv/allowlist.json \\\n    \
---mock-ports primary=40001,fallback=40002,rogue=40003,faulty=40004,dead=40005\n  \
-conform scenarios --list\n\n\
-Exit codes: 0 every selected scenario passed, 1 a scenario failed, 2 usage error, \
-3 the orchestrator could not be started or reached, or the run was interrupted.")]
+    /// Test an orchestrator against the contract (double clicks, key reuse, timeouts,
+    /// races, cancels, the failover gate, crashes), or a gateway's failover (--gateway).
+    #[command(after_help = conform::scenarios::gateway::HELP)]
     Scenarios(scenarios::ScenariosArgs),
     /// The reference orchestrator: one job per intent, on SQLite or PostgreSQL.
     #[command(

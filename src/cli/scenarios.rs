@@ -1,4 +1,5 @@
-//! `conform scenarios`: the race and timeout suite against an orchestrator.
+//! `conform scenarios`: the race and timeout suite against an orchestrator, or the
+//! failover suite against a gateway (`--gateway`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -6,18 +7,25 @@ use std::time::Duration;
 
 use clap::Args;
 
-use conform::scenarios::runner;
-use conform::scenarios::session::{
-    self, Listing, Progress, Request, Session, SetupError, parse_ports,
-};
-use conform::scenarios::workdir::WorkDir;
-use conform::scenarios::{self as suite, Timing};
+use conform::scenarios::Timing;
+use conform::scenarios::gateway as gw;
+use conform::scenarios::invoke::{Ended, Options, Target, invoke};
+use conform::scenarios::session::{Request, parse_ports};
 
 use super::gate::Format;
 use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct ScenariosArgs {
+    /// Test a gateway instead of an orchestrator: LiteLLM's proxy or Portkey's gateway,
+    /// configured as `conform export` configures it. --spawn's COMMAND may hold
+    /// {config} (the config file conform writes) and {port} (where to listen).
+    #[arg(long, value_enum, value_name = "GATEWAY")]
+    pub gateway: Option<GatewayArg>,
+    /// With --gateway: the per-request timeout written into the gateway's config (the
+    /// hang scenario waits three of them).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration, requires = "gateway")]
+    pub gateway_timeout: Duration,
     /// Start the orchestrator with COMMAND (through `sh -c`), with the contract's CONFORM_*
     /// variables, restarting it where a scenario needs that, and stop it at the end.
     #[arg(long, value_name = "COMMAND", conflicts_with = "target")]
@@ -72,80 +80,54 @@ pub struct ScenariosArgs {
     pub work_dir: Option<PathBuf>,
 }
 
+/// The gateways `--gateway` knows.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum GatewayArg {
+    Litellm,
+    Portkey,
+}
+
 pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<Exit> {
-    let selected = match runner::select(suite::all(), &args.only, &args.skip) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(Exit::Usage);
-        }
+    let target = match args.gateway {
+        Some(kind) => Target::Gateway(gw::Request {
+            kind: match kind {
+                GatewayArg::Litellm => gw::Kind::Litellm,
+                GatewayArg::Portkey => gw::Kind::Portkey,
+            },
+            spawn: args.spawn,
+            target: args.target,
+            mock_ports: args.mock_ports,
+            timeout: args.gateway_timeout,
+            startup: args.startup_timeout,
+        }),
+        None => Target::Orchestrator(Request {
+            spawn: args.spawn,
+            target: args.target,
+            mock_ports: args.mock_ports,
+            database_url: args.database_url,
+            timing: Timing {
+                attempt_timeout: Duration::from_millis(args.attempt_timeout_ms),
+                late_window: Duration::from_millis(args.late_window_ms),
+            },
+            startup: args.startup_timeout,
+            allowlist: global.allowlist.clone(),
+        }),
     };
-    if args.list {
-        let listing = Listing::of(&selected);
-        match args.format {
-            Format::Json => println!("{}", serde_json::to_string(&listing)?),
-            Format::Text => print!("{listing}"),
-        }
-        return Ok(Exit::Ok);
-    }
-    let request = Request {
-        spawn: args.spawn,
-        target: args.target,
-        mock_ports: args.mock_ports,
-        database_url: args.database_url,
-        timing: Timing {
-            attempt_timeout: Duration::from_millis(args.attempt_timeout_ms),
-            late_window: Duration::from_millis(args.late_window_ms),
-        },
-        startup: args.startup_timeout,
-        allowlist: global.allowlist.clone(),
+    let options = Options {
+        only: args.only,
+        skip: args.skip,
+        list: args.list,
+        json: matches!(args.format, Format::Json),
+        junit: args.junit,
+        fail_fast: args.fail_fast,
+        work_dir: args.work_dir,
+        keep: args.keep,
     };
-    if let Err(problem) = request.check() {
-        eprintln!("error: {problem}");
-        return Ok(Exit::Usage);
-    }
-    let mut work = WorkDir::create(args.work_dir.as_deref(), args.keep)?;
-    let session = match Session::start(&request, work.path()).await {
-        Ok(session) => session,
-        Err(e @ SetupError::Providers(_)) => {
-            eprintln!("error: {e}");
-            return Ok(Exit::Usage);
-        }
-        Err(e) if e.inconclusive() => {
-            eprintln!("error: {e}");
-            if e.keeps_work() {
-                eprintln!("(working directory kept: {})", work.keep().display());
-            }
-            return Ok(Exit::Inconclusive);
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let text = matches!(args.format, Format::Text);
-    if text {
-        println!("{}", session.header(selected.len()));
-    }
-    let progress = |e: &_| {
-        if text {
-            print!("{}", Progress(e));
-        }
-    };
-    let Some(report) = session.run(&selected, args.fail_fast, progress).await else {
-        eprintln!(
-            "interrupted; working directory kept: {}",
-            work.keep().display()
-        );
-        return Ok(Exit::Inconclusive);
-    };
-    if let Some(path) = &args.junit {
-        session::write_junit(path, &report)?;
-    }
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Text => print!("{}", session.summary(&report)),
-    }
-    let passed = report.all_passed();
-    if !passed || args.keep {
-        eprintln!("working directory kept: {}", work.keep().display());
-    }
-    Ok(if passed { Exit::Ok } else { Exit::Failed })
+    let (mut out, mut err) = (|s: &str| print!("{s}"), |s: &str| eprintln!("{s}"));
+    Ok(match invoke(target, options, &mut out, &mut err).await? {
+        Ended::Passed => Exit::Ok,
+        Ended::Failed => Exit::Failed,
+        Ended::Usage => Exit::Usage,
+        Ended::Inconclusive => Exit::Inconclusive,
+    })
 }

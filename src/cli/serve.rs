@@ -123,6 +123,7 @@ pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<Exit> {
         body_timeout: Duration::from_millis(args.body_timeout_ms),
         idle_timeout: Duration::from_millis(args.idle_timeout_ms),
         shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
+        ..Limits::DEFAULT
     };
     let config = Config {
         listen: args.listen,

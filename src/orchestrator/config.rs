@@ -55,6 +55,20 @@ pub struct Limits {
     /// After SIGTERM: how long answers in progress may take before the process exits
     /// anyway.
     pub shutdown_timeout: Duration,
+    /// Which `X-Owner-Id` bytes are taken: the contract leaves it to the orchestrator.
+    pub owner_ids: OwnerIds,
+}
+
+/// What an `X-Owner-Id` may hold. The contract names no character set, so either choice
+/// is conformant; `conform scenarios` reports which one an orchestrator made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OwnerIds {
+    /// Visible ASCII only; anything else is 401 `owner_required` (`conform serve`).
+    #[default]
+    VisibleAscii,
+    /// Any bytes HTTP carries: bytes outside visible ASCII, and `%`, are percent-encoded
+    /// into the stored owner, so two different headers never name one owner.
+    PercentEncoded,
 }
 
 impl Limits {
@@ -67,6 +81,7 @@ impl Limits {
         body_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(10),
         shutdown_timeout: Duration::from_secs(10),
+        owner_ids: OwnerIds::VisibleAscii,
     };
 }
 

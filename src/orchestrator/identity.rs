@@ -4,6 +4,33 @@ use axum::http::{HeaderMap, StatusCode};
 
 use super::problem::Problem;
 
+/// Percent-encodes an `X-Owner-Id` that holds bytes outside visible ASCII, for an
+/// orchestrator configured with `OwnerIds::PercentEncoded`: every later reader then sees
+/// visible ASCII, and the map is one to one (`%` itself is encoded too when anything is).
+pub(crate) fn percent_encode_owner(headers: &mut axum::http::HeaderMap) {
+    let Some(value) = headers.get("x-owner-id") else {
+        return;
+    };
+    let bytes = value.as_bytes();
+    if bytes
+        .iter()
+        .all(|b| (0x21..=0x7e).contains(b) || *b == b' ')
+    {
+        return;
+    }
+    let mut encoded = String::with_capacity(bytes.len() * 3);
+    for &b in bytes {
+        if (0x21..=0x7e).contains(&b) && b != b'%' {
+            encoded.push(char::from(b));
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if let Ok(value) = axum::http::HeaderValue::from_str(&encoded) {
+        headers.insert("x-owner-id", value);
+    }
+}
+
 /// The longest owner id, in characters: ids are stored and compared, so an unbounded one
 /// would let any client make every row and index entry as large as it likes.
 pub const MAX_OWNER_LEN: usize = 255;
@@ -159,6 +186,20 @@ mod tests {
         }
         assert_eq!(key(&[]), Err("idempotency_key_required"));
         assert_eq!(key(&[b"abc", b"abc"]), Err("idempotency_key_required"));
+    }
+
+    #[test]
+    fn percent_encoding_keeps_ascii_owners_and_maps_others_one_to_one() {
+        let encode = |raw: &[u8]| {
+            let mut headers = HeaderMap::new();
+            headers.insert("x-owner-id", HeaderValue::from_bytes(raw).unwrap());
+            percent_encode_owner(&mut headers);
+            owner(&headers).unwrap()
+        };
+        assert_eq!(encode(b"alice%41"), "alice%41");
+        assert_eq!(encode(b"alice\xff\xfe"), "alice%FF%FE");
+        assert_eq!(encode(b"a%FF\xff"), "a%25FF%FF");
+        assert_ne!(encode(b"a%FF\xff"), encode(b"a\xff\xff"));
     }
 
     #[test]

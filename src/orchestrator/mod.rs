@@ -51,7 +51,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-pub use config::{Config, Limits, Provider, Providers};
+pub use config::{Config, Limits, OwnerIds, Provider, Providers};
 
 use crate::ledger::{Ledger, LedgerError, LedgerOptions};
 use gate::{AllowlistGate, FailoverGate};

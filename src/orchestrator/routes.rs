@@ -75,7 +75,20 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         // `intake` bounds bodies; axum's own limit would answer in plain text.
         .layer(DefaultBodyLimit::disable())
         .layer(from_fn(intake::head_limit))
+        .layer(from_fn_with_state(Arc::clone(&app), owner_ids))
         .with_state(app)
+}
+
+/// Before anything reads the owner: the configured choice of which bytes it may hold.
+async fn owner_ids(
+    State(app): State<Arc<App>>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if app.config.limits.owner_ids == super::OwnerIds::PercentEncoded {
+        super::identity::percent_encode_owner(request.headers_mut());
+    }
+    next.run(request).await
 }
 
 type Answer = Result<Response, Problem>;

@@ -133,6 +133,8 @@ impl Exchange {
 pub struct Api {
     base: String,
     http: reqwest::Client,
+    /// The path that answers 200 once the service is up.
+    health: String,
 }
 
 impl Api {
@@ -147,7 +149,19 @@ impl Api {
         Ok(Api {
             base: base.trim_end_matches('/').to_string(),
             http,
+            health: "/healthz".to_string(),
         })
+    }
+
+    /// The URL that answers 200 once the service is up.
+    pub fn health_url(&self) -> String {
+        format!("{}{}", self.base, self.health)
+    }
+
+    /// Another path answers 200 once the service is up (a gateway's own health route).
+    pub fn with_health(mut self, path: &str) -> Api {
+        self.health = path.to_string();
+        self
     }
 
     pub fn base(&self) -> &str {
@@ -221,7 +235,7 @@ impl Api {
 
     /// `GET /healthz` answers 200.
     pub async fn healthy(&self) -> bool {
-        self.send(&Call::get("/healthz")).await.status == 200
+        self.send(&Call::get(self.health.clone())).await.status == 200
     }
 }
 

@@ -18,11 +18,14 @@
 
 pub mod api;
 pub mod cancel;
+pub mod clauses;
 pub mod ctx;
 pub mod evidence;
 pub mod gate;
 pub mod gatefile;
+pub mod gateway;
 pub mod idempotency;
+pub mod invoke;
 pub mod job;
 pub mod keys;
 pub mod mock;
@@ -82,7 +85,22 @@ impl Scenario for Def {
     }
 
     fn run<'a>(&'a self, ctx: &'a Ctx) -> BoxFuture<'a, Evidence> {
-        Box::pin(ctx.conclude((self.body)(ctx)))
+        Box::pin(async move {
+            let mut evidence = ctx.conclude((self.body)(ctx)).await;
+            cite(&mut evidence);
+            evidence
+        })
+    }
+}
+
+/// A failure names the contract's rule it enforces: a scenario fails an orchestrator
+/// only for breaking a rule the contract states.
+pub fn cite(evidence: &mut Evidence) {
+    if let (Outcome::Failed { reason }, Some(clause)) =
+        (&mut evidence.outcome, clauses::of(&evidence.scenario))
+        && !reason.contains(clause.quote)
+    {
+        reason.push_str(&format!(" ({clause})"));
     }
 }
 

@@ -1,8 +1,11 @@
 //! Robustness: what a careless or hostile client sends. An oversized body, nesting deeper
 //! than any parser should follow, invalid UTF-8, connections that stall mid-request, and
-//! a burst of one creation over hundreds of connections at once. Each must get a 4xx or a
-//! 503 problem of the contract's shape (or, for a burst, the job), the orchestrator must
-//! stay up and keep serving others, and each key must hold at most one job.
+//! a burst of one creation over hundreds of connections at once. The contract's section
+//! "Hostile and careless input" says what is held: an answer (a job or a problem), the
+//! orchestrator up and serving others, one job per key, invalid UTF-8 in a body refused.
+//! Where the contract leaves the choice open (a body's size, its nesting, the bytes of
+//! `X-Owner-Id`), the scenario reports whether the orchestrator accepted or refused, and
+//! fails neither.
 //!
 //! These scenarios speak raw HTTP/1.1 (`raw`), so `--target` must be an `http://` URL.
 //! They run last: they stress the orchestrator, and no other scenario should run against
@@ -78,14 +81,7 @@ async fn send_raw(
 /// refusal.
 fn refused(ctx: &Ctx, exchange: &Exchange, what: &str) -> Checked {
     let status_ok = (400..500).contains(&exchange.status) || exchange.status == 503;
-    let shaped = exchange
-        .content_type
-        .as_deref()
-        .is_some_and(|c| c.starts_with("application/problem+json"))
-        && exchange.code().is_some_and(|c| !c.is_empty())
-        && exchange.answer.get("status").and_then(Value::as_u64)
-            == Some(u64::from(exchange.status));
-    if status_ok && shaped {
+    if status_ok && problem_shaped(exchange) {
         ctx.pass(format!(
             "{what}: {} {}",
             exchange.status,
@@ -114,11 +110,103 @@ async fn still_serving_and_key_free(ctx: &Ctx, intent: &Intent, after: &str) -> 
     )
 }
 
+/// What an orchestrator chose for a request the contract leaves to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Choice {
+    /// It took the request: the job's id (a 201, or a 200 replay of the job the key holds).
+    Accepted(String),
+    Refused,
+}
+
+/// An answer the contract allows for a request it sets no bound on: the job (201, or a
+/// 200 replay) or a problem document. The choice is reported, never failed.
+fn accepted_or_refused(ctx: &Ctx, exchange: &Exchange, what: &str) -> Checked<Choice> {
+    if matches!(exchange.status, 200 | 201)
+        && let Some(id) = job::id(&exchange.answer)
+    {
+        let choice = format!(
+            "{what}: accepted ({} with job {id}); the contract leaves this to the orchestrator",
+            exchange.status
+        );
+        ctx.note(choice.clone());
+        ctx.pass(choice);
+        return Ok(Choice::Accepted(id.to_string()));
+    }
+    if exchange.status >= 400 && problem_shaped(exchange) {
+        let choice = format!(
+            "{what}: refused ({} {}); the contract leaves this to the orchestrator",
+            exchange.status,
+            exchange.code().unwrap_or("")
+        );
+        ctx.note(choice.clone());
+        ctx.pass(choice);
+        return Ok(Choice::Refused);
+    }
+    Err(ctx.fail(
+        format!("{what}: an answer, the job or a problem (application/problem+json with a code)"),
+        Some(job::describe(exchange)),
+    ))
+}
+
+fn problem_shaped(exchange: &Exchange) -> bool {
+    exchange
+        .content_type
+        .as_deref()
+        .is_some_and(|c| c.starts_with("application/problem+json"))
+        && exchange.code().is_some_and(|c| !c.is_empty())
+        && exchange.answer.get("status").and_then(Value::as_u64) == Some(u64::from(exchange.status))
+}
+
+/// After requests the orchestrator may have accepted or refused: it still answers, and
+/// the key names at most one job. Refused every time, the key is free (the intended body
+/// creates its job, 201); accepted, the key holds that job, and the intended body (another
+/// fingerprint) is a 409/422 that changes nothing.
+async fn still_serving_one_job_per_key(
+    ctx: &Ctx,
+    intent: &Intent,
+    choices: &[Choice],
+    after: &str,
+) -> Checked {
+    let accepted: BTreeSet<&str> = choices
+        .iter()
+        .filter_map(|c| match c {
+            Choice::Accepted(id) => Some(id.as_str()),
+            Choice::Refused => None,
+        })
+        .collect();
+    ctx.check(
+        accepted.len() <= 1,
+        format!("after {after}, the key names at most one job (accepted as {accepted:?})"),
+    )?;
+    let Some(id) = accepted.into_iter().next() else {
+        return still_serving_and_key_free(ctx, intent, after).await;
+    };
+    ctx.check(
+        ctx.env().api.healthy().await,
+        format!("after {after}, /healthz still answers 200"),
+    )?;
+    let read = ctx.read(&intent.owner, id).await?;
+    ctx.check_eq(
+        job::attempts(&read).len(),
+        1,
+        format!("after {after}, the accepted job has one attempt"),
+    )?;
+    let created = ctx.create(intent).await;
+    ctx.status(
+        &created,
+        &[409, 422],
+        &format!(
+            "after {after}, the key holds the accepted job: another body under it is a 409 (or 422)"
+        ),
+    )
+}
+
 pub fn oversized_body() -> Def {
     Def {
         name: "oversized-body",
-        about: "a 32 MiB creation, announced and then chunked, is refused with a 4xx problem \
-                (413 in conform serve) without binding the key; the orchestrator stays up",
+        about: "a 32 MiB creation, announced and then chunked, is answered with the job or a \
+                problem (the size is the orchestrator's choice, reported; conform serve refuses \
+                with 413); the orchestrator stays up and the key names at most one job",
         needs_restart: false,
         body: |ctx| Box::pin(oversized_body_body(ctx)),
     }
@@ -136,6 +224,8 @@ fn padded_body(intent: &Intent, size: usize) -> Vec<u8> {
 
 async fn oversized_body_body(ctx: &Ctx) -> Checked {
     let intent = ctx.intent(PRIMARY);
+    // One upstream request either way: the accepted job's attempt, or the intended body's
+    // once the key is found free.
     ctx.expect(&intent, PRIMARY, 1);
     let body = padded_body(&intent, OVERSIZED);
     let sent = json!(format!("a job body of {} bytes", body.len()));
@@ -149,9 +239,9 @@ async fn oversized_body_body(ctx: &Ctx) -> Checked {
         sent.clone(),
     )
     .await;
-    refused(ctx, &exchange, "a 32 MiB body with its Content-Length")?;
-    // The same body chunked: nothing announces its size, so it must be cut off while
-    // it arrives.
+    let first = accepted_or_refused(ctx, &exchange, "a 32 MiB body with its Content-Length")?;
+    // The same body chunked: nothing announces its size, so an orchestrator with a limit
+    // must cut it off while it arrives.
     let mut chunked = raw::head("POST", "/v1/jobs", &borrowed(&headers), None);
     chunked.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
     for piece in body.chunks(256 * 1024) {
@@ -169,15 +259,22 @@ async fn oversized_body_body(ctx: &Ctx) -> Checked {
         sent,
     )
     .await;
-    refused(ctx, &exchange, "a 32 MiB body, chunked")?;
-    still_serving_and_key_free(ctx, &intent, "two oversized bodies").await
+    let second = accepted_or_refused(ctx, &exchange, "a 32 MiB body, chunked")?;
+    if matches!(first, Choice::Accepted(_)) && second != Choice::Refused {
+        ctx.check(
+            exchange.status == 200 && exchange.replayed(),
+            "the same body again under the same key is a replay (200, Idempotent-Replayed)",
+        )?;
+    }
+    still_serving_one_job_per_key(ctx, &intent, &[first, second], "two oversized bodies").await
 }
 
 pub fn deep_nesting() -> Def {
     Def {
         name: "deep-nesting",
-        about: "a creation whose input nests 100,000 arrays deep is refused with a 4xx problem \
-                without binding the key; the orchestrator stays up",
+        about: "a creation whose input nests 100,000 arrays deep is answered with the job or a \
+                problem (nesting is the orchestrator's choice, reported; conform serve refuses); \
+                the orchestrator stays up and the key names at most one job",
         needs_restart: false,
         body: |ctx| Box::pin(deep_nesting_body(ctx)),
     }
@@ -196,15 +293,17 @@ async fn deep_nesting_body(ctx: &Ctx) -> Checked {
     let bytes = raw::request("POST", "/v1/jobs", &borrowed(&headers), text.as_bytes());
     let sent = json!(format!("a job body whose input nests {DEPTH} arrays deep"));
     let exchange = send_raw(ctx, Some(&intent.owner), ("POST", "/v1/jobs"), bytes, sent).await;
-    refused(ctx, &exchange, "input nested 100,000 deep")?;
-    still_serving_and_key_free(ctx, &intent, "a deeply nested body").await
+    let choice = accepted_or_refused(ctx, &exchange, "input nested 100,000 deep")?;
+    still_serving_one_job_per_key(ctx, &intent, &[choice], "a deeply nested body").await
 }
 
 pub fn invalid_utf8() -> Def {
     Def {
         name: "invalid-utf8",
-        about: "invalid UTF-8 in a job body, in X-Owner-Id and in a percent-encoded path is \
-                refused with a 4xx problem, never repaired into a job; the key stays free",
+        about: "invalid UTF-8 in a job body is refused with a 4xx problem, never repaired into \
+                a job (JSON is UTF-8); a non-ASCII X-Owner-Id is accepted or refused (the \
+                orchestrator's choice, reported) and a percent-encoded path that is not UTF-8 \
+                gets a 4xx problem; the intent's key stays free for its owner",
         needs_restart: false,
         body: |ctx| Box::pin(invalid_utf8_body(ctx)),
     }
@@ -247,15 +346,34 @@ async fn invalid_utf8_body(ctx: &Ctx) -> Checked {
         ],
         text.as_bytes(),
     );
+    // No owner recorded: the job, if any, belongs to the owner those bytes name, which
+    // the client library cannot spell to read it back.
     let exchange = send_raw(
         ctx,
-        Some(&intent.owner),
+        None,
         ("POST", "/v1/jobs"),
-        bytes,
+        bytes.clone(),
         json!("X-Owner-Id ending in the bytes 0xFF 0xFE"),
     )
     .await;
-    refused(ctx, &exchange, "an X-Owner-Id that is not ASCII")?;
+    let choice = accepted_or_refused(ctx, &exchange, "an X-Owner-Id that is not ASCII")?;
+    if let Choice::Accepted(id) = &choice {
+        // Its job is that owner's: one upstream request more for this tag, and the same
+        // bytes again replay it.
+        ctx.expect(&intent, PRIMARY, 2);
+        let again = send_raw(
+            ctx,
+            None,
+            ("POST", "/v1/jobs"),
+            bytes,
+            json!("the same X-Owner-Id bytes again"),
+        )
+        .await;
+        ctx.check(
+            again.status == 200 && again.replayed() && job::id(&again.answer) == Some(id),
+            "the same non-ASCII owner and key again replay its job (200, Idempotent-Replayed)",
+        )?;
+    }
     let bytes = raw::request(
         "GET",
         "/v1/jobs/%ff%fe",
@@ -275,6 +393,7 @@ async fn invalid_utf8_body(ctx: &Ctx) -> Checked {
         &exchange,
         "GET /v1/jobs/%ff%fe (not UTF-8 once decoded)",
     )?;
+    // Another owner's job never binds this owner's key.
     still_serving_and_key_free(ctx, &intent, "invalid UTF-8").await
 }
 

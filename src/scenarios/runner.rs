@@ -94,6 +94,7 @@ pub async fn run(
             let ctx = Ctx::new(Arc::clone(&env), scenario.name(), scenario.about());
             let mut evidence = scenario.run(&ctx).await;
             survive(&env, &mut evidence).await;
+            super::cite(&mut evidence);
             evidence
         };
         stop |= fail_fast && evidence.failed();

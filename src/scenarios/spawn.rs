@@ -29,16 +29,14 @@ pub enum SpawnError {
         source: std::io::Error,
     },
     #[error(
-        "the orchestrator exited ({status}) before answering /healthz; the end of its log ({log}):\n{tail}"
+        "the process exited ({status}) before its health check answered 200; the end of its log ({log}):\n{tail}"
     )]
     Exited {
         status: String,
         log: PathBuf,
         tail: String,
     },
-    #[error(
-        "the orchestrator did not answer 200 on {url}/healthz within {seconds} s; the end of its log ({log}):\n{tail}"
-    )]
+    #[error("{url} did not answer 200 within {seconds} s; the end of its log ({log}):\n{tail}")]
     Unhealthy {
         url: String,
         seconds: u64,
@@ -128,7 +126,7 @@ impl Spawned {
                 signal_group(&child, "KILL");
                 let _ = child.wait().await;
                 return Err(SpawnError::Unhealthy {
-                    url: self.api.base().to_string(),
+                    url: self.api.health_url(),
                     seconds: self.launch.startup.as_secs(),
                     log: self.launch.log.clone(),
                     tail: self.log_tail(),

@@ -115,3 +115,35 @@ impl Overload for PlainOverload {
         (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response()
     }
 }
+
+/// A body over the limit brings the whole process down instead of being refused: every
+/// other client loses the service.
+pub struct OversizedAborts {
+    inner: Arc<dyn BodyIntake>,
+}
+
+impl OversizedAborts {
+    pub fn new(inner: Arc<dyn BodyIntake>) -> OversizedAborts {
+        OversizedAborts { inner }
+    }
+}
+
+impl BodyIntake for OversizedAborts {
+    fn read<'a>(
+        &'a self,
+        frames: &'a mut BodyDataStream,
+        declared: Option<u64>,
+        max: usize,
+    ) -> BoxFuture<'a, Result<Received, Problem>> {
+        Box::pin(async move {
+            let received = self.inner.read(frames, declared, max).await;
+            if let Err(problem) = &received
+                && problem.status == StatusCode::PAYLOAD_TOO_LARGE
+            {
+                eprintln!("BROKEN VARIANT oversized-aborts: a body over the limit aborts");
+                std::process::abort();
+            }
+            received
+        })
+    }
+}

@@ -1,8 +1,9 @@
 //! Deliberately broken variants of the reference orchestrator, built from the library's
 //! seams (`conform::orchestrator::Seams`): each replaces one seam of `conform serve` with
 //! a decorator of the real one that breaks one rule of the contract, or narrows one
-//! setting, so `tests/scenarios_teeth.rs` can prove `conform scenarios` catches it. None
-//! of this is in the production build.
+//! setting, so `tests/scenarios_teeth.rs` can prove `conform scenarios` catches it; and
+//! two lenient variants that choose otherwise where the contract is silent, which must
+//! pass every scenario. None of this is in the production build.
 //!
 //! One file per seam: [`store`] (the ledger operations), [`upstream`] (the provider
 //! call), [`gate`] (the failover decision), [`intake`] (body parsing, body reading and the
@@ -19,12 +20,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use conform::orchestrator::config::DEFAULT_DATABASE_TIMEOUT;
-use conform::orchestrator::{Config, Limits, Providers, Seams, Server};
+use conform::orchestrator::{Config, Limits, OwnerIds, Providers, Seams, Server};
 
 use db::Db;
 
 /// Every variant, by the name the teeth test gives it.
-pub const ALL: [&str; 18] = [
+pub const ALL: [&str; 20] = [
     "check-then-insert",
     "ignored-fingerprint",
     "timeout-marked-failed",
@@ -38,11 +39,15 @@ pub const ALL: [&str; 18] = [
     "cancel-keeps-blocking",
     "late-result-overwrites",
     "replay-retries-idle",
-    "no-body-limit",
+    "oversized-aborts",
     "deep-nesting-panics",
     "lossy-utf8",
     "serialized-body-reads",
     "plain-overload",
+    // Lenient but conformant: where the contract is silent they choose otherwise than
+    // `conform serve`, and must pass every scenario.
+    "no-body-limit",
+    "percent-encoded-owners",
 ];
 
 /// The name of the orchestrator with every seam real, for proving that what this
@@ -99,8 +104,13 @@ pub fn apply(variant: &str, config: &mut Config, seams: &mut Seams, db: &Arc<Db>
         "allowlist-fails-open" => {
             seams.gate = Arc::new(gate::AllowlistFailsOpen::new(Arc::clone(&seams.gate)))
         }
-        // The limit is configuration: the variant is the orchestrator without one.
+        // The limit is configuration: the variant is the orchestrator without one, which
+        // the contract allows (it sets no size).
         "no-body-limit" => config.limits.max_body_bytes = usize::MAX,
+        "percent-encoded-owners" => config.limits.owner_ids = OwnerIds::PercentEncoded,
+        "oversized-aborts" => {
+            seams.intake = Arc::new(intake::OversizedAborts::new(Arc::clone(&seams.intake)))
+        }
         "deep-nesting-panics" => {
             seams.parser = Arc::new(intake::DeepNestingPanics::new(Arc::clone(&seams.parser)))
         }

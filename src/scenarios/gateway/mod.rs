@@ -1,0 +1,400 @@
+//! `conform scenarios --gateway litellm|portkey`: does the gateway that carries the
+//! traffic fail over only to proven fallbacks, and never hand the client a broken answer
+//! as complete?
+//!
+//! - [`upstream`]: mock upstreams on loopback speaking OpenAI Chat byte for byte, faults
+//!   framed as real ones are;
+//! - [`config`]: the gateway's configuration, written with `conform export`'s code and
+//!   decision (plus a revoked candidate in the model list and in no fallback list);
+//! - [`client`]: the application in front of the gateway, and when what it received is
+//!   complete;
+//! - [`ctx`] and [`scenarios`]: one scenario's context and evidence, and the scenarios;
+//! - this file: the run: upstreams, config, the gateway started (`--spawn`, with
+//!   `{config}` and `{port}` filled) or reached (`--target`), the scenarios one after
+//!   another, the same [`SuiteReport`] as the orchestrator scenarios.
+
+pub mod client;
+pub mod config;
+pub mod ctx;
+pub mod scenarios;
+pub mod upstream;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+
+use super::api::Api;
+use super::evidence::{Evidence, Outcome};
+use super::runner::{FORMAT, SuiteReport, UnknownScenario};
+use super::spawn::{Launch, SpawnError, Spawned};
+use super::workdir::free_port;
+use config::{GATEWAY_KEY, MODELS};
+
+/// `conform scenarios --help`'s closing lines.
+pub const HELP: &str = "Examples:\n  \
+conform scenarios --spawn 'conform serve --unverified-allowlist'\n  \
+conform scenarios --spawn 'conform serve --unverified-allowlist' --database-url postgres://postgres@127.0.0.1:5432/test\n  \
+conform scenarios --target http://127.0.0.1:8080 --allowlist /srv/allowlist.json \\\n    \
+--mock-ports primary=40001,fallback=40002,rogue=40003,faulty=40004,dead=40005\n  \
+conform scenarios --list\n  \
+conform scenarios --gateway litellm --spawn 'litellm --config {config} --port {port}'\n  \
+conform scenarios --gateway portkey --spawn 'npx @portkey-ai/gateway --port={port} --headless'\n\n\
+With --gateway, conform starts mock upstreams (primary, fallback, and a revoked candidate), \
+writes the gateway's config with the code of `conform export` ({config}), starts the gateway \
+on {port}, and checks that it fails over only to the allowlisted fallback and never hands the \
+client a broken answer as complete (docs/gateways.md).\n\n\
+Exit codes: 0 every selected scenario passed, 1 a scenario failed, 2 usage error, \
+3 the orchestrator or gateway could not be started or reached, or the run was interrupted.";
+
+/// The gateways the scenarios know how to configure and talk to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Litellm,
+    Portkey,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Litellm => "litellm",
+            Kind::Portkey => "portkey",
+        }
+    }
+
+    /// The path that answers 200 once the gateway is up.
+    fn health(self) -> &'static str {
+        match self {
+            Kind::Litellm => "/health/liveliness",
+            Kind::Portkey => "/",
+        }
+    }
+
+    /// The config file's name in the working folder.
+    fn config_file(self) -> &'static str {
+        match self {
+            Kind::Litellm => "litellm-config.yaml",
+            Kind::Portkey => "portkey-config.json",
+        }
+    }
+}
+
+/// Which gateway to test, and how.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub kind: Kind,
+    /// Start it with this command (`sh -c`), `{config}` and `{port}` filled in.
+    pub spawn: Option<String>,
+    /// Or test the one already running at this URL (configured with the file this run
+    /// writes, the upstreams on the ports `mock_ports` fixes).
+    pub target: Option<String>,
+    pub mock_ports: Option<BTreeMap<String, u16>>,
+    /// The gateway's per-request timeout, as its config says.
+    pub timeout: Duration,
+    pub startup: Duration,
+}
+
+/// Why a gateway run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error(
+        "say which gateway to test: --spawn 'COMMAND' (with {{config}} and {{port}}) or --target URL"
+    )]
+    NoGateway,
+    #[error(
+        "--gateway with --target needs --mock-ports naming the upstream of every model the gateway \
+         was configured with: primary, fallback, revoked, and unreachable (a port nothing listens on) \
+         (e.g. --mock-ports primary=40001,fallback=40002,revoked=40003,unreachable=40004)"
+    )]
+    MissingPorts,
+    #[error("cannot listen on loopback for the {model} upstream: {source}")]
+    Listen {
+        model: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write the gateway config {}: {source}", path.display())]
+    Config {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// The gateway did not start (offline, say): the run is inconclusive, and says why.
+    #[error("the gateway did not start: {0}")]
+    Spawn(#[source] SpawnError),
+    #[error("{url}{health} does not answer 200: is the gateway running?")]
+    Unhealthy { url: String, health: &'static str },
+}
+
+impl GatewayError {
+    /// The gateway, not the options, is at fault.
+    pub fn inconclusive(&self) -> bool {
+        matches!(
+            self,
+            GatewayError::Spawn(_) | GatewayError::Unhealthy { .. }
+        )
+    }
+}
+
+impl Request {
+    pub fn check(&self) -> Result<(), GatewayError> {
+        if self.spawn.is_none() && self.target.is_none() {
+            return Err(GatewayError::NoGateway);
+        }
+        if self.target.is_some()
+            && !MODELS
+                .iter()
+                .chain(&[config::UNREACHABLE])
+                .all(|m| self.mock_ports.as_ref().is_some_and(|p| p.contains_key(*m)))
+        {
+            return Err(GatewayError::MissingPorts);
+        }
+        Ok(())
+    }
+}
+
+/// The scenarios `only` names (all when empty), minus `skip`.
+pub fn select(only: &[String], skip: &[String]) -> Result<Vec<scenarios::Def>, UnknownScenario> {
+    let all = scenarios::all();
+    let known: Vec<&str> = all.iter().map(|d| d.name).collect();
+    if let Some(name) = only
+        .iter()
+        .chain(skip)
+        .find(|n| !known.contains(&n.as_str()))
+    {
+        return Err(UnknownScenario {
+            name: name.clone(),
+            known: known.join(", "),
+        });
+    }
+    Ok(all
+        .into_iter()
+        .filter(|d| only.is_empty() || only.iter().any(|n| n == d.name))
+        .filter(|d| !skip.iter().any(|n| n == d.name))
+        .collect())
+}
+
+/// A gateway reached, with its upstreams running.
+pub struct Session {
+    env: Arc<ctx::Env>,
+    spawned: Option<Spawned>,
+    upstreams: config::Upstreams,
+    /// The config file written.
+    pub config: PathBuf,
+    pub timeout: Duration,
+}
+
+impl Session {
+    /// Starts the upstreams, writes the config, and starts or reaches the gateway.
+    pub async fn start(request: &Request, work: &Path) -> Result<Session, GatewayError> {
+        let board = upstream::Board::default();
+        let mut upstreams = Vec::new();
+        for model in MODELS {
+            let port = request
+                .mock_ports
+                .as_ref()
+                .and_then(|p| p.get(model))
+                .copied()
+                .unwrap_or(0);
+            let listener = TcpListener::bind(("127.0.0.1", port))
+                .await
+                .map_err(|source| GatewayError::Listen { model, source })?;
+            let addr = listener
+                .local_addr()
+                .map_err(|source| GatewayError::Listen { model, source })?;
+            upstream::serve(listener, model, board.clone());
+            upstreams.push((model.to_string(), format!("http://{addr}/v1")));
+        }
+        // Nothing listens on the unreachable primary's port: a request to it is refused
+        // before it is sent.
+        let fixed = (request.mock_ports.as_ref()).and_then(|p| p.get(config::UNREACHABLE));
+        let dead = match fixed {
+            Some(port) => format!("127.0.0.1:{port}"),
+            None => free_port().map_err(|source| GatewayError::Listen {
+                model: config::UNREACHABLE,
+                source,
+            })?,
+        };
+        upstreams.push((config::UNREACHABLE.to_string(), format!("http://{dead}/v1")));
+        let chains = config::chains();
+        let path = work.join(request.kind.config_file());
+        let auth = vec![("authorization".to_string(), format!("Bearer {GATEWAY_KEY}"))];
+        let (text, headers, per_model) = match request.kind {
+            Kind::Litellm => (
+                config::litellm(&chains, &upstreams, request.timeout.as_secs_f64()),
+                auth,
+                Vec::new(),
+            ),
+            Kind::Portkey => {
+                let timeout = request.timeout.as_millis() as u64;
+                let configs: Vec<(String, serde_json::Value)> = chains
+                    .iter()
+                    .map(|c| (c.primary.clone(), config::portkey(c, &upstreams, timeout)))
+                    .collect();
+                let header =
+                    |v: &serde_json::Value| vec![("x-portkey-config".to_string(), v.to_string())];
+                let text = serde_json::to_string_pretty(
+                    &configs.iter().cloned().collect::<serde_json::Map<_, _>>(),
+                )
+                .unwrap_or_default();
+                let per_model = configs
+                    .iter()
+                    .map(|(m, v)| (m.clone(), header(v)))
+                    .collect();
+                (text, Vec::new(), per_model)
+            }
+        };
+        std::fs::write(&path, &text).map_err(|source| GatewayError::Config {
+            path: path.clone(),
+            source,
+        })?;
+        let (url, spawned) = match (&request.spawn, &request.target) {
+            (Some(command), _) => {
+                let listen = free_port().map_err(|source| GatewayError::Listen {
+                    model: "gateway",
+                    source,
+                })?;
+                let port = listen.rsplit(':').next().unwrap_or_default().to_string();
+                let url = format!("http://{listen}");
+                let api = Api::new(&url)
+                    .map_err(GatewayError::Client)?
+                    .with_health(request.kind.health());
+                let launch = Launch {
+                    command: command
+                        .replace("{config}", &path.display().to_string())
+                        .replace("{port}", &port),
+                    vars: vec![
+                        // LiteLLM refuses to start without a master key, and fetches
+                        // its cost map from the network unless told not to.
+                        ("LITELLM_MASTER_KEY".into(), GATEWAY_KEY.into()),
+                        ("LITELLM_LOCAL_MODEL_COST_MAP".into(), "True".into()),
+                        ("CONFORM_GATEWAY_CONFIG".into(), path.display().to_string()),
+                        ("CONFORM_GATEWAY_PORT".into(), port),
+                    ],
+                    log: work.join("gateway.log"),
+                    startup: request.startup,
+                };
+                let spawned = Spawned::start(launch, api)
+                    .await
+                    .map_err(GatewayError::Spawn)?;
+                (url, Some(spawned))
+            }
+            (None, target) => {
+                let url = target.clone().unwrap_or_default();
+                let url = url.trim_end_matches('/').to_string();
+                let api = Api::new(&url)
+                    .map_err(GatewayError::Client)?
+                    .with_health(request.kind.health());
+                if !api.healthy().await {
+                    return Err(GatewayError::Unhealthy {
+                        url,
+                        health: request.kind.health(),
+                    });
+                }
+                (url, None)
+            }
+        };
+        let mut client = client::Client::new(format!("{url}/v1/chat/completions"), headers)
+            .map_err(GatewayError::Client)?;
+        for (model, headers) in per_model {
+            client = client.for_model(&model, headers);
+        }
+        Ok(Session {
+            env: Arc::new(ctx::Env {
+                board,
+                client,
+                timeout: request.timeout,
+                gateway: format!("{} at {url}", request.kind.name()),
+            }),
+            spawned,
+            upstreams,
+            config: path,
+            timeout: request.timeout,
+        })
+    }
+
+    /// What is tested, for the header line.
+    pub fn header(&self, count: usize) -> String {
+        format!(
+            "conform scenarios: {count} gateway scenario(s) against {} (config {}; upstreams {})",
+            self.env.gateway,
+            self.config.display(),
+            self.upstreams
+                .iter()
+                .map(|(m, u)| format!("{m}={u}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+
+    /// Runs the scenarios one after another; `progress` sees each evidence as it comes.
+    pub async fn run(
+        &self,
+        selected: &[scenarios::Def],
+        fail_fast: bool,
+        mut progress: impl FnMut(&Evidence),
+    ) -> SuiteReport {
+        let started = Instant::now();
+        let mut results = Vec::new();
+        let mut stop = false;
+        for def in selected {
+            let evidence = if stop {
+                Evidence::skipped(
+                    def.name,
+                    def.about,
+                    "not run: an earlier scenario failed and --fail-fast was given",
+                )
+            } else {
+                let ctx = ctx::Ctx::new(Arc::clone(&self.env), def.name, def.about);
+                let mut evidence = ctx.conclude((def.body)(&ctx)).await;
+                if let Some(spawned) = &self.spawned
+                    && let Some(status) = spawned.exited().await
+                {
+                    evidence.notes.push(format!(
+                        "the gateway exited ({status}); the end of its log:\n{}",
+                        spawned.log_tail()
+                    ));
+                    if !evidence.failed() {
+                        evidence.outcome = Outcome::Failed {
+                            reason: format!("the gateway kept running (it exited: {status})"),
+                        };
+                    }
+                    let _ = spawned.relaunch().await;
+                }
+                evidence
+            };
+            stop |= fail_fast && evidence.failed();
+            progress(&evidence);
+            results.push(evidence);
+        }
+        let count = |f: fn(&Outcome) -> bool| results.iter().filter(|e| f(&e.outcome)).count();
+        SuiteReport {
+            format: FORMAT,
+            target: self.env.gateway.clone(),
+            attempt_timeout_ms: self.timeout.as_millis() as u64,
+            late_window_ms: 0,
+            providers: self.upstreams.clone(),
+            passed: count(|o| matches!(o, Outcome::Passed)),
+            failed: count(|o| matches!(o, Outcome::Failed { .. })),
+            skipped: count(|o| matches!(o, Outcome::Skipped { .. })),
+            seconds: started.elapsed().as_secs_f64(),
+            scenarios: results,
+        }
+    }
+
+    /// Stops a spawned gateway.
+    pub async fn stop(&self) {
+        if let Some(spawned) = &self.spawned {
+            spawned.stop().await;
+        }
+    }
+
+    /// The last lines of the spawned gateway's log.
+    pub fn log_tail(&self) -> Option<String> {
+        self.spawned.as_ref().map(Spawned::log_tail)
+    }
+}
