@@ -93,6 +93,14 @@ impl Collector {
         }
     }
 
+    /// Whether target `p` is the live reference of suite `s`: the candidates are judged
+    /// against its answers, so its calls are never saved.
+    pub fn is_live_reference(&self, p: usize, s: usize) -> bool {
+        self.plans
+            .get(s)
+            .is_some_and(|plan| plan.source == Source::Live(p))
+    }
+
     /// Counts one record of target `p` on suite `s`.
     pub fn add(&mut self, p: usize, s: usize, record: &mut CallRecord) {
         let Some(plan) = self.plans.get(s) else {
@@ -102,7 +110,12 @@ impl Collector {
         let key = (s, record.case.clone());
         // A recorded-reference suite compares only the cases that carry a reference; a
         // live one compares every case.
-        if plan.source == Source::Recorded && observed.is_none() && !self.pending.contains_key(&key)
+        // A saved call (its pair decided early) still counts towards its case being
+        // complete, or the other providers' answers to the case would never be compared.
+        if plan.source == Source::Recorded
+            && observed.is_none()
+            && !record.saved
+            && !self.pending.contains_key(&key)
         {
             return;
         }

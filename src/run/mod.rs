@@ -366,8 +366,15 @@ pub async fn execute_scheduled(
     // Rules see the run's start, never the wall clock of each call: a replay of the
     // same answers gives the same verdicts.
     let now = started_at.unix_timestamp();
-    let mut progress = Progress::new(schedule.total_calls(), options.progress);
+    let mut progress = Progress::new(schedule.total_calls(), options.progress).with_pacing(targets);
 
+    // One flag per (provider, suite), set once its verdict is decided: its later calls
+    // are saved, not sent.
+    let n_suites = suites.len();
+    let decided: Vec<AtomicBool> = (0..targets.len() * n_suites)
+        .map(|_| AtomicBool::new(false))
+        .collect();
+    let decided = &decided;
     let streams = targets.iter().enumerate().map(|(p, target)| {
         let concurrency = target.endpoint.config.limits.concurrency;
         // The schedule is an iterator: the calls are made as the stream asks for them.
@@ -375,8 +382,9 @@ pub async fn execute_scheduled(
             .map(move |call| {
                 let prepared = &suites[call.suite];
                 let budget = options.budget.as_deref();
+                let decided = &decided[call.provider * n_suites + call.suite];
                 async move {
-                    let record = call_one(prepared, target, call, now, budget).await;
+                    let record = call_one(prepared, target, call, now, budget, decided).await;
                     (call.provider, call.suite, record)
                 }
             })
@@ -407,7 +415,9 @@ pub async fn execute_scheduled(
             flush_by =
                 flush_by.or_else(|| Some(tokio::time::Instant::now() + journal::FLUSH_INTERVAL));
             progress.record(record.passed);
-            tallies.add(p, s, &mut record);
+            if tallies.add(p, s, &mut record) {
+                decided[p * n_suites + s].store(true, Ordering::SeqCst);
+            }
         }
         Ok::<(), std::io::Error>(())
     };
@@ -444,6 +454,7 @@ async fn call_one(
     call: Call,
     now: i64,
     budget: Option<&budget::Budget>,
+    decided: &AtomicBool,
 ) -> CallRecord {
     let suite = &prepared.suite;
     let config = &target.endpoint.config;
@@ -451,6 +462,15 @@ async fn call_one(
     let not_run = |why: String| {
         CallRecord::not_run(&suite.name, &case_ref.id, &config.name, call.repeat, why)
     };
+    if decided.load(Ordering::SeqCst) {
+        return CallRecord {
+            saved: true,
+            ..not_run(format!(
+                "not sent: the verdict on {} × {} was already decided (see `decided`)",
+                suite.name, config.name
+            ))
+        };
+    }
     if let Some(why) = target.halted() {
         return not_run(why);
     }

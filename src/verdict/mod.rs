@@ -92,6 +92,11 @@ pub struct Tally {
     pub failed: u64,
     /// Calls not sent because the provider had been stopped.
     pub not_run: u64,
+    /// Calls not sent because the verdict was decided before them ([`Tally::decided`]).
+    pub saved: u64,
+    /// What decided the verdict before every planned call was sent, when something did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided: Option<Decision>,
     /// Failed calls whose failure was the transport's, after retries.
     pub transport_errors: u64,
     /// Calls that passed on their first request.
@@ -148,6 +153,10 @@ impl Tally {
     }
 
     pub fn add(&mut self, record: &CallRecord) {
+        if record.saved {
+            self.saved += 1;
+            return;
+        }
         if let Some(stability) = &mut self.stability {
             stability.add(record);
         }
@@ -243,9 +252,56 @@ impl Tally {
         self.differential = Some(d);
     }
 
-    /// Every planned call was sent and came back (passed or failed).
+    /// Every planned call was sent and came back (passed or failed), or was saved
+    /// because the verdict was decided without it.
     pub fn ran_all(&self) -> bool {
-        self.planned > 0 && self.not_run == 0 && self.passed + self.failed >= self.planned
+        self.planned > 0
+            && self.not_run == 0
+            && self.passed + self.failed + self.saved >= self.planned
+    }
+
+    /// Calls sent (and recorded): the planned ones less the saved and the not sent.
+    pub fn sent(&self) -> u64 {
+        self.passed + self.failed
+    }
+
+    /// Whether no call still to come can make this pair pass `pass_threshold`: the
+    /// model's own failures already exceed what it allows, even if every call still to
+    /// come passed and every transport failure had been a pass. The decision is then
+    /// kept in [`Tally::decided`] (once), and returned the first time.
+    ///
+    /// A suite that judges each case by its repeats' confidence bound
+    /// (`min_case_pass_lower_bound`) is not decided early: its pass does not follow from
+    /// the share of passed calls. A halted pair is inconclusive whatever comes.
+    pub fn decide_early(&mut self, pass_threshold: f64) -> Option<&Decision> {
+        if self.decided.is_some() || self.halted.is_some() || self.planned == 0 {
+            return None;
+        }
+        if self
+            .stability
+            .as_ref()
+            .is_some_and(|s| s.min_case_pass_lower_bound.is_some())
+        {
+            return None;
+        }
+        let model_failures = self.failed.saturating_sub(self.transport_errors);
+        let best = self.planned.saturating_sub(model_failures);
+        if ratio(best, self.planned) >= pass_threshold {
+            return None;
+        }
+        // The most failures the threshold allows, stated for the evidence.
+        let allowed = (0..=self.planned)
+            .rev()
+            .find(|f| ratio(self.planned - f, self.planned) >= pass_threshold)
+            .unwrap_or(0);
+        self.decided = Some(Decision {
+            rule: DecisionRule::PassThreshold,
+            pass_threshold,
+            model_failures,
+            allowed_failures: allowed,
+            after_calls: self.sent(),
+        });
+        self.decided.as_ref()
     }
 
     /// Passed calls over planned calls: a call that never ran is not a pass.
@@ -374,6 +430,27 @@ impl Tally {
         }
         codes
     }
+}
+
+/// What decided a pair's verdict before all its planned calls were sent.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub rule: DecisionRule,
+    pub pass_threshold: f64,
+    /// Failures of the model's own (not the transport's) when it was decided.
+    pub model_failures: u64,
+    /// The most failures `pass_threshold` allows over the planned calls.
+    pub allowed_failures: u64,
+    /// Calls recorded when it was decided.
+    pub after_calls: u64,
+}
+
+/// The test that decided a verdict early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionRule {
+    /// More model failures than `pass_threshold` allows: no call to come could pass it.
+    PassThreshold,
 }
 
 /// What decides a verdict beyond the counts.
