@@ -172,6 +172,8 @@ pub struct Execute {
     pub repeats: Option<u32>,
     pub max_transport_errors: f64,
     pub progress: bool,
+    /// Send every planned call, decided or not (`--every-call`).
+    pub every_call: bool,
     pub shard: Option<Shard>,
     /// USD (`--budget`).
     pub budget: Option<f64>,
@@ -238,6 +240,7 @@ impl Ready {
             repeats: how.repeats,
             max_transport_error_share: how.max_transport_errors,
             progress: how.progress,
+            every_call: how.every_call,
             shard: how.shard,
             budget: budget.clone(),
         };

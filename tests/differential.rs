@@ -155,6 +155,7 @@ async fn run_with(
         progress: false,
         shard: None,
         budget: None,
+        every_call: true,
     };
     run::execute(
         std::slice::from_ref(suite),

@@ -100,6 +100,7 @@ async fn run_once(
         progress: false,
         shard: None,
         budget: None,
+        every_call: false,
     };
     let result = run::execute(
         std::slice::from_ref(suite),

@@ -85,6 +85,7 @@ async fn verdict(suite: Suite, flip: bool, dir: &Path) -> run::PairVerdict {
         progress: false,
         shard: None,
         budget: None,
+        every_call: true,
     };
     let prepared = Arc::new(PreparedSuite::new(suite).unwrap());
     let result = run::execute(

@@ -102,6 +102,7 @@ async fn run_once(
         progress: false,
         shard: None,
         budget: None,
+        every_call: true,
     };
     let result = run::execute(
         std::slice::from_ref(suite),

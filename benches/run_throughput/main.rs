@@ -422,6 +422,7 @@ async fn run_against(
         progress: false,
         shard: None,
         budget: None,
+        every_call: true,
     };
     // Writing the cases and loading the suite are not the run's cost.
     let _ = CPU_AT_START.set(cpu_seconds());

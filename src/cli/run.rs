@@ -86,6 +86,13 @@ pub struct Common {
     /// (the evidence is still held to the file as written; the report says so).
     #[arg(long)]
     pub stream: bool,
+    /// Send every planned call, even once a provider's verdict on a suite is decided.
+    /// Without it, a provider whose own failures already exceed what the suite's
+    /// pass_threshold allows is sent nothing more on that suite: the report counts
+    /// those calls as saved and says what decided it. (`conform demo`, `--shard`,
+    /// `--record` and `--replay` always send every call.)
+    #[arg(long)]
+    pub every_call: bool,
 }
 
 pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
@@ -135,7 +142,11 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
     if let Err(e) = execute::for_demo(&mut workspace, &global.paths()) {
         return failed(e);
     }
-    let how = how(global, &args.common, None, None, None);
+    // The demo shows what each simulated drift does to every call; it costs nothing.
+    let how = Execute {
+        every_call: true,
+        ..how(global, &args.common, None, None, None)
+    };
     let to = Conclude::to(
         global.allowlist_path(),
         &global.reports_dir(),
@@ -193,12 +204,15 @@ fn how(
     shard: Option<Shard>,
     budget: Option<f64>,
 ) -> Execute {
+    // A tape is replayed later, perhaps under changed rules: it holds every answer.
+    let every_call = common.every_call || tape.is_some();
     Execute {
         tape,
         stream: common.stream,
         repeats: common.repeats,
         max_transport_errors: common.max_transport_errors,
         progress: !common.no_progress,
+        every_call,
         shard,
         budget,
         reports: global.reports_dir(),

@@ -204,6 +204,9 @@ pub struct RunOptions {
     /// Send no call that could take the spend over this budget (`--budget USD`); every
     /// provider then has `[pricing]`.
     pub budget: Option<Arc<budget::Budget>>,
+    /// Send every planned call even once a pair's verdict is decided (`--every-call`).
+    /// A shard always does: its share alone cannot decide what the merge will.
+    pub every_call: bool,
 }
 
 /// The verdict on one (suite, provider), with the counts behind it.
@@ -375,6 +378,7 @@ pub async fn execute_scheduled(
         .map(|_| AtomicBool::new(false))
         .collect();
     let decided = &decided;
+    let every_call = options.every_call || options.shard.is_some();
     let streams = targets.iter().enumerate().map(|(p, target)| {
         let concurrency = target.endpoint.config.limits.concurrency;
         // The schedule is an iterator: the calls are made as the stream asks for them.
@@ -415,7 +419,7 @@ pub async fn execute_scheduled(
             flush_by =
                 flush_by.or_else(|| Some(tokio::time::Instant::now() + journal::FLUSH_INTERVAL));
             progress.record(record.passed);
-            if tallies.add(p, s, &mut record) {
+            if tallies.add(p, s, &mut record) && !every_call {
                 decided[p * n_suites + s].store(true, Ordering::SeqCst);
             }
         }
