@@ -156,6 +156,7 @@ async fn run_with(
         shard: None,
         budget: None,
         every_call: true,
+        resume: None,
     };
     run::execute(
         std::slice::from_ref(suite),

@@ -101,6 +101,7 @@ async fn run_once(
         shard: None,
         budget: None,
         every_call: false,
+        resume: None,
     };
     let result = run::execute(
         std::slice::from_ref(suite),

@@ -86,6 +86,7 @@ async fn verdict(suite: Suite, flip: bool, dir: &Path) -> run::PairVerdict {
         shard: None,
         budget: None,
         every_call: true,
+        resume: None,
     };
     let prepared = Arc::new(PreparedSuite::new(suite).unwrap());
     let result = run::execute(

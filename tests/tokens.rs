@@ -266,6 +266,7 @@ async fn run(suite: Suite, config: ProviderConfig, reports: &Path) -> Vec<Value>
         shard: None,
         budget: None,
         every_call: true,
+        resume: None,
     };
     let prepared = Arc::new(PreparedSuite::new(suite).unwrap());
     run::execute(

@@ -103,6 +103,7 @@ async fn run_once(
         shard: None,
         budget: None,
         every_call: true,
+        resume: None,
     };
     let result = run::execute(
         std::slice::from_ref(suite),

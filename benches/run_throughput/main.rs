@@ -436,6 +436,7 @@ async fn run_against(
         shard: None,
         budget: None,
         every_call: true,
+        resume: None,
     };
     // Writing the cases and loading the suite are not the run's cost.
     let _ = CPU_AT_START.set(cpu_seconds());
@@ -612,7 +613,10 @@ fn paced() {
             .status()
             .expect("run conform");
         let wall = started.elapsed().as_secs_f64();
-        assert!(status.success(), "conform run must exit 0 (every call conformant)");
+        assert!(
+            status.success(),
+            "conform run must exit 0 (every call conformant)"
+        );
         let (received, answered, throttled) = limits.counts();
         assert_eq!(answered, PACED_CALLS, "every call answered once");
         println!(

@@ -11,6 +11,7 @@ use conform::config::{Diagnostics, Selection, Workspace};
 use conform::execute::{self, Concluded, Execute, ExecuteError, Ran, Ready, RunAsk};
 use conform::run::RunResult;
 use conform::run::assemble::TapeMode;
+use conform::run::resume::Keep;
 use conform::run::shard::Shard;
 
 use super::{Exit, Global};
@@ -57,6 +58,12 @@ pub struct RunArgs {
     /// is inconclusive.
     #[arg(long, value_name = "PRIMARY")]
     pub reference: Option<String>,
+    /// Continue the interrupted or budget-stopped run in REPORT_DIR: no answered call is resent.
+    #[arg(long, value_name = "REPORT_DIR", conflicts_with_all = ["rerun_failed", "shard", "record", "replay"])]
+    pub resume: Option<PathBuf>,
+    /// As --resume, and resend its transport failures (a conformance failure is kept).
+    #[arg(long, value_name = "REPORT_DIR", conflicts_with_all = ["shard", "record", "replay"])]
+    pub rerun_failed: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -86,11 +93,8 @@ pub struct Common {
     /// (the evidence is still held to the file as written; the report says so).
     #[arg(long)]
     pub stream: bool,
-    /// Send every planned call, even once a provider's verdict on a suite is decided.
-    /// Without it, a provider whose own failures already exceed what the suite's
-    /// pass_threshold allows is sent nothing more on that suite: the report counts
-    /// those calls as saved and says what decided it. (`conform demo`, `--shard`,
-    /// `--record` and `--replay` always send every call.)
+    /// Send every planned call even once a provider fails a suite beyond its pass_threshold
+    /// (else the rest are saved); simulations, shards and tapes always do.
     #[arg(long)]
     pub every_call: bool,
 }
@@ -119,7 +123,10 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
         return failed(e);
     }
     let tape = (args.record.map(TapeMode::Record)).or(args.replay.map(TapeMode::Replay));
-    let how = how(global, &args.common, tape, args.shard, args.budget);
+    let how = Execute {
+        resume: Keep::from_flags(args.resume, args.rerun_failed),
+        ..how(global, &args.common, tape, args.shard, args.budget)
+    };
     let to = Conclude::to(
         global.allowlist_path(),
         &global.reports_dir(),
@@ -142,11 +149,7 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
     if let Err(e) = execute::for_demo(&mut workspace, &global.paths()) {
         return failed(e);
     }
-    // The demo shows what each simulated drift does to every call; it costs nothing.
-    let how = Execute {
-        every_call: true,
-        ..how(global, &args.common, None, None, None)
-    };
+    let how = how(global, &args.common, None, None, None);
     let to = Conclude::to(
         global.allowlist_path(),
         &global.reports_dir(),
@@ -204,15 +207,14 @@ fn how(
     shard: Option<Shard>,
     budget: Option<f64>,
 ) -> Execute {
-    // A tape is replayed later, perhaps under changed rules: it holds every answer.
-    let every_call = common.every_call || tape.is_some();
     Execute {
         tape,
         stream: common.stream,
         repeats: common.repeats,
         max_transport_errors: common.max_transport_errors,
         progress: !common.no_progress,
-        every_call,
+        every_call: common.every_call,
+        resume: None,
         shard,
         budget,
         reports: global.reports_dir(),

@@ -14,6 +14,7 @@ pub mod judge;
 pub mod preflight;
 pub mod progress;
 pub mod reference_tape;
+pub mod resume;
 pub mod schedule;
 pub mod shard;
 pub mod shard_signature;
@@ -207,6 +208,9 @@ pub struct RunOptions {
     /// Send every planned call even once a pair's verdict is decided (`--every-call`).
     /// A shard always does: its share alone cannot decide what the merge will.
     pub every_call: bool,
+    /// Continue the earlier run whose folder is `dir` (`--resume`, `--rerun-failed`): the
+    /// calls its records answer are kept, not sent again.
+    pub resume: Option<Arc<resume::Resume>>,
 }
 
 /// The verdict on one (suite, provider), with the counts behind it.
@@ -363,6 +367,28 @@ pub async fn execute_scheduled(
     };
     std::fs::create_dir_all(&options.dir).map_err(io(&options.dir))?;
     let results_path = options.dir.join("results.jsonl");
+    // The calls of this schedule that the earlier run's records answer.
+    let answered = match &options.resume {
+        Some(resume) => {
+            let kept = resume.keys();
+            let mut answered = std::collections::HashSet::new();
+            for p in 0..targets.len() {
+                for call in schedule.calls_of(p) {
+                    let key = call_key(suites, targets, call);
+                    if kept.contains(&key) {
+                        answered.insert(key);
+                    }
+                }
+            }
+            // The earlier records stay beside the new file until the run has written
+            // them into it.
+            let before = options.dir.join("results.before-resume.jsonl");
+            std::fs::rename(&results_path, &before).map_err(io(&results_path))?;
+            answered
+        }
+        None => std::collections::HashSet::new(),
+    };
+    let answered = &answered;
     let mut writer = ResultsWriter::create(&results_path).map_err(io(&results_path))?;
 
     let mut tallies = Tallies::new(suites, targets, schedule);
@@ -379,10 +405,31 @@ pub async fn execute_scheduled(
         .collect();
     let decided = &decided;
     let every_call = options.every_call || options.shard.is_some();
+    if let Some(resume) = &options.resume {
+        for mut record in resume.records(answered) {
+            let p = targets
+                .iter()
+                .position(|t| t.endpoint.config.name == record.provider);
+            let s = suites.iter().position(|s| s.suite.name == record.suite);
+            let (Some(p), Some(s)) = (p, s) else {
+                continue;
+            };
+            writer.write(&record).map_err(io(&results_path))?;
+            progress.record(record.passed);
+            if tallies.add(p, s, &mut record) && !every_call {
+                decided[p * n_suites + s].store(true, Ordering::SeqCst);
+            }
+        }
+    }
     let streams = targets.iter().enumerate().map(|(p, target)| {
         let concurrency = target.endpoint.config.limits.concurrency;
         // The schedule is an iterator: the calls are made as the stream asks for them.
         stream::iter(schedule.calls_of(p))
+            .filter(move |call| {
+                let send =
+                    answered.is_empty() || !answered.contains(&call_key(suites, targets, *call));
+                std::future::ready(send)
+            })
             .map(move |call| {
                 let prepared = &suites[call.suite];
                 let budget = options.budget.as_deref();
@@ -450,6 +497,17 @@ pub async fn execute_scheduled(
         over_budget,
         verdicts,
     })
+}
+
+/// The key of `call`, as its record names it.
+fn call_key(suites: &[Arc<PreparedSuite>], targets: &[Arc<Target>], call: Call) -> resume::CallKey {
+    let suite = &suites[call.suite].suite;
+    resume::key(
+        &suite.name,
+        &suite.cases[call.case].id,
+        &targets[call.provider].endpoint.config.name,
+        call.repeat,
+    )
 }
 
 async fn call_one(
