@@ -91,6 +91,14 @@ fn assert_paced(limits: &RateLimited, report: &Value) {
     );
     let pair = &report["verdicts"][0];
     assert_eq!(pair["verdict"], "conformant", "{pair}");
+    // The report says what the pacer learnt, and how many requests it took.
+    let provider = &report["providers"][0];
+    assert_eq!(provider["requests_sent"], received, "{provider}");
+    assert!(
+        provider["pacing"]["requests"]["learnt"].is_f64()
+            || provider["pacing"]["tokens"]["learnt"].is_f64(),
+        "{provider}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -289,15 +289,25 @@ impl Drop for Ticket<'_> {
 }
 
 /// What the pacer knows and does, for the progress line and the report.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Pace {
     /// Requests a second the pacer keeps to, and the refill learnt.
+    #[serde(serialize_with = "pair")]
     pub requests: Option<(f64, f64)>,
     /// Tokens a minute the pacer keeps to, and the refill learnt.
+    #[serde(serialize_with = "pair")]
     pub tokens: Option<(f64, f64)>,
     pub in_flight_cap: usize,
     /// 429s answered so far.
     pub throttled: u64,
+}
+
+/// `{"kept": 9.7, "learnt": 10.0}`: the two rates by name in the report.
+fn pair<S: serde::Serializer>(value: &Option<(f64, f64)>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    value
+        .map(|(kept, learnt)| serde_json::json!({"kept": kept, "learnt": learnt}))
+        .serialize(s)
 }
 
 impl std::fmt::Display for Pace {
@@ -492,6 +502,97 @@ mod tests {
         });
         assert!(ready_now(&limiter, 600).await);
         assert!(!ready_now(&limiter, 600).await);
+    }
+
+    fn window(limit: u64, remaining: u64, reset_ms: u64) -> Window {
+        Window {
+            limit,
+            remaining,
+            reset: Some(Duration::from_millis(reset_ms)),
+            period: Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn go_durations_read_as_openai_writes_them() {
+        let ms = |t: &str| parse_go_duration(t).map(|d| d.as_millis());
+        assert_eq!(ms("12ms"), Some(12));
+        assert_eq!(ms("6m0s"), Some(360_000));
+        assert_eq!(ms("1h2m3.5s"), Some(3_723_500));
+        assert_eq!(ms("0.5s"), Some(500));
+        assert_eq!(ms("soon"), None);
+        assert_eq!(ms(""), None);
+    }
+
+    #[test]
+    fn an_empty_bucket_books_calls_one_refill_apart() {
+        let now = Instant::now();
+        let mut bucket = Bucket::new(now);
+        // Nothing left, full again in a second: about ten a second.
+        bucket.observe(&window(10, 0, 1000), None, 0.0, now);
+        let rate = bucket.rate;
+        assert!((9.0..10.0).contains(&rate), "{rate}");
+        let (first, _) = bucket.reserve(1.0, now);
+        let (second, _) = bucket.reserve(1.0, now);
+        let gap = (second - first).as_secs_f64();
+        assert!((gap - 1.0 / rate).abs() < 1e-9, "{gap}");
+        assert!(first.as_secs_f64() >= 1.0 / rate - 1e-9);
+    }
+
+    #[test]
+    fn calls_in_flight_when_the_limit_is_first_learnt_count_as_taken() {
+        let now = Instant::now();
+        let mut bucket = Bucket::new(now);
+        bucket.observe(&window(10, 9, 100), None, 3.0, now);
+        assert_eq!(bucket.level, 6.0);
+        assert_eq!(bucket.capacity, 10.0);
+    }
+
+    #[test]
+    fn a_server_with_less_left_than_booked_moves_the_level_down_once() {
+        let now = Instant::now();
+        let mut bucket = Bucket::new(now);
+        bucket.observe(&window(100, 50, 5000), None, 0.0, now);
+        let (_, level) = bucket.reserve(1.0, now);
+        let booked = Booked {
+            level,
+            shifted: bucket.shifted,
+        };
+        let before = bucket.level;
+        // Another client took 20 meanwhile.
+        bucket.observe(&window(100, 29, 7100), Some(booked), 0.0, now);
+        assert_eq!(before - bucket.level, 20.0);
+        // A call booked before that correction is not corrected for it again.
+        bucket.observe(&window(100, 29, 7100), Some(booked), 0.0, now);
+        assert_eq!(before - bucket.level, 20.0);
+    }
+
+    #[test]
+    fn a_429_empties_the_bucket_until_its_retry_after() {
+        let now = Instant::now();
+        let mut bucket = Bucket::new(now);
+        bucket.observe(&window(10, 9, 100), None, 0.0, now);
+        bucket.empty_until(now + Duration::from_secs(2));
+        let (wait, _) = bucket.reserve(1.0, now);
+        assert!(wait >= Duration::from_secs(2), "{wait:?}");
+    }
+
+    #[test]
+    fn the_pace_shows_what_was_learnt() {
+        let pacer = Pacer::new(&Limits::default());
+        assert_eq!(pacer.pace().requests, None);
+        {
+            let mut state = pacer.lock();
+            let now = Instant::now();
+            state.requests.observe(&window(10, 0, 1000), None, 0.0, now);
+        }
+        let pace = pacer.pace();
+        let (keep, learnt) = pace.requests.unwrap();
+        assert!(keep < learnt && learnt <= 10.0, "{pace:?}");
+        assert!(
+            pace.to_string().contains("req/s (limit 9.5/s learnt)"),
+            "{pace}"
+        );
     }
 
     #[tokio::test]

@@ -103,7 +103,9 @@ impl JsonReport {
                 json!({"name": c.name, "kind": c.kind, "model": c.model, "digest": c.digest(),
                        "temperature": c.temperature, "structured_output": c.structured_output,
                        "wire": c.wire_kind(), "temperature_sent": c.sends_temperature(),
-                       "properties": c.run_properties()})
+                       "properties": c.run_properties(),
+                       "requests_sent": t.endpoint.requests_sent(),
+                       "pacing": t.endpoint.pace()})
             }).collect::<Vec<_>>(),
             "verdicts": verdict_views(result, targets),
         });
