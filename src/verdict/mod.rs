@@ -99,6 +99,10 @@ pub struct Tally {
     pub decided: Option<Decision>,
     /// Failed calls whose failure was the transport's, after retries.
     pub transport_errors: u64,
+    /// Of those, the calls still answered 429 after their retries: never the provider's
+    /// conformance failure.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rate_limited: u64,
     /// Calls that passed on their first request.
     pub passed_first_attempt: u64,
     pub retries: u64,
@@ -198,6 +202,9 @@ impl Tally {
             self.system_fingerprints.insert(fp.clone());
         }
         if let Some(error) = &record.error {
+            if error.kind == crate::provider::ErrorKind::RateLimited {
+                self.rate_limited += 1;
+            }
             match error.effect() {
                 Effect::Transport => self.transport_errors += 1,
                 Effect::HaltProvider | Effect::ConfigError => {
@@ -392,7 +399,23 @@ impl Tally {
             .as_ref()
             .map(ToolMetrics::failures)
             .unwrap_or_default();
-        if passes && stable && slow.is_empty() && tools_short.is_empty() {
+        // A call still answered 429 after its retries is the account's limit, not the
+        // provider's answer: if it is all that keeps the pair from passing, the evidence
+        // is incomplete, never a failure.
+        let short_by_429s = !passes
+            && self.rate_limited > 0
+            && stability.is_none_or(|s| s.min_case_pass_lower_bound.is_none())
+            && ratio(self.passed + self.rate_limited, self.planned) >= policy.pass_threshold;
+        let clean = stable && slow.is_empty() && tools_short.is_empty();
+        if short_by_429s && clean {
+            return (
+                Verdict::Inconclusive,
+                vec![Reason::Found(Code::Call(
+                    crate::provider::ErrorKind::RateLimited,
+                ))],
+            );
+        }
+        if passes && clean {
             (Verdict::Conformant, Vec::new())
         } else {
             let mut codes: Vec<(&Code, &u64)> = self.codes.iter().collect();
@@ -472,6 +495,10 @@ pub struct Policy {
     pub max_undetected_failure_rate: Option<f64>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
@@ -499,6 +526,37 @@ mod tests {
             slo,
             max_undetected_failure_rate: None,
         }
+    }
+
+    fn answered(passed: bool, error: Option<crate::provider::ErrorKind>) -> CallRecord {
+        let mut r = CallRecord::new("s", "c", "p", 0);
+        r.passed = passed;
+        r.error = error.map(|kind| crate::provider::CallError::new(kind, "x"));
+        r
+    }
+
+    #[test]
+    fn a_429_past_its_retries_is_never_the_providers_failure() {
+        use crate::provider::ErrorKind::{ContextLength, RateLimited};
+        let mut tally = Tally::new("s", "p", 20);
+        for _ in 0..19 {
+            tally.add(&answered(true, None));
+        }
+        tally.add(&answered(false, Some(RateLimited)));
+        let (verdict, reasons) = tally.verdict(&policy(Slo::default()));
+        assert_eq!(verdict, Verdict::Inconclusive);
+        assert_eq!(reasons, [Reason::Found(Code::Call(RateLimited))]);
+        // A failure of the model's own still fails it, 429 or not.
+        let mut tally = Tally::new("s", "p", 20);
+        for _ in 0..18 {
+            tally.add(&answered(true, None));
+        }
+        tally.add(&answered(false, Some(RateLimited)));
+        tally.add(&answered(false, Some(ContextLength)));
+        assert_eq!(
+            tally.verdict(&policy(Slo::default())).0,
+            Verdict::Nonconformant
+        );
     }
 
     #[test]
