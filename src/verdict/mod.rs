@@ -382,7 +382,13 @@ impl Tally {
             return (Verdict::Inconclusive, vec![Reason::CallsNotSent]);
         }
         let ran = self.passed + self.failed;
-        if ran > 0 && ratio(self.transport_errors, ran) > policy.max_transport_error_share {
+        // A pair decided by its model's own failures is judged on them: the few calls it
+        // took are no sample of its transport, whose share would be noise.
+        let decided_early = self.decided.is_some() && self.saved > 0;
+        if ran > 0
+            && !decided_early
+            && ratio(self.transport_errors, ran) > policy.max_transport_error_share
+        {
             return (Verdict::Inconclusive, vec![Reason::TooManyTransportErrors]);
         }
         let stability = self.stability.as_ref();
