@@ -10,7 +10,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -94,6 +94,9 @@ pub struct RunAsk<'a> {
     pub valid_for: Duration,
     /// `--reference PRIMARY`, over the suites' own.
     pub reference: Option<&'a str>,
+    /// The folder of the run `--resume` or `--rerun-failed` continues: with no provider
+    /// and no suite named, that run's.
+    pub resume: Option<&'a Path>,
 }
 
 /// The workspace `conform run` runs: the providers asked for (every real one by
@@ -107,10 +110,16 @@ pub fn for_run(paths: &Paths, ask: RunAsk<'_>) -> Result<Workspace, ExecuteError
     }
     // A signing key that cannot be read is found before anything is paid for.
     SigningKey::from_env().map_err(|e| ExecuteError::Usage(e.to_string()))?;
-    let selection = Selection {
+    let mut selection = Selection {
         providers: ask.providers.to_vec(),
         suites: ask.suites.to_vec(),
     };
+    if let Some(dir) = ask.resume
+        && selection.providers.is_empty()
+        && selection.suites.is_empty()
+    {
+        (selection.providers, selection.suites) = run::resume::selection(dir)?;
+    }
     let mut workspace = load(paths, selection)?;
     (workspace.settings)
         .allow_valid_for(ask.valid_for)

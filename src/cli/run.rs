@@ -9,10 +9,9 @@ use conform::allowlist::Destination;
 use conform::conclude::Conclude;
 use conform::config::{Diagnostics, Selection, Workspace};
 use conform::execute::{self, Concluded, Execute, ExecuteError, Ran, Ready, RunAsk};
-use conform::run::RunResult;
 use conform::run::assemble::TapeMode;
-use conform::run::resume::Keep;
 use conform::run::shard::Shard;
+use conform::run::{RunResult, resume::Keep};
 
 use super::{Exit, Global};
 
@@ -106,6 +105,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
         base_url: args.base_url.as_deref(),
         valid_for: args.common.valid_for,
         reference: args.reference.as_deref(),
+        resume: args.resume.as_deref().or(args.rerun_failed.as_deref()),
     };
     let workspace = match execute::for_run(&global.paths(), ask) {
         Ok(workspace) => workspace,

@@ -127,6 +127,33 @@ impl Resume {
     }
 }
 
+/// The providers and suites of the run in `dir`: from its `report.json` (written when
+/// it was interrupted or stopped), else from the records of its `results.jsonl` (a run
+/// killed outright).
+pub fn selection(dir: &Path) -> Result<(Vec<String>, Vec<String>), ResumeError> {
+    let names = |value: &serde_json::Value, list: &str| -> Vec<String> {
+        let items = value[list].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        let names = items.iter().filter_map(|i| i["name"].as_str());
+        names.map(str::to_string).collect()
+    };
+    if let Ok(bytes) = std::fs::read(dir.join("report.json"))
+        && let Ok(report) = serde_json::from_slice::<serde_json::Value>(&bytes)
+    {
+        let selection = (names(&report, "providers"), names(&report, "suites"));
+        if !selection.0.is_empty() && !selection.1.is_empty() {
+            return Ok(selection);
+        }
+    }
+    let read = Resume::read(dir, Keep::Answered)?;
+    let mut providers: Vec<String> = read.records.iter().map(|r| r.provider.clone()).collect();
+    let mut suites: Vec<String> = read.records.iter().map(|r| r.suite.clone()).collect();
+    for list in [&mut providers, &mut suites] {
+        list.sort();
+        list.dedup();
+    }
+    Ok((providers, suites))
+}
+
 /// Whether a record answers its call for good under `keep`.
 fn keeps(record: &CallRecord, keep: Keep) -> bool {
     // A call not sent (its provider stopped, its pair decided, the budget) has no answer.
@@ -186,5 +213,11 @@ mod tests {
         assert_eq!((resumed.unreadable, resumed.dropped), (1, 1));
         let rerun = Resume::read(dir.path(), Keep::AllButTransportFailures).unwrap();
         assert_eq!(cases(&rerun), ["long", "ok"]);
+        // A run killed outright wrote no report: its records name what it ran.
+        let (providers, suites) = selection(dir.path()).unwrap();
+        assert_eq!(
+            (providers, suites),
+            (vec!["p".to_string()], vec!["s".to_string()])
+        );
     }
 }
