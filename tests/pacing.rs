@@ -138,3 +138,28 @@ async fn a_tokens_per_minute_limit_no_limits_configured_almost_no_429() {
     assert_paced(&limits, &report);
     assert!(progress.contains("tok/min (limit"), "{progress}");
 }
+
+/// A limit stated only by its 429s (`retry-after-ms`, as Gemini states it in
+/// `RetryInfo`): the pacer infers the rate from what got through before the first 429,
+/// so every call is still answered and conformant with at most 5 % of the requests
+/// answered 429 (about 1 % measured), and none is counted against the provider.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_limit_stated_only_by_its_429s_still_gets_every_call_answered() {
+    let mut limited = RateLimited::new(
+        Some(Limit {
+            capacity: 10.0,
+            per_second: 10.0,
+        }),
+        None,
+        r#"{"ok": true}"#,
+    );
+    limited.states_limits = false;
+    let (server, limits) = serve(limited).await;
+    let project = project(&server, 64);
+    let (report, _) = run(&project);
+    let (received, answered, throttled) = limits.counts();
+    eprintln!("no headers: received {received}, answered {answered}, 429 {throttled}");
+    assert_eq!(answered, CALLS as u64);
+    assert!(throttled * 20 <= received, "{throttled} of {received}");
+    assert_eq!(report["verdicts"][0]["verdict"], "conformant");
+}

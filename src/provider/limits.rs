@@ -256,7 +256,20 @@ struct State {
     /// Calls in flight allowed now: halved by a 429, one more per `cap` answers without.
     cap: usize,
     answered_since_growth: usize,
+    /// When each recent answer that was not a 429 came, within [`RECENT`]: what the
+    /// account let through, for a provider whose answers state no limit.
+    recent: std::collections::VecDeque<Instant>,
+    /// The request rate was inferred from 429s (no headers state it): it creeps up with
+    /// each answer and is cut at the next 429.
+    inferred: bool,
 }
+
+/// How far back the answers that measure an unstated limit go.
+const RECENT: Duration = Duration::from_secs(2);
+
+/// How much an inferred rate grows with each answer that is not a 429, in requests a
+/// second: about one more a second every fifty answers.
+const INFERRED_STEP: f64 = 0.02;
 
 /// Paces one provider's requests: the configured limits as upper bounds, and the
 /// account's limits as its answers state them.
@@ -345,6 +358,8 @@ impl Pacer {
                 in_flight_tokens: 0.0,
                 cap: max_in_flight,
                 answered_since_growth: 0,
+                recent: std::collections::VecDeque::new(),
+                inferred: false,
             }),
             changed: tokio::sync::Notify::new(),
             throttled: AtomicU64::new(0),
@@ -430,10 +445,28 @@ impl Pacer {
                 .tokens
                 .observe(window, ticket.tokens_booked, other_tokens, now);
         }
+        while state
+            .recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > RECENT)
+        {
+            state.recent.pop_front();
+        }
         let grew = match throttled {
             Some(retry_after) => {
                 self.throttled.fetch_add(1, Ordering::Relaxed);
                 let until = now + retry_after.unwrap_or(PAUSE_WITHOUT_RETRY_AFTER);
+                // No answer stated the limit: what got through just before this 429 is
+                // the best measure of it.
+                if (!state.requests.known() || state.inferred) && !state.recent.is_empty() {
+                    let through = state.recent.len() as f64 / RECENT.as_secs_f64();
+                    let bucket = &mut state.requests;
+                    bucket.learnt = through;
+                    bucket.rate = through * SAFETY;
+                    bucket.capacity = 1.0;
+                    bucket.level = 0.0;
+                    state.inferred = true;
+                }
                 state.paused_until = Some(state.paused_until.map_or(until, |u| u.max(until)));
                 state.requests.empty_until(until);
                 state.tokens.empty_until(until);
@@ -442,6 +475,11 @@ impl Pacer {
                 false
             }
             None => {
+                state.recent.push_back(now);
+                if state.inferred {
+                    state.requests.rate += INFERRED_STEP;
+                    state.requests.learnt = state.requests.learnt.max(state.requests.rate);
+                }
                 state.answered_since_growth += 1;
                 let grow =
                     state.answered_since_growth >= state.cap && state.cap < self.max_in_flight;

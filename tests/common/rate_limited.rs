@@ -80,6 +80,9 @@ pub struct RateLimited {
     pub received: AtomicU64,
     pub answered: AtomicU64,
     pub throttled: AtomicU64,
+    /// Whether answers state the limits (OpenAI's headers), or only a 429's wait does
+    /// (as Gemini's `RetryInfo`).
+    pub states_limits: bool,
 }
 
 impl RateLimited {
@@ -94,6 +97,7 @@ impl RateLimited {
             received: AtomicU64::new(0),
             answered: AtomicU64::new(0),
             throttled: AtomicU64::new(0),
+            states_limits: true,
         }
     }
 
@@ -175,6 +179,9 @@ impl Respond for RateLimited {
                     "message": "Rate limit reached for paced-model on requests per min (RPM). Please try again shortly.",
                     "type": "requests", "param": null, "code": "rate_limit_exceeded"}}))
         };
+        if !self.states_limits {
+            return answer;
+        }
         if let Some(l) = &buckets.requests {
             answer = l.headers("requests", answer);
         }
