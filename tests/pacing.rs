@@ -145,7 +145,7 @@ async fn a_tokens_per_minute_limit_no_limits_configured_almost_no_429() {
 /// answered 429 (about 1 % measured), and none is counted against the provider.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_limit_stated_only_by_its_429s_still_gets_every_call_answered() {
-    let mut limited = RateLimited::new(
+    let limited = RateLimited::new(
         Some(Limit {
             capacity: 10.0,
             per_second: 10.0,
@@ -153,8 +153,7 @@ async fn a_limit_stated_only_by_its_429s_still_gets_every_call_answered() {
         None,
         r#"{"ok": true}"#,
     );
-    limited.states_limits = false;
-    let (server, limits) = serve(limited).await;
+    let (server, limits) = serve(limited.unstated()).await;
     let project = project(&server, 64);
     let (report, _) = run(&project);
     let (received, answered, throttled) = limits.counts();

@@ -37,7 +37,8 @@
 //! on every answer and `retry-after-ms` on a 429 (`tests/common/rate_limited.rs`; served
 //! by wiremock on its own thread in the bench's process, `conform` in a child). The
 //! floor is what the bucket allows: the first bucket at once, the rest at its refill, and
-//! one latency. Prints the wall time ÷ floor and the share of requests answered 429.
+//! one latency. Prints the wall time ÷ floor and the share of requests answered 429. A
+//! third run states the request limit only in its 429s (no headers, as Gemini).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -560,13 +561,18 @@ fn paced() {
         "{:>28}  {:>9}  {:>9}  {:>7}  {:>9}  {:>6}  {:>7}",
         "limit", "wall", "floor", "ratio", "requests", "429", "429 %"
     );
-    for dimension in ["requests", "tokens"] {
+    for dimension in ["requests", "tokens", "429s only"] {
         let limit = |unit: f64| rate_limited::Limit {
             capacity: per_second * unit,
             per_second: per_second * unit,
         };
         let answer = r#"{"label":"ok","score":0.9}"#;
         let (limits, floor, what) = match dimension {
+            "429s only" => (
+                rate_limited::RateLimited::new(Some(limit(1.0)), None, answer).unstated(),
+                (PACED_CALLS as f64 - per_second) / per_second,
+                format!("{per_second} req/s, no headers"),
+            ),
             "requests" => (
                 rate_limited::RateLimited::new(Some(limit(1.0)), None, answer),
                 (PACED_CALLS as f64 - per_second) / per_second,

@@ -101,6 +101,12 @@ impl RateLimited {
         }
     }
 
+    /// The same server, stating its limits only in its 429s (no headers).
+    pub fn unstated(mut self) -> Self {
+        self.states_limits = false;
+        self
+    }
+
     pub fn counts(&self) -> (u64, u64, u64) {
         (
             self.received.load(Ordering::SeqCst),
