@@ -10,7 +10,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,6 +47,9 @@ pub enum ExecuteError {
     Assemble(AssembleError),
     #[error(transparent)]
     Run(#[from] RunError),
+    /// The run to continue could not be read: a usage error.
+    #[error(transparent)]
+    Resume(#[from] run::resume::ResumeError),
     #[error("cannot write the shard manifest in {}: {source}", dir.display())]
     Manifest {
         dir: PathBuf,
@@ -69,7 +72,10 @@ impl ExecuteError {
     /// The command was asked something it cannot do (as opposed to a failure to
     /// write): a usage or configuration error.
     pub fn is_usage(&self) -> bool {
-        matches!(self, ExecuteError::Usage(_) | ExecuteError::Replay(_))
+        matches!(
+            self,
+            ExecuteError::Usage(_) | ExecuteError::Replay(_) | ExecuteError::Resume(_)
+        )
     }
 }
 
@@ -88,6 +94,9 @@ pub struct RunAsk<'a> {
     pub valid_for: Duration,
     /// `--reference PRIMARY`, over the suites' own.
     pub reference: Option<&'a str>,
+    /// The folder of the run `--resume` or `--rerun-failed` continues: with no provider
+    /// and no suite named, that run's.
+    pub resume: Option<&'a Path>,
 }
 
 /// The workspace `conform run` runs: the providers asked for (every real one by
@@ -101,10 +110,16 @@ pub fn for_run(paths: &Paths, ask: RunAsk<'_>) -> Result<Workspace, ExecuteError
     }
     // A signing key that cannot be read is found before anything is paid for.
     SigningKey::from_env().map_err(|e| ExecuteError::Usage(e.to_string()))?;
-    let selection = Selection {
+    let mut selection = Selection {
         providers: ask.providers.to_vec(),
         suites: ask.suites.to_vec(),
     };
+    if let Some(dir) = ask.resume
+        && selection.providers.is_empty()
+        && selection.suites.is_empty()
+    {
+        (selection.providers, selection.suites) = run::resume::selection(dir)?;
+    }
     let mut workspace = load(paths, selection)?;
     (workspace.settings)
         .allow_valid_for(ask.valid_for)
@@ -172,6 +187,11 @@ pub struct Execute {
     pub repeats: Option<u32>,
     pub max_transport_errors: f64,
     pub progress: bool,
+    /// Send every planned call, decided or not (`--every-call`).
+    pub every_call: bool,
+    /// Continue the run in this folder, keeping what its records answered (`--resume`,
+    /// `--rerun-failed`).
+    pub resume: Option<(PathBuf, run::resume::Keep)>,
     pub shard: Option<Shard>,
     /// USD (`--budget`).
     pub budget: Option<f64>,
@@ -225,12 +245,23 @@ impl Ready {
             say(&line);
         }
         let budget = how.budget.map(|limit| Arc::new(Budget::new(limit)));
-        let run_id = run::new_run_id();
-        let dir = match how.shard {
+        let mut run_id = run::new_run_id();
+        let dir = match (&how.resume, how.shard) {
+            // A continued run is the same run, in the same folder, under the same id.
+            (Some((dir, _)), _) => {
+                if let Some(id) = dir.file_name().and_then(|n| n.to_str()) {
+                    run_id = id.to_string();
+                }
+                dir.clone()
+            }
             // One folder per shard, named for it, so a CI job uploads a known path and
             // `conform merge REPORTS/shards` finds every one.
-            Some(shard) => how.reports.join("shards").join(shard.folder()),
-            None => how.reports.join(&run_id),
+            (None, Some(shard)) => how.reports.join("shards").join(shard.folder()),
+            (None, None) => how.reports.join(&run_id),
+        };
+        let resume = match &how.resume {
+            Some((dir, keep)) => Some(Arc::new(run::resume::Resume::read(dir, *keep)?)),
+            None => None,
         };
         let options = RunOptions {
             dir,
@@ -238,8 +269,13 @@ impl Ready {
             repeats: how.repeats,
             max_transport_error_share: how.max_transport_errors,
             progress: how.progress,
+            // A simulation (`conform demo`) costs nothing, and what its drift does to
+            // every call is worth seeing; a tape is replayed later, perhaps under changed
+            // rules, so it holds every answer.
+            every_call: how.every_call || !sims.is_empty() || how.tape.is_some(),
             shard: how.shard,
             budget: budget.clone(),
+            resume,
         };
         let mut result =
             run::execute_scheduled(&suites, &targets, &schedule, &options, interrupt).await?;

@@ -155,6 +155,8 @@ async fn run_with(
         progress: false,
         shard: None,
         budget: None,
+        every_call: true,
+        resume: None,
     };
     run::execute(
         std::slice::from_ref(suite),

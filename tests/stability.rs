@@ -85,6 +85,8 @@ async fn verdict(suite: Suite, flip: bool, dir: &Path) -> run::PairVerdict {
         progress: false,
         shard: None,
         budget: None,
+        every_call: true,
+        resume: None,
     };
     let prepared = Arc::new(PreparedSuite::new(suite).unwrap());
     let result = run::execute(

@@ -265,6 +265,8 @@ async fn run(suite: Suite, config: ProviderConfig, reports: &Path) -> Vec<Value>
         progress: false,
         shard: None,
         budget: None,
+        every_call: true,
+        resume: None,
     };
     let prepared = Arc::new(PreparedSuite::new(suite).unwrap());
     run::execute(

@@ -102,6 +102,8 @@ async fn run_once(
         progress: false,
         shard: None,
         budget: None,
+        every_call: true,
+        resume: None,
     };
     let result = run::execute(
         std::slice::from_ref(suite),

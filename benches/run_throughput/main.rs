@@ -28,6 +28,17 @@
 //! `conform` instead of this one's (to compare two commits on the same machine). Each
 //! size's project is made once under `target/tmp/run_throughput/` and kept for the next
 //! bench (see `e2e_project`).
+//!
+//! `cargo bench --bench run_throughput -- --paced` runs `conform run` end to end against
+//! an account's rate limits, with no `[limits]` in the provider file: 240 calls to a mock
+//! (in its own process) that enforces a token bucket of 10 requests a second (bucket of
+//! 10), then one of tokens per minute (ten calls' worth a second, a bucket of ten calls'
+//! worth), answers 50 ms after a request arrives, sends OpenAI's `x-ratelimit-*` headers
+//! on every answer and `retry-after-ms` on a 429 (`tests/common/rate_limited.rs`; served
+//! by wiremock on its own thread in the bench's process, `conform` in a child). The
+//! floor is what the bucket allows: the first bucket at once, the rest at its refill, and
+//! one latency. Prints the wall time ÷ floor and the share of requests answered 429. A
+//! third run states the request limit only in its 429s (no headers, as Gemini).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -42,6 +53,8 @@ use conform::run::{self, RunOptions, Target};
 use serde_json::json;
 
 mod mock;
+#[path = "../../tests/common/rate_limited.rs"]
+mod rate_limited;
 
 /// The mock's latency: 50 ms, or `RUN_THROUGHPUT_LATENCY_MS` (0 measures the harness's
 /// CPU per call alone).
@@ -61,6 +74,7 @@ fn main() {
         .collect();
     match args.first().map(String::as_str) {
         Some("--mock") => mock::serve(latency()),
+        Some("--paced") => paced(),
         Some("--one") => one(args[1].parse().expect("calls"), &args[2]),
         Some(mode @ ("--sim" | "--sim-wiremock")) => {
             let exe = std::env::current_exe().expect("own path");
@@ -422,6 +436,8 @@ async fn run_against(
         progress: false,
         shard: None,
         budget: None,
+        every_call: true,
+        resume: None,
     };
     // Writing the cases and loading the suite are not the run's cost.
     let _ = CPU_AT_START.set(cpu_seconds());
@@ -506,4 +522,114 @@ fn cpu_seconds() -> f64 {
             Some((utime + stime) / 100.0)
         })
         .unwrap_or(0.0)
+}
+
+/// 240 calls, as issue 35 states the bar.
+const PACED_CALLS: u64 = 240;
+/// The output ceiling each paced call asks for: what a call is charged besides its text.
+const PACED_MAX_TOKENS: u64 = 64;
+
+/// What one bench case is charged against tokens per minute, as the mock charges it.
+fn paced_cost(i: u64) -> f64 {
+    let system = "Label the text. Answer with JSON only.";
+    let user = format!("Text: message number {i}: the parcel arrived on time");
+    ((system.len() + user.len()) / 4) as f64 + PACED_MAX_TOKENS as f64
+}
+
+/// Answers as the rate-limited mock says, after the bench's latency.
+struct Delayed(Arc<rate_limited::RateLimited>, Duration);
+
+impl wiremock::Respond for Delayed {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        self.0.respond(request).set_delay(self.1)
+    }
+}
+
+/// `conform run` against a request limit, then a token limit, with no `[limits]`.
+fn paced() {
+    let exe = std::env::var("RUN_THROUGHPUT_CONFORM")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_conform").to_string());
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let per_second = 10.0;
+    let costs: Vec<f64> = (0..PACED_CALLS).map(paced_cost).collect();
+    let mean_cost = costs.iter().sum::<f64>() / PACED_CALLS as f64;
+    println!(
+        "conform run, end to end, {PACED_CALLS} calls, no [limits], against a token bucket; latency {:?}",
+        latency()
+    );
+    println!(
+        "{:>28}  {:>9}  {:>9}  {:>7}  {:>9}  {:>6}  {:>7}",
+        "limit", "wall", "floor", "ratio", "requests", "429", "429 %"
+    );
+    for dimension in ["requests", "tokens", "429s only"] {
+        let limit = |unit: f64| rate_limited::Limit {
+            capacity: per_second * unit,
+            per_second: per_second * unit,
+        };
+        let answer = r#"{"label":"ok","score":0.9}"#;
+        let (limits, floor, what) = match dimension {
+            "429s only" => (
+                rate_limited::RateLimited::new(Some(limit(1.0)), None, answer).unstated(),
+                (PACED_CALLS as f64 - per_second) / per_second,
+                format!("{per_second} req/s, no headers"),
+            ),
+            "requests" => (
+                rate_limited::RateLimited::new(Some(limit(1.0)), None, answer),
+                (PACED_CALLS as f64 - per_second) / per_second,
+                format!("{per_second} req/s, bucket {per_second}"),
+            ),
+            _ => {
+                let rate = per_second * mean_cost;
+                let total: f64 = costs.iter().sum();
+                (
+                    rate_limited::RateLimited::new(None, Some(limit(mean_cost)), answer),
+                    (total - rate) / rate,
+                    format!("{:.0} tok/min, bucket {:.0}", rate * 60.0, rate),
+                )
+            }
+        };
+        let floor = floor + latency().as_secs_f64();
+        let limits = Arc::new(limits);
+        let server = rt.block_on(async {
+            let server = wiremock::MockServer::builder()
+                .disable_request_recording()
+                .start()
+                .await;
+            wiremock::Mock::given(wiremock::matchers::method("POST"))
+                .respond_with(Delayed(Arc::clone(&limits), latency()))
+                .mount(&server)
+                .await;
+            server
+        });
+        let root = e2e_project(PACED_CALLS);
+        std::fs::write(
+            root.join("providers/bench.toml"),
+            format!(
+                "kind = \"openai-compatible\"\nmodel = \"bench-model\"\nbase_url = \"{}\"\nmax_output_tokens = {PACED_MAX_TOKENS}\n\n[tokenizer]\nkind = \"none\"\n",
+                server.uri()
+            ),
+        )
+        .expect("provider file");
+        let started = Instant::now();
+        let status = Command::new(&exe)
+            .arg("--root")
+            .arg(&root)
+            .args(["run", "bench", "--no-progress"])
+            .stdout(Stdio::null())
+            .status()
+            .expect("run conform");
+        let wall = started.elapsed().as_secs_f64();
+        assert!(
+            status.success(),
+            "conform run must exit 0 (every call conformant)"
+        );
+        let (received, answered, throttled) = limits.counts();
+        assert_eq!(answered, PACED_CALLS, "every call answered once");
+        println!(
+            "{what:>28}  {wall:>8.2}s  {floor:>8.2}s  {:>7.3}  {received:>9}  {throttled:>6}  {:>6.2}%",
+            wall / floor,
+            throttled as f64 * 100.0 / received as f64
+        );
+        drop(server);
+    }
 }

@@ -69,6 +69,10 @@ pub struct CallRecord {
     /// about the provider today, whatever a shard's manifest says.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replayed: bool,
+    /// Not sent because the pair's verdict was already decided: a saved call, neither
+    /// evidence nor missing evidence (`not_run` says why).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub saved: bool,
 }
 
 /// The unstreamed twin of a streamed call, as its record keeps it.
@@ -102,6 +106,7 @@ impl CallRecord {
             request_digest: None,
             passed: false,
             not_run: None,
+            saved: false,
             latency_ms: None,
             ttfb_ms: None,
             ttft_ms: None,

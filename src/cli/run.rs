@@ -9,9 +9,9 @@ use conform::allowlist::Destination;
 use conform::conclude::Conclude;
 use conform::config::{Diagnostics, Selection, Workspace};
 use conform::execute::{self, Concluded, Execute, ExecuteError, Ran, Ready, RunAsk};
-use conform::run::RunResult;
 use conform::run::assemble::TapeMode;
 use conform::run::shard::Shard;
+use conform::run::{RunResult, resume::Keep};
 
 use super::{Exit, Global};
 
@@ -57,6 +57,12 @@ pub struct RunArgs {
     /// is inconclusive.
     #[arg(long, value_name = "PRIMARY")]
     pub reference: Option<String>,
+    /// Continue the interrupted or budget-stopped run in REPORT_DIR: no answered call is resent.
+    #[arg(long, value_name = "REPORT_DIR", conflicts_with_all = ["rerun_failed", "shard", "record", "replay"])]
+    pub resume: Option<PathBuf>,
+    /// As --resume, and resend its transport failures (a conformance failure is kept).
+    #[arg(long, value_name = "REPORT_DIR", conflicts_with_all = ["shard", "record", "replay"])]
+    pub rerun_failed: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -86,6 +92,10 @@ pub struct Common {
     /// (the evidence is still held to the file as written; the report says so).
     #[arg(long)]
     pub stream: bool,
+    /// Send every planned call even once a provider fails a suite beyond its pass_threshold
+    /// (else the rest are saved); simulations, shards and tapes always do.
+    #[arg(long)]
+    pub every_call: bool,
 }
 
 pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
@@ -95,6 +105,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
         base_url: args.base_url.as_deref(),
         valid_for: args.common.valid_for,
         reference: args.reference.as_deref(),
+        resume: args.resume.as_deref().or(args.rerun_failed.as_deref()),
     };
     let workspace = match execute::for_run(&global.paths(), ask) {
         Ok(workspace) => workspace,
@@ -112,7 +123,10 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
         return failed(e);
     }
     let tape = (args.record.map(TapeMode::Record)).or(args.replay.map(TapeMode::Replay));
-    let how = how(global, &args.common, tape, args.shard, args.budget);
+    let how = Execute {
+        resume: Keep::from_flags(args.resume, args.rerun_failed),
+        ..how(global, &args.common, tape, args.shard, args.budget)
+    };
     let to = Conclude::to(
         global.allowlist_path(),
         &global.reports_dir(),
@@ -199,6 +213,8 @@ fn how(
         repeats: common.repeats,
         max_transport_errors: common.max_transport_errors,
         progress: !common.no_progress,
+        every_call: common.every_call,
+        resume: None,
         shard,
         budget,
         reports: global.reports_dir(),

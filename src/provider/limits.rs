@@ -1,10 +1,95 @@
-//! Per-provider request and token rates (governor). Concurrency is bounded by the runner.
+//! Pacing: the configured request and token rates (governor, upper bounds), and the
+//! account's own limits as the provider's answers state them, learnt while a run goes.
+//!
+//! Each vendor reads its own rate-limit headers into a [`RateLimitInfo`]
+//! ([`super::WireFormat::rate_limits`]); the [`Pacer`] turns them into a token bucket per
+//! dimension (requests, tokens), kept in step with what the server says is left, and an
+//! in-flight cap that halves on a 429 and grows back one at a time. Sending as fast as
+//! the bucket refills, never faster, is what keeps 429s rare without the user stating any
+//! limit; a 429 still pauses every call of the provider for its `Retry-After`.
 
 use std::num::NonZeroU32;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use crate::config::Limits;
+
+/// One limit as a provider's answer states it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    /// The most the account may use: the bucket's size.
+    pub limit: u64,
+    /// What is left after this request was counted.
+    pub remaining: u64,
+    /// How long until `remaining` is back to `limit`, when the vendor says.
+    pub reset: Option<Duration>,
+    /// The period `limit` is stated for (a minute for OpenAI and Anthropic): the refill
+    /// rate when no reset tells it better.
+    pub period: Duration,
+}
+
+impl Window {
+    /// The refill this one answer shows, per second: what was used over how long it takes
+    /// to come back. `None` when nothing was used or no reset was given.
+    fn refill(&self) -> Option<(f64, f64)> {
+        let used = self.limit.checked_sub(self.remaining).filter(|u| *u > 0)?;
+        let reset = self.reset.filter(|r| !r.is_zero())?;
+        Some((used as f64, reset.as_secs_f64()))
+    }
+}
+
+/// What one answer's headers say of the account's limits; every field is optional, as
+/// vendors and the servers that imitate them send some, all or none.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RateLimitInfo {
+    pub requests: Option<Window>,
+    pub tokens: Option<Window>,
+}
+
+impl RateLimitInfo {
+    pub fn is_empty(&self) -> bool {
+        self.requests.is_none() && self.tokens.is_none()
+    }
+}
+
+/// Parses an OpenAI-style duration: `12ms`, `1s`, `6m0s`, `1h2m3.5s`, `0.5s`.
+pub fn parse_go_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let mut total = 0.0f64;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            "ns" => 1e-9,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += number * scale;
+    }
+    (total.is_finite() && total >= 0.0).then(|| Duration::from_secs_f64(total))
+}
+
+/// The share of a learnt rate the pacer uses: the rate read from rounded resets can be a
+/// little high, and a bucket run exactly at the server's rate meets it empty.
+const SAFETY: f64 = 0.97;
 
 /// Waits until a request of an estimated size may be sent.
 #[derive(Debug)]
@@ -38,6 +123,392 @@ impl Limiter {
     }
 }
 
+/// How much of the earlier answers' refill estimate each new answer keeps.
+const DECAY: f64 = 0.8;
+
+/// How long a 429 without `Retry-After` pauses the provider.
+const PAUSE_WITHOUT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// One dimension (requests or tokens) of the account as learnt from its answers.
+#[derive(Debug)]
+struct Bucket {
+    /// Decayed sums of what was used and how long it takes to come back: their ratio is
+    /// the refill per second, and longer resets (less rounding) weigh more.
+    used: f64,
+    secs: f64,
+    /// The refill per second the pacer keeps to (the learnt one times [`SAFETY`]); zero
+    /// until an answer stated the limit.
+    rate: f64,
+    /// The refill per second learnt, before the safety share.
+    learnt: f64,
+    capacity: f64,
+    /// What the pacer thinks is left; below zero once calls are booked ahead of it.
+    level: f64,
+    at: Instant,
+    /// Every downward correction so far: a call booked before one is not corrected twice.
+    shifted: f64,
+    limit: u64,
+}
+
+impl Bucket {
+    fn new(now: Instant) -> Self {
+        Bucket {
+            used: 0.0,
+            secs: 0.0,
+            rate: 0.0,
+            learnt: 0.0,
+            capacity: 0.0,
+            level: 0.0,
+            at: now,
+            shifted: 0.0,
+            limit: 0,
+        }
+    }
+
+    fn known(&self) -> bool {
+        self.rate > 0.0
+    }
+
+    fn refill(&mut self, now: Instant) {
+        if now > self.at {
+            let gained = self.rate * (now - self.at).as_secs_f64();
+            self.level = (self.level + gained).min(self.capacity);
+            self.at = now;
+        }
+    }
+
+    /// Books `cost` and returns how long until it is covered, and the level the server
+    /// should show once this call is counted.
+    fn reserve(&mut self, cost: f64, now: Instant) -> (Duration, f64) {
+        self.refill(now);
+        // A call larger than the bucket can only wait for a full one.
+        self.level -= cost.min(self.capacity);
+        let paused = self.at.saturating_duration_since(now);
+        let short = (-self.level).max(0.0) / self.rate;
+        (
+            paused + Duration::from_secs_f64(short.min(3600.0)),
+            self.level.max(0.0),
+        )
+    }
+
+    /// Learns from one answer's `window`: the refill, the size, and whether the server
+    /// has less left than this call was booked to leave (another client, or calls costing
+    /// more than estimated), which then moves the level down by the difference.
+    fn observe(&mut self, window: &Window, booked: Option<Booked>, others: f64, now: Instant) {
+        self.limit = window.limit;
+        if let Some((used, secs)) = window.refill() {
+            // `remaining` is whole and the server's level is not: on average half a
+            // request more seems used than is, which would put the rate too high.
+            let used = used - 0.5;
+            self.used = self.used * DECAY + used;
+            self.secs = self.secs * DECAY + secs;
+        }
+        let rate = if self.secs > 0.0 {
+            self.used / self.secs
+        } else {
+            window.limit as f64 / window.period.as_secs_f64().max(1e-3)
+        };
+        let first = !self.known();
+        self.learnt = rate;
+        self.rate = rate * SAFETY;
+        let remaining = window.remaining as f64;
+        self.capacity = self
+            .capacity
+            .max(remaining + 1.0)
+            .min(window.limit.max(1) as f64);
+        self.refill(now);
+        if first {
+            // Calls sent before any limit was known are counted as taken.
+            self.level = remaining - others;
+        } else if let Some(booked) = booked {
+            let expected = (booked.level - (self.shifted - booked.shifted)).floor();
+            if remaining < expected {
+                self.level -= expected - remaining;
+                self.shifted += expected - remaining;
+            }
+        }
+    }
+
+    /// Nothing is left until `until`: a 429 said so.
+    fn empty_until(&mut self, until: Instant) {
+        if self.known() {
+            self.level = self.level.min(0.0);
+            self.at = self.at.max(until);
+        }
+    }
+}
+
+/// What a call was booked to leave in one bucket.
+#[derive(Debug, Clone, Copy)]
+struct Booked {
+    level: f64,
+    shifted: f64,
+}
+
+#[derive(Debug)]
+struct State {
+    requests: Bucket,
+    tokens: Bucket,
+    /// No call starts before this (a 429's `Retry-After`), whatever the buckets say.
+    paused_until: Option<Instant>,
+    in_flight: usize,
+    in_flight_tokens: f64,
+    /// Calls in flight allowed now: halved by a 429, one more per `cap` answers without.
+    cap: usize,
+    answered_since_growth: usize,
+    /// When each recent answer that was not a 429 came, within [`RECENT`]: what the
+    /// account let through, for a provider whose answers state no limit.
+    recent: std::collections::VecDeque<Instant>,
+    /// The request rate was inferred from 429s (no headers state it): it creeps up with
+    /// each answer and is cut at the next 429.
+    inferred: bool,
+}
+
+/// How far back the answers that measure an unstated limit go.
+const RECENT: Duration = Duration::from_secs(2);
+
+/// How much an inferred rate grows with each answer that is not a 429, in requests a
+/// second: about one more a second every fifty answers.
+const INFERRED_STEP: f64 = 0.02;
+
+/// Paces one provider's requests: the configured limits as upper bounds, and the
+/// account's limits as its answers state them.
+#[derive(Debug)]
+pub struct Pacer {
+    configured: Limiter,
+    max_in_flight: usize,
+    state: Mutex<State>,
+    changed: tokio::sync::Notify,
+    throttled: AtomicU64,
+}
+
+/// One request's place in the pacer, from [`Pacer::acquire`] until it is dropped.
+#[derive(Debug)]
+pub struct Ticket<'a> {
+    pacer: &'a Pacer,
+    tokens: f64,
+    requests_booked: Option<Booked>,
+    tokens_booked: Option<Booked>,
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        let mut state = self.pacer.lock();
+        state.in_flight = state.in_flight.saturating_sub(1);
+        state.in_flight_tokens = (state.in_flight_tokens - self.tokens).max(0.0);
+        drop(state);
+        self.pacer.changed.notify_waiters();
+    }
+}
+
+/// What the pacer knows and does, for the progress line and the report.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Pace {
+    /// Requests a second the pacer keeps to, and the refill learnt.
+    #[serde(serialize_with = "pair")]
+    pub requests: Option<(f64, f64)>,
+    /// Tokens a minute the pacer keeps to, and the refill learnt.
+    #[serde(serialize_with = "pair")]
+    pub tokens: Option<(f64, f64)>,
+    pub in_flight_cap: usize,
+    /// 429s answered so far.
+    pub throttled: u64,
+}
+
+/// `{"kept": 9.7, "learnt": 10.0}`: the two rates by name in the report.
+fn pair<S: serde::Serializer>(value: &Option<(f64, f64)>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    value
+        .map(|(kept, learnt)| serde_json::json!({"kept": kept, "learnt": learnt}))
+        .serialize(s)
+}
+
+impl std::fmt::Display for Pace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if let Some((keep, learnt)) = self.requests {
+            parts.push(format!("{keep:.1} req/s (limit {learnt:.1}/s learnt)"));
+        }
+        if let Some((keep, learnt)) = self.tokens {
+            parts.push(format!("{keep:.0} tok/min (limit {learnt:.0}/min learnt)"));
+        }
+        if parts.is_empty() {
+            parts.push("no limit stated".to_string());
+        }
+        parts.push(format!("{} in flight", self.in_flight_cap));
+        if self.throttled > 0 {
+            parts.push(format!("{} × 429", self.throttled));
+        }
+        f.write_str(&parts.join(", "))
+    }
+}
+
+impl Pacer {
+    pub fn new(limits: &Limits) -> Self {
+        let now = Instant::now();
+        let max_in_flight = limits.concurrency.max(1);
+        Pacer {
+            configured: Limiter::new(limits),
+            max_in_flight,
+            state: Mutex::new(State {
+                requests: Bucket::new(now),
+                tokens: Bucket::new(now),
+                paused_until: None,
+                in_flight: 0,
+                in_flight_tokens: 0.0,
+                cap: max_in_flight,
+                answered_since_growth: 0,
+                recent: std::collections::VecDeque::new(),
+                inferred: false,
+            }),
+            changed: tokio::sync::Notify::new(),
+            throttled: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Returns once one more request of about `tokens` tokens fits the configured rates,
+    /// the in-flight cap and the account's learnt limits.
+    pub async fn acquire(&self, tokens: u32) -> Ticket<'_> {
+        self.configured.acquire(tokens).await;
+        let cost = f64::from(tokens.max(1));
+        loop {
+            let changed = self.changed.notified();
+            {
+                let mut state = self.lock();
+                if state.in_flight < state.cap {
+                    state.in_flight += 1;
+                    state.in_flight_tokens += cost;
+                    break;
+                }
+            }
+            changed.await;
+        }
+        let mut ticket = Ticket {
+            pacer: self,
+            tokens: cost,
+            requests_booked: None,
+            tokens_booked: None,
+        };
+        let wait = {
+            let mut state = self.lock();
+            let now = Instant::now();
+            let mut wait = state
+                .paused_until
+                .map_or(Duration::ZERO, |until| until.saturating_duration_since(now));
+            if state.requests.known() {
+                let (w, level) = state.requests.reserve(1.0, now);
+                wait = wait.max(w);
+                ticket.requests_booked = Some(Booked {
+                    level,
+                    shifted: state.requests.shifted,
+                });
+            }
+            if state.tokens.known() {
+                let (w, level) = state.tokens.reserve(cost, now);
+                wait = wait.max(w);
+                ticket.tokens_booked = Some(Booked {
+                    level,
+                    shifted: state.tokens.shifted,
+                });
+            }
+            wait
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        ticket
+    }
+
+    /// The provider answered `ticket`'s request: `limits` are what its headers said, and
+    /// `throttled` is `Some(retry_after)` when the answer was a 429 that a wait cures.
+    pub fn answered(
+        &self,
+        ticket: &Ticket<'_>,
+        limits: &RateLimitInfo,
+        throttled: Option<Option<Duration>>,
+    ) {
+        let mut state = self.lock();
+        let now = Instant::now();
+        let others = state.in_flight.saturating_sub(1) as f64;
+        let other_tokens = (state.in_flight_tokens - ticket.tokens).max(0.0);
+        if let Some(window) = &limits.requests {
+            state
+                .requests
+                .observe(window, ticket.requests_booked, others, now);
+        }
+        if let Some(window) = &limits.tokens {
+            state
+                .tokens
+                .observe(window, ticket.tokens_booked, other_tokens, now);
+        }
+        while state
+            .recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > RECENT)
+        {
+            state.recent.pop_front();
+        }
+        let grew = match throttled {
+            Some(retry_after) => {
+                self.throttled.fetch_add(1, Ordering::Relaxed);
+                let until = now + retry_after.unwrap_or(PAUSE_WITHOUT_RETRY_AFTER);
+                // No answer stated the limit: what got through just before this 429 is
+                // the best measure of it.
+                if (!state.requests.known() || state.inferred) && !state.recent.is_empty() {
+                    let through = state.recent.len() as f64 / RECENT.as_secs_f64();
+                    let bucket = &mut state.requests;
+                    bucket.learnt = through;
+                    bucket.rate = through * SAFETY;
+                    bucket.capacity = 1.0;
+                    bucket.level = 0.0;
+                    state.inferred = true;
+                }
+                state.paused_until = Some(state.paused_until.map_or(until, |u| u.max(until)));
+                state.requests.empty_until(until);
+                state.tokens.empty_until(until);
+                state.cap = (state.cap / 2).max(1);
+                state.answered_since_growth = 0;
+                false
+            }
+            None => {
+                state.recent.push_back(now);
+                if state.inferred {
+                    state.requests.rate += INFERRED_STEP;
+                    state.requests.learnt = state.requests.learnt.max(state.requests.rate);
+                }
+                state.answered_since_growth += 1;
+                let grow =
+                    state.answered_since_growth >= state.cap && state.cap < self.max_in_flight;
+                if grow {
+                    state.cap += 1;
+                    state.answered_since_growth = 0;
+                }
+                grow
+            }
+        };
+        drop(state);
+        if grew {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// What the pacer knows now.
+    pub fn pace(&self) -> Pace {
+        let state = self.lock();
+        let known =
+            |b: &Bucket, scale: f64| b.known().then_some((b.rate * scale, b.learnt * scale));
+        Pace {
+            requests: known(&state.requests, 1.0),
+            tokens: known(&state.tokens, 60.0),
+            in_flight_cap: state.cap,
+            throttled: self.throttled.load(Ordering::Relaxed),
+        }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +540,97 @@ mod tests {
         });
         assert!(ready_now(&limiter, 600).await);
         assert!(!ready_now(&limiter, 600).await);
+    }
+
+    fn window(limit: u64, remaining: u64, reset_ms: u64) -> Window {
+        Window {
+            limit,
+            remaining,
+            reset: Some(Duration::from_millis(reset_ms)),
+            period: Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn go_durations_read_as_openai_writes_them() {
+        let ms = |t: &str| parse_go_duration(t).map(|d| d.as_millis());
+        assert_eq!(ms("12ms"), Some(12));
+        assert_eq!(ms("6m0s"), Some(360_000));
+        assert_eq!(ms("1h2m3.5s"), Some(3_723_500));
+        assert_eq!(ms("0.5s"), Some(500));
+        assert_eq!(ms("soon"), None);
+        assert_eq!(ms(""), None);
+    }
+
+    #[test]
+    fn an_empty_bucket_books_calls_one_refill_apart() {
+        let now = Instant::now();
+        let mut bucket = Bucket::new(now);
+        // Nothing left, full again in a second: about ten a second.
+        bucket.observe(&window(10, 0, 1000), None, 0.0, now);
+        let rate = bucket.rate;
+        assert!((9.0..10.0).contains(&rate), "{rate}");
+        let (first, _) = bucket.reserve(1.0, now);
+        let (second, _) = bucket.reserve(1.0, now);
+        let gap = (second - first).as_secs_f64();
+        assert!((gap - 1.0 / rate).abs() < 1e-9, "{gap}");
+        assert!(first.as_secs_f64() >= 1.0 / rate - 1e-9);
+    }
+
+    #[test]
+    fn calls_in_flight_when_the_limit_is_first_learnt_count_as_taken() {
+        let now = Instant::now();
+        let mut bucket = Bucket::new(now);
+        bucket.observe(&window(10, 9, 100), None, 3.0, now);
+        assert_eq!(bucket.level, 6.0);
+        assert_eq!(bucket.capacity, 10.0);
+    }
+
+    #[test]
+    fn a_server_with_less_left_than_booked_moves_the_level_down_once() {
+        let now = Instant::now();
+        let mut bucket = Bucket::new(now);
+        bucket.observe(&window(100, 50, 5000), None, 0.0, now);
+        let (_, level) = bucket.reserve(1.0, now);
+        let booked = Booked {
+            level,
+            shifted: bucket.shifted,
+        };
+        let before = bucket.level;
+        // Another client took 20 meanwhile.
+        bucket.observe(&window(100, 29, 7100), Some(booked), 0.0, now);
+        assert_eq!(before - bucket.level, 20.0);
+        // A call booked before that correction is not corrected for it again.
+        bucket.observe(&window(100, 29, 7100), Some(booked), 0.0, now);
+        assert_eq!(before - bucket.level, 20.0);
+    }
+
+    #[test]
+    fn a_429_empties_the_bucket_until_its_retry_after() {
+        let now = Instant::now();
+        let mut bucket = Bucket::new(now);
+        bucket.observe(&window(10, 9, 100), None, 0.0, now);
+        bucket.empty_until(now + Duration::from_secs(2));
+        let (wait, _) = bucket.reserve(1.0, now);
+        assert!(wait >= Duration::from_secs(2), "{wait:?}");
+    }
+
+    #[test]
+    fn the_pace_shows_what_was_learnt() {
+        let pacer = Pacer::new(&Limits::default());
+        assert_eq!(pacer.pace().requests, None);
+        {
+            let mut state = pacer.lock();
+            let now = Instant::now();
+            state.requests.observe(&window(10, 0, 1000), None, 0.0, now);
+        }
+        let pace = pacer.pace();
+        let (keep, learnt) = pace.requests.unwrap();
+        assert!(keep < learnt && learnt <= 10.0, "{pace:?}");
+        assert!(
+            pace.to_string().contains("req/s (limit 9.5/s learnt)"),
+            "{pace}"
+        );
     }
 
     #[tokio::test]

@@ -178,6 +178,12 @@ pub trait WireFormat: Send + Sync {
         None
     }
 
+    /// What an answer's headers say of the account's rate limits, in this vendor's
+    /// header names; nothing for a vendor that states none.
+    fn rate_limits(&self, _headers: &HeaderMap) -> limits::RateLimitInfo {
+        limits::RateLimitInfo::default()
+    }
+
     /// The server side of this wire, which a simulation speaks; `None` for a wire no
     /// simulation speaks.
     fn server(&self) -> Option<&'static dyn server::WireServer> {

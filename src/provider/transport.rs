@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use backon::{ExponentialBuilder, Retryable};
 
 use super::error::{CallError, ErrorKind};
-use super::limits::Limiter;
+use super::limits::{Pace, Pacer, RateLimitInfo};
 use super::tape::{Recorder, Replayer};
 use super::template::Templates;
 use super::{CallSpec, Completion, Encoded, Reply, WireFormat, WireRequest};
@@ -115,7 +115,7 @@ pub struct Endpoint {
     unstreamed: Arc<ProviderConfig>,
     wire: Arc<dyn WireFormat>,
     key: Option<Secret>,
-    limiter: Limiter,
+    pacer: Pacer,
     transport: Transport,
     tape: Option<Tape>,
     /// HTTP requests sent so far, retries included: what an interrupted run reports.
@@ -141,7 +141,7 @@ impl Endpoint {
         key: Option<Secret>,
         transport: Transport,
     ) -> Self {
-        let limiter = Limiter::new(&config.limits);
+        let pacer = Pacer::new(&config.limits);
         let unstreamed = if config.stream {
             Arc::new(config.unstreamed())
         } else {
@@ -152,7 +152,7 @@ impl Endpoint {
             unstreamed,
             wire,
             key,
-            limiter,
+            pacer,
             transport,
             tape: None,
             sent: AtomicU64::new(0),
@@ -296,7 +296,25 @@ impl Endpoint {
                 .answer(config.stream, status, &headers, &body)
                 .map(|reply| (reply, Timing::default()));
         }
-        self.limiter.acquire(tokens).await;
+        let ticket = self.pacer.acquire(tokens).await;
+        let mut limits = RateLimitInfo::default();
+        let result = self.exchange(config, request, &mut limits).await;
+        let throttled = match &result {
+            Err(e) if e.kind == ErrorKind::RateLimited => Some(e.retry_after),
+            _ => None,
+        };
+        self.pacer.answered(&ticket, &limits, throttled);
+        result
+    }
+
+    /// One HTTP request and what came back; `limits` gets what its headers said of the
+    /// account's rate limits.
+    async fn exchange(
+        &self,
+        config: &ProviderConfig,
+        request: &Encoded,
+        limits: &mut RateLimitInfo,
+    ) -> Result<(Reply, Timing), CallError> {
         self.sent.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let url = &request.url;
@@ -318,6 +336,7 @@ impl Endpoint {
             .map_err(|e| from_reqwest(&e, url, None))?;
         let status = response.status().as_u16();
         let headers = std::mem::take(response.headers_mut());
+        *limits = self.wire.rate_limits(&headers);
         // Read chunk by chunk, noting when each arrived: a stream's first token is timed
         // by the chunk that completed the event carrying it.
         let mut body = Vec::new();
@@ -585,5 +604,10 @@ impl Endpoint {
     /// How many HTTP requests this endpoint has sent (replayed answers are not sent).
     pub fn requests_sent(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
+    }
+
+    /// How this endpoint is paced now: the limits learnt from the provider's answers.
+    pub fn pace(&self) -> Pace {
+        self.pacer.pace()
     }
 }

@@ -668,6 +668,7 @@ mod tests {
             pass_rate: 0.0,
             first_attempt_pass_rate: 0.0,
             rules_out: crate::allowlist::RulesOut::of(tally.planned, tally.passed),
+            sent: tally.sent(),
             tally,
         }
     }

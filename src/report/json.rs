@@ -25,6 +25,8 @@ pub struct VerdictView<'a> {
     pub first_attempt_pass_rate: f64,
     /// The failure rate the calls rule out (95 % confidence).
     pub rules_out: crate::allowlist::RulesOut,
+    /// Calls sent and recorded: `planned` less the `saved` and the `not_run`.
+    pub sent: u64,
     #[serde(flatten)]
     pub tally: &'a Tally,
 }
@@ -45,6 +47,7 @@ pub fn verdict_views<'a>(
             pass_rate: v.tally.pass_rate(),
             first_attempt_pass_rate: v.tally.first_attempt_pass_rate(),
             rules_out: crate::allowlist::RulesOut::of(v.tally.planned, v.tally.passed),
+            sent: v.tally.sent(),
             tally: &v.tally,
         })
         .collect()
@@ -100,7 +103,9 @@ impl JsonReport {
                 json!({"name": c.name, "kind": c.kind, "model": c.model, "digest": c.digest(),
                        "temperature": c.temperature, "structured_output": c.structured_output,
                        "wire": c.wire_kind(), "temperature_sent": c.sends_temperature(),
-                       "properties": c.run_properties()})
+                       "properties": c.run_properties(),
+                       "requests_sent": t.endpoint.requests_sent(),
+                       "pacing": t.endpoint.pace()})
             }).collect::<Vec<_>>(),
             "verdicts": verdict_views(result, targets),
         });

@@ -37,6 +37,15 @@ pub fn render(result: &RunResult, decision: &RunOutcome) -> String {
             Reason::names(&v.reasons).join(", ")
         );
     }
+    let saved = super::terminal::saved_calls(result);
+    if !saved.is_empty() {
+        let _ = write!(out, "\n{saved}");
+    }
+    for v in result.verdicts.iter() {
+        if let Some(decided) = super::terminal::decision_text(&v.tally) {
+            let _ = writeln!(out, "- {} × {}: {decided}", v.tally.suite, v.tally.provider);
+        }
+    }
     let _ = write!(
         out,
         "\n**Allowlist** `{}`: {}",

@@ -45,6 +45,38 @@ pub fn allowlist(decision: &RunOutcome, verbose: bool) -> String {
     out
 }
 
+/// `calls: 2,000 planned, 1,055 sent, 945 saved (verdicts decided early)`, when a
+/// verdict was decided before its last call; nothing otherwise.
+pub fn saved_calls(result: &RunResult) -> String {
+    let sum = |f: fn(&crate::verdict::Tally) -> u64| -> u64 {
+        result.verdicts.iter().map(|v| f(&v.tally)).sum()
+    };
+    let saved = sum(|t| t.saved);
+    if saved == 0 {
+        return String::new();
+    }
+    format!(
+        "calls: {} planned, {} sent, {saved} saved (verdicts decided before their last call)\n",
+        sum(|t| t.planned),
+        sum(crate::verdict::Tally::sent),
+    )
+}
+
+/// What decided a pair before its last call, in words.
+pub fn decision_text(t: &crate::verdict::Tally) -> Option<String> {
+    let d = t.decided.as_ref().filter(|_| t.saved > 0)?;
+    Some(format!(
+        "decided after {} of {} calls: {} failures of the model's own, more than the {} that pass_threshold = {} allows over {} calls; {} calls saved",
+        d.after_calls,
+        t.planned,
+        d.model_failures,
+        d.allowed_failures,
+        d.pass_threshold,
+        t.planned,
+        t.saved
+    ))
+}
+
 /// Renders the summary table and the first failures.
 pub fn summary(result: &RunResult) -> String {
     let mut out = String::new();
@@ -86,6 +118,7 @@ pub fn summary(result: &RunResult) -> String {
             Reason::names(&v.reasons).join(", ")
         );
     }
+    out.push_str(&saved_calls(result));
     let stable: Vec<_> = result
         .verdicts
         .iter()
@@ -135,6 +168,9 @@ pub fn summary(result: &RunResult) -> String {
     for v in result.not_conformant() {
         let t = &v.tally;
         let _ = writeln!(out, "  {} × {}:", t.suite, t.provider);
+        if let Some(decided) = decision_text(t) {
+            let _ = writeln!(out, "    {decided}");
+        }
         if let Some((code, message)) = &t.halted {
             let _ = writeln!(
                 out,

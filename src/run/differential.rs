@@ -54,6 +54,10 @@ pub struct Collector {
     results: HashMap<(usize, usize), Differential>,
     /// Cases the live reference gave no answer to, per suite.
     unanswered: HashMap<usize, u64>,
+    /// Saved calls (their pair decided early) of a recorded-reference suite's cases that
+    /// nothing had yet shown to carry a reference: they still count towards the case
+    /// being complete if it does, or its other answers would never be compared.
+    saved_before: HashMap<(usize, String), u32>,
 }
 
 impl Collector {
@@ -90,7 +94,16 @@ impl Collector {
             pending: HashMap::new(),
             results: HashMap::new(),
             unanswered: HashMap::new(),
+            saved_before: HashMap::new(),
         }
+    }
+
+    /// Whether target `p` is the live reference of suite `s`: the candidates are judged
+    /// against its answers, so its calls are never saved.
+    pub fn is_live_reference(&self, p: usize, s: usize) -> bool {
+        self.plans
+            .get(s)
+            .is_some_and(|plan| plan.source == Source::Live(p))
     }
 
     /// Counts one record of target `p` on suite `s`.
@@ -104,9 +117,16 @@ impl Collector {
         // live one compares every case.
         if plan.source == Source::Recorded && observed.is_none() && !self.pending.contains_key(&key)
         {
+            if record.saved {
+                *self.saved_before.entry(key).or_default() += 1;
+            }
             return;
         }
-        let pending = self.pending.entry(key).or_default();
+        let saved_before = &mut self.saved_before;
+        let pending = self.pending.entry(key).or_insert_with_key(|key| Pending {
+            seen: saved_before.remove(key).unwrap_or(0),
+            ..Pending::default()
+        });
         pending.seen += 1;
         if let Some(o) = observed {
             if let Some(own) = o.own {

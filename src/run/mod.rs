@@ -14,6 +14,7 @@ pub mod judge;
 pub mod preflight;
 pub mod progress;
 pub mod reference_tape;
+pub mod resume;
 pub mod schedule;
 pub mod shard;
 pub mod shard_signature;
@@ -204,6 +205,12 @@ pub struct RunOptions {
     /// Send no call that could take the spend over this budget (`--budget USD`); every
     /// provider then has `[pricing]`.
     pub budget: Option<Arc<budget::Budget>>,
+    /// Send every planned call even once a pair's verdict is decided (`--every-call`).
+    /// A shard always does: its share alone cannot decide what the merge will.
+    pub every_call: bool,
+    /// Continue the earlier run whose folder is `dir` (`--resume`, `--rerun-failed`): the
+    /// calls its records answer are kept, not sent again.
+    pub resume: Option<Arc<resume::Resume>>,
 }
 
 /// The verdict on one (suite, provider), with the counts behind it.
@@ -360,23 +367,75 @@ pub async fn execute_scheduled(
     };
     std::fs::create_dir_all(&options.dir).map_err(io(&options.dir))?;
     let results_path = options.dir.join("results.jsonl");
+    // The calls of this schedule that the earlier run's records answer.
+    let answered = match &options.resume {
+        Some(resume) => {
+            let kept = resume.keys();
+            let mut answered = std::collections::HashSet::new();
+            for p in 0..targets.len() {
+                for call in schedule.calls_of(p) {
+                    let key = call_key(suites, targets, call);
+                    if kept.contains(&key) {
+                        answered.insert(key);
+                    }
+                }
+            }
+            // The earlier records stay beside the new file until the run has written
+            // them into it.
+            let before = options.dir.join("results.before-resume.jsonl");
+            std::fs::rename(&results_path, &before).map_err(io(&results_path))?;
+            answered
+        }
+        None => std::collections::HashSet::new(),
+    };
+    let answered = &answered;
     let mut writer = ResultsWriter::create(&results_path).map_err(io(&results_path))?;
 
     let mut tallies = Tallies::new(suites, targets, schedule);
     // Rules see the run's start, never the wall clock of each call: a replay of the
     // same answers gives the same verdicts.
     let now = started_at.unix_timestamp();
-    let mut progress = Progress::new(schedule.total_calls(), options.progress);
+    let mut progress = Progress::new(schedule.total_calls(), options.progress).with_pacing(targets);
 
+    // One flag per (provider, suite), set once its verdict is decided: its later calls
+    // are saved, not sent.
+    let n_suites = suites.len();
+    let decided: Vec<AtomicBool> = (0..targets.len() * n_suites)
+        .map(|_| AtomicBool::new(false))
+        .collect();
+    let decided = &decided;
+    let every_call = options.every_call || options.shard.is_some();
+    if let Some(resume) = &options.resume {
+        for mut record in resume.records(answered) {
+            let p = targets
+                .iter()
+                .position(|t| t.endpoint.config.name == record.provider);
+            let s = suites.iter().position(|s| s.suite.name == record.suite);
+            let (Some(p), Some(s)) = (p, s) else {
+                continue;
+            };
+            writer.write(&record).map_err(io(&results_path))?;
+            progress.record(record.passed);
+            if tallies.add(p, s, &mut record) && !every_call {
+                decided[p * n_suites + s].store(true, Ordering::SeqCst);
+            }
+        }
+    }
     let streams = targets.iter().enumerate().map(|(p, target)| {
         let concurrency = target.endpoint.config.limits.concurrency;
         // The schedule is an iterator: the calls are made as the stream asks for them.
         stream::iter(schedule.calls_of(p))
+            .filter(move |call| {
+                let send =
+                    answered.is_empty() || !answered.contains(&call_key(suites, targets, *call));
+                std::future::ready(send)
+            })
             .map(move |call| {
                 let prepared = &suites[call.suite];
                 let budget = options.budget.as_deref();
+                let decided = &decided[call.provider * n_suites + call.suite];
                 async move {
-                    let record = call_one(prepared, target, call, now, budget).await;
+                    let record = call_one(prepared, target, call, now, budget, decided).await;
                     (call.provider, call.suite, record)
                 }
             })
@@ -407,7 +466,9 @@ pub async fn execute_scheduled(
             flush_by =
                 flush_by.or_else(|| Some(tokio::time::Instant::now() + journal::FLUSH_INTERVAL));
             progress.record(record.passed);
-            tallies.add(p, s, &mut record);
+            if tallies.add(p, s, &mut record) && !every_call {
+                decided[p * n_suites + s].store(true, Ordering::SeqCst);
+            }
         }
         Ok::<(), std::io::Error>(())
     };
@@ -438,12 +499,24 @@ pub async fn execute_scheduled(
     })
 }
 
+/// The key of `call`, as its record names it.
+fn call_key(suites: &[Arc<PreparedSuite>], targets: &[Arc<Target>], call: Call) -> resume::CallKey {
+    let suite = &suites[call.suite].suite;
+    resume::key(
+        &suite.name,
+        &suite.cases[call.case].id,
+        &targets[call.provider].endpoint.config.name,
+        call.repeat,
+    )
+}
+
 async fn call_one(
     prepared: &PreparedSuite,
     target: &Target,
     call: Call,
     now: i64,
     budget: Option<&budget::Budget>,
+    decided: &AtomicBool,
 ) -> CallRecord {
     let suite = &prepared.suite;
     let config = &target.endpoint.config;
@@ -451,6 +524,15 @@ async fn call_one(
     let not_run = |why: String| {
         CallRecord::not_run(&suite.name, &case_ref.id, &config.name, call.repeat, why)
     };
+    if decided.load(Ordering::SeqCst) {
+        return CallRecord {
+            saved: true,
+            ..not_run(format!(
+                "not sent: the verdict on {} × {} was already decided (see `decided`)",
+                suite.name, config.name
+            ))
+        };
+    }
     if let Some(why) = target.halted() {
         return not_run(why);
     }

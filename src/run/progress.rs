@@ -4,6 +4,7 @@
 //! then reads a CI log sees the same numbers in the same form.
 
 use std::io::{IsTerminal, Write};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -17,6 +18,8 @@ pub struct Progress {
     failed: u64,
     started: Instant,
     mode: Mode,
+    /// Each provider's pacer, shown once it has learnt a limit or met a 429.
+    pacing: Vec<Arc<super::Target>>,
 }
 
 enum Mode {
@@ -51,11 +54,18 @@ impl Progress {
             failed: 0,
             started: Instant::now(),
             mode,
+            pacing: Vec::new(),
         };
         if let Mode::Bar(bar) = &progress.mode {
             bar.set_message(progress.status());
         }
         progress
+    }
+
+    /// Shows how each of `targets` is paced (the rate it keeps to, the limit learnt).
+    pub fn with_pacing(mut self, targets: &[Arc<super::Target>]) -> Self {
+        self.pacing = targets.to_vec();
+        self
     }
 
     /// One call completed.
@@ -65,7 +75,8 @@ impl Progress {
         // The status is formatted only when it is shown: not at all with progress off,
         // once in five seconds in a pipe.
         let (done, total, failed, started) = (self.done, self.total, self.failed, self.started);
-        let status = || status(done, total, failed, started.elapsed());
+        let pacing = &self.pacing;
+        let status = || status(done, total, failed, started.elapsed()) + &pacing_text(pacing);
         match &mut self.mode {
             Mode::Off => {}
             Mode::Bar(bar) => {
@@ -83,6 +94,7 @@ impl Progress {
 
     fn status(&self) -> String {
         status(self.done, self.total, self.failed, self.started.elapsed())
+            + &pacing_text(&self.pacing)
     }
 
     /// The run ended, complete or interrupted.
@@ -108,6 +120,19 @@ impl Mode {
         );
         Mode::Bar(bar)
     }
+}
+
+/// `; openai: 9.7 req/s (limit 10.0/s learnt), 4 in flight` for each provider whose
+/// answers stated a limit or that answered 429; nothing for the others.
+fn pacing_text(targets: &[Arc<super::Target>]) -> String {
+    let mut out = String::new();
+    for target in targets {
+        let pace = target.endpoint.pace();
+        if pace.requests.is_some() || pace.tokens.is_some() || pace.throttled > 0 {
+            out.push_str(&format!("; {}: {pace}", target.endpoint.config.name));
+        }
+    }
+    out
 }
 
 /// `12/50 calls, 1 failed, 2.4/s, eta 16s`: the one form of the status, on a terminal

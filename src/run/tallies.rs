@@ -23,6 +23,8 @@ pub struct Tallies {
     tallies: Vec<Option<Tally>>,
     /// The candidates against their reference, case by case.
     differential: Collector,
+    /// Each suite's pass threshold, which decides a pair before its last call.
+    thresholds: Vec<f64>,
 }
 
 impl Tallies {
@@ -81,17 +83,23 @@ impl Tallies {
             n_suites: suites.len(),
             tallies,
             differential,
+            thresholds: suites.iter().map(|s| s.suite.pass_threshold).collect(),
         }
     }
 
     /// Counts one record of `targets[provider]` on `suites[suite]`.
     /// Takes its differential observation, which the comparison with the reference keeps
-    /// until the case is complete.
-    pub fn add(&mut self, provider: usize, suite: usize, record: &mut CallRecord) {
+    /// until the case is complete. Returns true when this record decided the pair's
+    /// verdict ([`crate::verdict::Tally::decide_early`]): its later calls can be saved.
+    pub fn add(&mut self, provider: usize, suite: usize, record: &mut CallRecord) -> bool {
+        let threshold = self.thresholds.get(suite).copied().unwrap_or(1.0);
         if let Some(Some(tally)) = self.tallies.get_mut(provider * self.n_suites + suite) {
             tally.add(record);
             self.differential.add(provider, suite, record);
+            let reference = self.differential.is_live_reference(provider, suite);
+            return !reference && tally.decide_early(threshold).is_some();
         }
+        false
     }
 
     /// The verdict on every pair the schedule runs (a simulation may skip some suites).

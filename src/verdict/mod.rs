@@ -88,8 +88,17 @@ pub struct Tally {
     pub failed: u64,
     /// Calls not sent because the provider had been stopped.
     pub not_run: u64,
+    /// Calls not sent because the verdict was decided before them ([`Tally::decided`]).
+    pub saved: u64,
+    /// What decided the verdict before every planned call was sent, when something did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided: Option<Decision>,
     /// Failed calls whose failure was the transport's, after retries.
     pub transport_errors: u64,
+    /// Of those, the calls still answered 429 after their retries: never the provider's
+    /// conformance failure.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rate_limited: u64,
     /// Calls that passed on their first request.
     pub passed_first_attempt: u64,
     pub retries: u64,
@@ -164,6 +173,10 @@ impl Tally {
     }
 
     pub fn add(&mut self, record: &CallRecord) {
+        if record.saved {
+            self.saved += 1;
+            return;
+        }
         if let Some(stability) = &mut self.stability {
             stability.add(record);
         }
@@ -205,6 +218,9 @@ impl Tally {
             self.system_fingerprints.insert(fp.clone());
         }
         if let Some(error) = &record.error {
+            if error.kind == crate::provider::ErrorKind::RateLimited {
+                self.rate_limited += 1;
+            }
             match error.effect() {
                 Effect::Transport => self.transport_errors += 1,
                 Effect::HaltProvider | Effect::ConfigError => {
@@ -259,9 +275,56 @@ impl Tally {
         self.differential = Some(d);
     }
 
-    /// Every planned call was sent and came back (passed or failed).
+    /// Every planned call was sent and came back (passed or failed), or was saved
+    /// because the verdict was decided without it.
     pub fn ran_all(&self) -> bool {
-        self.planned > 0 && self.not_run == 0 && self.passed + self.failed >= self.planned
+        self.planned > 0
+            && self.not_run == 0
+            && self.passed + self.failed + self.saved >= self.planned
+    }
+
+    /// Calls sent (and recorded): the planned ones less the saved and the not sent.
+    pub fn sent(&self) -> u64 {
+        self.passed + self.failed
+    }
+
+    /// Whether no call still to come can make this pair pass `pass_threshold`: the
+    /// model's own failures already exceed what it allows, even if every call still to
+    /// come passed and every transport failure had been a pass. The decision is then
+    /// kept in [`Tally::decided`] (once), and returned the first time.
+    ///
+    /// A suite that judges each case by its repeats' confidence bound
+    /// (`min_case_pass_lower_bound`) is not decided early: its pass does not follow from
+    /// the share of passed calls. A halted pair is inconclusive whatever comes.
+    pub fn decide_early(&mut self, pass_threshold: f64) -> Option<&Decision> {
+        if self.decided.is_some() || self.halted.is_some() || self.planned == 0 {
+            return None;
+        }
+        if self
+            .stability
+            .as_ref()
+            .is_some_and(|s| s.min_case_pass_lower_bound.is_some())
+        {
+            return None;
+        }
+        let model_failures = self.failed.saturating_sub(self.transport_errors);
+        let best = self.planned.saturating_sub(model_failures);
+        if ratio(best, self.planned) >= pass_threshold {
+            return None;
+        }
+        // The most failures the threshold allows, stated for the evidence.
+        let allowed = (0..=self.planned)
+            .rev()
+            .find(|f| ratio(self.planned - f, self.planned) >= pass_threshold)
+            .unwrap_or(0);
+        self.decided = Some(Decision {
+            rule: DecisionRule::PassThreshold,
+            pass_threshold,
+            model_failures,
+            allowed_failures: allowed,
+            after_calls: self.sent(),
+        });
+        self.decided.as_ref()
     }
 
     /// Passed calls over planned calls: a call that never ran is not a pass.
@@ -335,7 +398,13 @@ impl Tally {
             return (Verdict::Inconclusive, vec![Reason::CallsNotSent]);
         }
         let ran = self.passed + self.failed;
-        if ran > 0 && ratio(self.transport_errors, ran) > policy.max_transport_error_share {
+        // A pair decided by its model's own failures is judged on them: the few calls it
+        // took are no sample of its transport, whose share would be noise.
+        let decided_early = self.decided.is_some() && self.saved > 0;
+        if ran > 0
+            && !decided_early
+            && ratio(self.transport_errors, ran) > policy.max_transport_error_share
+        {
             return (Verdict::Inconclusive, vec![Reason::TooManyTransportErrors]);
         }
         let stability = self.stability.as_ref();
@@ -352,7 +421,23 @@ impl Tally {
             .as_ref()
             .map(ToolMetrics::failures)
             .unwrap_or_default();
-        if passes && stable && slow.is_empty() && tools_short.is_empty() {
+        // A call still answered 429 after its retries is the account's limit, not the
+        // provider's answer: if it is all that keeps the pair from passing, the evidence
+        // is incomplete, never a failure.
+        let short_by_429s = !passes
+            && self.rate_limited > 0
+            && stability.is_none_or(|s| s.min_case_pass_lower_bound.is_none())
+            && ratio(self.passed + self.rate_limited, self.planned) >= policy.pass_threshold;
+        let clean = stable && slow.is_empty() && tools_short.is_empty();
+        if short_by_429s && clean {
+            return (
+                Verdict::Inconclusive,
+                vec![Reason::Found(Code::Call(
+                    crate::provider::ErrorKind::RateLimited,
+                ))],
+            );
+        }
+        if passes && clean {
             (Verdict::Conformant, Vec::new())
         } else {
             let mut codes: Vec<(&Code, &u64)> = self.codes.iter().collect();
@@ -392,6 +477,27 @@ impl Tally {
     }
 }
 
+/// What decided a pair's verdict before all its planned calls were sent.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub rule: DecisionRule,
+    pub pass_threshold: f64,
+    /// Failures of the model's own (not the transport's) when it was decided.
+    pub model_failures: u64,
+    /// The most failures `pass_threshold` allows over the planned calls.
+    pub allowed_failures: u64,
+    /// Calls recorded when it was decided.
+    pub after_calls: u64,
+}
+
+/// The test that decided a verdict early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionRule {
+    /// More model failures than `pass_threshold` allows: no call to come could pass it.
+    PassThreshold,
+}
+
 /// What decides a verdict beyond the counts.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Policy {
@@ -409,6 +515,10 @@ pub struct Policy {
     /// The failure rate a conformant verdict must rule out (the suite's
     /// `max_undetected_failure_rate`): with too few calls to, it is inconclusive.
     pub max_undetected_failure_rate: Option<f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -438,6 +548,37 @@ mod tests {
             slo,
             max_undetected_failure_rate: None,
         }
+    }
+
+    fn answered(passed: bool, error: Option<crate::provider::ErrorKind>) -> CallRecord {
+        let mut r = CallRecord::new("s", "c", "p", 0);
+        r.passed = passed;
+        r.error = error.map(|kind| crate::provider::CallError::new(kind, "x"));
+        r
+    }
+
+    #[test]
+    fn a_429_past_its_retries_is_never_the_providers_failure() {
+        use crate::provider::ErrorKind::{ContextLength, RateLimited};
+        let mut tally = Tally::new("s", "p", 20);
+        for _ in 0..19 {
+            tally.add(&answered(true, None));
+        }
+        tally.add(&answered(false, Some(RateLimited)));
+        let (verdict, reasons) = tally.verdict(&policy(Slo::default()));
+        assert_eq!(verdict, Verdict::Inconclusive);
+        assert_eq!(reasons, [Reason::Found(Code::Call(RateLimited))]);
+        // A failure of the model's own still fails it, 429 or not.
+        let mut tally = Tally::new("s", "p", 20);
+        for _ in 0..18 {
+            tally.add(&answered(true, None));
+        }
+        tally.add(&answered(false, Some(RateLimited)));
+        tally.add(&answered(false, Some(ContextLength)));
+        assert_eq!(
+            tally.verdict(&policy(Slo::default())).0,
+            Verdict::Nonconformant
+        );
     }
 
     #[test]

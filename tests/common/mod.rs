@@ -20,6 +20,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use wiremock::{Request, Respond, ResponseTemplate};
 
+pub mod rate_limited;
+
 pub const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
 /// A temporary project: the shipped fixtures and the named provider files.

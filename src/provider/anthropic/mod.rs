@@ -14,6 +14,7 @@
 //! [`stream`].
 
 pub mod dialect;
+pub mod limits;
 pub mod server;
 pub(crate) mod stream;
 
@@ -37,6 +38,10 @@ pub const API_VERSION: &str = "2023-06-01";
 pub struct AnthropicMessages;
 
 impl WireFormat for AnthropicMessages {
+    fn rate_limits(&self, headers: &HeaderMap) -> crate::provider::limits::RateLimitInfo {
+        limits::rate_limits(headers)
+    }
+
     fn tool_use_finish(&self, _forced_by_name: bool) -> Option<&'static str> {
         Some("tool_use")
     }

@@ -27,6 +27,13 @@ const CHAT: OpenAiChat = OpenAiChat {
 };
 
 impl WireFormat for OpenAiCompatible {
+    fn rate_limits(
+        &self,
+        headers: &reqwest::header::HeaderMap,
+    ) -> crate::provider::limits::RateLimitInfo {
+        super::limits::rate_limits(headers)
+    }
+
     fn tool_use_finish(&self, forced_by_name: bool) -> Option<&'static str> {
         OpenAiChat::official().tool_use_finish(forced_by_name)
     }

@@ -8,6 +8,7 @@
 
 pub mod compatible;
 pub mod dialect;
+pub mod limits;
 pub mod server;
 pub(crate) mod stream;
 
@@ -39,6 +40,10 @@ impl OpenAiChat {
 }
 
 impl WireFormat for OpenAiChat {
+    fn rate_limits(&self, headers: &HeaderMap) -> crate::provider::limits::RateLimitInfo {
+        limits::rate_limits(headers)
+    }
+
     fn bills_schema_unpublished(&self, config: &ProviderConfig) -> bool {
         use crate::config::StructuredOutput::{JsonSchema, Tool};
         matches!(config.structured_output, JsonSchema | Tool)

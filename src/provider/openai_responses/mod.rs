@@ -32,6 +32,13 @@ use crate::secret::Secret;
 pub struct OpenAiResponses;
 
 impl WireFormat for OpenAiResponses {
+    fn rate_limits(
+        &self,
+        headers: &reqwest::header::HeaderMap,
+    ) -> crate::provider::limits::RateLimitInfo {
+        crate::provider::openai::limits::rate_limits(headers)
+    }
+
     /// `POST /v1/responses/input_tokens` (`{"input_tokens": N}`).
     fn count_request(
         &self,

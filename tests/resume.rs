@@ -1,0 +1,261 @@
+//! `conform run --resume REPORT_DIR` (issue 35): a run killed at a random point and
+//! continued gives the verdict an uninterrupted run gives, and no call whose answer was
+//! recorded is sent again; `--rerun-failed` sends again only the transport failures.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{Project, read_json};
+use serde_json::{Value, json};
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+const CASES: usize = 60;
+
+/// Answers every case `{"ok": true}` after a short wait, counting the requests per case;
+/// a case listed in `resets` is answered 500 the first time (a transport failure once its
+/// retries are spent: the provider file allows none).
+#[derive(Clone, Default)]
+struct Counting {
+    per_case: Arc<Mutex<BTreeMap<String, u32>>>,
+    fail_first: Arc<Vec<String>>,
+}
+
+impl Respond for Counting {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        let user = body["messages"][0]["content"].as_str().unwrap().to_string();
+        let n = {
+            let mut counts = self.per_case.lock().unwrap();
+            let n = counts.entry(user.clone()).or_default();
+            *n += 1;
+            *n
+        };
+        if n == 1 && self.fail_first.contains(&user) {
+            return ResponseTemplate::new(500)
+                .set_body_json(json!({"error": {"message": "boom", "type": "server_error"}}));
+        }
+        ResponseTemplate::new(200)
+            .set_delay(Duration::from_millis(25))
+            .set_body_json(json!({
+                "id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "{\"ok\": true}"}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+            }))
+    }
+}
+
+fn project(server: &MockServer) -> Project {
+    let project = Project::new(&[]);
+    project.write(
+        "fixtures/resumed/suite.toml",
+        "user = \"case {{ n }}\"\nschema = \"schema.json\"\n",
+    );
+    project.write(
+        "fixtures/resumed/schema.json",
+        r#"{"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}"#,
+    );
+    for n in 0..CASES {
+        project.write(
+            &format!("fixtures/resumed/cases/c{n:03}.json"),
+            &format!(r#"{{"vars": {{"n": "{n:03}"}}}}"#),
+        );
+    }
+    project.write(
+        "providers/local.toml",
+        &format!(
+            "kind = \"openai-compatible\"\nmodel = \"m\"\nbase_url = \"{}\"\n\n[tokenizer]\nkind = \"none\"\n\n[limits]\nmax_retries = 0\n",
+            server.uri()
+        ),
+    );
+    project
+}
+
+async fn serve(counting: Counting) -> MockServer {
+    let server = MockServer::builder()
+        .disable_request_recording()
+        .start()
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(counting)
+        .mount(&server)
+        .await;
+    server
+}
+
+fn records(dir: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn verdict(dir: &std::path::Path) -> (Value, Value) {
+    let report = read_json(&dir.join("report.json"));
+    let v = &report["verdicts"][0];
+    (v["verdict"].clone(), v["passed"].clone())
+}
+
+/// A number in `range` that differs from run to run: where the run is killed.
+fn random_in(range: std::ops::Range<usize>) -> usize {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as usize;
+    range.start + nanos % (range.end - range.start)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_killed_at_a_random_point_and_resumed_sends_each_recorded_call_once() {
+    let counting = Counting::default();
+    let server = serve(counting.clone()).await;
+    let project = project(&server);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("conform"))
+        .current_dir(project.root())
+        .args([
+            "--root",
+            ".",
+            "run",
+            "local",
+            "--suite",
+            "resumed",
+            "--no-progress",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let kill_after = random_in(1..CASES / 2);
+    for _ in 0..400 {
+        let sent: u32 = counting.per_case.lock().unwrap().values().sum();
+        if sent as usize >= kill_after {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let first = tokio::task::spawn_blocking(move || {
+        let _ = child.wait();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let dir = project.last_run();
+    let recorded: Vec<String> = records(&dir)
+        .iter()
+        .map(|r| r["case"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        first.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    eprintln!(
+        "killed after {kill_after} requests: {} calls recorded",
+        recorded.len()
+    );
+    assert!(recorded.len() < CASES);
+
+    // As the issue writes it: no provider and no suite, the earlier run's.
+    let resumed = project
+        .cmd()
+        .args(["run", "--no-progress"])
+        .arg("--resume")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        resumed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&resumed.stdout)
+    );
+    assert_eq!(project.last_run(), dir, "the same run, in the same folder");
+    let after = records(&dir);
+    let mut cases: Vec<&str> = after.iter().map(|r| r["case"].as_str().unwrap()).collect();
+    cases.sort();
+    cases.dedup();
+    assert_eq!(
+        (after.len(), cases.len()),
+        (CASES, CASES),
+        "one record a call"
+    );
+    let counts = counting.per_case.lock().unwrap().clone();
+    for case in &recorded {
+        let n = case.trim_start_matches('c');
+        assert_eq!(
+            counts[&format!("case {n}")],
+            1,
+            "{case} was recorded, then sent again"
+        );
+    }
+    // Only the calls in flight when it was killed (at most `concurrency`) went twice.
+    let sent: u32 = counts.values().sum();
+    assert!(
+        sent as usize <= CASES + 4,
+        "{sent} requests for {CASES} calls"
+    );
+
+    // The verdict an uninterrupted run gives.
+    let whole = project
+        .cmd()
+        .args(["run", "local", "--suite", "resumed", "--no-progress"])
+        .output()
+        .unwrap();
+    assert_eq!(whole.status.code(), Some(0));
+    assert_eq!(verdict(&dir), verdict(&project.last_run()));
+    assert_eq!(verdict(&dir).0, "conformant");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rerun_failed_sends_again_only_the_transport_failures() {
+    let counting = Counting {
+        fail_first: Arc::new(vec!["case 003".into(), "case 017".into()]),
+        ..Counting::default()
+    };
+    let server = serve(counting.clone()).await;
+    let project = project(&server);
+    let run = |extra: &[&std::ffi::OsStr]| {
+        project
+            .cmd()
+            .args(["run", "local", "--suite", "resumed", "--no-progress"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let first = run(&[]);
+    // Two transport failures of 60 calls are within the 10 % allowed, but not passes.
+    assert_eq!(
+        first.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&first.stdout)
+    );
+    let dir = project.last_run();
+    let again = run(&["--rerun-failed".as_ref(), dir.as_os_str()]);
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+    let counts = counting.per_case.lock().unwrap().clone();
+    let twice: Vec<&String> = counts
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(c, _)| c)
+        .collect();
+    assert_eq!(twice, ["case 003", "case 017"]);
+    assert_eq!(counts.values().sum::<u32>() as usize, CASES + 2);
+    assert_eq!(verdict(&dir).0, "conformant");
+}
