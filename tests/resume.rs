@@ -166,6 +166,9 @@ async fn a_run_killed_at_a_random_point_and_resumed_sends_each_recorded_call_onc
     );
     assert!(recorded.len() < CASES);
 
+    // Resumed later: the evidence is still anchored to the first calls, not to now.
+    std::thread::sleep(Duration::from_millis(1100));
+    let resuming_at = time::OffsetDateTime::now_utc();
     // As the issue writes it: no provider and no suite, the earlier run's.
     let resumed = project
         .cmd()
@@ -181,6 +184,20 @@ async fn a_run_killed_at_a_random_point_and_resumed_sends_each_recorded_call_onc
         String::from_utf8_lossy(&resumed.stdout)
     );
     assert_eq!(project.last_run(), dir, "the same run, in the same folder");
+    let allowlist = read_json(&project.root().join("allowlist.json"));
+    let first_call_at = allowlist["entries"][0]["evidence"]["first_call_at"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let first_call_at = time::OffsetDateTime::parse(
+        &first_call_at,
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert!(
+        first_call_at < resuming_at - Duration::from_secs(1),
+        "the entry's first call is {first_call_at}, after the first run (resumed at {resuming_at})"
+    );
     let after = records(&dir);
     let mut cases: Vec<&str> = after.iter().map(|r| r["case"].as_str().unwrap()).collect();
     cases.sort();
@@ -258,4 +275,55 @@ async fn rerun_failed_sends_again_only_the_transport_failures() {
     assert_eq!(twice, ["case 003", "case 017"]);
     assert_eq!(counts.values().sum::<u32>() as usize, CASES + 2);
     assert_eq!(verdict(&dir).0, "conformant");
+}
+
+/// A record answers its call again only for the suite and provider it was made with: a
+/// prompt edited between the run and its resumption sends every call again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resumed_run_sends_again_every_call_of_a_suite_changed_since() {
+    let counting = Counting::default();
+    let server = serve(counting.clone()).await;
+    let project = project(&server);
+    let run = project
+        .cmd()
+        .args(["run", "local", "--suite", "resumed", "--no-progress"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0));
+    let dir = project.last_run();
+    let sent = || counting.per_case.lock().unwrap().values().sum::<u32>();
+    assert_eq!(sent(), CASES as u32);
+
+    // Unchanged: every call stands, nothing is sent.
+    let same = project
+        .cmd()
+        .args(["run", "--no-progress", "--resume"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(same.status.code(), Some(0));
+    assert_eq!(sent(), CASES as u32, "an unchanged run sent calls again");
+
+    // The prompt changed: no earlier answer is evidence for it.
+    project.write(
+        "fixtures/resumed/suite.toml",
+        "user = \"case {{ n }} \"\nschema = \"schema.json\"\n",
+    );
+    let changed = project
+        .cmd()
+        .args(["run", "--no-progress", "--resume"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        changed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&changed.stderr)
+    );
+    assert_eq!(
+        sent(),
+        2 * CASES as u32,
+        "answers to the old prompt were kept"
+    );
 }

@@ -360,12 +360,30 @@ pub async fn execute_scheduled(
         options.shard,
         "a schedule of another shard"
     );
-    let started_at = OffsetDateTime::now_utc();
     let io = |path: &PathBuf| {
         let path = path.clone();
         move |source| RunError::Io { path, source }
     };
     std::fs::create_dir_all(&options.dir).map_err(io(&options.dir))?;
+    // A continued run is the same run: it started when the earlier one did, so the
+    // evidence's first call, and the validity window anchored to it, are the earlier run's.
+    let started_at = match &options.resume {
+        Some(resume) => resume.pins.started_at,
+        None => {
+            let pins = resume::Pins {
+                started_at: OffsetDateTime::now_utc(),
+                suites: (suites.iter())
+                    .map(|s| (s.suite.name.clone(), s.suite.digest().to_string()))
+                    .collect(),
+                providers: (targets.iter())
+                    .map(|t| (t.endpoint.config.name.clone(), t.endpoint.config.digest()))
+                    .collect(),
+            };
+            let path = options.dir.join(resume::Pins::FILE);
+            pins.write(&options.dir).map_err(io(&path))?;
+            pins.started_at
+        }
+    };
     let results_path = options.dir.join("results.jsonl");
     // The calls of this schedule that the earlier run's records answer.
     let answered = match &options.resume {
@@ -374,8 +392,16 @@ pub async fn execute_scheduled(
             let mut answered = std::collections::HashSet::new();
             for p in 0..targets.len() {
                 for call in schedule.calls_of(p) {
+                    // An answer to a suite or provider changed since counts for nothing.
+                    let (suite, config) = (&suites[call.suite].suite, &targets[p].endpoint.config);
+                    let pinned = (resume.pins).holds(
+                        &suite.name,
+                        suite.digest(),
+                        &config.name,
+                        &config.digest(),
+                    );
                     let key = call_key(suites, targets, call);
-                    if kept.contains(&key) {
+                    if pinned && kept.contains(&key) {
                         answered.insert(key);
                     }
                 }

@@ -6,9 +6,12 @@
 //! Invariant: a call whose answer is in the earlier records is never sent again (a call
 //! that was in flight when the earlier run was cut has no record, and is sent).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
+
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 
 use crate::check::record::CallRecord;
 use crate::provider::Effect;
@@ -52,13 +55,76 @@ fn key_of(record: &CallRecord) -> CallKey {
 }
 
 /// The earlier run's records that stand, and the calls they answer.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Resume {
     records: Vec<CallRecord>,
     /// Lines that could not be read (a line cut short by a crash): their calls are sent.
     pub unreadable: usize,
     /// Records dropped for [`Keep`]: their calls are sent.
     pub dropped: usize,
+    /// What the earlier run tested: a record counts again only for a suite and a
+    /// provider whose digests are still these, and the run keeps its start.
+    pub pins: Pins,
+}
+
+/// The earlier run's start and the digests of the suites and providers it tested, from
+/// its `run.json` (written as a run starts) or its `report.json`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Pins {
+    #[serde(with = "time::serde::rfc3339")]
+    pub started_at: OffsetDateTime,
+    /// Suite name → digest.
+    pub suites: BTreeMap<String, String>,
+    /// Provider name → digest.
+    pub providers: BTreeMap<String, String>,
+}
+
+impl Pins {
+    /// The file a run writes as it starts.
+    pub const FILE: &str = "run.json";
+
+    /// Writes `dir/run.json`.
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        let text = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(dir.join(Self::FILE), text)
+    }
+
+    /// The pins of the run in `dir`, if it says what it tested.
+    pub fn read(dir: &Path) -> Option<Pins> {
+        if let Ok(bytes) = std::fs::read(dir.join(Self::FILE)) {
+            return serde_json::from_slice(&bytes).ok();
+        }
+        // A run of a conform before `run.json`: its report, when it wrote one.
+        let bytes = std::fs::read(dir.join("report.json")).ok()?;
+        let report: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        let started = report["run"]["started_at"].as_str()?;
+        let digests = |list: &str| -> BTreeMap<String, String> {
+            let items = report[list].as_array().map(Vec::as_slice).unwrap_or(&[]);
+            (items.iter())
+                .filter_map(|i| Some((i["name"].as_str()?.into(), i["digest"].as_str()?.into())))
+                .collect()
+        };
+        Some(Pins {
+            started_at: OffsetDateTime::parse(started, &Rfc3339).ok()?,
+            suites: digests("suites"),
+            providers: digests("providers"),
+        })
+    }
+
+    /// Whether the earlier run tested this suite and this provider as they are now.
+    pub fn holds(
+        &self,
+        suite: &str,
+        suite_digest: &str,
+        provider: &str,
+        provider_digest: &str,
+    ) -> bool {
+        self.suites.get(suite).is_some_and(|d| d == suite_digest)
+            && self
+                .providers
+                .get(provider)
+                .is_some_and(|d| d == provider_digest)
+    }
 }
 
 /// Why an earlier run cannot be continued.
@@ -71,6 +137,12 @@ pub enum ResumeError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "cannot resume from {}: it does not say what it tested (no run.json, no report.json); \
+         start a new run instead",
+        dir.display()
+    )]
+    Unpinned { dir: PathBuf },
 }
 
 impl Resume {
@@ -81,7 +153,15 @@ impl Resume {
             path: path.clone(),
             source,
         })?;
-        let mut resume = Resume::default();
+        let pins = Pins::read(dir).ok_or_else(|| ResumeError::Unpinned {
+            dir: dir.to_path_buf(),
+        })?;
+        let mut resume = Resume {
+            records: Vec::new(),
+            unreadable: 0,
+            dropped: 0,
+            pins,
+        };
         let mut seen = HashSet::new();
         for line in std::io::BufReader::new(file).lines() {
             let line = line.map_err(|source| ResumeError::Read {
@@ -203,12 +283,27 @@ mod tests {
         .join("\n");
         text.push_str("\n{\"suite\": \"s\", \"case\": \"cut");
         std::fs::write(dir.path().join("results.jsonl"), text).unwrap();
+        // Without what the run tested, nothing can be resumed.
+        assert!(matches!(
+            Resume::read(dir.path(), Keep::Answered),
+            Err(ResumeError::Unpinned { .. })
+        ));
+        let pins = Pins {
+            started_at: time::macros::datetime!(2026-12-01 10:00 UTC),
+            suites: [("s".to_string(), "sha256:1".to_string())].into(),
+            providers: [("p".to_string(), "sha256:2".to_string())].into(),
+        };
+        pins.write(dir.path()).unwrap();
         let cases = |r: &Resume| {
             let mut c: Vec<String> = r.keys().into_iter().map(|k| k.1).collect();
             c.sort();
             c
         };
         let resumed = Resume::read(dir.path(), Keep::Answered).unwrap();
+        assert_eq!(resumed.pins, pins);
+        assert!(resumed.pins.holds("s", "sha256:1", "p", "sha256:2"));
+        assert!(!resumed.pins.holds("s", "sha256:9", "p", "sha256:2"));
+        assert!(!resumed.pins.holds("s", "sha256:1", "q", "sha256:2"));
         assert_eq!(cases(&resumed), ["long", "ok", "reset"]);
         assert_eq!((resumed.unreadable, resumed.dropped), (1, 1));
         let rerun = Resume::read(dir.path(), Keep::AllButTransportFailures).unwrap();
