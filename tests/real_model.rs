@@ -80,6 +80,8 @@ fn run_suite(
         .arg("--allowlist")
         .arg(reports.path().join("allowlist.json"))
         .args(["run", provider, "--suite", suite, "--no-progress"])
+        // These tests measure every answer, so a verdict settled early must not save calls.
+        .arg("--every-call")
         .args(["--base-url", url, "--repeats", &repeats.to_string()])
         .output()
         .unwrap();
