@@ -44,6 +44,14 @@ fn project(server: &MockServer, max_output_tokens: u32) -> Project {
 }
 
 async fn serve(limits: RateLimited) -> (MockServer, Arc<RateLimited>) {
+    serve_after(limits, std::time::Duration::ZERO).await
+}
+
+/// Serves `limits`, each answer `latency` after its request.
+async fn serve_after(
+    limits: RateLimited,
+    latency: std::time::Duration,
+) -> (MockServer, Arc<RateLimited>) {
     let server = MockServer::builder()
         .disable_request_recording()
         .start()
@@ -51,17 +59,17 @@ async fn serve(limits: RateLimited) -> (MockServer, Arc<RateLimited>) {
     let limits = Arc::new(limits);
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
-        .respond_with(ArcResponder(Arc::clone(&limits)))
+        .respond_with(ArcResponder(Arc::clone(&limits), latency))
         .mount(&server)
         .await;
     (server, limits)
 }
 
-struct ArcResponder(Arc<RateLimited>);
+struct ArcResponder(Arc<RateLimited>, std::time::Duration);
 
 impl wiremock::Respond for ArcResponder {
     fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
-        self.0.respond(request)
+        self.0.respond(request).set_delay(self.1)
     }
 }
 
@@ -103,15 +111,7 @@ fn assert_paced(limits: &RateLimited, report: &Value) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ten_requests_a_second_no_limits_configured_almost_no_429() {
-    let (server, limits) = serve(RateLimited::new(
-        Some(Limit {
-            capacity: 10.0,
-            per_second: 10.0,
-        }),
-        None,
-        r#"{"ok": true}"#,
-    ))
-    .await;
+    let (server, limits) = serve(ten_a_second()).await;
     let project = project(&server, 64);
     let (report, progress) = run(&project);
     assert_paced(&limits, &report);
@@ -145,14 +145,7 @@ async fn a_tokens_per_minute_limit_no_limits_configured_almost_no_429() {
 /// answered 429 (about 1 % measured), and none is counted against the provider.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_limit_stated_only_by_its_429s_still_gets_every_call_answered() {
-    let limited = RateLimited::new(
-        Some(Limit {
-            capacity: 10.0,
-            per_second: 10.0,
-        }),
-        None,
-        r#"{"ok": true}"#,
-    );
+    let limited = ten_a_second();
     let (server, limits) = serve(limited.unstated()).await;
     let project = project(&server, 64);
     let (report, _) = run(&project);
@@ -161,4 +154,50 @@ async fn a_limit_stated_only_by_its_429s_still_gets_every_call_answered() {
     assert_eq!(answered, CALLS as u64);
     assert!(throttled * 20 <= received, "{throttled} of {received}");
     assert_eq!(report["verdicts"][0]["verdict"], "conformant");
+}
+
+/// An account of 10 requests a second, a bucket of 10, stating it in OpenAI's headers.
+fn ten_a_second() -> RateLimited {
+    RateLimited::new(
+        Some(Limit {
+            capacity: 10.0,
+            per_second: 10.0,
+        }),
+        None,
+        r#"{"ok": true}"#,
+    )
+}
+
+/// Answers that take half a second against 10 requests a second: four calls in flight
+/// would send 8 a second. With no `concurrency` in the provider file, the calls in
+/// flight grow to what the stated limit keeps busy, and still almost no request is
+/// answered 429. (The wall time this saves is the bench's: `--paced` with
+/// `RUN_THROUGHPUT_LATENCY_MS=1000`.)
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_answers_under_a_stated_limit_get_more_calls_in_flight() {
+    let latency = std::time::Duration::from_millis(500);
+    let (server, limits) = serve_after(ten_a_second(), latency).await;
+    let adaptive = project(&server, 64);
+    let (report, _) = run(&adaptive);
+    assert_paced(&limits, &report);
+    // More than the default four were in flight at once, seen from the server.
+    let most = limits.most_arrived_within(latency - std::time::Duration::from_millis(50));
+    let cap = &report["providers"][0]["pacing"]["in_flight_cap"];
+    eprintln!("most in flight seen by the server: {most}; the pacer's cap: {cap}");
+    assert!(most > 4, "at most {most} requests in flight");
+    assert!(cap.as_u64().is_some_and(|c| c > 4), "{cap}");
+
+    // A provider file that states its concurrency keeps to it.
+    let (server, limits) = serve_after(ten_a_second(), latency).await;
+    let bounded = project(&server, 64);
+    let path = bounded.root().join("providers/paced.toml");
+    let stated = std::fs::read_to_string(&path).unwrap() + "\n[limits]\nconcurrency = 4\n";
+    std::fs::write(&path, stated).unwrap();
+    let (report, _) = run(&bounded);
+    assert_eq!(report["verdicts"][0]["verdict"], "conformant");
+    let most = limits.most_arrived_within(latency - std::time::Duration::from_millis(50));
+    assert!(
+        most <= 4,
+        "{most} requests in flight with concurrency = 4 stated"
+    );
 }

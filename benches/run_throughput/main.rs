@@ -557,9 +557,18 @@ fn paced() {
         "conform run, end to end, {PACED_CALLS} calls, no [limits], against a token bucket; latency {:?}",
         latency()
     );
+    // `RUN_THROUGHPUT_PACED_CONCURRENCY=4` states a concurrency in the provider file: the
+    // fixed cap every run had before the calls in flight adapted.
+    let stated = std::env::var("RUN_THROUGHPUT_PACED_CONCURRENCY")
+        .ok()
+        .map(|n| format!("\n[limits]\nconcurrency = {n}\n"))
+        .unwrap_or_default();
+    if !stated.is_empty() {
+        println!("the provider file states:{stated}");
+    }
     println!(
-        "{:>28}  {:>9}  {:>9}  {:>7}  {:>9}  {:>6}  {:>7}",
-        "limit", "wall", "floor", "ratio", "requests", "429", "429 %"
+        "{:>28}  {:>9}  {:>9}  {:>7}  {:>9}  {:>6}  {:>7}  {:>9}",
+        "limit", "wall", "floor", "ratio", "requests", "429", "429 %", "in flight"
     );
     for dimension in ["requests", "tokens", "429s only"] {
         let limit = |unit: f64| rate_limited::Limit {
@@ -605,7 +614,7 @@ fn paced() {
         std::fs::write(
             root.join("providers/bench.toml"),
             format!(
-                "kind = \"openai-compatible\"\nmodel = \"bench-model\"\nbase_url = \"{}\"\nmax_output_tokens = {PACED_MAX_TOKENS}\n\n[tokenizer]\nkind = \"none\"\n",
+                "kind = \"openai-compatible\"\nmodel = \"bench-model\"\nbase_url = \"{}\"\nmax_output_tokens = {PACED_MAX_TOKENS}\n\n[tokenizer]\nkind = \"none\"\n{stated}",
                 server.uri()
             ),
         )
@@ -625,8 +634,10 @@ fn paced() {
         );
         let (received, answered, throttled) = limits.counts();
         assert_eq!(answered, PACED_CALLS, "every call answered once");
+        // Requests that arrived closer together than an answer takes were in flight at once.
+        let in_flight = limits.most_arrived_within(latency().mul_f64(0.9));
         println!(
-            "{what:>28}  {wall:>8.2}s  {floor:>8.2}s  {:>7.3}  {received:>9}  {throttled:>6}  {:>6.2}%",
+            "{what:>28}  {wall:>8.2}s  {floor:>8.2}s  {:>7.3}  {received:>9}  {throttled:>6}  {:>6.2}%  {in_flight:>9}",
             wall / floor,
             throttled as f64 * 100.0 / received as f64
         );

@@ -7,6 +7,12 @@
 //! (canonical JSON equality, [`crate::digest::canonical`]). A suite may demand a
 //! minimum agreement, and may judge each case by the Wilson lower bound of its pass
 //! rate over the repeats instead of the plain share of passed calls.
+//!
+//! A case can fall short before its last repeat: once the best its repeats still to come
+//! could do (all answering the most common output, all passing) leaves it under the
+//! suite's bar, no answer can lift it. That is a deterministic curtailment of the fixed
+//! design, not a statistical guess: the pair it decides gets the verdict it would have
+//! got with every repeat sent, so the false-alarm and miss rates are the fixed design's.
 
 use std::collections::HashMap;
 
@@ -48,10 +54,22 @@ pub struct Stability {
     pub lowest_pass_lower_bound: Option<f64>,
     /// Cases whose pass-rate lower bound is under `min_case_pass_lower_bound`.
     pub cases_below_pass_bound: u64,
+    /// The first case found short while repeats were still to come, and of what.
+    #[serde(skip)]
+    pub short: Option<(String, Shortfall)>,
     #[serde(skip)]
     sum_agreement: f64,
     #[serde(skip)]
     in_flight: HashMap<String, CaseRepeats>,
+}
+
+/// The bar a case stays under whatever its repeats still to come answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shortfall {
+    /// Its repeats cannot agree as often as `min_agreement` asks.
+    Agreement,
+    /// Its pass-rate bound stays under `min_case_pass_lower_bound`.
+    PassBound,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -60,6 +78,16 @@ struct CaseRepeats {
     passed: u32,
     /// Output digest and how many repeats gave it; a handful of entries at most.
     outputs: Vec<(String, u32)>,
+}
+
+impl CaseRepeats {
+    fn answered(&self) -> u32 {
+        self.outputs.iter().map(|(_, n)| n).sum()
+    }
+
+    fn modal(&self) -> u32 {
+        self.outputs.iter().map(|(_, n)| *n).max().unwrap_or(0)
+    }
 }
 
 impl Stability {
@@ -76,6 +104,7 @@ impl Stability {
             cases_below_agreement: 0,
             lowest_pass_lower_bound: None,
             cases_below_pass_bound: 0,
+            short: None,
             sum_agreement: 0.0,
             in_flight: HashMap::new(),
         }
@@ -92,10 +121,59 @@ impl Stability {
                 None => group.outputs.push((digest.clone(), 1)),
             }
         }
-        if group.arrived >= self.repeats
-            && let Some(done) = self.in_flight.remove(&record.case)
-        {
-            self.fold(&record.case, &done);
+        if group.arrived >= self.repeats {
+            if let Some(done) = self.in_flight.remove(&record.case) {
+                self.fold(&record.case, &done);
+            }
+        } else if self.short.is_none() {
+            let short = (self.in_flight.get(&record.case)).and_then(|g| self.shortfall(g));
+            self.short = short.map(|s| (record.case.clone(), s));
+        }
+    }
+
+    /// Folds the cases left short before their last repeat (the rest were saved because
+    /// they decided the pair), as measured so far. A case still in flight that was not
+    /// short was saved because something else decided the pair: it is not counted.
+    pub fn finish(&mut self) {
+        let mut left: Vec<(String, CaseRepeats)> = std::mem::take(&mut self.in_flight)
+            .into_iter()
+            .filter(|(_, g)| self.shortfall(g).is_some())
+            .collect();
+        // Case order, as the report's ties are broken: the fold must not depend on
+        // the order a map keeps.
+        left.sort_by(|a, b| a.0.cmp(&b.0));
+        for (case, group) in left {
+            self.fold(&case, &group);
+        }
+    }
+
+    /// The best `group`'s agreement and pass-rate bound can still become, whatever its
+    /// repeats still to come answer (all giving its most common output, all passing):
+    /// once every repeat has arrived, what they are.
+    fn best(&self, group: &CaseRepeats) -> (f64, f64) {
+        let to_come = self.repeats.saturating_sub(group.arrived);
+        let answered = group.answered() + to_come;
+        let agreement = match answered {
+            0 => 0.0,
+            n => f64::from(group.modal() + to_come) / f64::from(n),
+        };
+        let bound = wilson_lower_bound(
+            group.passed + to_come,
+            group.arrived + to_come,
+            self.confidence,
+        );
+        (agreement, bound)
+    }
+
+    /// The bar `group` stays under whatever its repeats still to come answer.
+    fn shortfall(&self, group: &CaseRepeats) -> Option<Shortfall> {
+        let (agreement, bound) = self.best(group);
+        if self.min_agreement.is_some_and(|min| agreement < min) {
+            Some(Shortfall::Agreement)
+        } else if (self.min_case_pass_lower_bound).is_some_and(|min| bound < min) {
+            Some(Shortfall::PassBound)
+        } else {
+            None
         }
     }
 
@@ -106,12 +184,11 @@ impl Stability {
 
     fn fold(&mut self, case: &str, group: &CaseRepeats) {
         self.cases += 1;
-        let answered: u32 = group.outputs.iter().map(|(_, n)| n).sum();
-        let modal = group.outputs.iter().map(|(_, n)| *n).max().unwrap_or(0);
+        let answered = group.answered();
         let agreement = if answered == 0 {
             0.0
         } else {
-            f64::from(modal) / f64::from(answered)
+            f64::from(group.modal()) / f64::from(answered)
         };
         if group.outputs.len() <= 1 && answered > 0 {
             self.cases_unanimous += 1;
@@ -129,17 +206,17 @@ impl Stability {
                 distinct_outputs: group.outputs.len() as u32,
             });
         }
-        if self.min_agreement.is_some_and(|min| agreement < min) {
+        // Judged by the best the case could still do: for a case whose every repeat
+        // arrived, what it did.
+        let (best_agreement, best_bound) = self.best(group);
+        if self.min_agreement.is_some_and(|min| best_agreement < min) {
             self.cases_below_agreement += 1;
         }
         let bound = wilson_lower_bound(group.passed, group.arrived, self.confidence);
         if self.lowest_pass_lower_bound.is_none_or(|l| bound < l) {
             self.lowest_pass_lower_bound = Some(bound);
         }
-        if self
-            .min_case_pass_lower_bound
-            .is_some_and(|min| bound < min)
-        {
+        if (self.min_case_pass_lower_bound).is_some_and(|min| best_bound < min) {
             self.cases_below_pass_bound += 1;
         }
     }
@@ -258,5 +335,83 @@ mod tests {
         assert!((s.mean_agreement - 0.8).abs() < 1e-12);
         // 5/5 passes: lower bound 5 / (5 + 3.84) = 0.566 ≥ 0.5.
         assert_eq!(s.cases_below_pass_bound, 0);
+        // Case two fell short at its fourth repeat: a, b, a, c leave at most 3 of 5.
+        assert_eq!(s.short, Some(("two".to_string(), Shortfall::Agreement)));
+    }
+
+    /// Every way the first repeats of a case can go, against the fixed design: a case is
+    /// found short before its last repeat only if every way its remaining repeats could
+    /// go leaves it under the bar, and a case not found short could still pass.
+    #[test]
+    fn a_case_is_short_early_exactly_when_no_repeat_to_come_can_lift_it() {
+        let spec = StabilitySpec {
+            min_agreement: Some(0.8),
+            min_case_pass_lower_bound: Some(0.45),
+            confidence: None,
+        };
+        const R: u32 = 5;
+        // An outcome: the output ("a", "b" or none, a transport failure) and whether it passed.
+        let outcomes = [
+            (Some("a"), true),
+            (Some("b"), true),
+            (Some("a"), false),
+            (None, false),
+        ];
+        let sequences = |n: u32| -> Vec<Vec<usize>> {
+            (0..4usize.pow(n))
+                .map(|mut k| {
+                    (0..n)
+                        .map(|_| {
+                            let o = k % 4;
+                            k /= 4;
+                            o
+                        })
+                        .collect()
+                })
+                .collect()
+        };
+        let fixed = |seq: &[usize]| {
+            let mut s = Stability::new(R, &spec);
+            for &o in seq {
+                s.add(&record("c", outcomes[o].1, outcomes[o].0));
+            }
+            s.cases_below_agreement > 0 || s.cases_below_pass_bound > 0
+        };
+        for first in 1..R {
+            for head in sequences(first) {
+                let mut s = Stability::new(R, &spec);
+                for &o in &head {
+                    s.add(&record("c", outcomes[o].1, outcomes[o].0));
+                }
+                let all_fail = sequences(R - first)
+                    .iter()
+                    .all(|tail| fixed(&[head.clone(), tail.clone()].concat()));
+                assert_eq!(s.short.is_some(), all_fail, "after {head:?}");
+                if s.short.is_some() {
+                    // Saved from here on: the case still counts, as short.
+                    s.finish();
+                    assert_eq!(s.cases, 1);
+                    assert!(s.cases_below_agreement + s.cases_below_pass_bound > 0);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_case_saved_because_another_decided_the_pair_is_not_counted() {
+        let spec = StabilitySpec {
+            min_agreement: Some(0.8),
+            min_case_pass_lower_bound: None,
+            confidence: None,
+        };
+        let mut s = Stability::new(5, &spec);
+        for d in ["a", "b", "c"] {
+            s.add(&record("short", true, Some(d)));
+        }
+        s.add(&record("fine", true, Some("a")));
+        assert_eq!(s.short, Some(("short".to_string(), Shortfall::Agreement)));
+        s.finish();
+        assert_eq!((s.cases, s.cases_below_agreement, s.in_flight()), (1, 1, 0));
+        assert_eq!(s.least_stable.unwrap().case, "short");
     }
 }

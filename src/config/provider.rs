@@ -31,9 +31,11 @@ pub enum StructuredOutput {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
-    /// Calls in flight at once.
-    #[serde(default = "default_concurrency")]
-    pub concurrency: usize,
+    /// Calls in flight at once, when the file says: then an upper bound. Unstated, a run
+    /// starts at [`DEFAULT_CONCURRENCY`] and goes as far as the account's stated limits
+    /// let it ([`crate::provider::limits::Pacer`]); read it with [`Limits::concurrency`].
+    #[serde(default)]
+    pub concurrency: Option<usize>,
     pub requests_per_minute: Option<u32>,
     pub tokens_per_minute: Option<u32>,
     /// Retries after the first request, for retryable failures only.
@@ -52,7 +54,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            concurrency: default_concurrency(),
+            concurrency: None,
             requests_per_minute: None,
             tokens_per_minute: None,
             max_retries: default_max_retries(),
@@ -62,8 +64,15 @@ impl Default for Limits {
     }
 }
 
-fn default_concurrency() -> usize {
-    4
+/// Calls in flight at once when the provider file states no `concurrency`, until the
+/// account's limits say more would fit.
+pub const DEFAULT_CONCURRENCY: usize = 4;
+
+impl Limits {
+    /// Calls in flight at once to start with: the stated concurrency, else the default.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1)
+    }
 }
 fn default_max_retries() -> u32 {
     4
@@ -700,7 +709,7 @@ impl ProviderFile {
                 format!("{temperature} is outside 0..=2"),
             );
         }
-        if file.limits.concurrency == 0 {
+        if file.limits.concurrency == Some(0) {
             problem(
                 "limits.concurrency",
                 "concurrency",
@@ -906,7 +915,8 @@ mod tests {
         assert_eq!(p.temperature, 0.0);
         assert_eq!(p.timeout, Duration::from_secs(60));
         assert_eq!(p.structured_output, StructuredOutput::JsonSchema);
-        assert_eq!(p.limits.concurrency, 4);
+        assert_eq!(p.limits.concurrency(), 4);
+        assert_eq!(p.limits.concurrency, None, "unstated, it may grow");
     }
 
     #[test]

@@ -223,7 +223,7 @@ pub fn cost(probes: &[Probe], repeats: u32, max_output_tokens: u32) -> Cost {
 /// A failure that stops the provider (authentication, quota, no connection) stops the
 /// probe: the keywords not yet probed are inconclusive, saying why.
 pub async fn run(endpoint: &Endpoint, probes: &[Probe], repeats: u32) -> Vec<Outcome> {
-    let concurrency = endpoint.config.limits.concurrency.max(1);
+    let concurrency = endpoint.config.limits.concurrency();
     let stopped: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
     let stopped = &stopped;
     let mut done: Vec<(usize, Outcome)> = stream::iter(probes.iter().enumerate())

@@ -7,6 +7,14 @@
 //! in-flight cap that halves on a 429 and grows back one at a time. Sending as fast as
 //! the bucket refills, never faster, is what keeps 429s rare without the user stating any
 //! limit; a 429 still pauses every call of the provider for its `Retry-After`.
+//!
+//! The cap is on calls ([`Pacer::call`]) as well as requests. A provider file that states
+//! its `concurrency` bounds it; one that does not starts at the default and, once the
+//! account states a limit, goes to what that limit keeps busy (the learnt rate times the
+//! answers' latency, Little's law), up to [`ADAPTIVE_CEILING`]: at a real provider's
+//! second or two a call, four in flight would use a fraction of what the account allows.
+//! A server that states no limit (a local one) keeps the default: more calls would only
+//! queue there, and its latencies would measure the queue.
 
 use std::num::NonZeroU32;
 use std::sync::Mutex;
@@ -16,6 +24,13 @@ use std::time::{Duration, Instant};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use crate::config::Limits;
+use crate::config::provider::DEFAULT_CONCURRENCY;
+
+/// The most calls in flight at once to one provider whose file states no `concurrency`.
+pub const ADAPTIVE_CEILING: usize = 32;
+
+/// How much of the earlier answers' latency and cost each new answer keeps.
+const SMOOTHING: f64 = 0.8;
 
 /// One limit as a provider's answer states it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -253,9 +268,17 @@ struct State {
     paused_until: Option<Instant>,
     in_flight: usize,
     in_flight_tokens: f64,
-    /// Calls in flight allowed now: halved by a 429, one more per `cap` answers without.
+    /// Calls holding a [`CallSlot`].
+    calls: usize,
+    /// Calls (and requests) in flight allowed now: halved by a 429, one more per `cap`
+    /// answers without, or at once to what a stated limit keeps busy.
     cap: usize,
     answered_since_growth: usize,
+    /// When the last 429 came: until a while after it, the cap grows one at a time.
+    last_throttled: Option<Instant>,
+    /// Smoothed seconds from a request's sending to its answer, and tokens a request.
+    latency: Option<f64>,
+    cost: Option<f64>,
     /// When each recent answer that was not a 429 came, within [`RECENT`]: what the
     /// account let through, for a provider whose answers state no limit.
     recent: std::collections::VecDeque<Instant>,
@@ -263,6 +286,9 @@ struct State {
     /// each answer and is cut at the next 429.
     inferred: bool,
 }
+
+/// How long after a 429 the cap grows only one call at a time.
+const CALM_AFTER_429: Duration = Duration::from_secs(10);
 
 /// How far back the answers that measure an unstated limit go.
 const RECENT: Duration = Duration::from_secs(2);
@@ -277,6 +303,8 @@ const INFERRED_STEP: f64 = 0.02;
 pub struct Pacer {
     configured: Limiter,
     max_in_flight: usize,
+    /// The provider file states its concurrency: the cap never grows past it.
+    stated: bool,
     state: Mutex<State>,
     changed: tokio::sync::Notify,
     throttled: AtomicU64,
@@ -289,6 +317,23 @@ pub struct Ticket<'a> {
     tokens: f64,
     requests_booked: Option<Booked>,
     tokens_booked: Option<Booked>,
+    /// When its wait ended and the request went out.
+    sent_at: Instant,
+}
+
+/// One call's place among the calls in flight, from [`Pacer::call`] until it is dropped.
+#[derive(Debug)]
+pub struct CallSlot<'a> {
+    pacer: &'a Pacer,
+}
+
+impl Drop for CallSlot<'_> {
+    fn drop(&mut self) {
+        let mut state = self.pacer.lock();
+        state.calls = state.calls.saturating_sub(1);
+        drop(state);
+        self.pacer.changed.notify_waiters();
+    }
 }
 
 impl Drop for Ticket<'_> {
@@ -346,18 +391,27 @@ impl std::fmt::Display for Pace {
 impl Pacer {
     pub fn new(limits: &Limits) -> Self {
         let now = Instant::now();
-        let max_in_flight = limits.concurrency.max(1);
+        let stated = limits.concurrency.is_some();
+        let max_in_flight = match stated {
+            true => limits.concurrency(),
+            false => ADAPTIVE_CEILING,
+        };
         Pacer {
             configured: Limiter::new(limits),
             max_in_flight,
+            stated,
             state: Mutex::new(State {
                 requests: Bucket::new(now),
                 tokens: Bucket::new(now),
                 paused_until: None,
                 in_flight: 0,
                 in_flight_tokens: 0.0,
-                cap: max_in_flight,
+                calls: 0,
+                cap: limits.concurrency(),
                 answered_since_growth: 0,
+                last_throttled: None,
+                latency: None,
+                cost: None,
                 recent: std::collections::VecDeque::new(),
                 inferred: false,
             }),
@@ -368,6 +422,47 @@ impl Pacer {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The most calls this pacer may ever let be in flight at once: what a runner
+    /// buffers.
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight
+    }
+
+    /// Returns once one more call may be in flight: a caller holds the slot for the whole
+    /// call (retries included) and decides only then whether the call is still wanted.
+    pub async fn call(&self) -> CallSlot<'_> {
+        loop {
+            let changed = self.changed.notified();
+            {
+                let mut state = self.lock();
+                if state.calls < state.cap {
+                    state.calls += 1;
+                    return CallSlot { pacer: self };
+                }
+            }
+            changed.await;
+        }
+    }
+
+    /// The calls in flight that keep the account's stated limit busy: its rate (in
+    /// requests a second, the tokens' divided by a request's cost) times an answer's
+    /// latency, with room for the calls waiting for the bucket. `None` while no answer
+    /// has stated a limit, or its latency is not yet known.
+    fn busy(state: &State) -> Option<usize> {
+        if state.inferred {
+            return None;
+        }
+        let by_requests = state.requests.known().then_some(state.requests.rate);
+        let by_tokens =
+            (state.tokens.known()).then(|| state.tokens.rate / state.cost.unwrap_or(1.0).max(1.0));
+        let rate = match (by_requests, by_tokens) {
+            (Some(r), Some(t)) => r.min(t),
+            (r, t) => r.or(t)?,
+        };
+        let calls = rate * state.latency? * 1.25 + 2.0;
+        Some(calls.ceil().clamp(1.0, ADAPTIVE_CEILING as f64) as usize)
     }
 
     /// Returns once one more request of about `tokens` tokens fits the configured rates,
@@ -392,6 +487,7 @@ impl Pacer {
             tokens: cost,
             requests_booked: None,
             tokens_booked: None,
+            sent_at: Instant::now(),
         };
         let wait = {
             let mut state = self.lock();
@@ -420,6 +516,7 @@ impl Pacer {
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
+        ticket.sent_at = Instant::now();
         ticket
     }
 
@@ -472,6 +569,7 @@ impl Pacer {
                 state.tokens.empty_until(until);
                 state.cap = (state.cap / 2).max(1);
                 state.answered_since_growth = 0;
+                state.last_throttled = Some(now);
                 false
             }
             None => {
@@ -480,11 +578,32 @@ impl Pacer {
                     state.requests.rate += INFERRED_STEP;
                     state.requests.learnt = state.requests.learnt.max(state.requests.rate);
                 }
+                let took = now.saturating_duration_since(ticket.sent_at).as_secs_f64();
+                let smooth = |old: Option<f64>, new: f64| {
+                    Some(old.map_or(new, |o| o * SMOOTHING + new * (1.0 - SMOOTHING)))
+                };
+                state.latency = smooth(state.latency, took);
+                state.cost = smooth(state.cost, ticket.tokens);
+                // Unstated, the cap may go as far as a stated limit keeps busy; stated,
+                // as far as the file says.
+                let ceiling = match self.stated {
+                    true => self.max_in_flight,
+                    false => Self::busy(&state).map_or(DEFAULT_CONCURRENCY, |busy| {
+                        busy.clamp(DEFAULT_CONCURRENCY, self.max_in_flight)
+                    }),
+                };
+                let calm =
+                    (state.last_throttled).is_none_or(|at| now.duration_since(at) > CALM_AFTER_429);
                 state.answered_since_growth += 1;
-                let grow =
-                    state.answered_since_growth >= state.cap && state.cap < self.max_in_flight;
+                let grow = state.cap < ceiling
+                    && (state.answered_since_growth >= state.cap || (calm && !self.stated));
                 if grow {
-                    state.cap += 1;
+                    // Long after any 429, straight to what the limit keeps busy; soon
+                    // after one, one more at a time.
+                    state.cap = match calm && !self.stated {
+                        true => ceiling,
+                        false => state.cap + 1,
+                    };
                     state.answered_since_growth = 0;
                 }
                 grow

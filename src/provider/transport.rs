@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use backon::{ExponentialBuilder, Retryable};
 
 use super::error::{CallError, ErrorKind};
-use super::limits::{Pace, Pacer, RateLimitInfo};
+use super::limits::{CallSlot, Pace, Pacer, RateLimitInfo};
 use super::tape::{Recorder, Replayer};
 use super::template::Templates;
 use super::{CallSpec, Completion, Encoded, Reply, WireFormat, WireRequest};
@@ -609,5 +609,15 @@ impl Endpoint {
     /// How this endpoint is paced now: the limits learnt from the provider's answers.
     pub fn pace(&self) -> Pace {
         self.pacer.pace()
+    }
+
+    /// Waits for room for one more call in flight ([`Pacer::call`]).
+    pub async fn call_slot(&self) -> CallSlot<'_> {
+        self.pacer.call().await
+    }
+
+    /// The most calls ever in flight at once to this endpoint.
+    pub fn max_in_flight(&self) -> usize {
+        self.pacer.max_in_flight()
     }
 }

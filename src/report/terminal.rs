@@ -64,16 +64,24 @@ pub fn saved_calls(result: &RunResult) -> String {
 
 /// What decided a pair before its last call, in words.
 pub fn decision_text(t: &crate::verdict::Tally) -> Option<String> {
+    use crate::verdict::DecisionRule;
     let d = t.decided.as_ref().filter(|_| t.saved > 0)?;
+    let case = d.case.as_deref().unwrap_or("?");
+    let why = match d.rule {
+        DecisionRule::PassThreshold => format!(
+            "{} failures of the model's own, more than the {} that pass_threshold = {} allows over {} calls",
+            d.model_failures, d.allowed_failures, d.pass_threshold, t.planned
+        ),
+        DecisionRule::MinAgreement => format!(
+            "the repeats of case {case} can no longer agree as often as min_agreement asks, whatever the rest answer"
+        ),
+        DecisionRule::MinCasePassLowerBound => format!(
+            "the pass-rate bound of case {case} stays under min_case_pass_lower_bound even if its other repeats pass"
+        ),
+    };
     Some(format!(
-        "decided after {} of {} calls: {} failures of the model's own, more than the {} that pass_threshold = {} allows over {} calls; {} calls saved",
-        d.after_calls,
-        t.planned,
-        d.model_failures,
-        d.allowed_failures,
-        d.pass_threshold,
-        t.planned,
-        t.saved
+        "decided after {} of {} calls: {why}; {} calls saved",
+        d.after_calls, t.planned, t.saved
     ))
 }
 

@@ -1,8 +1,10 @@
 //! The runner: cases × providers × repeats, concurrent within each provider's limits,
 //! each result streamed to `results.jsonl` the moment it completes.
 //!
-//! Invariants: the plan is an iterator, never a list, and only `concurrency` calls per
-//! provider are in flight, so memory does not grow with the number of cases; every
+//! Invariants: the plan is an iterator, never a list, and at most the pacer's most calls
+//! per provider are in flight (the stated `concurrency`, else what the account's limits
+//! keep busy, [`crate::provider::limits::Pacer`]), so memory does not grow with the
+//! number of cases; every
 //! planned call ends as exactly one record (passed, failed, or not run because its
 //! provider was stopped); an interrupt stops the run with `complete = false`.
 
@@ -448,7 +450,8 @@ pub async fn execute_scheduled(
         }
     }
     let streams = targets.iter().enumerate().map(|(p, target)| {
-        let concurrency = target.endpoint.config.limits.concurrency;
+        // The pacer decides how many of these are in flight; the buffer only bounds it.
+        let concurrency = target.endpoint.max_in_flight();
         // The schedule is an iterator: the calls are made as the stream asks for them.
         stream::iter(schedule.calls_of(p))
             .filter(move |call| {
@@ -550,6 +553,9 @@ async fn call_one(
     let not_run = |why: String| {
         CallRecord::not_run(&suite.name, &case_ref.id, &config.name, call.repeat, why)
     };
+    // Room first, then whether the call is still wanted: a call that waited for room
+    // while the verdict was decided is saved, not sent.
+    let _slot = target.endpoint.call_slot().await;
     if decided.load(Ordering::SeqCst) {
         return CallRecord {
             saved: true,

@@ -122,7 +122,8 @@ impl Tallies {
             .enumerate()
             // A pair the schedule does not run has no verdict.
             .filter_map(|(i, tally)| Some((i, tally?)))
-            .map(|(i, tally)| {
+            .map(|(i, mut tally)| {
+                tally.finish();
                 let (provider_index, suite_index) = (i / n_suites, i % n_suites);
                 let policy = Policy {
                     pass_threshold: suites[suite_index].suite.pass_threshold,

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::differential::Differential;
 use crate::check::record::CallRecord;
-use crate::check::stability::Stability;
+use crate::check::stability::{Shortfall, Stability};
 use crate::check::tool_metrics::ToolMetrics;
 use crate::check::{Code, Status};
 use crate::config::Slo;
@@ -283,47 +283,62 @@ impl Tally {
             && self.passed + self.failed + self.saved >= self.planned
     }
 
+    /// Ends the counting: the stability of the cases left short before their last
+    /// repeat is folded in ([`Stability::finish`]).
+    pub fn finish(&mut self) {
+        if let Some(s) = &mut self.stability {
+            s.finish();
+        }
+    }
+
     /// Calls sent (and recorded): the planned ones less the saved and the not sent.
     pub fn sent(&self) -> u64 {
         self.passed + self.failed
     }
 
-    /// Whether no call still to come can make this pair pass `pass_threshold`: the
-    /// model's own failures already exceed what it allows, even if every call still to
-    /// come passed and every transport failure had been a pass. The decision is then
-    /// kept in [`Tally::decided`] (once), and returned the first time.
-    ///
-    /// A suite that judges each case by its repeats' confidence bound
-    /// (`min_case_pass_lower_bound`) is not decided early: its pass does not follow from
-    /// the share of passed calls. A halted pair is inconclusive whatever comes.
+    /// Whether no call still to come can make this pair conformant, and by which rule:
+    /// the model's own failures already exceed what `pass_threshold` allows (even if
+    /// every call still to come passed and every transport failure had been a pass), or
+    /// one case's repeats can no longer meet the suite's stability bar
+    /// ([`Stability::short`]). The decision is then kept in [`Tally::decided`] (once),
+    /// and returned the first time. Each rule is a curtailment of the fixed design: the
+    /// verdict is the one every planned call would have given. A halted pair is
+    /// inconclusive whatever comes.
     pub fn decide_early(&mut self, pass_threshold: f64) -> Option<&Decision> {
         if self.decided.is_some() || self.halted.is_some() || self.planned == 0 {
             return None;
         }
-        if self
-            .stability
-            .as_ref()
-            .is_some_and(|s| s.min_case_pass_lower_bound.is_some())
-        {
-            return None;
-        }
         let model_failures = self.failed.saturating_sub(self.transport_errors);
-        let best = self.planned.saturating_sub(model_failures);
-        if ratio(best, self.planned) >= pass_threshold {
-            return None;
-        }
         // The most failures the threshold allows, stated for the evidence.
         let allowed = (0..=self.planned)
             .rev()
             .find(|f| ratio(self.planned - f, self.planned) >= pass_threshold)
             .unwrap_or(0);
-        self.decided = Some(Decision {
-            rule: DecisionRule::PassThreshold,
+        let decision = |rule, case| Decision {
+            rule,
             pass_threshold,
             model_failures,
             allowed_failures: allowed,
             after_calls: self.sent(),
-        });
+            case,
+        };
+        // With a per-case bound, the share of passed calls does not decide the pair.
+        let by_share = self
+            .stability
+            .as_ref()
+            .is_none_or(|s| s.min_case_pass_lower_bound.is_none());
+        let short = self.stability.as_ref().and_then(|s| s.short.as_ref());
+        self.decided = if by_share && model_failures > allowed {
+            Some(decision(DecisionRule::PassThreshold, None))
+        } else if let Some((case, why)) = short {
+            let rule = match why {
+                Shortfall::Agreement => DecisionRule::MinAgreement,
+                Shortfall::PassBound => DecisionRule::MinCasePassLowerBound,
+            };
+            Some(decision(rule, Some(case.clone())))
+        } else {
+            None
+        };
         self.decided.as_ref()
     }
 
@@ -478,7 +493,7 @@ impl Tally {
 }
 
 /// What decided a pair's verdict before all its planned calls were sent.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     pub rule: DecisionRule,
     pub pass_threshold: f64,
@@ -488,6 +503,9 @@ pub struct Decision {
     pub allowed_failures: u64,
     /// Calls recorded when it was decided.
     pub after_calls: u64,
+    /// The case whose repeats decided it, for a stability rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case: Option<String>,
 }
 
 /// The test that decided a verdict early.
@@ -496,6 +514,12 @@ pub struct Decision {
 pub enum DecisionRule {
     /// More model failures than `pass_threshold` allows: no call to come could pass it.
     PassThreshold,
+    /// A case whose repeats can no longer agree as often as `min_agreement` asks, even
+    /// if every repeat to come gave its most common output.
+    MinAgreement,
+    /// A case whose pass-rate bound stays under `min_case_pass_lower_bound` even if
+    /// every repeat to come passed.
+    MinCasePassLowerBound,
 }
 
 /// What decides a verdict beyond the counts.

@@ -83,6 +83,8 @@ pub struct RateLimited {
     /// Whether answers state the limits (OpenAI's headers), or only a 429's wait does
     /// (as Gemini's `RetryInfo`).
     pub states_limits: bool,
+    /// When each request arrived.
+    arrivals: Mutex<Vec<Instant>>,
 }
 
 impl RateLimited {
@@ -98,7 +100,23 @@ impl RateLimited {
             answered: AtomicU64::new(0),
             throttled: AtomicU64::new(0),
             states_limits: true,
+            arrivals: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The most requests that arrived within any `window`: with answers that take longer
+    /// than `window`, all of them were in flight at once.
+    pub fn most_arrived_within(&self, window: Duration) -> usize {
+        let arrivals = self.arrivals.lock().unwrap_or_else(|e| e.into_inner());
+        let mut first = 0;
+        let mut most = 0;
+        for (last, at) in arrivals.iter().enumerate() {
+            while at.duration_since(arrivals[first]) >= window {
+                first += 1;
+            }
+            most = most.max(last + 1 - first);
+        }
+        most
     }
 
     /// The same server, stating its limits only in its 429s (no headers).
@@ -138,6 +156,7 @@ pub fn charged_tokens(body: &Value) -> f64 {
 impl Respond for RateLimited {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         self.received.fetch_add(1, Ordering::SeqCst);
+        (self.arrivals.lock().unwrap_or_else(|e| e.into_inner())).push(Instant::now());
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
         let cost = charged_tokens(&body);
         let mut guard = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
