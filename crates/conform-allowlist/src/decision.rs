@@ -508,99 +508,116 @@ fn check_window(
     Ok(())
 }
 
-/// The suite the evidence was made with is the suite as it is now: the detail names the
-/// files that changed when the entry records them, the two digests otherwise.
-fn same_suite(entry: &Entry, observed: &Observed<'_>) -> Result<(), String> {
-    let pinned = |what: &str| {
-        format!(
-            "the entry records no {what}, so it cannot be shown to be for the suite as it is now"
-        )
-    };
-    if let Some(digest) = observed.suite_digest
-        && digest != entry.suite_digest
-    {
-        if entry.contract_only {
-            return Err(format!("{} ({digest})", pinned("suite digest")));
-        }
-        if let (Some(then), Some(now)) = (&entry.suite_identity, observed.suite_identity)
-            && then != now
-        {
-            return Err(format!(
-                "the suite changed since the evidence was made: {}",
-                now.changes_since(then).join("; ")
-            ));
-        }
-        return Err(format!(
-            "the suite is now {digest}; the evidence was made with {}",
-            entry.suite_digest
-        ));
-    }
-    if let (Some(now), false) = (observed.suite_identity, entry.contract_only) {
-        match &entry.suite_identity {
-            // The digest compared above pins it already.
-            None if observed.suite_digest.is_some() => {}
-            None => return Err(pinned("suite identity (the suite's files)")),
-            Some(then) if then != now => {
-                return Err(format!(
-                    "the suite changed since the evidence was made: {}",
-                    now.changes_since(then).join("; ")
-                ));
-            }
-            Some(then) if then.digest() != entry.suite_digest => {
-                return Err(
-                    "the entry's suite_digest is not the digest of its suite_identity: the entry was edited"
-                        .into(),
-                );
-            }
-            Some(_) => {}
-        }
-    }
-    Ok(())
+/// What an entry pins, for [`same_pinned`]: a suite's files or a provider's settings.
+trait Pinned: PartialEq {
+    fn digest(&self) -> String;
+    fn changes_since(&self, then: &Self) -> Vec<String>;
 }
 
-/// The provider the evidence was made with is the provider as configured now: the detail
-/// names each field that changed, with both values, when the entry records them.
+impl Pinned for SuiteIdentity {
+    fn digest(&self) -> String {
+        SuiteIdentity::digest(self)
+    }
+    fn changes_since(&self, then: &Self) -> Vec<String> {
+        SuiteIdentity::changes_since(self, then)
+    }
+}
+
+impl Pinned for ProviderIdentity {
+    fn digest(&self) -> String {
+        ProviderIdentity::digest(self)
+    }
+    fn changes_since(&self, then: &Self) -> Vec<String> {
+        ProviderIdentity::changes_since(self, then)
+    }
+}
+
+/// One side of the evidence, as the entry pinned it and as it is observed now.
+struct Pin<'a, I> {
+    /// `suite` or `provider`: the entry's members are `{name}_digest`, `{name}_identity`.
+    name: &'static str,
+    /// What it is called in a sentence: `suite`, `provider configuration`.
+    called: &'static str,
+    /// What its identity is made of, for an entry that records none.
+    made_of: &'static str,
+    then_digest: &'a str,
+    then: Option<&'a I>,
+    now_digest: Option<&'a str>,
+    now: Option<&'a I>,
+}
+
+/// The suite the evidence was made with is the suite as it is now, and likewise the
+/// provider: the detail names what changed when the entry records it (files, settings
+/// with both values), the two digests otherwise.
+fn same_suite(entry: &Entry, observed: &Observed<'_>) -> Result<(), String> {
+    let pin = Pin {
+        name: "suite",
+        called: "suite",
+        made_of: "the suite's files",
+        then_digest: &entry.suite_digest,
+        then: entry.suite_identity.as_ref(),
+        now_digest: observed.suite_digest,
+        now: observed.suite_identity,
+    };
+    same_pinned(&pin, entry.contract_only)
+}
+
 fn same_provider(entry: &Entry, observed: &Observed<'_>) -> Result<(), String> {
-    let pinned = |what: &str| {
+    let pin = Pin {
+        name: "provider",
+        called: "provider configuration",
+        made_of: "its settings",
+        then_digest: &entry.provider_digest,
+        then: entry.provider_identity.as_ref(),
+        now_digest: observed.provider_digest,
+        now: observed.provider_identity,
+    };
+    same_pinned(&pin, entry.contract_only)
+}
+
+fn same_pinned<I: Pinned>(pin: &Pin<'_, I>, contract_only: bool) -> Result<(), String> {
+    let pinned = |what: String| {
         format!(
-            "the entry records no {what}, so it cannot be shown to be for the provider configuration as it is now"
+            "the entry records no {what}, so it cannot be shown to be for the {} as it is now",
+            pin.called
         )
     };
-    if let Some(digest) = observed.provider_digest
-        && digest != entry.provider_digest
+    let changed = |now: &I, then: &I| {
+        format!(
+            "the {} changed since the evidence was made: {}",
+            pin.name,
+            now.changes_since(then).join("; ")
+        )
+    };
+    if let Some(digest) = pin.now_digest
+        && digest != pin.then_digest
     {
-        if entry.contract_only {
-            return Err(pinned("provider digest"));
+        if contract_only {
+            return Err(pinned(format!("{} digest ({digest})", pin.name)));
         }
-        if let (Some(then), Some(now)) = (&entry.provider_identity, observed.provider_identity)
+        if let (Some(then), Some(now)) = (pin.then, pin.now)
             && then != now
         {
-            return Err(format!(
-                "the provider changed since the evidence was made: {}",
-                now.changes_since(then).join("; ")
-            ));
+            return Err(changed(now, then));
         }
         return Err(format!(
-            "the provider configuration is now {digest}; the evidence was made with {}",
-            entry.provider_digest
+            "the {} is now {digest}; the evidence was made with {}",
+            pin.called, pin.then_digest
         ));
     }
-    if let (Some(now), false) = (observed.provider_identity, entry.contract_only) {
-        match &entry.provider_identity {
+    if let (Some(now), false) = (pin.now, contract_only) {
+        match pin.then {
             // The digest compared above pins it already.
-            None if observed.provider_digest.is_some() => {}
-            None => return Err(pinned("provider identity")),
-            Some(then) if then != now => {
-                return Err(format!(
-                    "the provider changed since the evidence was made: {}",
-                    now.changes_since(then).join("; ")
-                ));
+            None if pin.now_digest.is_some() => {}
+            None => {
+                return Err(pinned(format!("{} identity ({})", pin.name, pin.made_of)));
             }
-            Some(then) if then.digest() != entry.provider_digest => {
-                return Err(
-                    "the entry's provider_digest is not the digest of its provider_identity: the entry was edited"
-                        .into(),
-                );
+            Some(then) if then != now => return Err(changed(now, then)),
+            Some(then) if then.digest() != pin.then_digest => {
+                return Err(format!(
+                    "the entry's {0}_digest is not the digest of its {0}_identity: the entry was edited",
+                    pin.name
+                ));
             }
             Some(_) => {}
         }
