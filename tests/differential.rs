@@ -16,11 +16,8 @@ use std::sync::Arc;
 
 use conform::check::differential::{CODE, FieldVerdict, INSUFFICIENT, NO_FLOOR, NO_REFERENCE};
 use conform::config::{ProviderConfig, Suite};
-use conform::provider::transport::{Endpoint, Transport};
-use conform::provider::wire_format;
-use conform::run::{self, PairVerdict, RunOptions, RunResult, Target};
-use conform::sim::{AnswerBook, SimServer};
-use conform::tokenize::Counter;
+use conform::run::{self, PairVerdict, RunOptions, RunResult};
+use conform::sim::AnswerBook;
 use conform::verdict::Verdict;
 use serde_json::{Value, json};
 
@@ -106,43 +103,15 @@ fn ticket_suite(root: &Path, reference: Option<&str>, recorded: usize) -> PathBu
 }
 
 fn sim(name: &str, behaviour: &str, extra: &str) -> ProviderConfig {
-    let toml = format!(
-        "kind = \"sim\"\nmodel = \"{name}\"\ntimeout = \"10s\"\n[limits]\nconcurrency = 32\n\
-         [sim]\nbehaviour = \"{behaviour}\"\nexpect = \"conformant\"\nlatency = \"0ms\"\n{extra}\n"
-    );
-    ProviderConfig::parse(Path::new(&format!("providers/{name}.toml")), &toml).unwrap()
+    common::sim_config(name, behaviour, extra, 32)
 }
 
 async fn run_with(
     suite: &Arc<run::PreparedSuite>,
     book: &Arc<AnswerBook>,
-    mut configs: Vec<ProviderConfig>,
+    configs: Vec<ProviderConfig>,
     dir: PathBuf,
 ) -> RunResult {
-    let mut servers = Vec::new();
-    // A simulation gets a server of its own; a real kind is already somewhere.
-    for c in configs
-        .iter_mut()
-        .filter(|c| c.kind == conform::config::Kind::Sim)
-    {
-        let server = SimServer::start(c, Arc::clone(book))
-            .await
-            .expect("a simulation");
-        c.base_url = server.uri();
-        servers.push(server);
-    }
-    let transport = Transport::new().unwrap();
-    let targets: Vec<Arc<Target>> = configs
-        .into_iter()
-        .map(|c| {
-            let wire = wire_format(c.wire_kind());
-            let counter = Counter::for_provider(&c).unwrap();
-            Arc::new(
-                Target::new(Endpoint::new(Arc::new(c), wire, None, transport.clone()))
-                    .with_counter(counter),
-            )
-        })
-        .collect();
     let options = RunOptions {
         run_id: dir
             .file_name()
@@ -158,14 +127,7 @@ async fn run_with(
         every_call: true,
         resume: None,
     };
-    run::execute(
-        std::slice::from_ref(suite),
-        &targets,
-        &options,
-        std::future::pending(),
-    )
-    .await
-    .unwrap()
+    common::run_in_library(suite, book, configs, &options).await
 }
 
 fn verdict_of<'a>(result: &'a RunResult, provider: &str) -> &'a PairVerdict {

@@ -11,11 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use conform::config::{ProviderConfig, Suite};
-use conform::provider::transport::{Endpoint, Transport};
-use conform::provider::wire_format;
-use conform::run::{self, PairVerdict, RunOptions, Target};
-use conform::sim::{AnswerBook, SimServer};
-use conform::tokenize::Counter;
+use conform::run::{self, PairVerdict, RunOptions};
+use conform::sim::AnswerBook;
 use conform::verdict::{DecisionRule, Verdict};
 use serde_json::json;
 
@@ -53,10 +50,7 @@ fn labels_suite(root: &Path, pass_threshold: f64) -> PathBuf {
 }
 
 fn sim(name: &str, behaviour: &str, extra: &str) -> ProviderConfig {
-    let toml = format!(
-        "kind = \"sim\"\nmodel = \"{name}\"\ntimeout = \"10s\"\n[limits]\nconcurrency = 4\n[sim]\nbehaviour = \"{behaviour}\"\nexpect = \"conformant\"\nlatency = \"0ms\"\n{extra}\n"
-    );
-    ProviderConfig::parse(Path::new(&format!("providers/{name}.toml")), &toml).unwrap()
+    common::sim_config(name, behaviour, extra, 4)
 }
 
 /// One run of `configs` on `suite`, each served by its own simulation; the verdicts in
@@ -64,29 +58,12 @@ fn sim(name: &str, behaviour: &str, extra: &str) -> ProviderConfig {
 async fn run_sims(
     suite: &Arc<run::PreparedSuite>,
     book: &Arc<AnswerBook>,
-    mut configs: Vec<ProviderConfig>,
+    configs: Vec<ProviderConfig>,
     run_id: &str,
     every_call: bool,
     reports: &Path,
 ) -> Vec<PairVerdict> {
-    let mut servers = Vec::new();
-    for c in &mut configs {
-        let server = SimServer::start(c, Arc::clone(book)).await.unwrap();
-        c.base_url = server.uri();
-        servers.push(server);
-    }
-    let transport = Transport::new().unwrap();
-    let targets: Vec<Arc<Target>> = configs
-        .into_iter()
-        .map(|c| {
-            let wire = wire_format(c.wire_kind());
-            let counter = Counter::for_provider(&c).unwrap();
-            Arc::new(
-                Target::new(Endpoint::new(Arc::new(c), wire, None, transport.clone()))
-                    .with_counter(counter),
-            )
-        })
-        .collect();
+    let providers = configs.len();
     let options = RunOptions {
         run_id: run_id.to_string(),
         dir: reports.join(format!("{}-{run_id}-{every_call}", suite.suite.name)),
@@ -98,14 +75,7 @@ async fn run_sims(
         every_call,
         resume: None,
     };
-    let result = run::execute(
-        std::slice::from_ref(suite),
-        &targets,
-        &options,
-        std::future::pending(),
-    )
-    .await
-    .unwrap();
+    let result = common::run_in_library(suite, book, configs, &options).await;
     assert!(result.complete);
     // The terminal says what was planned, sent and saved, and what decided it.
     let text = conform::report::terminal::summary(&result);
@@ -116,7 +86,7 @@ async fn run_sims(
         "{text}"
     );
     assert_eq!(text.contains("calls saved"), saved, "{text}");
-    (0..targets.len())
+    (0..providers)
         .map(|p| {
             let v = result.verdicts.iter().find(|v| v.provider_index == p);
             v.unwrap().clone()

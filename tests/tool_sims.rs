@@ -12,11 +12,8 @@ use std::sync::Arc;
 
 use common::Project;
 use conform::config::{ProviderConfig, Suite};
-use conform::provider::transport::{Endpoint, Transport};
-use conform::provider::wire_format;
-use conform::run::{self, RunOptions, Target};
-use conform::sim::{AnswerBook, SimServer};
-use conform::tokenize::Counter;
+use conform::run::{self, RunOptions};
+use conform::sim::AnswerBook;
 use conform::verdict::Verdict;
 use serde_json::{Value, json};
 
@@ -53,10 +50,7 @@ fn lookup_suite(root: &Path) -> PathBuf {
 }
 
 fn sim(name: &str, behaviour: &str, extra: &str) -> ProviderConfig {
-    let toml = format!(
-        "kind = \"sim\"\nmodel = \"{name}\"\ntimeout = \"10s\"\n[limits]\nconcurrency = 32\n[sim]\nbehaviour = \"{behaviour}\"\nexpect = \"conformant\"\nlatency = \"0ms\"\n{extra}\n"
-    );
-    ProviderConfig::parse(Path::new(&format!("providers/{name}.toml")), &toml).unwrap()
+    common::sim_config(name, behaviour, extra, 32)
 }
 
 /// One run of both simulations on the suite; the verdicts and the as-text one's recall.
@@ -66,7 +60,7 @@ async fn run_once(
     seed: u64,
     reports: &Path,
 ) -> (Verdict, Verdict, f64) {
-    let mut configs = vec![
+    let configs = vec![
         sim("faithful", "steady", ""),
         sim(
             "as-text",
@@ -74,26 +68,6 @@ async fn run_once(
             &format!("rate = 0.1\nseed = {seed}\n"),
         ),
     ];
-    let mut servers = Vec::new();
-    for c in &mut configs {
-        let server = SimServer::start(c, Arc::clone(book))
-            .await
-            .expect("a simulation");
-        c.base_url = server.uri();
-        servers.push(server);
-    }
-    let transport = Transport::new().unwrap();
-    let targets: Vec<Arc<Target>> = configs
-        .into_iter()
-        .map(|c| {
-            let wire = wire_format(c.wire_kind());
-            let counter = Counter::for_provider(&c).unwrap();
-            Arc::new(
-                Target::new(Endpoint::new(Arc::new(c), wire, None, transport.clone()))
-                    .with_counter(counter),
-            )
-        })
-        .collect();
     let options = RunOptions {
         run_id: format!("seed-{seed}"),
         dir: reports.join(format!("seed-{seed}")),
@@ -105,14 +79,7 @@ async fn run_once(
         every_call: true,
         resume: None,
     };
-    let result = run::execute(
-        std::slice::from_ref(suite),
-        &targets,
-        &options,
-        std::future::pending(),
-    )
-    .await
-    .unwrap();
+    let result = common::run_in_library(suite, book, configs, &options).await;
     let verdict = |p: usize| {
         result
             .verdicts

@@ -620,3 +620,56 @@ pub fn bytes_read_by<T>(f: impl FnOnce() -> T) -> (T, u64) {
     let out = f();
     (out, so_far() - before)
 }
+
+/// A simulated provider's file that answers at once, `concurrency` calls at a time:
+/// `behaviour`, with `extra` lines for its `[sim]` table (`rate`, `seed`, …).
+pub fn sim_config(name: &str, behaviour: &str, extra: &str, concurrency: usize) -> ProviderConfig {
+    let toml = format!(
+        "kind = \"sim\"\nmodel = \"{name}\"\ntimeout = \"10s\"\n[limits]\nconcurrency = {concurrency}\n\
+         [sim]\nbehaviour = \"{behaviour}\"\nexpect = \"conformant\"\nlatency = \"0ms\"\n{extra}\n"
+    );
+    ProviderConfig::parse(Path::new(&format!("providers/{name}.toml")), &toml).unwrap()
+}
+
+/// Runs `suite` in the library against `configs`: each simulation gets a server of its
+/// own, answering from `book` (a real kind is already somewhere); the servers stop once
+/// the run returns.
+pub async fn run_in_library(
+    suite: &Arc<conform::run::PreparedSuite>,
+    book: &Arc<AnswerBook>,
+    mut configs: Vec<ProviderConfig>,
+    options: &conform::run::RunOptions,
+) -> conform::run::RunResult {
+    use conform::run::Target;
+    let mut servers = Vec::new();
+    for c in configs
+        .iter_mut()
+        .filter(|c| c.kind == conform::config::Kind::Sim)
+    {
+        let server = conform::sim::SimServer::start(c, Arc::clone(book))
+            .await
+            .expect("a simulation");
+        c.base_url = server.uri();
+        servers.push(server);
+    }
+    let transport = Transport::new().unwrap();
+    let targets: Vec<Arc<Target>> = configs
+        .into_iter()
+        .map(|c| {
+            let wire = wire_format(c.wire_kind());
+            let counter = conform::tokenize::Counter::for_provider(&c).unwrap();
+            Arc::new(
+                Target::new(Endpoint::new(Arc::new(c), wire, None, transport.clone()))
+                    .with_counter(counter),
+            )
+        })
+        .collect();
+    conform::run::execute(
+        std::slice::from_ref(suite),
+        &targets,
+        options,
+        std::future::pending(),
+    )
+    .await
+    .unwrap()
+}
