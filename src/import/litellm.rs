@@ -108,23 +108,17 @@ pub fn import(input: &Path, opts: &Options) -> Result<Summary, ImportError> {
                 None
             }
         };
-        let mut case = super::request_case(format!("Imported from {place}"), &request, reference);
-        redactor.value(&mut case);
-        let mut schema = request.schema.clone();
-        if let Some(s) = schema.as_mut() {
-            redactor.value(s);
-        }
-        importer.redacted(redactor.replaced);
-        let fingerprint = super::fingerprint(&case, schema.as_ref());
-        let has_reference = case.get("reference").is_some();
-        importer.add(Item {
-            order: number as u64,
-            id: format!("{number:06}"),
+        let case = super::request_case(format!("Imported from {place}"), &request, reference);
+        let id = format!("{number:06}");
+        let item = Item::redacted(
+            number as u64,
+            id,
             case,
-            schema,
-            fingerprint,
-            has_reference,
-        })?;
+            request.schema.as_ref(),
+            &mut redactor,
+        );
+        importer.redacted(redactor.replaced);
+        importer.add(item)?;
     }
     for (call, n) in &other {
         importer.note(

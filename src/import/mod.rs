@@ -249,6 +249,35 @@ pub struct Item {
     pub has_reference: bool,
 }
 
+impl Item {
+    /// Item `id`, at `order` in the input: `case` and the `schema` its request asked
+    /// for, both redacted through `redactor` first, so that nothing unredacted is
+    /// fingerprinted or written.
+    pub fn redacted(
+        order: u64,
+        id: String,
+        mut case: Value,
+        schema: Option<&Value>,
+        redactor: &mut redact::Redactor<'_>,
+    ) -> Item {
+        redactor.value(&mut case);
+        let mut schema = schema.cloned();
+        if let Some(s) = schema.as_mut() {
+            redactor.value(s);
+        }
+        let fingerprint = fingerprint(&case, schema.as_ref());
+        let has_reference = case.get("reference").is_some();
+        Item {
+            order,
+            id,
+            case,
+            schema,
+            fingerprint,
+            has_reference,
+        }
+    }
+}
+
 /// Shared by every format: dedup, sample or cap, the writer, the notes.
 pub struct Importer<'o> {
     opts: &'o Options,

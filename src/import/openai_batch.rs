@@ -161,28 +161,21 @@ pub fn import(input: &Path, outputs: &[PathBuf], opts: &Options) -> Result<Summa
 
         let safe_id = redactor.text(&id).unwrap_or_else(|| id.clone());
         let description = format!("Imported from {place} (custom_id {safe_id})");
-        let mut case = super::request_case(description, &request, reference);
-        redactor.value(&mut case);
-        let mut schema = request.schema.clone();
-        if let Some(s) = schema.as_mut() {
-            redactor.value(s);
-        }
-        importer.redacted(redactor.replaced);
-        let fingerprint = super::fingerprint(&case, schema.as_ref());
-        let has_reference = case.get("reference").is_some();
+        let case = super::request_case(description, &request, reference);
         let slug = super::slug(&safe_id);
-        importer.add(Item {
-            order: number as u64,
-            id: if slug.is_empty() {
-                format!("{number:06}")
-            } else {
-                format!("{number:06}-{slug}")
-            },
+        let id = match slug.is_empty() {
+            true => format!("{number:06}"),
+            false => format!("{number:06}-{slug}"),
+        };
+        let item = Item::redacted(
+            number as u64,
+            id,
             case,
-            schema,
-            fingerprint,
-            has_reference,
-        })?;
+            request.schema.as_ref(),
+            &mut redactor,
+        );
+        importer.redacted(redactor.replaced);
+        importer.add(item)?;
     }
     let n = importer.index_len();
     if n > 0 {

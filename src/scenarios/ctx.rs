@@ -480,25 +480,13 @@ impl Ctx {
 
     /// A check that passed.
     pub fn pass(&self, what: impl Into<String>) {
-        self.record().checks.push(CheckRecord {
-            what: what.into(),
-            ok: true,
-            detail: None,
-        });
+        self.record().checks.push(CheckRecord::pass(what));
     }
 
     /// A check that failed; returns the failure to stop the scenario with.
     pub fn fail(&self, what: impl Into<String>, detail: Option<String>) -> Failed {
-        let what = what.into();
-        let reason = match &detail {
-            Some(d) => format!("{what}: {d}"),
-            None => what.clone(),
-        };
-        self.record().checks.push(CheckRecord {
-            what,
-            ok: false,
-            detail,
-        });
+        let (check, reason) = CheckRecord::fail(what, detail);
+        self.record().checks.push(check);
         Failed(reason)
     }
 

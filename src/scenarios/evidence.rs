@@ -32,6 +32,32 @@ pub struct CheckRecord {
     pub detail: Option<String>,
 }
 
+impl CheckRecord {
+    /// A check that passed.
+    pub fn pass(what: impl Into<String>) -> Self {
+        CheckRecord {
+            what: what.into(),
+            ok: true,
+            detail: None,
+        }
+    }
+
+    /// A check that failed, and the reason the scenario stops with: what, then why.
+    pub fn fail(what: impl Into<String>, detail: Option<String>) -> (Self, String) {
+        let what = what.into();
+        let reason = match &detail {
+            Some(d) => format!("{what}: {d}"),
+            None => what.clone(),
+        };
+        let check = CheckRecord {
+            what,
+            ok: false,
+            detail,
+        };
+        (check, reason)
+    }
+}
+
 /// Requests one provider received for the scenario's jobs, against what the scenario
 /// allowed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
