@@ -337,8 +337,8 @@ async fn an_auth_failure_is_inconclusive_leaves_the_allowlist_alone_and_leaks_no
     );
     // The provider is stopped after the first refusal: no hammering with a bad key.
     let sent = server.received_requests().await.unwrap().len();
-    let concurrency = 8;
-    assert!(sent <= concurrency, "{sent} requests after an auth failure");
+    let in_flight = conform::config::provider::DEFAULT_CONCURRENCY;
+    assert!(sent <= in_flight, "{sent} requests after an auth failure");
     assert_eq!(
         std::fs::read_to_string(project.path("allowlist.json")).unwrap(),
         before
@@ -481,17 +481,19 @@ async fn ctrl_c_marks_the_report_incomplete_and_leaves_the_allowlist_alone() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until the run is under way: every slot of `concurrency = 8` holds a request
-    // the server will not answer for 30 s, so no further request can be sent.
+    // Wait until the run is under way: every call in flight (openai.toml states no
+    // `concurrency`, and this server no limit, so the default) holds a request the server
+    // will not answer for 30 s, so no further request can be sent.
+    let in_flight = conform::config::provider::DEFAULT_CONCURRENCY;
     let mut sent = 0;
     for _ in 0..400 {
         sent = server.received_requests().await.unwrap().len();
-        if sent == 8 {
+        if sent == in_flight {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert_eq!(sent, 8);
+    assert_eq!(sent, in_flight);
     let out = interrupt(child).await;
     assert_eq!(
         out.status.code(),

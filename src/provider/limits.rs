@@ -661,6 +661,67 @@ mod tests {
         assert!(!ready_now(&limiter, 600).await);
     }
 
+    /// One request through `pacer` whose answer takes 100 ms and states `limits`.
+    async fn answer_after_100ms(pacer: &Pacer, limits: RateLimitInfo) {
+        let ticket = pacer.acquire(1).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        pacer.answered(&ticket, &limits, None);
+    }
+
+    #[tokio::test]
+    async fn unstated_the_calls_in_flight_grow_only_to_what_a_stated_limit_keeps_busy() {
+        let stating = |per_second: u64| RateLimitInfo {
+            requests: Some(window(per_second, 0, 1000)),
+            tokens: None,
+        };
+        // No limit stated (a local server): the default, however fast the answers.
+        let quiet = Pacer::new(&Limits::default());
+        for _ in 0..5 {
+            answer_after_100ms(&quiet, RateLimitInfo::default()).await;
+        }
+        assert_eq!(quiet.pace().in_flight_cap, DEFAULT_CONCURRENCY);
+        // 50 a second stated (48 kept) at 0.1 s an answer: 48 × 0.1 × 1.25 + 2 ≈ 8 busy.
+        let moderate = Pacer::new(&Limits::default());
+        for _ in 0..5 {
+            answer_after_100ms(&moderate, stating(50)).await;
+        }
+        let cap = moderate.pace().in_flight_cap;
+        assert!((8..=16).contains(&cap), "{cap}");
+        // 1,000 a second would keep more busy than the ceiling allows.
+        let open = Pacer::new(&Limits::default());
+        for _ in 0..5 {
+            answer_after_100ms(&open, stating(1000)).await;
+        }
+        assert_eq!(open.pace().in_flight_cap, ADAPTIVE_CEILING);
+        // A file's concurrency bounds it.
+        let bounded = Pacer::new(&Limits {
+            concurrency: Some(3),
+            ..Limits::default()
+        });
+        for _ in 0..5 {
+            answer_after_100ms(&bounded, stating(1000)).await;
+        }
+        assert_eq!(bounded.pace().in_flight_cap, 3);
+        assert_eq!(bounded.max_in_flight(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_call_waits_for_a_slot_while_the_cap_is_taken() {
+        let pacer = Pacer::new(&Limits {
+            concurrency: Some(1),
+            ..Limits::default()
+        });
+        let first = pacer.call().await;
+        let waiting = tokio::time::timeout(Duration::from_millis(50), pacer.call()).await;
+        assert!(
+            waiting.is_err(),
+            "a second call got a slot while the first held it"
+        );
+        drop(first);
+        let second = tokio::time::timeout(Duration::from_millis(50), pacer.call()).await;
+        assert!(second.is_ok(), "the slot was not given back");
+    }
+
     fn window(limit: u64, remaining: u64, reset_ms: u64) -> Window {
         Window {
             limit,

@@ -50,6 +50,9 @@ struct Line {
     passed: bool,
     #[serde(default)]
     not_run: Option<String>,
+    /// Not sent because the verdict was decided without it: no failure.
+    #[serde(default)]
+    saved: bool,
     #[serde(default)]
     checks: Vec<LineCheck>,
     #[serde(default)]
@@ -138,7 +141,10 @@ impl Failures {
         if let Some(why) = &line.not_run {
             not_sent = Finding {
                 code: NOT_SENT.into(),
-                message: format!("not sent: {why}"),
+                message: match why.starts_with("not sent") {
+                    true => why.clone(),
+                    false => format!("not sent: {why}"),
+                },
                 path: None,
             };
             codes.push((NOT_SENT, "run", vec![&not_sent]));
@@ -320,6 +326,8 @@ struct PairView<'a> {
     anchor: String,
     view: VerdictView<'a>,
     fate: Option<Fate>,
+    /// What decided the pair before its last call, in words, when something did.
+    decided: Option<String>,
     groups: Vec<Group>,
     ungrouped: u64,
 }
@@ -472,7 +480,8 @@ impl Examples {
         let Ok(call) = serde_json::from_str::<Line>(line) else {
             return;
         };
-        if call.passed {
+        // A saved call is no failure: the pair's section says what decided it.
+        if call.passed || call.saved {
             return;
         }
         if let Some(&i) = self.index.get(&(call.suite.clone(), call.provider.clone())) {
@@ -529,6 +538,7 @@ pub fn render(
         let failed = failed.finish();
         pairs.push(PairView {
             anchor,
+            decided: super::terminal::decision_text(view.tally),
             view,
             fate,
             groups: failed.groups,
@@ -938,6 +948,37 @@ mod tests {
                 .all(|g| g.calls == (MAX_EXAMPLES + 4) as u64)
         );
         assert_eq!(failures.ungrouped, 5 * (MAX_EXAMPLES + 4) as u64);
+    }
+
+    #[test]
+    fn a_pair_decided_early_says_so_and_its_saved_calls_are_no_failures() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut lines = vec![failed("s", "p", "c0", &["schema_violation"], "{}")];
+        for case in ["c1", "c2", "c3"] {
+            lines.push(
+                json!({"suite": "s", "case": case, "provider": "p", "repeat": 0,
+                "passed": false, "saved": true, "checks": [],
+                "not_run": "not sent: the verdict on s × p was already decided (see `decided`)"}),
+            );
+        }
+        let result = run_with(dir.path(), &lines, true);
+        let mut tally = Tally::new("s", "p", 4);
+        tally.failed = 1;
+        tally.saved = 3;
+        tally.decide_early(1.0);
+        let reasons = vec![Reason::Found(Code::SchemaViolation)];
+        let views = vec![view(&tally, Verdict::Nonconformant, &reasons)];
+        let page = rendered(&result, views, &decision(Vec::new())).unwrap();
+        assert!(page.contains("1 sent, 3 saved"), "{page}");
+        assert!(
+            page.contains("decided after 1 of 4 calls: 1 failures of the model&#x27;s own")
+                || page.contains("decided after 1 of 4 calls: 1 failures of the model's own"),
+            "{page}"
+        );
+        assert!(
+            !page.contains("not_sent"),
+            "saved calls shown as failures: {page}"
+        );
     }
 
     #[test]
