@@ -268,6 +268,8 @@ struct Cell {
     reasons: Vec<String>,
     passed: u64,
     planned: u64,
+    /// Calls not sent because the verdict was decided without them.
+    saved: u64,
     anchor: String,
     fate: Option<Fate>,
 }
@@ -531,6 +533,7 @@ pub fn render(
                 reasons: crate::verdict::Reason::names(view.reasons),
                 passed: view.tally.passed,
                 planned: view.tally.planned,
+                saved: view.tally.saved,
                 anchor: anchor.clone(),
                 fate: fate.clone(),
             },
@@ -970,6 +973,7 @@ mod tests {
         let views = vec![view(&tally, Verdict::Nonconformant, &reasons)];
         let page = rendered(&result, views, &decision(Vec::new())).unwrap();
         assert!(page.contains("1 sent, 3 saved"), "{page}");
+        assert!(page.contains("0/4 calls passed, 3 saved"), "{page}");
         assert!(
             page.contains("decided after 1 of 4 calls: 1 failures of the model&#x27;s own")
                 || page.contains("decided after 1 of 4 calls: 1 failures of the model's own"),
