@@ -191,6 +191,32 @@ async fn still_serving_one_job_per_key(
         1,
         format!("after {after}, the accepted job has one attempt"),
     )?;
+    // The attempt may still be sending a large body to the primary, which counts the
+    // request once it has all of it: the count waits for the attempt to end.
+    let timing = ctx.timing();
+    ctx.poll(
+        &intent.owner,
+        id,
+        &format!("after {after}, the accepted job's attempt ends (the orchestrator is done with the primary)"),
+        timing.attempt_timeout + timing.slack(),
+        |job| {
+            job::attempts(job).iter().all(|a| {
+                !matches!(
+                    a.get("state").and_then(Value::as_str),
+                    Some("starting" | "running")
+                )
+            })
+        },
+    )
+    .await?;
+    if ctx.count(intent, PRIMARY) == 0 {
+        // Cut off by the attempt's own deadline before the primary had the whole body:
+        // a request sent, never received; the contract's timeout rule, not a second job.
+        ctx.note(format!(
+            "after {after}, the attempt ended before the primary had received its whole request"
+        ));
+        ctx.expect(intent, PRIMARY, 0);
+    }
     let created = ctx.create(intent).await;
     ctx.status(
         &created,
