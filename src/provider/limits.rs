@@ -592,18 +592,16 @@ impl Pacer {
                         busy.clamp(DEFAULT_CONCURRENCY, self.max_in_flight)
                     }),
                 };
-                let calm =
-                    (state.last_throttled).is_none_or(|at| now.duration_since(at) > CALM_AFTER_429);
+                // Unstated and long after any 429: straight to what the limit keeps busy;
+                // else one more at a time.
+                let jump = !self.stated
+                    && (state.last_throttled)
+                        .is_none_or(|at| now.duration_since(at) > CALM_AFTER_429);
                 state.answered_since_growth += 1;
-                let grow = state.cap < ceiling
-                    && (state.answered_since_growth >= state.cap || (calm && !self.stated));
+                let grow =
+                    state.cap < ceiling && (jump || state.answered_since_growth >= state.cap);
                 if grow {
-                    // Long after any 429, straight to what the limit keeps busy; soon
-                    // after one, one more at a time.
-                    state.cap = match calm && !self.stated {
-                        true => ceiling,
-                        false => state.cap + 1,
-                    };
+                    state.cap = if jump { ceiling } else { state.cap + 1 };
                     state.answered_since_growth = 0;
                 }
                 grow

@@ -4,9 +4,9 @@
 //! Invariants: the plan is an iterator, never a list, and at most the pacer's most calls
 //! per provider are in flight (the stated `concurrency`, else what the account's limits
 //! keep busy, [`crate::provider::limits::Pacer`]), so memory does not grow with the
-//! number of cases; every
-//! planned call ends as exactly one record (passed, failed, or not run because its
-//! provider was stopped); an interrupt stops the run with `complete = false`.
+//! number of cases; every planned call ends as exactly one record (passed, failed, not
+//! run because its provider was stopped, or saved because its verdict was decided); an
+//! interrupt stops the run with `complete = false`.
 
 pub mod assemble;
 pub mod budget;
