@@ -218,7 +218,7 @@ async fn assert_fault(
 }
 
 /// A fault that arrived with (or after) a 2xx status: one request, never retried, a
-/// failed call of the transport class whatever its kind.
+/// failed call of the provider's own whatever its kind.
 async fn assert_processed_fault(
     v: &Vendor,
     template: ResponseTemplate,
@@ -226,7 +226,7 @@ async fn assert_processed_fault(
 ) -> CallError {
     let err = assert_fault(v, template, kind, 1).await;
     assert_eq!(err.stage, Stage::AfterSuccess, "{}: {err}", v.kind);
-    assert_eq!(err.effect(), Effect::Transport, "{}: {err}", v.kind);
+    assert_eq!(err.effect(), Effect::ProviderFailure, "{}: {err}", v.kind);
     err
 }
 
@@ -463,7 +463,7 @@ async fn a_2xx_body_that_breaks_off_mid_read_is_not_retried() {
         assert_eq!(err.kind, ErrorKind::TruncatedBody, "{}: {err}", v.kind);
         assert_eq!(err.status, Some(200), "{}", v.kind);
         assert!(!err.retryable(), "{}", v.kind);
-        assert_eq!(err.effect(), Effect::Transport, "{}", v.kind);
+        assert_eq!(err.effect(), Effect::ProviderFailure, "{}", v.kind);
         assert_eq!(err.retries, 0, "{}", v.kind);
         assert_eq!(count.load(Ordering::SeqCst), 1, "{}", v.kind);
     }
@@ -610,7 +610,7 @@ async fn an_error_object_in_a_2xx_is_not_retried_whatever_it_says() {
         let err = result.expect_err(v.kind);
         assert_eq!(sent, 1, "{}: {err}", v.kind);
         assert_eq!(err.status, Some(200), "{}", v.kind);
-        assert_eq!(err.effect(), Effect::Transport, "{}", v.kind);
+        assert_eq!(err.effect(), Effect::ProviderFailure, "{}", v.kind);
     }
 }
 

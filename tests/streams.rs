@@ -389,7 +389,7 @@ async fn a_stream_cut_after_40_of_60_tokens_is_truncated_for_every_vendor() {
                 "{}",
                 s.kind
             );
-            assert_eq!(err.effect(), Effect::Transport, "{}", s.kind);
+            assert_eq!(err.effect(), Effect::ProviderFailure, "{}", s.kind);
             assert_eq!(err.retries, 0);
             assert!(
                 err.served_model().is_some(),
@@ -523,7 +523,7 @@ async fn an_error_event_mid_stream_is_classified_like_the_matching_http_error() 
         let err = ask(kind, &base).await.unwrap_err();
         assert_eq!(err.kind, expected, "{kind}: {err}");
         assert_eq!(sent.load(std::sync::atomic::Ordering::SeqCst), 1, "{kind}");
-        assert_eq!(err.effect(), Effect::Transport, "{kind}");
+        assert_eq!(err.effect(), Effect::ProviderFailure, "{kind}");
     }
 
     // The recorded ones: a Vertex stream ending in a bare 499 CANCELLED object, and
@@ -692,12 +692,19 @@ async fn through_conform_run_a_cut_or_failed_stream_never_passes() {
 
     let out = project
         .cmd()
-        .args(["run", "--suite", "ticket-triage", "--no-progress"])
+        .args([
+            "run",
+            "--suite",
+            "ticket-triage",
+            "--no-progress",
+            "--every-call",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    // Transport failures after a 2xx, on every call: too many to judge, nothing granted.
-    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    // The provider's own failures after a 2xx, on every call: nonconformant, each
+    // pair revoked (none was granted), nothing granted.
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
     let records = read_lines(&project.last_run().join("results.jsonl"));
     assert_eq!(records.len(), 26 * expected.len());
     for r in &records {
@@ -714,5 +721,12 @@ async fn through_conform_run_a_cut_or_failed_stream_never_passes() {
         }
         assert!(r["output"].as_str().is_some_and(|o| !o.is_empty()), "{r}");
     }
-    assert!(!project.path("allowlist.json").exists());
+    let list: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(project.path("allowlist.json")).unwrap()).unwrap();
+    assert_eq!(list["entries"], serde_json::json!([]), "{list}");
+    assert_eq!(
+        list["revocations"].as_array().map(Vec::len),
+        Some(expected.len()),
+        "{list}"
+    );
 }

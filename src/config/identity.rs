@@ -13,14 +13,26 @@ pub const OPERATIONAL: &[&str] = &["limits", "timeout", "pricing"];
 
 pub use conform_allowlist::identity::{CasesIdentity, ProviderIdentity, SuiteIdentity};
 
-/// The address a `base_url` names, as identity compares it: scheme, host, port (the
-/// scheme's default written out) and path without a trailing slash, so that
-/// `https://api.openai.com/` and `https://api.openai.com:443` are one endpoint and
-/// `http://host:8000/v1` another than `http://host:8000`. A text that is not a URL is kept
-/// as it is.
+/// The address a `base_url` names, as identity compares it: the whole address a request
+/// goes to, spelled one way. Scheme, user-info, host, port (the scheme's default written
+/// out), path without a trailing slash, and query: `https://api.openai.com/` and
+/// `https://api.openai.com:443` are one endpoint; `http://host:8000/v1` another than
+/// `http://host:8000` (a provider file's `base_url` has its wire's own `/v1` taken off
+/// before it gets here, so for the file both spellings are one endpoint);
+/// `http://acct2:pw@host` another account than `http://host`; `…?x=1` another address.
+///
+/// Secrets stay out: a password is kept as a digest (`acct2:[sha256:…]@`), and so is the
+/// value of a query parameter that names a credential (`key`, `token`, `sig` …), so the
+/// identity tells one account from another without holding either. A text that is not a
+/// URL is kept as it is.
 pub fn endpoint(base_url: &str) -> String {
     let Ok(url) = reqwest::Url::parse(base_url) else {
         return base_url.to_string();
+    };
+    let user = match (url.username(), url.password()) {
+        ("", None) => String::new(),
+        (user, None) => format!("{user}@"),
+        (user, Some(password)) => format!("{user}:[{}]@", secret_digest(password)),
     };
     let host = url.host_str().unwrap_or_default();
     let port = url
@@ -28,7 +40,48 @@ pub fn endpoint(base_url: &str) -> String {
         .map(|p| format!(":{p}"))
         .unwrap_or_default();
     let path = url.path().trim_end_matches('/');
-    format!("{}://{host}{port}{path}", url.scheme())
+    let query = match url.query().filter(|q| !q.is_empty()) {
+        Some(query) => format!("?{}", query_without_secrets(query)),
+        None => String::new(),
+    };
+    format!("{}://{user}{host}{port}{path}{query}", url.scheme())
+}
+
+/// Query parameters whose value is a credential, by the names vendors and proxies use.
+const CREDENTIAL_PARAMETERS: &[&str] = &[
+    "key",
+    "api_key",
+    "api-key",
+    "apikey",
+    "token",
+    "access_token",
+    "auth",
+    "sig",
+    "signature",
+    "secret",
+    "password",
+    "code",
+];
+
+fn query_without_secrets(query: &str) -> String {
+    query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, value))
+                if CREDENTIAL_PARAMETERS.contains(&name.to_lowercase().as_str()) =>
+            {
+                format!("{name}=[{}]", secret_digest(value))
+            }
+            _ => pair.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// A short digest of a secret: enough to tell two apart, never the secret.
+fn secret_digest(secret: &str) -> String {
+    let digest = crate::digest::bytes_hex(secret.as_bytes());
+    digest.chars().take("sha256:".len() + 16).collect()
 }
 
 #[cfg(test)]
@@ -60,6 +113,29 @@ mod tests {
     }
 
     #[test]
+    fn the_account_and_the_query_are_part_of_the_address_and_no_secret_is() {
+        let plain = endpoint("http://127.0.0.1:9105/v1");
+        let account = endpoint("http://acct2:secret@127.0.0.1:9105/v1");
+        assert_ne!(account, plain);
+        assert!(account.starts_with("http://acct2:[sha256:"), "{account}");
+        assert!(!account.contains("secret"), "{account}");
+        assert_ne!(account, endpoint("http://acct2:other@127.0.0.1:9105/v1"));
+        assert_ne!(endpoint("http://acct2@h"), endpoint("http://h"));
+        assert_eq!(
+            endpoint("http://127.0.0.1:9105/v1?x=1"),
+            "http://127.0.0.1:9105/v1?x=1"
+        );
+        assert_ne!(endpoint("http://h/v1?x=1"), endpoint("http://h/v1"));
+        let keyed = endpoint("https://g.example/v1beta?key=AIza-SECRET&alt=sse");
+        assert!(!keyed.contains("AIza-SECRET"), "{keyed}");
+        assert!(keyed.contains("&alt=sse"), "{keyed}");
+        assert_ne!(
+            keyed,
+            endpoint("https://g.example/v1beta?key=AIza-OTHER&alt=sse")
+        );
+    }
+
+    #[test]
     fn provider_changes_name_each_field_with_both_values() {
         let then = ProviderIdentity(
             [
@@ -76,7 +152,7 @@ mod tests {
         assert_eq!(
             now.changes_since(&then),
             [
-                "endpoint: http://a:1 then, http://b:1 now",
+                "endpoint: http://a:1 then, http://b:1 now (the host differs)",
                 "seed: 7 then, unset now"
             ]
         );

@@ -56,12 +56,23 @@ pub struct Description {
 impl Description {
     /// `base_url` as the wire's paths extend it: without a trailing `/`, nor the API path
     /// the wire adds itself.
+    /// The user-info and the query stay: they are part of the address (and of the
+    /// evidence's identity), and requests carry them ([`super::provider::ProviderConfig::url`]).
+    /// A fragment is never sent, so it goes.
     pub fn base_url(&self, url: &str) -> String {
+        let url = url.split_once('#').map_or(url, |(url, _)| url);
+        let (url, query) = match url.split_once('?') {
+            Some((url, query)) => (url, Some(query)),
+            None => (url, None),
+        };
         let url = url.trim_end_matches('/');
         let url = (self.api_paths.iter())
             .find_map(|path| url.strip_suffix(path))
             .unwrap_or(url);
-        url.to_string()
+        match query.filter(|q| !q.is_empty()) {
+            Some(query) => format!("{url}?{query}"),
+            None => url.to_string(),
+        }
     }
 }
 

@@ -436,6 +436,25 @@ impl ProviderConfig {
         }
     }
 
+    /// The address of the wire's `path` (`/v1/chat/completions`, or one with its own
+    /// query, `…:streamGenerateContent?alt=sse`) on this provider: the path after
+    /// `base_url`'s own, then the path's query and `base_url`'s, if any.
+    pub fn url(&self, path: &str) -> String {
+        let split = |s: &str| -> (String, Option<String>) {
+            match s.split_once('?') {
+                Some((head, query)) => (head.to_string(), Some(query.to_string())),
+                None => (s.to_string(), None),
+            }
+        };
+        let (base, base_query) = split(&self.base_url);
+        let (path, path_query) = split(path);
+        let query: Vec<String> = [path_query, base_query].into_iter().flatten().collect();
+        match query.is_empty() {
+            true => format!("{base}{path}"),
+            false => format!("{base}{path}?{}", query.join("&")),
+        }
+    }
+
     /// Whether this is a simulated provider (`kind = "sim"`): it speaks a vendor's wire
     /// on loopback, and its evidence never permits a real failover.
     pub fn is_simulated(&self) -> bool {
@@ -939,7 +958,9 @@ mod tests {
         assert_ne!(a.digest(), elsewhere.digest());
         assert_eq!(
             elsewhere.identity().changes_since(&a.identity()),
-            ["endpoint: https://api.openai.com:443 then, http://127.0.0.1:9 now"]
+            [
+                "endpoint: https://api.openai.com:443 then, http://127.0.0.1:9 now (the scheme, the host and the port differ)"
+            ]
         );
         let c = parse("kind = \"openai\"\nmodel = \"m2\"\n").unwrap();
         assert_ne!(a.digest(), c.digest());
@@ -1011,6 +1032,36 @@ mod tests {
         assert_eq!(moved.base_url, "http://127.0.0.1:8080");
         assert_eq!(moved.overridden(), ["--base-url"]);
         assert_ne!(moved.digest(), file.digest());
+    }
+
+    #[test]
+    fn a_query_stays_with_the_address_and_follows_the_wires_path() {
+        let at = |url: &str| {
+            parse(&format!(
+                "kind = \"openai-compatible\"\nmodel = \"m\"\nbase_url = \"{url}\"\n"
+            ))
+            .unwrap()
+        };
+        let queried = at("http://h:8000/v1/?x=1");
+        assert_eq!(queried.base_url, "http://h:8000?x=1");
+        assert_eq!(
+            queried.url("/v1/chat/completions"),
+            "http://h:8000/v1/chat/completions?x=1"
+        );
+        assert_eq!(
+            queried.url("/m:stream?alt=sse"),
+            "http://h:8000/m:stream?alt=sse&x=1"
+        );
+        assert_ne!(queried.digest(), at("http://h:8000/v1").digest());
+        // The SDKs' `/v1` is the wire's own path: one endpoint with or without it.
+        assert_eq!(
+            at("http://h:8000/v1").digest(),
+            at("http://h:8000").digest()
+        );
+        let account = at("http://acct2:secret@h:8000/v1");
+        assert_ne!(account.digest(), at("http://h:8000").digest());
+        let shown = serde_json::to_string(&account.identity()).unwrap();
+        assert!(!shown.contains("secret"), "{shown}");
     }
 
     #[test]

@@ -70,7 +70,14 @@ pub enum Effect {
     ConfigError,
     /// The model failed the contract on this case.
     ConformanceFailure,
-    /// A transport failure: counts as a failed call, and toward the inconclusive share.
+    /// The provider's own failure to answer, though it was reached: a stream it cut, an
+    /// error event it sent, a 2xx it made unreadable, a 5xx that outlasted its retries.
+    /// It counts against the provider exactly as the model's failures do: more of them
+    /// never make a verdict weaker.
+    ProviderFailure,
+    /// A failure that says nothing about the provider's answers (our network, a 429 past
+    /// its retries): a failed call, never the provider's; too many make the verdict
+    /// inconclusive, and a pass short only because of them is inconclusive too.
     Transport,
 }
 
@@ -480,7 +487,7 @@ mod tests {
             let mut e = CallError::new(*kind, "x").after_success();
             e.should_retry = Some(true);
             assert!(!e.retryable(), "{kind:?}");
-            assert_eq!(e.effect(), Effect::Transport, "{kind:?}");
+            assert_eq!(e.effect(), Effect::ProviderFailure, "{kind:?}");
         }
         let mut before = CallError::new(ErrorKind::BadRequest, "x");
         before.should_retry = Some(true);

@@ -6,7 +6,14 @@
 //! processed the request and probably billed it. Nothing that goes wrong after that (a
 //! body that is HTML, not JSON, cut off, of the wrong shape, an error object inside the
 //! 200, a connection or a stream that breaks mid-body) is a reason to send it again: it
-//! is a failed call of that provider, in the transport class.
+//! is the provider's own failure, counted against it like the model's.
+//!
+//! Which failures are the provider's: everything after a 2xx, and a 5xx or an overload
+//! that outlasts its retries. Which say nothing about its answers: a 429 past its
+//! retries, a connection that broke or timed out before any status (our network as much
+//! as theirs), authentication, quotas. Counting the first kind against the provider is
+//! what keeps verdicts monotone: a provider that breaks more never gets a weaker verdict
+//! than one that breaks less.
 
 use super::error::{Effect, ErrorKind};
 
@@ -64,8 +71,8 @@ const fn final_(effect: Effect) -> Rule {
     }
 }
 
-/// Every broken 2xx alike: not sent again, a failed call in the transport class.
-const PROCESSED: Rule = final_(Effect::Transport);
+/// Every broken 2xx alike: not sent again, the provider's own failure.
+const PROCESSED: Rule = final_(Effect::ProviderFailure);
 
 const fn row(kind: ErrorKind, meaning: &'static str, before_success: Rule) -> Row {
     Row {
@@ -113,11 +120,15 @@ pub const TABLE: &[Row] = &[
         "an account limit: the request exceeds the organisation's tokens per minute, or a 413",
         final_(Effect::HaltProvider),
     ),
-    row(ErrorKind::ServerError, "5xx", retried(Effect::Transport)),
+    row(
+        ErrorKind::ServerError,
+        "5xx",
+        retried(Effect::ProviderFailure),
+    ),
     row(
         ErrorKind::Overloaded,
         "503/529: out of capacity",
-        retried(Effect::Transport),
+        retried(Effect::ProviderFailure),
     ),
     row(
         ErrorKind::Timeout,
@@ -143,7 +154,7 @@ pub const TABLE: &[Row] = &[
     row(
         ErrorKind::StreamTruncated,
         "a stream that ended without the vendor's terminal event",
-        final_(Effect::Transport),
+        final_(Effect::ProviderFailure),
     ),
     row(
         ErrorKind::NonJsonBody,
@@ -158,7 +169,7 @@ pub const TABLE: &[Row] = &[
     row(
         ErrorKind::InvalidResponse,
         "JSON of the wrong shape: no choices, no content",
-        final_(Effect::Transport),
+        final_(Effect::ProviderFailure),
     ),
     row(
         ErrorKind::UnexpectedStatus,
@@ -195,7 +206,8 @@ fn words(rule: Rule) -> (&'static str, &'static str) {
         Effect::HaltProvider => "provider stopped, inconclusive",
         Effect::ConfigError => "provider stopped, configuration error (exit 2)",
         Effect::ConformanceFailure => "failed call (the model's)",
-        Effect::Transport => "failed call (transport)",
+        Effect::ProviderFailure => "failed call (the provider's)",
+        Effect::Transport => "failed call (transport: not the provider's)",
     };
     (retried, effect)
 }
@@ -231,7 +243,7 @@ mod tests {
     }
 
     #[test]
-    fn nothing_after_a_2xx_is_retried_and_all_of_it_is_transport() {
+    fn nothing_after_a_2xx_is_retried_and_all_of_it_is_the_providers_failure() {
         for kind in ErrorKind::ALL {
             assert_eq!(rule(*kind, Stage::AfterSuccess), PROCESSED, "{kind:?}");
         }

@@ -93,8 +93,15 @@ pub struct Tally {
     /// What decided the verdict before every planned call was sent, when something did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decided: Option<Decision>,
-    /// Failed calls whose failure was the transport's, after retries.
+    /// Failed calls whose failure says nothing about the provider's answers, after
+    /// retries ([`Effect::Transport`]): the rest of the failed calls are its own.
     pub transport_errors: u64,
+    /// The kinds of those failures, for the reasons of a verdict they leave open.
+    #[serde(skip)]
+    pub transport_kinds: BTreeSet<crate::provider::ErrorKind>,
+    /// Failed calls that are the provider's own ([`Tally::own_failures`]).
+    #[serde(skip)]
+    pub own_failed: u64,
     /// Of those, the calls still answered 429 after their retries: never the provider's
     /// conformance failure.
     #[serde(skip_serializing_if = "is_zero")]
@@ -206,6 +213,13 @@ impl Tally {
             }
         } else {
             self.failed += 1;
+            let effect = record.error.as_ref().map(|e| e.effect());
+            if matches!(
+                effect,
+                None | Some(Effect::ConformanceFailure | Effect::ProviderFailure)
+            ) {
+                self.own_failed += 1;
+            }
         }
         if let Some(model) = &record.served_model
             && self.served_models.len() < MAX_SEEN
@@ -222,13 +236,16 @@ impl Tally {
                 self.rate_limited += 1;
             }
             match error.effect() {
-                Effect::Transport => self.transport_errors += 1,
+                Effect::Transport => {
+                    self.transport_errors += 1;
+                    self.transport_kinds.insert(error.kind);
+                }
                 Effect::HaltProvider | Effect::ConfigError => {
                     self.config_error |= error.effect() == Effect::ConfigError;
                     self.halted
                         .get_or_insert_with(|| (Code::Call(error.kind), error.message.clone()));
                 }
-                Effect::ConformanceFailure => {}
+                Effect::ConformanceFailure | Effect::ProviderFailure => {}
             }
         }
         for outcome in &record.checks {
@@ -308,7 +325,7 @@ impl Tally {
         if self.decided.is_some() || self.halted.is_some() || self.planned == 0 {
             return None;
         }
-        let model_failures = self.failed.saturating_sub(self.transport_errors);
+        let model_failures = self.own_failures();
         // The most failures the threshold allows, stated for the evidence.
         let allowed = (0..=self.planned)
             .rev()
@@ -395,80 +412,112 @@ impl Tally {
         }
     }
 
-    /// The verdict on the calls' own checks, before any reference is consulted.
+    /// The verdict on the calls' own checks, before any reference is consulted. What the
+    /// answers that came back show against the provider decides first, whatever is
+    /// missing: an interruption, a halt or failures that say nothing about its answers
+    /// never turn a failure found into an open verdict, so more failures never make a
+    /// verdict weaker (`tests::verdicts_are_monotone_in_failures`).
     fn verdict_alone(&self, policy: &Policy) -> (Verdict, Vec<Reason>) {
-        if let Some((code, _)) = &self.halted {
-            return (Verdict::Inconclusive, vec![Reason::Found(*code)]);
+        if let Some(found) = self.nonconformance(policy) {
+            return (Verdict::Nonconformant, found);
         }
-        if !policy.complete {
-            let why = match policy.over_budget {
-                true => Reason::BudgetReached,
-                false => Reason::Interrupted,
-            };
-            return (Verdict::Inconclusive, vec![why]);
+        match self.left_open(policy) {
+            Some(why) => (Verdict::Inconclusive, why),
+            None => (Verdict::Conformant, Vec::new()),
         }
-        // A planned call that was never sent (its provider was stopped by an error in
-        // another suite) is missing evidence: neither a pass nor the model's failure.
-        if self.not_run > 0 {
-            return (Verdict::Inconclusive, vec![Reason::CallsNotSent]);
-        }
-        let ran = self.passed + self.failed;
-        // A pair decided by its model's own failures is judged on them: the few calls it
-        // took are no sample of its transport, whose share would be noise.
-        let decided_early = self.decided.is_some() && self.saved > 0;
-        if ran > 0
-            && !decided_early
-            && ratio(self.transport_errors, ran) > policy.max_transport_error_share
-        {
-            return (Verdict::Inconclusive, vec![Reason::TooManyTransportErrors]);
-        }
+    }
+
+    /// Failed calls that are the provider's own: its model's, and its own failures to
+    /// answer once reached ([`Effect::ProviderFailure`]).
+    pub fn own_failures(&self) -> u64 {
+        self.own_failed
+    }
+
+    /// Why the answers that came back fail the provider, whatever the calls not made or
+    /// not answered would have said: its own failures beyond what `pass_threshold`
+    /// allows over the planned calls (or a case under the per-case bound), unstable
+    /// repeats, latency objectives, tool-calling thresholds. `None` when nothing does.
+    fn nonconformance(&self, policy: &Policy) -> Option<Vec<Reason>> {
         let stability = self.stability.as_ref();
         // With a per-case bound, each case is judged by the confidence its repeats give,
         // instead of the plain share of passed calls.
-        let passes = match stability.filter(|s| s.min_case_pass_lower_bound.is_some()) {
-            Some(s) => self.planned > 0 && s.cases_below_pass_bound == 0,
-            None => self.planned > 0 && self.pass_rate() >= policy.pass_threshold,
+        let short = match stability.filter(|s| s.min_case_pass_lower_bound.is_some()) {
+            Some(s) => s.cases_below_pass_bound > 0,
+            None => {
+                self.planned > 0
+                    && ratio(self.planned - self.own_failures(), self.planned)
+                        < policy.pass_threshold
+            }
         };
-        let stable = stability.is_none_or(|s| s.cases_below_agreement == 0);
+        let unstable = stability.is_some_and(|s| s.cases_below_agreement > 0);
         let slow = self.slo_breaches(&policy.slo);
         let tools_short = self
             .tool_calls
             .as_ref()
             .map(ToolMetrics::failures)
             .unwrap_or_default();
-        // A call still answered 429 after its retries is the account's limit, not the
-        // provider's answer: if it is all that keeps the pair from passing, the evidence
-        // is incomplete, never a failure.
-        let short_by_429s = !passes
-            && self.rate_limited > 0
-            && stability.is_none_or(|s| s.min_case_pass_lower_bound.is_none())
-            && ratio(self.passed + self.rate_limited, self.planned) >= policy.pass_threshold;
-        let clean = stable && slow.is_empty() && tools_short.is_empty();
-        if short_by_429s && clean {
-            return (
-                Verdict::Inconclusive,
-                vec![Reason::Found(Code::Call(
-                    crate::provider::ErrorKind::RateLimited,
-                ))],
-            );
+        if !short && !unstable && slow.is_empty() && tools_short.is_empty() {
+            return None;
         }
-        if passes && clean {
-            (Verdict::Conformant, Vec::new())
-        } else {
-            let mut codes: Vec<(&Code, &u64)> = self.codes.iter().collect();
-            codes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.as_str().cmp(b.0.as_str())));
-            let mut reasons: Vec<Reason> = Vec::new();
-            if !stable {
-                reasons.push(Reason::UnstableRepeats);
-            }
-            reasons.extend(tools_short.into_iter().map(Reason::ToolBelowThreshold));
-            reasons.extend(codes.into_iter().map(|(c, _)| Reason::Found(*c)));
-            if stability.is_some_and(|s| s.cases_below_pass_bound > 0) {
-                reasons.push(Reason::CasePassRateBelowBound);
-            }
-            reasons.extend(slow);
-            (Verdict::Nonconformant, reasons)
+        let mut codes: Vec<(&Code, &u64)> = self.codes.iter().collect();
+        codes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.as_str().cmp(b.0.as_str())));
+        let mut reasons: Vec<Reason> = Vec::new();
+        if unstable {
+            reasons.push(Reason::UnstableRepeats);
         }
+        reasons.extend(tools_short.into_iter().map(Reason::ToolBelowThreshold));
+        reasons.extend(codes.into_iter().map(|(c, _)| Reason::Found(*c)));
+        if stability.is_some_and(|s| s.cases_below_pass_bound > 0) {
+            reasons.push(Reason::CasePassRateBelowBound);
+        }
+        reasons.extend(slow);
+        Some(reasons)
+    }
+
+    /// Why nothing failed the provider and it still has not shown enough to pass: a halt
+    /// (authentication, a quota, our configuration), an interruption or the budget,
+    /// calls never sent, too many failures that say nothing about its answers, or a pass
+    /// short only because of them. `None` when it passes.
+    fn left_open(&self, policy: &Policy) -> Option<Vec<Reason>> {
+        if let Some((code, _)) = &self.halted {
+            return Some(vec![Reason::Found(*code)]);
+        }
+        if !policy.complete {
+            let why = match policy.over_budget {
+                true => Reason::BudgetReached,
+                false => Reason::Interrupted,
+            };
+            return Some(vec![why]);
+        }
+        // A planned call that was never sent (its provider was stopped by an error in
+        // another suite) is missing evidence: neither a pass nor the model's failure.
+        if self.not_run > 0 {
+            return Some(vec![Reason::CallsNotSent]);
+        }
+        let ran = self.passed + self.failed;
+        if ran > 0 && ratio(self.transport_errors, ran) > policy.max_transport_error_share {
+            return Some(vec![Reason::TooManyTransportErrors]);
+        }
+        // With a per-case bound, the cases passed it (else it failed above).
+        let by_share = self
+            .stability
+            .as_ref()
+            .is_none_or(|s| s.min_case_pass_lower_bound.is_none());
+        if by_share && (self.planned == 0 || self.pass_rate() < policy.pass_threshold) {
+            // Short only by failures that are not the provider's (a 429 past its retries
+            // is the account's limit, a broken connection may be ours): the evidence is
+            // incomplete, never a failure.
+            let reasons = self
+                .transport_kinds
+                .iter()
+                .map(|kind| Reason::Found(Code::Call(*kind)))
+                .collect::<Vec<_>>();
+            return Some(match reasons.is_empty() {
+                true => vec![Reason::CallsNotSent],
+                false => reasons,
+            });
+        }
+        None
     }
 
     /// The latency objectives this pair's 95th percentiles may exceed. A percentile within the histogram's error of its bound counts as
@@ -497,7 +546,7 @@ impl Tally {
 pub struct Decision {
     pub rule: DecisionRule,
     pub pass_threshold: f64,
-    /// Failures of the model's own (not the transport's) when it was decided.
+    /// Its own failures (the model's, and the provider's own failures to answer) when it was decided.
     pub model_failures: u64,
     /// The most failures `pass_threshold` allows over the planned calls.
     pub allowed_failures: u64,
@@ -652,6 +701,135 @@ mod tests {
             (Verdict::Inconclusive, vec![Reason::InsufficientEvidence])
         );
         assert_eq!(tally.verdict(&with(0.2)).0, Verdict::Conformant);
+    }
+
+    /// How one planned call ended, for the monotonicity property.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Ended {
+        Passed,
+        /// The model's own failure (a check failed, or a context overflow).
+        Model,
+        /// A stream cut after its 2xx: the provider's own failure.
+        Cut,
+        /// A 5xx past its retries: the provider's own failure.
+        ServerError,
+        /// A connection broken before any status: says nothing about its answers.
+        Reset,
+        RateLimited,
+        /// Authentication failed: the provider is stopped.
+        Auth,
+        NotSent,
+    }
+
+    fn ended(how: Ended, i: usize) -> CallRecord {
+        use crate::provider::{CallError, ErrorKind};
+        let case = format!("c{i}");
+        if how == Ended::NotSent {
+            return CallRecord::not_run("s", &case, "p", 0, "stopped".into());
+        }
+        let mut r = CallRecord::new("s", &case, "p", 0);
+        r.passed = how == Ended::Passed;
+        r.error = match how {
+            Ended::Passed => None,
+            Ended::Model => Some(CallError::new(ErrorKind::ContextLength, "x")),
+            Ended::Cut => Some(CallError::new(ErrorKind::StreamTruncated, "x").after_success()),
+            Ended::ServerError => Some(CallError::new(ErrorKind::ServerError, "x")),
+            Ended::Reset => Some(CallError::new(ErrorKind::ConnectionReset, "x")),
+            Ended::RateLimited => Some(CallError::new(ErrorKind::RateLimited, "x")),
+            Ended::Auth => Some(CallError::new(ErrorKind::Auth, "x")),
+            Ended::NotSent => None,
+        };
+        r
+    }
+
+    fn judged(calls: &[Ended], threshold: f64, complete: bool) -> Verdict {
+        let mut tally = Tally::new("s", "p", calls.len() as u64);
+        for (i, how) in calls.iter().enumerate() {
+            tally.add(&ended(*how, i));
+        }
+        tally.finish();
+        let policy = Policy {
+            pass_threshold: threshold,
+            complete,
+            ..policy(Slo::default())
+        };
+        tally.verdict(&policy).0
+    }
+
+    /// What a verdict lets a fallback do: a revocation, nothing, a grant.
+    fn standing(v: Verdict) -> u8 {
+        match v {
+            Verdict::Nonconformant => 0,
+            Verdict::Inconclusive => 1,
+            Verdict::Conformant => 2,
+        }
+    }
+
+    proptest::proptest! {
+        /// Turning passed calls into failed ones, of any kind, never gives the provider
+        /// a stronger verdict; and a call never sent that comes back failed never lifts
+        /// a nonconformant verdict (which would leave an earlier permit standing).
+        #[test]
+        fn verdicts_are_monotone_in_failures(
+            calls in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    Ended::Passed, Ended::Passed, Ended::Passed, Ended::Passed, Ended::Model,
+                    Ended::Cut, Ended::ServerError, Ended::Reset, Ended::RateLimited,
+                    Ended::Auth, Ended::NotSent,
+                ]),
+                1..40,
+            ),
+            failures in proptest::collection::vec(
+                (0usize..40, proptest::sample::select(vec![
+                    Ended::Model, Ended::Cut, Ended::ServerError, Ended::Reset,
+                    Ended::RateLimited, Ended::Auth,
+                ])),
+                1..8,
+            ),
+            threshold in proptest::sample::select(vec![1.0, 0.95, 0.9, 0.75]),
+            complete in proptest::bool::ANY,
+        ) {
+            let before = judged(&calls, threshold, complete);
+            let mut worse = calls.clone();
+            let mut filled = calls.clone();
+            for (at, how) in failures {
+                let at = at % calls.len();
+                if worse[at] == Ended::Passed {
+                    worse[at] = how;
+                }
+                if filled[at] == Ended::NotSent || filled[at] == Ended::Passed {
+                    filled[at] = how;
+                }
+            }
+            let after = judged(&worse, threshold, complete);
+            proptest::prop_assert!(
+                standing(after) <= standing(before),
+                "{before:?} became {after:?}: {calls:?} then {worse:?}"
+            );
+            if before == Verdict::Nonconformant {
+                let after = judged(&filled, threshold, complete);
+                proptest::prop_assert_eq!(after, Verdict::Nonconformant, "{:?} then {:?}", calls, filled);
+            }
+        }
+    }
+
+    #[test]
+    fn the_providers_own_failures_revoke_where_failures_that_say_nothing_leave_it_open() {
+        // The case: a granted fallback then cut 28 of its 120 streams.
+        let mut calls = vec![Ended::Passed; 120];
+        calls[..28].fill(Ended::Cut);
+        assert_eq!(judged(&calls, 1.0, true), Verdict::Nonconformant);
+        calls[..3].fill(Ended::Cut);
+        calls[3..28].fill(Ended::Passed);
+        assert_eq!(judged(&calls, 1.0, true), Verdict::Nonconformant);
+        // A connection broken before any status may be ours: short only by those, open.
+        calls[..3].fill(Ended::Reset);
+        assert_eq!(judged(&calls, 1.0, true), Verdict::Inconclusive);
+        calls[..28].fill(Ended::Reset);
+        assert_eq!(judged(&calls, 1.0, true), Verdict::Inconclusive);
+        // And a failure of its own among them still fails it.
+        calls[40] = Ended::ServerError;
+        assert_eq!(judged(&calls, 1.0, true), Verdict::Nonconformant);
     }
 
     #[test]

@@ -106,7 +106,7 @@ const CASES: &[Case] = &[
         "openai_error_500_server_error.json",
         ErrorKind::ServerError,
         "server_error",
-        Effect::Transport,
+        Effect::ProviderFailure,
     ),
     compatible(
         "vllm_error_400_context_length_legacy_flat.json",

@@ -198,7 +198,7 @@ async fn chat_error_in_the_middle_of_a_stream() {
     let err = err.unwrap_err();
     assert_eq!(err.kind, ErrorKind::ServerError);
     assert_eq!(err.status, Some(200));
-    assert_eq!(err.effect(), conform::provider::Effect::Transport);
+    assert_eq!(err.effect(), conform::provider::Effect::ProviderFailure);
     assert_eq!(json!(err.message), message);
     assert_eq!(sent.len(), 1);
 

@@ -88,12 +88,81 @@ impl ProviderIdentity {
             .into_iter()
             .filter(|name| self.0.get(*name) != then.0.get(*name))
             .map(|name| {
+                let (then_value, now_value) = (then.0.get(name), self.0.get(name));
+                let parts = match (name.as_str(), then_value, now_value) {
+                    ("endpoint", Some(Value::String(a)), Some(Value::String(b))) => {
+                        format!(" ({})", endpoint_parts_differing(a, b))
+                    }
+                    _ => String::new(),
+                };
                 format!(
-                    "{name}: {} then, {} now",
-                    show(then.0.get(name)),
-                    show(self.0.get(name))
+                    "{name}: {} then, {} now{parts}",
+                    show(then_value),
+                    show(now_value)
                 )
             })
             .collect()
+    }
+}
+
+/// The parts of an address, as conform spells an `endpoint`:
+/// `scheme://[user[:[password digest]]@]host:port/path[?query]`.
+fn endpoint_parts(endpoint: &str) -> [(&'static str, &str); 7] {
+    let (scheme, rest) = endpoint.split_once("://").unwrap_or(("", endpoint));
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let (user_info, host_port) = authority.rsplit_once('@').unwrap_or(("", authority));
+    let (user, password) = user_info.split_once(':').unwrap_or((user_info, ""));
+    let (host, port) = host_port.rsplit_once(':').unwrap_or((host_port, ""));
+    [
+        ("the scheme", scheme),
+        ("the user", user),
+        ("the password", password),
+        ("the host", host),
+        ("the port", port),
+        ("the path", path),
+        ("the query", query),
+    ]
+}
+
+/// Which parts of two endpoints differ, in words: `the query differs`, `the user and the
+/// password differ`.
+fn endpoint_parts_differing(then: &str, now: &str) -> String {
+    let differing: Vec<&str> = endpoint_parts(then)
+        .into_iter()
+        .zip(endpoint_parts(now))
+        .filter(|((_, a), (_, b))| a != b)
+        .map(|((part, _), _)| part)
+        .collect();
+    match differing.as_slice() {
+        [] => "spelled otherwise".to_string(),
+        [one] => format!("{one} differs"),
+        [init @ .., last] => format!("{} and {last} differ", init.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_change_names_the_part_that_differs() {
+        let words = |a: &str, b: &str| endpoint_parts_differing(a, b);
+        assert_eq!(
+            words("http://h:80/v1", "http://h:80/v1?x=1"),
+            "the query differs"
+        );
+        assert_eq!(
+            words("http://h:80/v1", "http://acct2:[sha256:ab]@h:80/v1"),
+            "the user and the password differ"
+        );
+        assert_eq!(words("http://a:80", "http://b:80"), "the host differs");
+        assert_eq!(
+            words("http://a:80", "https://a:443/x"),
+            "the scheme, the port and the path differ"
+        );
     }
 }

@@ -55,7 +55,7 @@ impl WireFormat for AnthropicMessages {
             &["model", "system", "messages", "tools", "tool_choice"],
         );
         Some(CountRequest {
-            url: format!("{}/v1/messages/count_tokens", config.base_url),
+            url: config.url("/v1/messages/count_tokens"),
             headers: sent.headers.clone(),
             body: Value::Object(body),
         })
@@ -175,7 +175,7 @@ impl WireFormat for AnthropicMessages {
             HeaderValue::from_static(API_VERSION),
         );
         WireRequest {
-            url: format!("{}/v1/messages", config.base_url),
+            url: config.url("/v1/messages"),
             headers,
             body: Value::Object(body),
         }

@@ -234,11 +234,10 @@ impl WireFormat for GeminiGenerateContent {
             "generateContent"
         };
         WireRequest {
-            url: format!(
-                "{}/{}/models/{model}:{method}",
-                config.base_url,
+            url: config.url(&format!(
+                "/{}/models/{model}:{method}",
                 options.api_version.as_str()
-            ),
+            )),
             headers,
             body: Value::Object(body),
         }

@@ -78,7 +78,7 @@ impl WireFormat for OllamaChat {
         body.insert("options".into(), Value::Object(options));
 
         WireRequest {
-            url: format!("{}/api/chat", config.base_url),
+            url: config.url("/api/chat"),
             // Local Ollama needs no key; Ollama's cloud takes a bearer token.
             headers: super::bearer_headers(key),
             body: Value::Object(body),

@@ -48,7 +48,7 @@ impl WireFormat for OpenAiCompatible {
             &["messages", "tools", "tool_choice", "parallel_tool_calls"],
         );
         Some(CountRequest {
-            url: format!("{}/apply-template", config.base_url),
+            url: config.url("/apply-template"),
             headers: sent.headers.clone(),
             body: Value::Object(body),
         })
@@ -67,7 +67,7 @@ impl WireFormat for OpenAiCompatible {
                 .and_then(Value::as_str)
                 .ok_or("/apply-template returned no `prompt`")?;
             return Ok(Counted::Then(CountRequest {
-                url: format!("{}/tokenize", config.base_url),
+                url: config.url("/tokenize"),
                 headers: sent.headers.clone(),
                 body: serde_json::json!({"content": prompt, "add_special": true, "parse_special": true}),
             }));

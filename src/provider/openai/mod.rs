@@ -247,7 +247,7 @@ pub(crate) fn encode_chat(
     }
 
     WireRequest {
-        url: format!("{}/v1/chat/completions", config.base_url),
+        url: config.url("/v1/chat/completions"),
         headers: headers(key),
         body: Value::Object(body),
     }

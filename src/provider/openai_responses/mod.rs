@@ -58,7 +58,7 @@ impl WireFormat for OpenAiResponses {
             ],
         );
         Some(crate::provider::count::CountRequest {
-            url: format!("{}/v1/responses/input_tokens", config.base_url),
+            url: config.url("/v1/responses/input_tokens"),
             headers: sent.headers.clone(),
             body: Value::Object(body),
         })
@@ -160,7 +160,7 @@ impl WireFormat for OpenAiResponses {
         }
         body.insert("stream".into(), json!(config.stream));
         WireRequest {
-            url: format!("{}/v1/responses", config.base_url),
+            url: config.url("/v1/responses"),
             headers: headers(key),
             body: Value::Object(body),
         }
@@ -249,7 +249,7 @@ pub fn input_tokens_request(
     key: Option<&Secret>,
 ) -> WireRequest {
     WireRequest {
-        url: format!("{}/v1/responses/input_tokens", config.base_url),
+        url: config.url("/v1/responses/input_tokens"),
         headers: headers(key),
         body: Value::Object(prompt_body(call, config)),
     }
