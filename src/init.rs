@@ -20,32 +20,64 @@ fn template(kind: Kind) -> Option<&'static str> {
     kind.describe().example
 }
 
-const STARTER: [(&str, &str); 6] = [
-    (
-        "suite.toml",
-        include_str!("../fixtures/ticket-triage/suite.toml"),
-    ),
-    (
-        "schema.json",
-        include_str!("../fixtures/ticket-triage/schema.json"),
-    ),
-    (
-        "cases/002-enterprise-full-outage.json",
-        include_str!("../fixtures/ticket-triage/cases/002-enterprise-full-outage.json"),
-    ),
-    (
-        "cases/004-double-charge.json",
-        include_str!("../fixtures/ticket-triage/cases/004-double-charge.json"),
-    ),
-    (
-        "cases/007-feature-request-dark-mode.json",
-        include_str!("../fixtures/ticket-triage/cases/007-feature-request-dark-mode.json"),
-    ),
-    (
-        "cases/014-spanish-login-after-email-change.json",
-        include_str!("../fixtures/ticket-triage/cases/014-spanish-login-after-email-change.json"),
-    ),
-];
+/// `(path, text)` of files embedded from a folder of the repository, as a table.
+macro_rules! embedded {
+    ($dir:literal: $($rel:literal),* $(,)?) => {
+        [$(($rel, include_str!(concat!("../", $dir, "/", $rel)))),*]
+    };
+}
+
+/// The shipped `ticket-triage`, whole: its 30 cases sent twice (the starter's
+/// `suite.toml` asks for [`STARTER_REPEATS`]) are 60 calls, what a pass needs to rule out
+/// the 5 % failure rate `conform.toml` asks for ([`STARTER_SETTINGS`]).
+const STARTER: [(&str, &str); 32] = embedded!("fixtures/ticket-triage":
+    "suite.toml",
+    "schema.json",
+    "cases/001-leaked-api-keys-on-github.json",
+    "cases/002-enterprise-full-outage.json",
+    "cases/003-pro-full-outage-is-p2.json",
+    "cases/004-double-charge.json",
+    "cases/005-enterprise-invoice-seat-dispute.json",
+    "cases/006-gdpr-deletion-request.json",
+    "cases/007-feature-request-dark-mode.json",
+    "cases/008-password-reset-link-expired.json",
+    "cases/009-shipping-delay-angry.json",
+    "cases/010-spam-seo-offer.json",
+    "cases/011-bug-stack-trace-partial.json",
+    "cases/012-api-429-sync-stopped.json",
+    "cases/013-cancellation-threat-price-increase.json",
+    "cases/014-spanish-login-after-email-change.json",
+    "cases/015-forwarded-thread-charged-after-cancel.json",
+    "cases/016-polite-sso-how-to.json",
+    "cases/017-account-takeover.json",
+    "cases/018-non-native-english-shipping.json",
+    "cases/019-praise-no-request.json",
+    "cases/020-phishing-impersonation.json",
+    "cases/021-enterprise-partial-pdf-issue.json",
+    "cases/022-report-spam-accounts.json",
+    "cases/023-ccpa-data-access-request.json",
+    "cases/024-angry-enterprise-feature-request.json",
+    "cases/025-xss-vulnerability-report.json",
+    "cases/026-french-invoice-copy-request.json",
+    "cases/027-webhook-signature-invalid-after-rotation.json",
+    "cases/028-german-parcel-damaged.json",
+    "cases/029-add-seats-question.json",
+    "cases/030-suspicious-login-alert.json",
+);
+
+/// How often the starter suite sends each case.
+const STARTER_REPEATS: u32 = 2;
+
+/// A new project's `conform.toml`: every permit must rule out a failure rate above 5 %.
+const STARTER_SETTINGS: &str = "\
+# What every reader of this project's allowlist holds a permit to (docs/evidence.md).
+[evidence]
+# A permit must rule out a failure rate above 5 % at 95 % confidence: 59 calls without a
+# failure meet it. Without this line, the default is 10 % (29 calls).
+max_undetected_failure_rate = 0.05
+# The longest a grant lasts after its first call.
+max_valid_for = \"30d\"
+";
 
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
@@ -224,7 +256,7 @@ impl std::fmt::Display for Written<'_> {
             )?,
             None => writeln!(
                 f,
-                "wrote fixtures/{}/: a starter suite of four cases; replace them with your own (`conform import`)",
+                "wrote fixtures/{}/: a starter suite of 30 cases, each sent twice; replace them with your own (`conform import`)",
                 done.suite
             )?,
         }
@@ -260,11 +292,13 @@ pub fn scaffold(root: &Path, plan: &Plan) -> Result<Scaffolded, InitError> {
     let readme_path = root.join("README.md");
     let workflow_path = root.join(".github/workflows/conform.yml");
     let suite_dir = root.join("fixtures").join(suite);
+    let settings_path = root.join(crate::config::project::FILE);
     let mut taken: Vec<String> = (providers.iter().map(|p| provider_path(p)))
         .chain([
             readme_path.clone(),
             workflow_path.clone(),
             suite_dir.clone(),
+            settings_path.clone(),
         ])
         .filter(|path| path.exists())
         .map(|path| {
@@ -298,9 +332,14 @@ pub fn scaffold(root: &Path, plan: &Plan) -> Result<Scaffolded, InitError> {
         .collect();
     files.push((readme_path, readme(&plan.primary, &next, suite)));
     files.push((workflow_path, workflow(&providers, free_text, &next)));
+    files.push((settings_path, STARTER_SETTINGS.to_string()));
     if plan.traffic.is_none() {
         for (rel, text) in STARTER {
-            files.push((suite_dir.join(rel), text.to_string()));
+            let text = match rel {
+                "suite.toml" => starter_suite_toml(text),
+                _ => text.to_string(),
+            };
+            files.push((suite_dir.join(rel), text));
         }
     }
     for (path, text) in &files {
@@ -323,6 +362,19 @@ pub fn scaffold(root: &Path, plan: &Plan) -> Result<Scaffolded, InitError> {
         imported,
         next,
     })
+}
+
+/// The shipped suite's `suite.toml` with the starter's repeats.
+fn starter_suite_toml(shipped: &str) -> String {
+    shipped
+        .lines()
+        .map(|line| match line.starts_with("repeats = ") {
+            true => format!("repeats = {STARTER_REPEATS}"),
+            false => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 fn import_traffic(root: &Path, input: &Path) -> Result<Summary, InitError> {

@@ -63,3 +63,25 @@ fn the_operational_fields_are_the_ones_the_identity_leaves_out() {
         );
     }
 }
+
+#[test]
+fn the_default_bound_and_the_drift_example_are_what_the_code_gives() {
+    use conform_allowlist::decision::DEFAULT_MAX_UNDETECTED_FAILURE_RATE as DEFAULT;
+    use conform_allowlist::stats::{drift_upper_bound, failure_rate_upper_bound};
+    let doc = doc();
+    assert!(
+        doc.contains(&format!("{:.0} % unless the project says", DEFAULT * 100.0)),
+        "the page does not state the default bound"
+    );
+    // "29 calls without a failure meet it", and 28 do not.
+    assert!(failure_rate_upper_bound(0, 29, 0.95) <= DEFAULT);
+    assert!(failure_rate_upper_bound(0, 28, 0.95) > DEFAULT);
+    assert!(doc.contains("(29 calls without a failure meet it"));
+    // The drift example: 111 of 120 pairs against a floor of 120 of 120.
+    let drift = drift_upper_bound((111, 120), (120, 120), 0.95).unwrap();
+    let shown = (drift * 10_000.0).ceil() / 100.0;
+    assert!(
+        doc.contains(&format!("a drift above {shown:.1} %")),
+        "the page's drift example is not {shown:.1} %"
+    );
+}

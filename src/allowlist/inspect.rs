@@ -254,6 +254,20 @@ fn write_evidence(f: &mut fmt::Formatter<'_>, e: &Entry) -> fmt::Result {
             .collect();
         writeln!(f, "    checks: {}", checks.join(", "))?;
     }
+    if let Some(d) = &ev.differential {
+        let drift = match d.drift_rules_out() {
+            Some(r) => format!("ruling out {}", r.words(&d.reference)),
+            None => "no compared field passed".to_string(),
+        };
+        writeln!(
+            f,
+            "    judged against {}{}: {drift}",
+            d.reference,
+            (d.reference_run.as_deref())
+                .map(|run| format!(" (its answers in run {run})"))
+                .unwrap_or_default()
+        )?;
+    }
     match &ev.latency {
         Some(l) => writeln!(
             f,
@@ -425,6 +439,17 @@ pub struct GatePermit {
     /// The keys whose signatures the entry carries (none when unsigned).
     pub signed_by: Vec<String>,
     pub rules_out: RulesOut,
+    /// The failure rate the evidence had to rule out, and who set it.
+    pub required: conform_allowlist::decision::Bound,
+    /// What the comparison with a reference rules out, when the evidence has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift_rules_out: Option<conform_allowlist::format::DriftRulesOut>,
+    /// The drift the comparison had to rule out, when one was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift_required: Option<conform_allowlist::decision::Bound>,
+    /// [`Permit::rules_out_words`], for people.
+    #[serde(skip)]
+    pub words: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -464,6 +489,11 @@ impl GateAnswer {
                 permitted: true,
                 suite: suite.to_string(),
                 provider: provider.to_string(),
+                words: permit.rules_out_words(),
+                required: permit.failure_bound,
+                drift_required: permit.drift_bound,
+                drift_rules_out: (permit.entry.evidence.differential.as_ref())
+                    .and_then(|d| d.drift_rules_out()),
                 valid_until: permit.entry.valid_until,
                 rules_out: RulesOut::of(permit.entry.evidence.calls, permit.entry.evidence.passed),
                 signed_by: (super::attest::signed_by(permit.entry.attestation.as_ref()).iter())
@@ -497,7 +527,7 @@ impl fmt::Display for GateAnswer {
                 p.evidence.run_id,
                 p.evidence.passed,
                 p.evidence.calls,
-                p.rules_out.words(),
+                p.words,
                 (p.evidence.latency.as_ref())
                     .map(|l| format!(", p95 latency {}", crate::latency::words(l.total_ms.p95)))
                     .unwrap_or_default(),

@@ -22,6 +22,27 @@ pub struct Local {
     pub settings: Settings,
     /// `trust.toml`: when the project has one, only entries signed by a key it lists.
     pub trust: Option<Trust>,
+    /// The project's provider files, for an entry judged against a reference.
+    pub providers: Providers,
+}
+
+/// The project's `providers/` folder, read when an entry names a reference.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Providers {
+    pub paths: Paths,
+}
+
+impl conform_allowlist::decision::References for Providers {
+    fn identity(&self, name: &str) -> Result<ProviderIdentity, String> {
+        match ProviderFacts::read(&self.paths, name) {
+            Ok(facts) => Ok(facts.identity),
+            Err(denial) if denial.reason == Reason::UnknownProvider => Err(format!(
+                "the project has no such provider any more: {}",
+                denial.detail
+            )),
+            Err(denial) => Err(denial.detail),
+        }
+    }
 }
 
 impl Local {
@@ -53,6 +74,9 @@ impl Local {
             simulated: provider.simulated,
             settings,
             trust,
+            providers: Providers {
+                paths: paths.clone(),
+            },
         })
     }
 
@@ -69,6 +93,7 @@ impl Local {
             provider_identity: Some(&self.provider_identity),
             simulated: self.simulated,
             trust: self.trust.as_ref(),
+            references: Some(&self.providers),
             ..reported
         }
     }

@@ -98,10 +98,7 @@ fn answer(list: &Allowlist, query: &Query<'_>, local: Option<&Local>) -> Result<
     let (observed, required) = match local {
         Some(local) => (
             local.observed(query.reported),
-            query.required.or_defaults(
-                local.settings.max_undetected_failure_rate,
-                local.settings.max_valid_for,
-            ),
+            query.required.or_defaults(local.settings.bounds()),
         ),
         None => (query.reported, query.required),
     };

@@ -11,7 +11,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::format::{Allowlist, Entry, Evidence, Revocation, RulesOut};
+use super::format::{Allowlist, DifferentialEvidence, Entry, Evidence, Revocation, RulesOut};
 use crate::config::{ProviderConfig, ProviderIdentity, Suite};
 use crate::run::{PreparedSuite, RunResult, Target};
 use crate::verdict::Verdict;
@@ -110,7 +110,10 @@ pub fn changes_from_run(
                     report: report.clone(),
                 })),
                 Verdict::Conformant => {
-                    if let Some(why) = withheld(config, suite, repeats) {
+                    let reference = reference_of(t, targets);
+                    let why = withheld(config, suite, repeats)
+                        .or_else(|| reference.and_then(withheld_reference));
+                    if let Some(why) = why {
                         return Some(Change::Withhold {
                             suite: suite.name.clone(),
                             provider: config.name.clone(),
@@ -148,7 +151,10 @@ pub fn changes_from_run(
                                 .as_ref()
                                 .filter(|m| m.answers > 0)
                                 .map(Into::into),
-                            differential: t.differential.as_ref().map(Into::into),
+                            differential: t
+                                .differential
+                                .as_ref()
+                                .map(|d| pinned_comparison(d.into(), reference, &result.run_id)),
                         },
                         generated_at: stamp(result.finished_at),
                         // Counted from the first call, not from when the evidence was
@@ -162,6 +168,48 @@ pub fn changes_from_run(
             }
         })
         .collect()
+}
+
+/// The live reference a pair was judged against, when it was: a provider of the run.
+fn reference_of<'a>(
+    tally: &crate::verdict::Tally,
+    targets: &'a [Arc<Target>],
+) -> Option<&'a ProviderConfig> {
+    let name = &tally.differential.as_ref()?.reference;
+    (targets.iter())
+        .map(|t| t.endpoint.config.as_ref())
+        .find(|c| &c.name == name)
+}
+
+/// The comparison as an entry keeps it: the reference pinned as the candidate is, the
+/// run its answers came from, and what the comparison rules out.
+fn pinned_comparison(
+    mut evidence: DifferentialEvidence,
+    reference: Option<&ProviderConfig>,
+    run_id: &str,
+) -> DifferentialEvidence {
+    if let Some(reference) = reference {
+        let identity = reference.identity();
+        evidence.reference_digest = Some(identity.digest());
+        evidence.reference_identity = Some(identity);
+        evidence.reference_run = Some(run_id.to_string());
+    }
+    evidence.drift_rules_out = evidence.drift_rules_out();
+    evidence
+}
+
+/// Why a comparison with `reference` is not evidence about the project's files, when it
+/// is not: the command line changed what the reference was sent.
+fn withheld_reference(reference: &ProviderConfig) -> Option<String> {
+    let overridden = reference.overridden();
+    (!overridden.is_empty()).then(|| {
+        format!(
+            "not granted: judged against the reference `{}`, run with {}, which replaces what providers/{}.toml says",
+            reference.name,
+            overridden.join(" and "),
+            reference.name
+        )
+    })
 }
 
 /// Why a conformant run of `config` on `suite`, `repeats` times per case, is not evidence

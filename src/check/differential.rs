@@ -361,6 +361,10 @@ pub struct Differential {
     /// Cases left out because the reference gave no usable answer to them.
     #[serde(skip_serializing_if = "is_zero")]
     pub left_out: u64,
+    /// What the comparison rules out: the largest drift from the reference its pairs
+    /// cannot exclude (`None` until [`Differential::finish`], or when no field passed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift_rules_out: Option<conform_allowlist::format::DriftRulesOut>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -389,6 +393,7 @@ impl Differential {
             worst_cases: Vec::new(),
             unavailable: None,
             left_out: 0,
+            drift_rules_out: None,
         }
     }
 
@@ -468,6 +473,8 @@ impl Differential {
                 _ => FieldVerdict::Pass,
             };
         }
+        // The entry's figure, computed the way every reader recomputes it.
+        self.drift_rules_out = DifferentialEvidence::from(&*self).drift_rules_out();
     }
 
     /// The fields that failed.
@@ -527,6 +534,11 @@ impl From<&Differential> for DifferentialEvidence {
     fn from(d: &Differential) -> Self {
         DifferentialEvidence {
             reference: d.reference.clone(),
+            // The reference's pins are the writer's to add: it knows the reference's file.
+            reference_identity: None,
+            reference_digest: None,
+            reference_run: None,
+            drift_rules_out: None,
             margin: d.margin,
             confidence: d.confidence,
             cases: d.cases,

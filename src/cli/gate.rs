@@ -35,9 +35,16 @@ pub struct GateArgs {
     pub max_p95_ttft: Option<std::time::Duration>,
     /// Deny (insufficient_evidence) unless the evidence rules out a failure rate above
     /// RATE at 95 % confidence: 0 failures in 100 calls rule out 3 %, in 20 calls 14 %.
-    /// Default: `max_undetected_failure_rate` in ROOT/conform.toml, else no bound.
+    /// Default: `max_undetected_failure_rate` in ROOT/conform.toml, else 0.10.
     #[arg(long, value_name = "RATE", value_parser = Required::parse_rate)]
     pub max_undetected_failure_rate: Option<f64>,
+    /// For evidence judged against a reference (`run --reference`): deny
+    /// (insufficient_evidence) unless its comparison rules out a drift from the reference
+    /// above RATE (an answer disagreeing with the primary that much more often than the
+    /// primary disagrees with itself). Default: `max_undetected_drift` in
+    /// ROOT/conform.toml, else none required.
+    #[arg(long, value_name = "RATE", value_parser = Required::parse_rate)]
+    pub max_undetected_drift: Option<f64>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }
@@ -61,7 +68,8 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<Exit> {
         max_p95_latency: args.max_p95,
         max_p95_ttft: args.max_p95_ttft,
         max_undetected_failure_rate: args.max_undetected_failure_rate,
-        max_valid_for: None,
+        max_undetected_drift: args.max_undetected_drift,
+        ..Required::default()
     });
     let answer = GateAnswer::ask(&global.allowlist_path(), &query);
     if let Some(note) = answer.unsigned_note(&paths.trust) {

@@ -41,7 +41,7 @@ pub use suite::{
 };
 
 /// Where the configuration lives.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Paths {
     pub providers: PathBuf,
     pub fixtures: PathBuf,
@@ -141,6 +141,12 @@ impl Workspace {
             problems.extend(d);
             Settings::default()
         });
+        for suite in &mut suites {
+            suite.required_failure_rate = suite::required_failure_rate(
+                suite.max_undetected_failure_rate,
+                settings.failure_rate_bound(),
+            );
+        }
         (
             Workspace {
                 providers,

@@ -5,6 +5,7 @@
 //! [evidence]
 //! max_valid_for = "30d"              # the longest a grant may last after its first call
 //! max_undetected_failure_rate = 0.05 # every permit must rule out a higher failure rate
+//! max_undetected_drift = 0.05        # and a comparison with a reference a larger drift
 //! ```
 
 use std::path::Path;
@@ -27,8 +28,12 @@ pub struct Settings {
     /// first call; readers deny an entry valid for longer.
     pub max_valid_for: Duration,
     /// The failure rate every permit must rule out at 95 % confidence (the default of
-    /// `conform gate --max-undetected-failure-rate`); `None`: no bound is required.
+    /// `conform gate --max-undetected-failure-rate`); `None`: the reader crate's
+    /// default ([`conform_allowlist::decision::DEFAULT_MAX_UNDETECTED_FAILURE_RATE`]).
     pub max_undetected_failure_rate: Option<f64>,
+    /// The drift from a reference every permit judged against one must rule out (the
+    /// default of `conform gate --max-undetected-drift`); `None`: none is required.
+    pub max_undetected_drift: Option<f64>,
 }
 
 impl Default for Settings {
@@ -36,6 +41,7 @@ impl Default for Settings {
         Settings {
             max_valid_for: DEFAULT_MAX_VALID_FOR,
             max_undetected_failure_rate: None,
+            max_undetected_drift: None,
         }
     }
 }
@@ -53,6 +59,7 @@ struct EvidenceTable {
     #[serde(default, with = "super::slo::optional_duration")]
     max_valid_for: Option<Duration>,
     max_undetected_failure_rate: Option<f64>,
+    max_undetected_drift: Option<f64>,
 }
 
 impl Settings {
@@ -85,13 +92,13 @@ impl Settings {
                 "must be longer than zero, e.g. \"30d\"",
             ));
         }
-        if e.max_undetected_failure_rate
-            .is_some_and(|r| !(r > 0.0 && r < 1.0))
-        {
-            problems.push(at(
-                "max_undetected_failure_rate",
-                "must be a share in (0, 1), e.g. 0.05",
-            ));
+        for (field, value) in [
+            ("max_undetected_failure_rate", e.max_undetected_failure_rate),
+            ("max_undetected_drift", e.max_undetected_drift),
+        ] {
+            if value.is_some_and(|r| !(r > 0.0 && r < 1.0)) {
+                problems.push(at(field, "must be a share in (0, 1), e.g. 0.05"));
+            }
         }
         if !problems.is_empty() {
             return Err(problems);
@@ -99,7 +106,25 @@ impl Settings {
         Ok(Settings {
             max_valid_for: e.max_valid_for.unwrap_or(DEFAULT_MAX_VALID_FOR),
             max_undetected_failure_rate: e.max_undetected_failure_rate,
+            max_undetected_drift: e.max_undetected_drift,
         })
+    }
+
+    /// What these settings require of every permit, for the reader crate's decision.
+    pub fn bounds(&self) -> conform_allowlist::decision::ProjectBounds {
+        conform_allowlist::decision::ProjectBounds {
+            max_undetected_failure_rate: self.max_undetected_failure_rate,
+            max_undetected_drift: self.max_undetected_drift,
+            max_valid_for: self.max_valid_for,
+        }
+    }
+
+    /// The failure rate a conformant verdict must rule out for a suite that states none:
+    /// the project's, else the reader crate's default, so that a run grants only what
+    /// every reader of the project permits.
+    pub fn failure_rate_bound(&self) -> f64 {
+        self.max_undetected_failure_rate
+            .unwrap_or(conform_allowlist::decision::DEFAULT_MAX_UNDETECTED_FAILURE_RATE)
     }
 }
 

@@ -159,6 +159,11 @@ pub struct Suite {
     pub stream_agreement: bool,
     /// The failure rate a conformant verdict must rule out (`max_undetected_failure_rate`).
     pub max_undetected_failure_rate: Option<f64>,
+    /// What a conformant verdict is held to: the stricter of the suite's bound and the
+    /// one every reader of the project holds a permit to (its `conform.toml`, else the
+    /// reader crate's default), so a run grants only what the project's readers permit.
+    /// [`super::Workspace::load`] sets it from the project's settings.
+    pub required_failure_rate: f64,
     /// Latency objectives every provider's verdict on this suite is held to.
     pub slo: super::Slo,
     /// The tools every case may call (`tools` in `suite.toml`); a case's own `tools`
@@ -474,6 +479,10 @@ impl Suite {
             stability: spec.stability,
             stream_agreement: spec.stream_agreement,
             max_undetected_failure_rate: spec.max_undetected_failure_rate,
+            required_failure_rate: required_failure_rate(
+                spec.max_undetected_failure_rate,
+                crate::config::Settings::default().failure_rate_bound(),
+            ),
             slo,
             tools: tools.into(),
             tools_file,
@@ -1126,6 +1135,11 @@ impl SuiteFile {
 
         (schema, schema_file, schema_bytes)
     }
+}
+
+/// The stricter of a suite's own bound and the project's.
+pub fn required_failure_rate(suite: Option<f64>, project: f64) -> f64 {
+    suite.map_or(project, |own| own.min(project))
 }
 
 #[cfg(test)]

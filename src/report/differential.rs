@@ -92,6 +92,9 @@ pub fn text(result: &RunResult) -> String {
                 .collect();
             let _ = writeln!(out, "  most disagreeing: {}", listed.join("; "));
         }
+        if let Some(r) = &d.drift_rules_out {
+            let _ = writeln!(out, "  rules out {}", r.words(&d.reference));
+        }
     }
     out
 }
@@ -133,6 +136,9 @@ pub fn markdown(result: &RunResult) -> String {
                 .collect();
             out.push_str(&listed.join(", "));
             out.push('\n');
+        }
+        if let Some(r) = &d.drift_rules_out {
+            let _ = writeln!(out, "\nRules out {}.", r.words(&d.reference));
         }
     }
     out

@@ -133,9 +133,9 @@ impl Tallies {
                     complete: complete || tally.ran_all(),
                     over_budget,
                     slo: tally.slo,
-                    max_undetected_failure_rate: suites[suite_index]
-                        .suite
-                        .max_undetected_failure_rate,
+                    max_undetected_failure_rate: Some(
+                        suites[suite_index].suite.required_failure_rate,
+                    ),
                 };
                 let (verdict, reasons) = tally.verdict(&policy);
                 PairVerdict {

@@ -41,6 +41,10 @@ pub enum Reason {
     SuiteChanged,
     /// The provider's configuration is not the one the evidence was made with.
     ProviderChanged,
+    /// The evidence judged the provider against a reference (`--reference PRIMARY`) whose
+    /// configuration is not the one the comparison was made with, or that the project no
+    /// longer has: the comparison is about another primary.
+    ReferenceChanged,
     /// The caller saw a served model or fingerprint that the evidence never saw.
     ModelDrift,
     /// The caller asked for a latency bound (`conform gate --max-p95`) that the
@@ -63,7 +67,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in the order the decision checks them.
-    pub const ALL: [Reason; 19] = [
+    pub const ALL: [Reason; 20] = [
         Reason::UnknownSuite,
         Reason::UnknownProvider,
         Reason::InvalidConfig,
@@ -79,6 +83,7 @@ impl Reason {
         Reason::Expired,
         Reason::SuiteChanged,
         Reason::ProviderChanged,
+        Reason::ReferenceChanged,
         Reason::ValidityTooLong,
         Reason::ModelDrift,
         Reason::InsufficientEvidence,
@@ -97,6 +102,7 @@ impl Reason {
                 | Reason::Expired
                 | Reason::SuiteChanged
                 | Reason::ProviderChanged
+                | Reason::ReferenceChanged
                 | Reason::ModelDrift
                 | Reason::InsufficientEvidence
                 | Reason::ValidityTooLong
@@ -118,6 +124,7 @@ impl Reason {
             Reason::Expired => "expired",
             Reason::SuiteChanged => "suite_changed",
             Reason::ProviderChanged => "provider_changed",
+            Reason::ReferenceChanged => "reference_changed",
             Reason::ModelDrift => "model_drift",
             Reason::LatencyBound => "latency_bound",
             Reason::UnknownSuite => "unknown_suite",
@@ -171,10 +178,87 @@ impl Denial {
     }
 }
 
-/// Failover is permitted, on this entry's evidence.
+/// Failover is permitted, on this entry's evidence, which met these bounds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Permit {
     pub entry: Entry,
+    /// The failure rate the evidence had to rule out, and who asked for it.
+    pub failure_bound: Bound,
+    /// The drift from the reference the comparison had to rule out, when one was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift_bound: Option<Bound>,
+}
+
+impl Permit {
+    /// What the evidence rules out and what it was held to, for people: `a failure rate
+    /// above 2.5 % (95 % confidence), within the 10.0 % required (the default: …); a drift
+    /// above 4.1 % from claude on /label (95 % confidence)`.
+    pub fn rules_out_words(&self) -> String {
+        let ev = &self.entry.evidence;
+        let mut words = format!(
+            "{}, within the {} required",
+            RulesOut::of(ev.calls, ev.passed).words(),
+            self.failure_bound.words()
+        );
+        if let Some(d) = &ev.differential {
+            let drift = match d.drift_rules_out() {
+                Some(r) => r.words(&d.reference),
+                None => format!("no drift from {} (no compared field passed)", d.reference),
+            };
+            words.push_str("; ");
+            words.push_str(&drift);
+            if let Some(bound) = &self.drift_bound {
+                words.push_str(&format!(", within the {} required", bound.words()));
+            }
+        }
+        words
+    }
+}
+
+/// The failure rate a permit must rule out when nobody asks for another: 29 calls
+/// without a failure meet it, one call never does. A project or a caller may set
+/// another, stricter or not (`[evidence] max_undetected_failure_rate`,
+/// `conform gate --max-undetected-failure-rate`).
+pub const DEFAULT_MAX_UNDETECTED_FAILURE_RATE: f64 = 0.10;
+
+/// Who set a bound the evidence was held to: what `conform allowlist explain` says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoundFrom {
+    /// The caller asked for it (`conform gate --max-…`, a Rust reader's [`Required`]).
+    #[default]
+    Caller,
+    /// The project's `conform.toml`, under `[evidence]`.
+    Project,
+    /// Nobody: [`DEFAULT_MAX_UNDETECTED_FAILURE_RATE`].
+    Default,
+}
+
+impl BoundFrom {
+    /// Where the bound came from, in words.
+    pub fn words(self) -> &'static str {
+        match self {
+            BoundFrom::Caller => "asked for by the caller",
+            BoundFrom::Project => "the project's conform.toml [evidence]",
+            BoundFrom::Default => {
+                "the default: [evidence] in conform.toml or the reader's --max-… flag sets another"
+            }
+        }
+    }
+}
+
+/// A share the evidence must rule out anything above, and who set it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Bound {
+    pub rate: f64,
+    pub from: BoundFrom,
+}
+
+impl Bound {
+    /// `10.0 % (the default: …)`.
+    pub fn words(&self) -> String {
+        format!("{:.1} % ({})", self.rate * 100.0, self.from.words())
+    }
 }
 
 /// What the caller has observed, to be held against the evidence. Every field is
@@ -232,6 +316,17 @@ pub struct Observed<'a> {
     pub served_model: Option<&'a str>,
     /// The system fingerprint the provider reported.
     pub system_fingerprint: Option<&'a str>,
+    /// The project's providers as they are now, for an entry judged against a live
+    /// reference: the reference is held to its file as the provider is to its own.
+    pub references: Option<&'a dyn References>,
+}
+
+/// The project's providers as they are now, looked up by name: an entry that names a
+/// reference is held to that reference's file.
+pub trait References: std::fmt::Debug + Sync {
+    /// The identity of provider `name` as its file says now; `Err` says why there is
+    /// none (no such file, a file that does not load).
+    fn identity(&self, name: &str) -> Result<ProviderIdentity, String>;
 }
 
 /// Bounds a caller holds the evidence to at decision time: an orchestrator whose users
@@ -246,7 +341,15 @@ pub struct Required {
     pub max_p95_ttft: Option<std::time::Duration>,
     /// The evidence must rule out failure rates above this at 95 % confidence
     /// ([`crate::stats`]): 0 failures in 100 calls rule out 3 %, in 20 calls 14 %.
+    /// Unset, [`DEFAULT_MAX_UNDETECTED_FAILURE_RATE`] holds.
     pub max_undetected_failure_rate: Option<f64>,
+    /// Who set `max_undetected_failure_rate`.
+    pub failure_rate_from: BoundFrom,
+    /// An entry judged against a reference must rule out a drift from it above this
+    /// ([`crate::stats::drift_upper_bound`]); unset, none is required.
+    pub max_undetected_drift: Option<f64>,
+    /// Who set `max_undetected_drift`.
+    pub drift_from: BoundFrom,
     /// An entry may be valid for at most this long after its first call.
     pub max_valid_for: Option<std::time::Duration>,
 }
@@ -261,19 +364,61 @@ impl Required {
     }
 
     /// These bounds, a project's settings filling those left unset.
-    pub fn or_defaults(
-        self,
-        max_undetected_failure_rate: Option<f64>,
-        max_valid_for: std::time::Duration,
-    ) -> Required {
+    pub fn or_defaults(self, project: ProjectBounds) -> Required {
+        let from = |mine: Option<f64>, mine_from, theirs: Option<f64>| match (mine, theirs) {
+            (Some(_), _) => mine_from,
+            (None, Some(_)) => BoundFrom::Project,
+            (None, None) => mine_from,
+        };
         Required {
             max_undetected_failure_rate: self
                 .max_undetected_failure_rate
-                .or(max_undetected_failure_rate),
-            max_valid_for: self.max_valid_for.or(Some(max_valid_for)),
+                .or(project.max_undetected_failure_rate),
+            failure_rate_from: from(
+                self.max_undetected_failure_rate,
+                self.failure_rate_from,
+                project.max_undetected_failure_rate,
+            ),
+            max_undetected_drift: self.max_undetected_drift.or(project.max_undetected_drift),
+            drift_from: from(
+                self.max_undetected_drift,
+                self.drift_from,
+                project.max_undetected_drift,
+            ),
+            max_valid_for: self.max_valid_for.or(Some(project.max_valid_for)),
             ..self
         }
     }
+
+    /// The failure rate the evidence must rule out: the one asked for, else the default.
+    pub fn failure_bound(&self) -> Bound {
+        match self.max_undetected_failure_rate {
+            Some(rate) => Bound {
+                rate,
+                from: self.failure_rate_from,
+            },
+            None => Bound {
+                rate: DEFAULT_MAX_UNDETECTED_FAILURE_RATE,
+                from: BoundFrom::Default,
+            },
+        }
+    }
+
+    /// The drift from a reference the evidence must rule out, when one is asked for.
+    pub fn drift_bound(&self) -> Option<Bound> {
+        self.max_undetected_drift.map(|rate| Bound {
+            rate,
+            from: self.drift_from,
+        })
+    }
+}
+
+/// What a project's settings (`conform.toml`) require of every permit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProjectBounds {
+    pub max_undetected_failure_rate: Option<f64>,
+    pub max_undetected_drift: Option<f64>,
+    pub max_valid_for: std::time::Duration,
 }
 
 impl Allowlist {
@@ -326,6 +471,8 @@ impl Allowlist {
                 Ok(()) => {
                     return Ok(Permit {
                         entry: entry.clone(),
+                        failure_bound: required.failure_bound(),
+                        drift_bound: required.drift_bound(),
                     });
                 }
                 Err(denial) => {
@@ -447,15 +594,29 @@ fn check_evidence(
             evidence.run_id, evidence.repeats
         ));
     }
-    if let Some(bound) = required.max_undetected_failure_rate {
-        let rules_out = RulesOut::of(evidence.calls, evidence.passed);
-        if rules_out.failure_rate_above > bound {
+    let bound = required.failure_bound();
+    let rules_out = RulesOut::of(evidence.calls, evidence.passed);
+    if rules_out.failure_rate_above > bound.rate {
+        return deny(format!(
+            "{} passed of {} calls rule out only {}; a permit must rule out a failure rate above {}: add cases or repeats and run again",
+            evidence.passed,
+            evidence.calls,
+            rules_out.words(),
+            bound.words()
+        ));
+    }
+    if let (Some(bound), Some(d)) = (required.drift_bound(), &evidence.differential) {
+        let shown = d.drift_rules_out();
+        let short = shown.as_ref().is_none_or(|r| r.drift_above > bound.rate);
+        if short {
             return deny(format!(
-                "{} passed of {} calls rule out only {}; {:.1} % was asked for: add cases or repeats and run again",
-                evidence.passed,
-                evidence.calls,
-                rules_out.words(),
-                bound * 100.0
+                "the comparison with {} rules out only {}; a permit must rule out a drift above {}: add cases or repeats and run again",
+                d.reference,
+                match &shown {
+                    Some(r) => r.words(&d.reference),
+                    None => "no drift (no field passed)".to_string(),
+                },
+                bound.words()
             ));
         }
     }
@@ -575,6 +736,46 @@ fn same_provider(entry: &Entry, observed: &Observed<'_>) -> Result<(), String> {
     same_pinned(&pin, entry.contract_only)
 }
 
+/// An entry judged against a live reference holds that reference to its file as it is
+/// now, as the provider is held to its own: another primary makes it another comparison.
+fn same_reference(entry: &Entry, observed: &Observed<'_>) -> Result<(), String> {
+    let (Some(references), Some(d)) = (observed.references, &entry.evidence.differential) else {
+        return Ok(());
+    };
+    // Recorded answers live in the cases, which the suite's digest pins.
+    if d.reference == RECORDED_REFERENCE {
+        return Ok(());
+    }
+    let now = references.identity(&d.reference).map_err(|why| {
+        format!(
+            "the evidence judged the provider against `{}`, and {why}",
+            d.reference
+        )
+    })?;
+    if d.reference_digest.is_none() {
+        return Err(format!(
+            "the entry records no identity of its reference `{}`, so it cannot be shown to be judged against the reference as it is now: run again",
+            d.reference
+        ));
+    }
+    let now_digest = now.digest();
+    let pin = Pin {
+        name: "reference",
+        called: "reference's configuration",
+        made_of: "the reference's settings",
+        then_digest: d.reference_digest.as_deref().unwrap_or_default(),
+        then: d.reference_identity.as_ref(),
+        now_digest: Some(&now_digest),
+        now: Some(&now),
+    };
+    same_pinned(&pin, entry.contract_only)
+        .map_err(|detail| format!("judged against `{}`: {detail}", d.reference))
+}
+
+/// What [`crate::format::DifferentialEvidence::reference`] says for answers recorded in
+/// the cases instead of a live reference provider.
+pub const RECORDED_REFERENCE: &str = "recorded";
+
 fn same_pinned<I: Pinned>(pin: &Pin<'_, I>, contract_only: bool) -> Result<(), String> {
     let pinned = |what: String| {
         format!(
@@ -690,6 +891,9 @@ fn check_entry(
     }
     if let Err(detail) = same_provider(entry, observed) {
         return deny(Reason::ProviderChanged, detail);
+    }
+    if let Err(detail) = same_reference(entry, observed) {
+        return deny(Reason::ReferenceChanged, detail);
     }
     if !entry.contract_only {
         check_window(entry, at, until, required)?;

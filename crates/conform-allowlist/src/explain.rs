@@ -6,7 +6,6 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::decision::{Denial, Permit, Reason};
-use crate::format::RulesOut;
 
 /// The stable status of a decision: `permitted`, or the denial's reason code
 /// (`no_entry`, `revoked`, `expired`, `suite_changed` …).
@@ -48,7 +47,7 @@ pub fn sentence(
             let ev = &entry.evidence;
             format!(
                 "failover is permitted until {} ({} left), on run {}: {}/{} calls passed \
-({:.0}% after retries, {:.0}% first attempt), which rules out {}; served {}; report {}",
+({:.0}% after retries, {:.0}% first attempt), which rule out {}; served {}; report {}",
                 entry.valid_until,
                 time_left(&entry.valid_until, now),
                 ev.run_id,
@@ -56,7 +55,7 @@ pub fn sentence(
                 ev.calls,
                 ev.pass_rate * 100.0,
                 ev.first_attempt_pass_rate * 100.0,
-                RulesOut::of(ev.calls, ev.passed).words(),
+                permit.rules_out_words(),
                 list_or_none(&entry.served_models),
                 ev.report
             )

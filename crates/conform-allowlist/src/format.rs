@@ -221,15 +221,31 @@ pub struct Bounds {
 }
 
 /// Differential conformance as the entry keeps it: per compared field, the reference's
-/// agreement with itself and the candidate's with the reference.
+/// agreement with itself and the candidate's with the reference, and the reference the
+/// candidate was judged against, pinned as the candidate is.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DifferentialEvidence {
     /// The reference provider, or `recorded`.
     pub reference: String,
+    /// The reference provider's identity when it answered (a live reference): a reader
+    /// holds it to the reference's file as it is now, as it holds the candidate
+    /// (`reference_changed`). A recorded reference is in the cases, pinned with the suite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_identity: Option<ProviderIdentity>,
+    /// The digest of `reference_identity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_digest: Option<String>,
+    /// The run whose answers of the reference the candidate was compared with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_run: Option<String>,
     pub margin: f64,
     pub confidence: f64,
     pub cases: u64,
     pub fields: Vec<FieldEvidence>,
+    /// What the comparison rules out, for people: readers recompute it from the fields
+    /// ([`DifferentialEvidence::drift_rules_out`]) rather than trust it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_rules_out: Option<DriftRulesOut>,
 }
 
 /// One compared field.
@@ -242,6 +258,71 @@ pub struct FieldEvidence {
     pub candidate_pairs: u64,
     /// `pass`, `fail`, `no_floor`, `not_compared`, `insufficient` or `uninformative`.
     pub verdict: String,
+}
+
+impl FieldEvidence {
+    /// The largest excess disagreement over the reference's floor this field's pairs
+    /// cannot rule out ([`crate::stats::drift_upper_bound`]), recomputed from its counts.
+    pub fn drift_upper_bound(&self, confidence: f64) -> Option<f64> {
+        let agreeing = |rate: Option<f64>, pairs: u64| {
+            // The rates are agreeing / pairs, as written: the count comes back exact.
+            (rate.unwrap_or(0.0) * pairs as f64)
+                .round()
+                .clamp(0.0, pairs as f64) as u64
+        };
+        crate::stats::drift_upper_bound(
+            (
+                agreeing(self.candidate_agreement, self.candidate_pairs),
+                self.candidate_pairs,
+            ),
+            (
+                agreeing(self.reference_agreement, self.reference_pairs),
+                self.reference_pairs,
+            ),
+            confidence,
+        )
+    }
+}
+
+/// The power of a comparison with a reference: the largest excess disagreement with the
+/// reference, over the reference's disagreement with itself, that it cannot rule out at
+/// `confidence`, and on which field. A candidate drifting further would have been found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriftRulesOut {
+    pub confidence: f64,
+    /// The field whose pairs rule out least.
+    pub field: String,
+    pub drift_above: f64,
+}
+
+impl DriftRulesOut {
+    /// `a drift above 11.7 % from claude on /label (95 % confidence)`.
+    pub fn words(&self, reference: &str) -> String {
+        format!(
+            "a drift above {:.1} % from {reference} on {} ({:.0} % confidence)",
+            self.drift_above * 100.0,
+            self.field,
+            self.confidence * 100.0
+        )
+    }
+}
+
+impl DifferentialEvidence {
+    /// What the comparison rules out, recomputed from its fields: the weakest bound of
+    /// the fields that decided it (`pass`), rounded up so the file never claims more than
+    /// the pairs showed. `None` when no field passed.
+    pub fn drift_rules_out(&self) -> Option<DriftRulesOut> {
+        self.fields
+            .iter()
+            .filter(|f| f.verdict == "pass")
+            .filter_map(|f| Some((f, f.drift_upper_bound(self.confidence)?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(f, bound)| DriftRulesOut {
+                confidence: self.confidence,
+                field: f.field.clone(),
+                drift_above: (bound * 10_000.0).ceil() / 10_000.0,
+            })
+    }
 }
 
 /// Pass and fail counts of one check.
