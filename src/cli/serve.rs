@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Args;
 
 use conform::orchestrator::config::DEFAULT_DATABASE_TIMEOUT;
-use conform::orchestrator::{Config, Limits, Providers, Server};
+use conform::orchestrator::{Config, Limits, Server, filed};
 
 use super::{Exit, Global};
 
@@ -15,9 +15,11 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "CONFORM_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// Comma-separated name=base_url pairs of OpenAI-compatible providers.
+    /// Comma-separated name=base_url pairs of OpenAI-compatible providers. Verified, a
+    /// provider with ROOT/providers/NAME.toml is called through that file at its base_url
+    /// (another address here refuses the start) [default: the provider files].
     #[arg(long, env = "CONFORM_PROVIDERS", value_name = "NAME=URL,...")]
-    pub providers: String,
+    pub providers: Option<String>,
     /// After this many milliseconds an attempt without an answer is `unknown`.
     #[arg(
         long,
@@ -98,7 +100,8 @@ pub struct ServeArgs {
 }
 
 pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<Exit> {
-    let providers = match Providers::parse(&args.providers) {
+    let project = (!args.unverified_allowlist).then(|| global.paths());
+    let providers = match filed::configured(args.providers.as_deref(), project.as_ref()) {
         Ok(providers) => providers,
         Err(e) => {
             eprintln!("error: {e}");
@@ -129,7 +132,7 @@ pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<Exit> {
         listen: args.listen,
         providers,
         allowlist: global.allowlist_path(),
-        project: (!args.unverified_allowlist).then(|| global.paths()),
+        project,
         attempt_timeout: Duration::from_millis(args.attempt_timeout_ms),
         late_window: Duration::from_millis(args.late_window_ms),
         database_url,

@@ -1,8 +1,10 @@
 //! The orchestrator's configuration: the contract's `CONFORM_*` variables.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::filed::Filed;
 use crate::config::Paths;
 
 /// Everything `conform serve` needs.
@@ -10,7 +12,8 @@ use crate::config::Paths;
 pub struct Config {
     /// `CONFORM_LISTEN`, e.g. `127.0.0.1:38211`.
     pub listen: String,
-    /// `CONFORM_PROVIDERS`.
+    /// `CONFORM_PROVIDERS` (the URL map), and in verified mode the project's provider
+    /// files ([`super::filed::providers`]).
     pub providers: Providers,
     /// `CONFORM_ALLOWLIST`: read at every failover decision.
     pub allowlist: PathBuf,
@@ -94,15 +97,32 @@ impl Default for Limits {
 /// `conform serve`'s default database timeout.
 pub const DEFAULT_DATABASE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// One configured provider: its name and the base URL of its OpenAI-compatible API.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One configured provider: its name, its base URL, and the provider file it is called
+/// through, if any.
+#[derive(Debug, Clone)]
 pub struct Provider {
     pub name: String,
+    /// The contract's base URL (`{base}/v1/chat/completions`); for a provider file, the
+    /// file's `base_url`.
     pub base_url: String,
+    /// `providers/NAME.toml`, in verified mode: the request is then its wire adapter's,
+    /// with the file's settings. `None`: the contract's pass-through.
+    pub filed: Option<Arc<Filed>>,
+}
+
+impl Provider {
+    /// A provider known only by its address: the contract's pass-through.
+    pub fn addressed(name: impl Into<String>, base_url: impl Into<String>) -> Provider {
+        Provider {
+            name: name.into(),
+            base_url: base_url.into(),
+            filed: None,
+        }
+    }
 }
 
 /// The configured providers, in the order given.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Providers(Vec<Provider>);
 
 /// Why `CONFORM_PROVIDERS` cannot be used.
@@ -132,10 +152,7 @@ impl Providers {
             if providers.iter().any(|p| p.name == name) {
                 return Err(ProvidersError(format!("`{name}` is given twice")));
             }
-            providers.push(Provider {
-                name: name.to_string(),
-                base_url: url.trim_end_matches('/').to_string(),
-            });
+            providers.push(Provider::addressed(name, url.trim_end_matches('/')));
         }
         if providers.is_empty() {
             return Err(ProvidersError("no provider is configured".into()));
@@ -143,8 +160,17 @@ impl Providers {
         Ok(Providers(providers))
     }
 
+    /// The providers in `list`, in its order; the names are unique.
+    pub(crate) fn of(list: Vec<Provider>) -> Providers {
+        Providers(list)
+    }
+
     pub fn get(&self, name: &str) -> Option<&Provider> {
         self.0.iter().find(|p| p.name == name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Provider> {
+        self.0.iter()
     }
 
     pub fn names(&self) -> Vec<&str> {

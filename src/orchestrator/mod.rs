@@ -1,7 +1,8 @@
 //! The reference orchestrator (`conform serve`): the HTTP contract
 //! `conform.orchestrator/v1` (`docs/contract/ORCHESTRATOR.md`) on top of the [`ledger`].
 //!
-//! - [`config`]: the `CONFORM_*` settings and the provider list;
+//! - [`config`]: the `CONFORM_*` settings and the provider list; [`filed`]: in verified
+//!   mode, the providers called through their provider files, the URL map held to them;
 //! - [`gate`]: the allowlist, read at every failover decision, failing closed;
 //! - [`identity`]: `X-Owner-Id` and the `Idempotency-Key` rules;
 //! - [`problem`]: RFC 9457 errors with the contract's codes;
@@ -9,8 +10,9 @@
 //!   connection's idle and header timeouts; [`intake`]: header size, and bodies read once
 //!   within the body timeout, the size limit and the memory budget;
 //! - `routes`: the endpoints, behind the in-flight limit; `attempt`: one upstream call
-//!   per attempt, the deadline and the late window; [`upstream`]: the HTTP client and the
-//!   outcome classification;
+//!   per attempt, the deadline and the late window; [`request`]: a job's input as a
+//!   provider file's adapter sends it; [`upstream`]: the HTTP client and the outcome
+//!   classification;
 //! - [`view`]: jobs and attempts as JSON;
 //! - [`allocator`]: glibc's allocator told to give freed memory back under load.
 //!
@@ -30,6 +32,7 @@ pub mod allocator;
 mod attempt;
 pub mod config;
 mod connection;
+pub mod filed;
 pub mod gate;
 pub mod identity;
 pub mod intake;
@@ -37,6 +40,7 @@ mod listen;
 pub mod overload;
 pub mod parser;
 pub mod problem;
+pub mod request;
 mod routes;
 pub mod store;
 pub mod upstream;
@@ -220,6 +224,11 @@ impl Server {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
+        if self.app.config.project.is_some() {
+            for line in filed::announce(&self.app.config.providers) {
+                tracing::info!(target: "conform::orchestrator", "{line}");
+            }
+        }
         let sweeper = tokio::spawn(sweep(self.app.clone()));
         tracing::info!(target: "conform::orchestrator", addr = ?self.local_addr(),
             backend = ?self.app.store.backend(), "accepting requests");

@@ -115,7 +115,8 @@ async fn readyz(State(app): State<Arc<App>>) -> Answer {
     };
     Ok(json(
         StatusCode::OK,
-        &serde_json::json!({"status": "ready", "database": "ok", "evidence": evidence}),
+        &serde_json::json!({"status": "ready", "database": "ok", "evidence": evidence,
+            "providers": view::providers(&app.config.providers)}),
     ))
 }
 
@@ -195,9 +196,9 @@ impl App {
             .map_err(|e| Problem::invalid_request(e.to_string()))
     }
 
-    fn configured(&self, provider: &str) -> Result<(), Problem> {
+    fn configured(&self, provider: &str) -> Result<&super::Provider, Problem> {
         match self.config.providers.get(provider) {
-            Some(_) => Ok(()),
+            Some(configured) => Ok(configured),
             None => Err(Problem::invalid_request(format!(
                 "provider `{provider}` is not configured; configured: {}",
                 self.config.providers.names().join(", ")
@@ -224,7 +225,12 @@ async fn create_job(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes
         },
     };
     drop(members);
-    app.configured(&request.provider)?;
+    let sending = app.sending(
+        &request.task,
+        app.configured(&request.provider)?,
+        &request.input,
+        false,
+    )?;
     // Detached: once the job is in the ledger, its first attempt must be sent even if
     // the client hangs up now.
     let task_app = app.clone();
@@ -245,7 +251,12 @@ async fn create_job(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes
         {
             // The answer does not show the input: the attempt takes it, no copy made.
             let input = std::mem::take(&mut job.input);
-            tokio::spawn(attempt::drive(task_app.clone(), first.clone(), input));
+            tokio::spawn(attempt::drive(
+                task_app.clone(),
+                first.clone(),
+                input,
+                sending,
+            ));
         }
         Ok::<_, LedgerError>(created)
     })
@@ -305,7 +316,7 @@ async fn start_attempt(
     let members = into_object(app.parse(&body)?)?;
     only_members(&members, &["provider"])?;
     let provider = non_empty_string(&members, "provider")?;
-    app.configured(&provider)?;
+    let configured = app.configured(&provider)?;
     if job.completed_by.is_some() {
         return Err(Problem::job_completed());
     }
@@ -332,6 +343,9 @@ async fn start_attempt(
             .with("reason", denial.reason.code()));
         }
     }
+    // What is sent is decided before the attempt exists: a refusal changes nothing.
+    let sending = app.sending(&job.task, configured, &job.input, provider != job.provider)?;
+    drop(job);
     // The checks above read a snapshot; the ledger checks again atomically.
     let task_app = app.clone();
     let started = tokio::spawn(async move {
@@ -344,6 +358,7 @@ async fn start_attempt(
                 task_app.clone(),
                 attempt.clone(),
                 input.clone(),
+                sending,
             ));
         }
         Ok::<_, LedgerError>(started)

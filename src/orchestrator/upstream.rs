@@ -1,11 +1,18 @@
-//! Calling a provider: exactly one `POST {base}/v1/chat/completions` per attempt, and
-//! the contract's reading of whatever comes back.
+//! Calling a provider: exactly one HTTP request per attempt, and the contract's reading
+//! of whatever comes back. The request is the contract's (`POST
+//! {base}/v1/chat/completions` with the job's input) or, for a provider served through
+//! its provider file, the one its wire adapter encodes; either way it is built before
+//! the call and sent once.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
 use futures::future::BoxFuture;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
+
+use crate::provider::{ErrorKind, WireFormat, WireRequest};
 
 /// How one provider call ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,13 +31,79 @@ pub enum Outcome {
 #[error("cannot build the HTTP client: {0}")]
 pub struct SetupError(#[from] reqwest::Error);
 
+/// One attempt's request, ready to send, and how its answer is read. Cloning it is
+/// cheap (the body and the headers are shared or small).
+#[derive(Clone)]
+pub struct Request {
+    pub url: String,
+    /// The content type and, for a provider file with a key, the key in a header
+    /// marked sensitive.
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub reading: Reading,
+}
+
+/// How a 200's body is read.
+#[derive(Clone)]
+pub enum Reading {
+    /// The contract's: the first choice's message content.
+    Contract,
+    /// A provider file's wire adapter: the decoded reply's text; `stream` when the
+    /// request asked for a stream.
+    Wire {
+        wire: Arc<dyn WireFormat>,
+        stream: bool,
+    },
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let reading = match &self.reading {
+            Reading::Contract => "contract",
+            Reading::Wire { stream: false, .. } => "wire",
+            Reading::Wire { stream: true, .. } => "wire, streamed",
+        };
+        f.debug_struct("Request")
+            .field("url", &self.url)
+            .field("bytes", &self.body.len())
+            .field("reading", &reading)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Request {
+    /// The contract's request to the provider `provider` at `base_url`: the job's input
+    /// with `model` set to the provider's name when it is absent or null, serialized once.
+    pub fn contract(provider: &str, base_url: &str, input: Value) -> Request {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        Request {
+            url: format!("{}/v1/chat/completions", base_url.trim_end_matches('/')),
+            headers,
+            body: request_body(provider, input),
+            reading: Reading::Contract,
+        }
+    }
+
+    /// What a wire adapter encoded (`WireFormat::encode`), serialized once.
+    pub fn wire(encoded: WireRequest, wire: Arc<dyn WireFormat>, stream: bool) -> Request {
+        let WireRequest { url, headers, body } = encoded;
+        Request {
+            url,
+            headers,
+            // Serializing our own Value cannot fail.
+            body: Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
+            reading: Reading::Wire { wire, stream },
+        }
+    }
+}
+
 /// The upstream seam: how an attempt's one request reaches its provider. [`HttpUpstream`]
 /// is the real one. Any other must also send exactly one request per call: the
 /// scenarios count what each provider received, so one that retries is caught.
 pub trait Upstream: Send + Sync + 'static {
-    /// Sends `body` (see [`request_body`]) to the provider at `base_url` and classifies
-    /// the answer.
-    fn call<'a>(&'a self, base_url: &'a str, body: Bytes) -> BoxFuture<'a, Outcome>;
+    /// Sends `request` and classifies the answer.
+    fn call(&self, request: Request) -> BoxFuture<'_, Outcome>;
 }
 
 /// The HTTP client for providers. It never retries and never follows redirects: either
@@ -42,8 +115,8 @@ pub struct HttpUpstream {
 
 impl Upstream for HttpUpstream {
     /// One request, whatever happens.
-    fn call<'a>(&'a self, base_url: &'a str, body: Bytes) -> BoxFuture<'a, Outcome> {
-        Box::pin(self.call_once(base_url, body))
+    fn call(&self, request: Request) -> BoxFuture<'_, Outcome> {
+        Box::pin(self.call_once(request))
     }
 }
 
@@ -60,8 +133,13 @@ impl HttpUpstream {
         Ok(HttpUpstream { client })
     }
 
-    async fn call_once(&self, base_url: &str, body: Bytes) -> Outcome {
-        let url = format!("{}/v1/chat/completions", base_url.trim_end_matches('/'));
+    async fn call_once(&self, request: Request) -> Outcome {
+        let Request {
+            url,
+            headers,
+            body,
+            reading,
+        } = request;
         let length = body.len();
         // A one-chunk stream rather than a reusable body: the client then keeps no copy
         // for a redirect it will never follow, and the bytes are freed once sent
@@ -72,7 +150,7 @@ impl HttpUpstream {
         let request = self
             .client
             .post(url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .headers(headers)
             .header(reqwest::header::CONTENT_LENGTH, length)
             .body(body);
         let response = match request.send().await {
@@ -83,7 +161,7 @@ impl HttpUpstream {
         };
         let status = response.status().as_u16();
         match response.bytes().await {
-            Ok(bytes) => classify(status, &bytes),
+            Ok(bytes) => read(&reading, status, &bytes),
             Err(_) => Outcome::Unknown("truncated_body".into()),
         }
     }
@@ -98,6 +176,45 @@ pub fn request_body(provider: &str, mut input: Value) -> Bytes {
         members.insert("model".into(), Value::String(provider.to_string()));
     }
     Bytes::from(crate::ledger::json_text(&input))
+}
+
+/// A complete response, read as `reading` says: the statuses always as the contract
+/// says ([`classify`]); a 200 through a wire adapter is its decoded reply.
+pub fn read(reading: &Reading, status: u16, body: &[u8]) -> Outcome {
+    match reading {
+        Reading::Wire { wire, stream } if status == 200 => {
+            let decoded = match stream {
+                true => wire.decode_stream(body),
+                false => wire.decode(body),
+            };
+            match decoded {
+                // The text, or a forced tool call's arguments: the answer `conform run`
+                // judged.
+                Ok(reply) if !reply.text.is_empty() => Outcome::Result(parsed(reply.text)),
+                Ok(_) => Outcome::Failed("invalid_response".into()),
+                // Cut off: the work may be done.
+                Err(e)
+                    if matches!(
+                        e.kind,
+                        ErrorKind::StreamTruncated | ErrorKind::TruncatedBody
+                    ) =>
+                {
+                    Outcome::Unknown("truncated_body".into())
+                }
+                // An error inside a 200 (a stream's error event) counts as its status would.
+                Err(e) => match e.status.filter(|s| *s != 200) {
+                    Some(status) => classify(status, b""),
+                    None => Outcome::Failed("invalid_response".into()),
+                },
+            }
+        }
+        _ => classify(status, body),
+    }
+}
+
+/// A text answer, parsed as JSON when it parses.
+fn parsed(text: String) -> Value {
+    serde_json::from_str(&text).unwrap_or(Value::String(text))
 }
 
 /// The contract's reading of a complete response.
@@ -123,9 +240,7 @@ fn first_content(body: &[u8]) -> Option<Value> {
         .get("content")?;
     match content {
         Value::Null => None,
-        Value::String(text) => {
-            Some(serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone())))
-        }
+        Value::String(text) => Some(parsed(text.clone())),
         other => Some(other.clone()),
     }
 }
@@ -177,9 +292,9 @@ mod tests {
             String::from_utf8_lossy(&seen).to_ascii_lowercase()
         });
         let upstream = HttpUpstream::new().unwrap();
-        let body = request_body("primary", json!({"messages": []}));
-        let length = body.len();
-        let outcome = upstream.call(&base, body).await;
+        let request = Request::contract("primary", &base, json!({"messages": []}));
+        let length = request.body.len();
+        let outcome = upstream.call(request).await;
         assert_eq!(outcome, Outcome::Result(json!("fine")));
         let request = server.await.unwrap();
         assert!(
@@ -211,6 +326,45 @@ mod tests {
         assert_eq!(classify(200, &reply(Value::Null)), failed);
         assert_eq!(classify(200, br#"{"choices": []}"#), failed);
         assert_eq!(classify(200, b"<html>oops</html>"), failed);
+    }
+
+    /// A provider file's wire, read as the contract reads an answer.
+    #[test]
+    fn a_wire_answer_is_its_decoded_text_and_a_cut_off_one_unknown() {
+        let config = crate::config::ProviderConfig::parse(
+            std::path::Path::new("providers/fb.toml"),
+            "kind = \"openai-compatible\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:1\"\n",
+        )
+        .unwrap();
+        let wire = crate::provider::wire_format(config.wire_kind());
+        let plain = Reading::Wire {
+            wire: wire.clone(),
+            stream: false,
+        };
+        let answer = json!({"choices": [{"index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "{\"total\": 3}"}}]});
+        assert_eq!(
+            read(&plain, 200, answer.to_string().as_bytes()),
+            Outcome::Result(json!({"total": 3}))
+        );
+        let cut = answer.to_string();
+        assert_eq!(
+            read(&plain, 200, &cut.as_bytes()[..cut.len() / 2]),
+            Outcome::Unknown("truncated_body".into())
+        );
+        assert_eq!(
+            read(&plain, 200, &reply(json!(""))),
+            Outcome::Failed("invalid_response".into())
+        );
+        let streamed = Reading::Wire { wire, stream: true };
+        let unfinished = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"{\"}}]}\n\n";
+        assert_eq!(
+            read(&streamed, 200, unfinished.as_bytes()),
+            Outcome::Unknown("truncated_body".into())
+        );
+        for s in [429, 500, 503] {
+            assert_eq!(read(&plain, s, b""), classify(s, b""), "{s}");
+        }
     }
 
     #[test]

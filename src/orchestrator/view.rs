@@ -1,10 +1,31 @@
-//! Jobs and attempts as the contract shows them.
+//! Jobs and attempts as the contract shows them, and the providers as `/readyz` does.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use super::Providers;
+use super::filed::shown_endpoint;
 use crate::ledger::{Attempt, Job};
+
+/// Each provider: the file it is called through and verified against (`null` for the
+/// contract's pass-through), its endpoint without secrets, and for a file its kind and
+/// model.
+pub fn providers(providers: &Providers) -> Value {
+    let mut out = Map::new();
+    for p in providers.iter() {
+        let shown = match &p.filed {
+            Some(filed) => json!({"file": filed.shown_file(),
+                "endpoint": shown_endpoint(&filed.config.base_url),
+                "kind": filed.config.kind.as_str(), "model": filed.config.model,
+                "verified": true}),
+            None => json!({"file": null, "endpoint": shown_endpoint(&p.base_url),
+                "verified": false}),
+        };
+        out.insert(p.name.clone(), shown);
+    }
+    Value::Object(out)
+}
 
 /// RFC 3339, UTC.
 pub fn timestamp(ms: i64) -> Value {

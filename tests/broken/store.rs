@@ -10,7 +10,7 @@ use conform::ledger::{
 };
 use conform::orchestrator::Providers;
 use conform::orchestrator::store::JobStore;
-use conform::orchestrator::upstream::{Outcome, Upstream, request_body};
+use conform::orchestrator::upstream::{Outcome, Request, Upstream};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
@@ -541,8 +541,7 @@ impl Decorator for ReplayRetriesIdle {
                 tokio::spawn(send(
                     Arc::clone(&self.inner),
                     Arc::clone(&self.upstream),
-                    provider.base_url.clone(),
-                    request_body(&provider.name, input),
+                    Request::contract(&provider.name, &provider.base_url, input),
                     attempt,
                     self.late_window,
                 ));
@@ -558,14 +557,13 @@ impl Decorator for ReplayRetriesIdle {
 async fn send(
     store: Arc<dyn JobStore>,
     upstream: Arc<dyn Upstream>,
-    base_url: String,
-    body: axum::body::Bytes,
+    request: Request,
     attempt: Attempt,
     late_window: Duration,
 ) {
     let left = u64::try_from(attempt.deadline_ms.saturating_sub(now_ms())).unwrap_or(0);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(left);
-    let call = upstream.call(&base_url, body);
+    let call = upstream.call(request);
     tokio::pin!(call);
     let outcome = match tokio::time::timeout_at(deadline, &mut call).await {
         Ok(outcome) => Some(outcome),

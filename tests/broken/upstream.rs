@@ -4,8 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
-use conform::orchestrator::upstream::{Outcome, Upstream};
+use conform::orchestrator::upstream::{Outcome, Request, Upstream};
 use futures::future::BoxFuture;
 
 /// The HTTP client retries 429, 5xx and broken connections behind the orchestrator's
@@ -21,15 +20,15 @@ impl HiddenRetries {
 }
 
 impl Upstream for HiddenRetries {
-    fn call<'a>(&'a self, base_url: &'a str, body: Bytes) -> BoxFuture<'a, Outcome> {
+    fn call(&self, request: Request) -> BoxFuture<'_, Outcome> {
         Box::pin(async move {
-            let mut outcome = self.inner.call(base_url, body.clone()).await;
+            let mut outcome = self.inner.call(request.clone()).await;
             for _ in 0..2 {
                 if matches!(outcome, Outcome::Result(_)) {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                outcome = self.inner.call(base_url, body.clone()).await;
+                outcome = self.inner.call(request.clone()).await;
             }
             outcome
         })
@@ -51,12 +50,12 @@ impl RetryAfterTimeout {
 }
 
 impl Upstream for RetryAfterTimeout {
-    fn call<'a>(&'a self, base_url: &'a str, body: Bytes) -> BoxFuture<'a, Outcome> {
+    fn call(&self, request: Request) -> BoxFuture<'_, Outcome> {
         Box::pin(async move {
-            let first = self.inner.call(base_url, body.clone());
+            let first = self.inner.call(request.clone());
             match tokio::time::timeout(self.after, first).await {
                 Ok(outcome) => outcome,
-                Err(_) => self.inner.call(base_url, body).await,
+                Err(_) => self.inner.call(request).await,
             }
         })
     }
