@@ -63,7 +63,7 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<Exit> {
         max_undetected_failure_rate: args.max_undetected_failure_rate,
         max_valid_for: None,
     });
-    let answer = GateAnswer::ask(&global.allowlist_path(), &query);
+    let answer = GateAnswer::ask(&global.allowlist_path(), &query, global.state.as_deref())?;
     if let Some(note) = answer.unsigned_note(&paths.trust) {
         eprintln!("{note}");
     }

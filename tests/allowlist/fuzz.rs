@@ -41,6 +41,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         provider_identity: None,
         suite_repeats: None,
         trust: None,
+        seen: None,
     },
     Observed {
         suite_digest: Some("d1"),
@@ -52,6 +53,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         provider_identity: None,
         suite_repeats: None,
         trust: None,
+        seen: None,
     },
     Observed {
         suite_digest: Some("d2"),
@@ -63,6 +65,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         provider_identity: None,
         suite_repeats: None,
         trust: None,
+        seen: None,
     },
     Observed {
         suite_digest: None,
@@ -74,6 +77,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         provider_identity: None,
         suite_repeats: None,
         trust: None,
+        seen: None,
     },
     Observed {
         suite_digest: None,
@@ -85,6 +89,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         provider_identity: None,
         suite_repeats: None,
         trust: None,
+        seen: None,
     },
     Observed {
         suite_digest: None,
@@ -96,6 +101,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         provider_identity: None,
         suite_repeats: None,
         trust: None,
+        seen: None,
     },
     Observed {
         suite_digest: Some("d1"),
@@ -107,6 +113,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         provider_identity: None,
         suite_repeats: None,
         trust: None,
+        seen: None,
     },
     Observed {
         suite_digest: Some("d2"),
@@ -118,6 +125,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         provider_identity: None,
         suite_repeats: None,
         trust: None,
+        seen: None,
     },
 ];
 
