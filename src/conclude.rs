@@ -27,8 +27,14 @@ pub struct Conclude {
     pub destination: Destination,
     /// How long a grant is valid.
     pub valid_for: Duration,
-    /// The CI's key (`CONFORM_SIGNING_KEY`): every entry granted is signed with it.
+    /// The CI's key (`CONFORM_SIGNING_KEY`): every entry granted, and every revocation,
+    /// is signed with it.
     pub signing: Option<std::sync::Arc<conform_allowlist::sign::SigningKey>>,
+    /// The project's trust file, if it has one: production's allowlist then keeps its
+    /// signed statements from unsigned grants ([`allowlist::Overwrite`]).
+    pub trust: Option<PathBuf>,
+    /// `--allow-unsigned`: replace signed statements with unsigned grants anyway.
+    pub allow_unsigned: bool,
 }
 
 impl Conclude {
@@ -47,6 +53,8 @@ impl Conclude {
             destination,
             valid_for,
             signing: None,
+            trust: None,
+            allow_unsigned: false,
         }
     }
 }
@@ -165,6 +173,8 @@ pub enum ConcludeError {
     Read { path: PathBuf, source: io::Error },
     #[error(transparent)]
     Allowlist(#[from] UpdateError),
+    #[error(transparent)]
+    Trust(#[from] conform_allowlist::sign::SignError),
 }
 
 /// Writes everything `result` concludes, in the order the module's documentation gives.
@@ -217,8 +227,10 @@ pub fn conclude(
         );
         if let Some(key) = &how.signing {
             for change in &mut changes {
-                if let allowlist::Change::Grant(entry) = change {
-                    allowlist::attest::sign(entry, key);
+                match change {
+                    allowlist::Change::Grant(entry) => allowlist::attest::sign(&mut **entry, key),
+                    allowlist::Change::Revoke(r) => allowlist::attest::sign(r, key),
+                    allowlist::Change::Withhold { .. } => {}
                 }
             }
         }
@@ -237,22 +249,8 @@ pub fn conclude(
         )
     } else if result.complete {
         let changes = changes();
-        match allowlist::update(&allowlist_path, &changes) {
+        match update(&allowlist_path, &changes, how, &mut warnings)? {
             Ok(updated) => {
-                if let Some(why) = &updated.replaced_unreadable {
-                    warnings.push(format!(
-                        "the previous allowlist {} was unreadable ({why}) and was replaced",
-                        allowlist_path.display()
-                    ));
-                }
-                if updated.dropped > 0 {
-                    warnings.push(format!(
-                        "{} entr{} without conform's evidence (not the v1 shape) were dropped from {}",
-                        updated.dropped,
-                        if updated.dropped == 1 { "y" } else { "ies" },
-                        allowlist_path.display()
-                    ));
-                }
                 RunOutcome::applied(&allowlist_path, result, targets, &changes, &updated)
             }
             // The file is replaced by rename or not at all: a failed update left it as it
@@ -310,6 +308,46 @@ pub fn conclude(
             .map(|s| (s.suite.name.clone(), s.suite.agree.clone()))
             .collect(),
     })
+}
+
+/// Applies a conclusive run's `changes` to the allowlist at `path`, guarding production's
+/// signed statements under the project's trust file, and says what went wrong that did
+/// not stop anything in `warnings`. The inner error is the update's: the file is as it was.
+fn update(
+    path: &Path,
+    changes: &[allowlist::Change],
+    how: &Conclude,
+    warnings: &mut Vec<String>,
+) -> Result<Result<allowlist::Updated, UpdateError>, ConcludeError> {
+    // Production's allowlist keeps its signed statements; the demo's holds simulations.
+    let trust = match (&how.trust, how.destination) {
+        (Some(trust), Destination::Real) => conform_allowlist::sign::Trust::load(trust)?,
+        _ => None,
+    };
+    let overwrite = allowlist::Overwrite {
+        trust: trust.as_ref(),
+        allow_unsigned: how.allow_unsigned,
+    };
+    let updated = match allowlist::update_with(path, changes, overwrite) {
+        Ok(updated) => updated,
+        Err(e) => return Ok(Err(e)),
+    };
+    warnings.extend(updated.unsigned.iter().cloned());
+    if let Some(why) = &updated.replaced_unreadable {
+        warnings.push(format!(
+            "the previous allowlist {} was unreadable ({why}) and was replaced",
+            path.display()
+        ));
+    }
+    if updated.dropped > 0 {
+        warnings.push(format!(
+            "{} entr{} without conform's evidence (not the v1 shape) were dropped from {}",
+            updated.dropped,
+            if updated.dropped == 1 { "y" } else { "ies" },
+            path.display()
+        ));
+    }
+    Ok(Ok(updated))
 }
 
 /// The allowlist a replayed run's evidence would have written, from the current one, as

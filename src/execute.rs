@@ -70,11 +70,17 @@ pub enum ExecuteError {
 
 impl ExecuteError {
     /// The command was asked something it cannot do (as opposed to a failure to
-    /// write): a usage or configuration error.
+    /// write): a usage or configuration error. An unsigned run refused the allowlist
+    /// under a trust file is one: signing, or `--allow-unsigned`, is the caller's to add.
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            ExecuteError::Usage(_) | ExecuteError::Replay(_) | ExecuteError::Resume(_)
+            ExecuteError::Usage(_)
+                | ExecuteError::Replay(_)
+                | ExecuteError::Resume(_)
+                | ExecuteError::Conclude(ConcludeError::Allowlist(
+                    UpdateError::UnsignedOverSigned { .. }
+                ))
         )
     }
 }
@@ -108,8 +114,9 @@ pub fn for_run(paths: &Paths, ask: RunAsk<'_>) -> Result<Workspace, ExecuteError
                 .into(),
         ));
     }
-    // A signing key that cannot be read is found before anything is paid for.
+    // A signing key or trust file that cannot be read is found before anything is paid for.
     SigningKey::from_env().map_err(|e| ExecuteError::Usage(e.to_string()))?;
+    Trust::load(&paths.trust).map_err(|e| ExecuteError::Usage(e.to_string()))?;
     let mut selection = Selection {
         providers: ask.providers.to_vec(),
         suites: ask.suites.to_vec(),
@@ -481,6 +488,8 @@ pub struct MergeTo {
     pub reports: PathBuf,
     pub allowlist: PathBuf,
     pub valid_for: Duration,
+    /// `--allow-unsigned`: see [`Conclude::allow_unsigned`].
+    pub allow_unsigned: bool,
 }
 
 /// Collects and validates the shard reports under `dirs`, checks them against the
@@ -551,6 +560,8 @@ pub async fn merge(dirs: &[PathBuf], to: &MergeTo) -> Result<Merged, ExecuteErro
         line,
         conclude: Conclude {
             replayed: first.manifest.replayed_from.clone(),
+            trust: Some(to.paths.trust.clone()),
+            allow_unsigned: to.allow_unsigned,
             ..Conclude::to(
                 to.allowlist.clone(),
                 &to.reports,

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::{Mode, Project};
+use conform::allowlist::state::{self, State};
 use conform::allowlist::{
     Allowlist, Change, Entry, Evidence, Local, Observed, Query, Revocation, decide, permits, update,
 };
@@ -86,7 +87,50 @@ fn revocation(provider: &str, at: OffsetDateTime) -> Revocation {
         at: stamp(at),
         reasons: vec!["schema_violation".into(), "not_pure_json".into()],
         report: "reports/run-bad/report.json".into(),
+        suite_digest: None,
+        provider_digest: None,
+        attestation: None,
     }
+}
+
+fn now() -> OffsetDateTime {
+    OffsetDateTime::now_utc()
+}
+
+/// Where every reader keeps what it has seen (`--state`).
+fn state_file(project: &Project) -> PathBuf {
+    project.path("state.json")
+}
+
+/// `conform serve`'s gate on a ledger in the project that remembers what the state file
+/// does: the same newest statement seen per pair as every other reader.
+fn serve_answer(
+    project: &Project,
+    path: &Path,
+    provider: &str,
+) -> Result<(), conform::allowlist::Denial> {
+    use conform::orchestrator::gate::{AllowlistGate, FailoverGate};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let url = format!("sqlite://{}", project.path("ledger.db").display());
+        let ledger = conform::ledger::Ledger::connect(&url, &Default::default())
+            .await
+            .unwrap();
+        let seen = State::load(&state_file(project)).unwrap();
+        let stated: Vec<_> = (seen.seen().iter())
+            .map(|(suite, provider, at)| conform_allowlist::seen::Stated {
+                suite: suite.into(),
+                provider: provider.into(),
+                at,
+            })
+            .collect();
+        ledger.remember_statements(&stated).await.unwrap();
+        let paths = Paths::under(project.root());
+        let gate = AllowlistGate::new(path.to_path_buf(), Some(paths), Some(ledger.clone()));
+        let answer = gate.permits(SUITE, provider, now()).await;
+        ledger.close().await;
+        answer
+    })
 }
 
 fn write_list(path: &Path, list: &Allowlist) {
@@ -296,6 +340,24 @@ const CASES: &[Case] = &[
         expected: "untrusted_key",
     },
     Case {
+        name: "an older signed entry put back after a signed revocation was read",
+        provider: "fallback",
+        setup: |p, path| {
+            let key = trusted(p);
+            let granted = signed(entry(p, "fallback"), &key);
+            let mut revoked = revocation("fallback", OffsetDateTime::now_utc());
+            conform::allowlist::attest::sign(&mut revoked, &key);
+            // Every reader read the revocation before (serve's ledger is primed from the
+            // same state), then the older file is put back.
+            with_entries(path, vec![], vec![revoked]);
+            let trust = p.path("trust.toml");
+            let kept = state::keeping(Some(&state_file(p)), path, Some(&trust), now(), |_| ());
+            kept.unwrap();
+            with_entries(path, vec![granted], vec![]);
+        },
+        expected: "superseded",
+    },
+    Case {
         name: "an entry with only the contract's members",
         provider: "fallback",
         setup: |_, path| {
@@ -330,40 +392,35 @@ fn answers(project: &Project, path: &Path, provider: &str) -> BTreeMap<&'static 
         Err(d) => d.reason.code().to_string(),
     };
 
-    // The library's one function, and the Rust reader with what the project says.
+    // The library's one function, and the Rust reader with what the project says, each
+    // keeping what it has seen in the state file, as every caller below does.
+    let (kept, trust) = (state_file(project), paths.trust.clone());
+    let keeping = |read: &dyn Fn(Option<&conform::allowlist::Seen>) -> String| {
+        state::keeping(Some(&kept), path, Some(&trust), now, read).unwrap()
+    };
     let query = Query::new(SUITE, provider, now).project(&paths);
-    out.insert("decide", code(decide(path, &query).map(|_| ())));
+    let decided = keeping(&|seen| code(decide(path, &query.seen(seen)).map(|_| ())));
+    out.insert("decide", decided);
     let local = Local::observe(&paths, SUITE, provider).unwrap();
-    out.insert(
-        "permits",
-        code(
-            permits(
-                path,
-                SUITE,
-                provider,
-                now,
-                &local.observed(Observed::default()),
-            )
-            .map(|_| ()),
-        ),
-    );
-    // `conform serve`'s gate, holding the evidence to the same project.
-    out.insert(
-        "serve",
-        code(conform::orchestrator::gate::permits(
-            path,
-            SUITE,
-            provider,
-            now,
-            Some(&paths),
-        )),
-    );
+    let permitted = keeping(&|seen| {
+        let observed = Observed {
+            seen: seen.and_then(|s| s.get(SUITE, provider)),
+            ..local.observed(Observed::default())
+        };
+        code(permits(path, SUITE, provider, now, &observed).map(|_| ()))
+    });
+    out.insert("permits", permitted);
+    // `conform serve`'s gate, holding the evidence to the same project and remembering in
+    // its ledger.
+    out.insert("serve", code(serve_answer(project, path, provider)));
 
     let run = |args: &[&str]| {
         let output = project
             .cmd()
             .arg("--allowlist")
             .arg(path)
+            .arg("--state")
+            .arg(state_file(project))
             .args(args)
             .output()
             .unwrap();

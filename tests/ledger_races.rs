@@ -508,14 +508,85 @@ async fn concurrent_opens_migrate_once(db: TestDb) {
     for open in opens {
         open.await.unwrap().unwrap();
     }
+    // Each shipped migration once: jobs, attempts and races; what serve read in the
+    // allowlist.
     assert_eq!(
         db.scalar(
             "SELECT COUNT(*) FROM conform_migrations WHERE name <> $1",
             ""
         )
         .await,
-        1
+        2
     );
+    db.cleanup().await;
+}
+
+/// What `conform serve` read in the allowlist only moves forward: statements remembered
+/// out of order by several processes at once keep the newest, to the nanosecond, and a
+/// restarted process reads it back.
+async fn the_newest_allowlist_statement_only_moves_forward(db: TestDb) {
+    use conform_allowlist::seen::Stated;
+    use time::macros::datetime;
+    let stated = |provider: &str, at| Stated {
+        suite: "ticket-triage".into(),
+        provider: provider.into(),
+        at,
+    };
+    let newest = datetime!(2026-03-01 09:12:44.123456789 UTC);
+    let writers: Vec<_> = (0..8i64)
+        .map(|i| {
+            let url = db.url.clone();
+            let at = newest - time::Duration::minutes(i);
+            tokio::spawn(async move {
+                let ledger = Ledger::connect(&url, &Default::default()).await.unwrap();
+                ledger
+                    .remember_statements(&[stated("fallback", at)])
+                    .await
+                    .unwrap();
+                ledger.close().await;
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let ledger = db.ledger().await;
+    let older = newest - time::Duration::days(1);
+    ledger
+        .remember_statements(&[stated("fallback", older), stated("other", older)])
+        .await
+        .unwrap();
+    assert_eq!(
+        ledger
+            .newest_statement("ticket-triage", "fallback")
+            .await
+            .unwrap(),
+        Some(newest)
+    );
+    assert_eq!(
+        ledger
+            .newest_statement("ticket-triage", "other")
+            .await
+            .unwrap(),
+        Some(older)
+    );
+    assert_eq!(
+        ledger
+            .newest_statement("ticket-triage", "none")
+            .await
+            .unwrap(),
+        None
+    );
+    ledger.close().await;
+    let restarted = db.ledger().await;
+    assert_eq!(
+        restarted
+            .newest_statement("ticket-triage", "fallback")
+            .await
+            .unwrap(),
+        Some(newest)
+    );
+    restarted.close().await;
     db.cleanup().await;
 }
 
@@ -530,4 +601,5 @@ on_both_backends!(
     unknown_ends_only_on_an_event,
     overdue_attempts_become_unknown_and_keep_blocking,
     concurrent_opens_migrate_once,
+    the_newest_allowlist_statement_only_moves_forward,
 );

@@ -269,3 +269,423 @@ async fn a_merge_refuses_a_shard_changed_after_it_was_signed() {
     let out = conform(args("allowlist verify"), false).await.unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
+
+/// A project that trusts a new key: the key's file, for `CONFORM_SIGNING_KEY`.
+fn trusting(project: &Project, keys: &Path) -> (conform::sign::SigningKey, std::path::PathBuf) {
+    let key = conform::sign::SigningKey::generate().unwrap();
+    let (secret, _) = key.write_pair(keys, "ci").unwrap();
+    project.write(
+        "trust.toml",
+        &format!(
+            "[[keys]]\nname = \"ci\"\npublic_key = \"{}\"\n",
+            key.public()
+        ),
+    );
+    (key, secret)
+}
+
+/// `conform ARGS` in `project`, with the signing key when `key` names its file.
+async fn conform_in(project: &Project, args: &[&str], key: Option<&Path>) -> std::process::Output {
+    let mut cmd = project.cmd();
+    cmd.env_remove("CONFORM_STATE").args(args);
+    match key {
+        Some(key) => cmd.env("CONFORM_SIGNING_KEY", key),
+        None => cmd.env_remove("CONFORM_SIGNING_KEY"),
+    };
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+fn exit(out: &std::process::Output) -> (Option<i32>, String) {
+    (out.status.code(), text(out))
+}
+
+/// Issue 42, item 7: a signed grant, then a signed revocation by a failing run, then the
+/// older file put back. Every reader that keeps state denies it (`superseded`); without
+/// state the file alone cannot show it is older. A newer signed grant permits again.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_older_signed_allowlist_put_back_after_a_signed_revocation_is_superseded() {
+    let project = Project::new(&[]);
+    let faithful = project.chat_mock("local", Mode::Faithful).await;
+    project.chat_provider("primary", "http://127.0.0.1:9");
+    let keys = tempfile::tempdir().unwrap();
+    let (_, secret) = trusting(&project, keys.path());
+    let key = Some(secret.as_path());
+    let run = ["run", "local", "--suite", "ticket-triage", "--no-progress"];
+    let state = project.path("ci-state/state.json");
+    let state_arg = state.to_str().unwrap();
+    let gate = ["gate", "--suite", "ticket-triage", "--provider", "local"];
+    let kept = |args: &[&'static str]| {
+        let mut args: Vec<&str> = args.to_vec();
+        args.extend(["--state", state_arg]);
+        args
+    };
+
+    let (code, said) = exit(&conform_in(&project, &run, key).await);
+    assert_eq!(code, Some(0), "{said}");
+    let granted = std::fs::read(project.path("allowlist.json")).unwrap();
+    // Read twice with the state: the same file keeps its permit.
+    for _ in 0..2 {
+        let (code, said) = exit(&conform_in(&project, &kept(&gate), None).await);
+        assert_eq!(code, Some(0), "{said}");
+    }
+    let remembered = common::read_json(&state);
+    assert_eq!(remembered["format"], "conform.state/v1", "{remembered}");
+    assert_eq!(remembered["pairs"][0]["provider"], "local", "{remembered}");
+
+    // A failing run, signed: its revocation is a signed statement too.
+    let _fenced = project.chat_mock("local", Mode::Fenced).await;
+    let (code, said) = exit(&conform_in(&project, &run, key).await);
+    assert_eq!(code, Some(1), "{said}");
+    let list = project.allowlist();
+    let revocation = &list["revocations"][0];
+    assert!(revocation["attestation"]["payload"].is_string(), "{list}");
+    assert!(revocation["suite_digest"].is_string(), "{list}");
+    let (code, said) = exit(&conform_in(&project, &kept(&gate), None).await);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("denied (revoked)"), "{said}");
+    let (code, said) = exit(&conform_in(&project, &["allowlist", "verify"], None).await);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("local (revocation): signed by ci"), "{said}");
+
+    // The older signed file put back, the provider as it was when granted.
+    project.chat_provider("local", &faithful.uri());
+    std::fs::write(project.path("allowlist.json"), &granted).unwrap();
+    let before = std::fs::read(&state).unwrap();
+    // Without state nothing tells this file from the newest one: it permits.
+    let (code, said) = exit(&conform_in(&project, &gate, None).await);
+    assert_eq!(code, Some(0), "{said}");
+    let (code, said) = exit(&conform_in(&project, &kept(&gate), None).await);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.starts_with("denied (superseded)"), "{said}");
+    let verify = kept(&["allowlist", "verify"]);
+    let (code, said) = exit(&conform_in(&project, &verify, None).await);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("superseded ticket-triage × local"), "{said}");
+    let export = [
+        "export",
+        "litellm",
+        "--primary",
+        "primary",
+        "--fallback",
+        "local",
+        "--suite",
+        "ticket-triage",
+    ];
+    let (code, said) = exit(&conform_in(&project, &kept(&export), None).await);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("primary -/-> local: superseded"), "{said}");
+    let explain = kept(&["allowlist", "explain", "local", "--suite", "ticket-triage"]);
+    let (code, said) = exit(&conform_in(&project, &explain, None).await);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("ticket-triage: superseded"), "{said}");
+    // Reading an older file moves nothing back.
+    assert_eq!(std::fs::read(&state).unwrap(), before);
+
+    // Control: a newer signed grant permits, and the state moves on.
+    let (code, said) = exit(&conform_in(&project, &run, key).await);
+    assert_eq!(code, Some(0), "{said}");
+    let (code, said) = exit(&conform_in(&project, &kept(&gate), None).await);
+    assert_eq!(code, Some(0), "{said}");
+    let newest = |bytes: &[u8]| {
+        let state: Value = serde_json::from_slice(bytes).unwrap();
+        let at = state["pairs"][0]["newest_statement_at"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        time::OffsetDateTime::parse(&at, &time::format_description::well_known::Rfc3339).unwrap()
+    };
+    assert!(
+        newest(&std::fs::read(&state).unwrap()) > newest(&before),
+        "the state did not move on"
+    );
+
+    // A state file that cannot be read is an error naming it, never an empty state.
+    std::fs::write(&state, "{\"format\": \"conform.state/v1\", \"pai").unwrap();
+    let (code, said) = exit(&conform_in(&project, &kept(&gate), None).await);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains(state_arg), "{said}");
+}
+
+/// Under a trust file, a run without the key refuses to replace a signed entry (exit 2,
+/// the file as it was, saying how to sign); `--allow-unsigned` replaces it, and says what
+/// readers will make of it. A failing run without the key still revokes, and says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unsigned_run_does_not_silently_replace_a_signed_entry() {
+    let project = Project::new(&[]);
+    let _faithful = project.chat_mock("local", Mode::Faithful).await;
+    let keys = tempfile::tempdir().unwrap();
+    let (_, secret) = trusting(&project, keys.path());
+    let run = ["run", "local", "--suite", "ticket-triage", "--no-progress"];
+    let (code, said) = exit(&conform_in(&project, &run, Some(&secret)).await);
+    assert_eq!(code, Some(0), "{said}");
+    let signed = std::fs::read(project.path("allowlist.json")).unwrap();
+
+    let (code, said) = exit(&conform_in(&project, &run, None).await);
+    assert_eq!(code, Some(2), "{said}");
+    for needed in [
+        "refused",
+        "CONFORM_SIGNING_KEY",
+        "docs/signing.md",
+        "--allow-unsigned",
+    ] {
+        assert!(said.contains(needed), "{needed}: {said}");
+    }
+    assert!(!said.contains("granted 1"), "{said}");
+    assert_eq!(
+        std::fs::read(project.path("allowlist.json")).unwrap(),
+        signed
+    );
+    let gate = ["gate", "--suite", "ticket-triage", "--provider", "local"];
+    let (code, said) = exit(&conform_in(&project, &gate, None).await);
+    assert_eq!(code, Some(0), "the signed permit was lost: {said}");
+
+    // Told to, it replaces it, and warns that every reader will deny it.
+    let mut anyway = run.to_vec();
+    anyway.push("--allow-unsigned");
+    let (code, said) = exit(&conform_in(&project, &anyway, None).await);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        said.contains("warning: ticket-triage × local was granted unsigned"),
+        "{said}"
+    );
+    let (code, said) = exit(&conform_in(&project, &gate, None).await);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("denied (unsigned)"), "{said}");
+
+    // A failing run without the key revokes a signed grant all the same, and says so.
+    let (code, said) = exit(&conform_in(&project, &run, Some(&secret)).await);
+    assert_eq!(code, Some(0), "{said}");
+    let _fenced = project.chat_mock("local", Mode::Fenced).await;
+    let (code, said) = exit(&conform_in(&project, &run, None).await);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("was revoked unsigned, replacing a signed entry"),
+        "{said}"
+    );
+    let (code, said) = exit(&conform_in(&project, &gate, None).await);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("denied (revoked)"), "{said}");
+}
+
+/// `conform serve` in `project`, on a SQLite ledger in it, until dropped.
+struct Serve {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Serve {
+    fn start(project: &Project, providers: &str) -> Serve {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_conform"))
+            .arg("serve")
+            .current_dir(project.root())
+            .env("CONFORM_ROOT", project.root())
+            .env("CONFORM_LISTEN", "127.0.0.1:0")
+            .env("CONFORM_PROVIDERS", providers)
+            .env("CONFORM_ALLOWLIST", project.path("allowlist.json"))
+            .env(
+                "CONFORM_DATABASE_URL",
+                format!("sqlite://{}", project.path("ledger.db").display()),
+            )
+            .env_remove("CONFORM_UNVERIFIED_ALLOWLIST")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let base = loop {
+            let line = lines.next().expect("conform serve exited").unwrap();
+            if let Some(addr) = line.strip_prefix("conform serve: listening on ") {
+                break addr.to_string();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        Serve { child, base }
+    }
+
+    /// A job on `primary` (which answers 400: it fails at once), then failover to
+    /// `local`: the status and the body.
+    async fn failover(&self, key: &str) -> (u16, Value) {
+        let http = reqwest::Client::new();
+        let job = |path: String| {
+            http.get(format!("{}{path}", self.base))
+                .header("x-owner-id", "o")
+        };
+        let created: Value = http
+            .post(format!("{}/v1/jobs", self.base))
+            .header("x-owner-id", "o")
+            .header("idempotency-key", key)
+            .json(
+                &serde_json::json!({"task": "ticket-triage", "provider": "primary",
+                "input": {"messages": [{"role": "user", "content": key}]}}),
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = created["id"].as_str().unwrap().to_string();
+        for _ in 0..200 {
+            let now: Value = job(format!("/v1/jobs/{id}"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if now["state"] == "failed" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let answer = http
+            .post(format!("{}/v1/jobs/{id}/attempts", self.base))
+            .header("x-owner-id", "o")
+            .json(&serde_json::json!({"provider": "local"}))
+            .send()
+            .await
+            .unwrap();
+        let status = answer.status().as_u16();
+        (status, answer.json().await.unwrap_or(Value::Null))
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A statement about `ticket-triage × local` as a signed run in `project` makes it,
+/// `hours` ago: a grant, or a revocation.
+fn signed_file(
+    project: &Project,
+    key: &conform::sign::SigningKey,
+    hours: i64,
+    revoke: bool,
+) -> String {
+    use conform::allowlist::{Allowlist, Entry, Evidence, Local, Revocation, attest};
+    let paths = conform::config::Paths::under(project.root());
+    let local = Local::observe(&paths, "ticket-triage", "local").unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let stamp = |t: time::OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+    let made = stamp(now - time::Duration::hours(hours));
+    let mut list = Allowlist::default();
+    if revoke {
+        let mut r = Revocation {
+            suite: "ticket-triage".into(),
+            provider: "local".into(),
+            run_id: format!("run-{hours}h"),
+            at: made,
+            reasons: vec!["not_pure_json".into()],
+            report: "reports/r/report.json".into(),
+            suite_digest: Some(local.suite_digest),
+            provider_digest: Some(local.provider_digest),
+            attestation: None,
+        };
+        attest::sign(&mut r, key);
+        list.revocations.push(r);
+    } else {
+        let mut e = Entry {
+            suite: "ticket-triage".into(),
+            provider: "local".into(),
+            model: "local-model".into(),
+            served_models: vec!["local-model".into()],
+            system_fingerprints: Vec::new(),
+            suite_digest: local.suite_digest,
+            provider_digest: local.provider_digest,
+            suite_identity: Some(local.suite_identity),
+            provider_identity: Some(local.provider_identity),
+            tokenizer: "none".into(),
+            evidence: Evidence {
+                run_id: format!("run-{hours}h"),
+                report: "reports/r/report.json".into(),
+                conform_version: "0.1.0".into(),
+                first_call_at: Some(stamp(now - time::Duration::hours(hours + 1))),
+                cases: 26,
+                repeats: 1,
+                calls: 26,
+                passed: 26,
+                pass_rate: 1.0,
+                first_attempt_pass_rate: 1.0,
+                ..Evidence::default()
+            },
+            generated_at: made,
+            valid_until: stamp(now + time::Duration::days(3)),
+            simulated: false,
+            contract_only: false,
+            attestation: None,
+        };
+        attest::sign(&mut e, key);
+        list.entries.push(e);
+    }
+    serde_json::to_string_pretty(&list).unwrap()
+}
+
+/// `conform serve` remembers in its ledger the newest signed statement it read: an older
+/// allowlist put back after it read a revocation is answered 403 `superseded`, after a
+/// restart too; a newer signed grant is answered 202.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_remembers_a_revocation_in_its_ledger_and_refuses_the_older_file() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let project = Project::new(&[]);
+    let refusing = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(400)
+                .set_body_json(serde_json::json!({"error": {"message": "no"}})),
+        )
+        .mount(&refusing)
+        .await;
+    project.chat_provider("local", &refusing.uri());
+    let keys = tempfile::tempdir().unwrap();
+    let (key, _) = trusting(&project, keys.path());
+    let providers = format!("primary={0},local={0}", refusing.uri());
+    let (older, revoked, newer) = (
+        signed_file(&project, &key, 3, false),
+        signed_file(&project, &key, 2, true),
+        signed_file(&project, &key, 1, false),
+    );
+
+    project.write("allowlist.json", &older);
+    let serve = Serve::start(&project, &providers);
+    let (status, body) = serve.failover("granted").await;
+    assert_eq!(status, 202, "{body}");
+    project.write("allowlist.json", &revoked);
+    let (status, body) = serve.failover("revoked").await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("revoked")),
+        "{body}"
+    );
+    project.write("allowlist.json", &older);
+    let (status, body) = serve.failover("put-back").await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("superseded")),
+        "{body}"
+    );
+    drop(serve);
+
+    // Remembered by the ledger, not the process.
+    let serve = Serve::start(&project, &providers);
+    let (status, body) = serve.failover("after-restart").await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("superseded")),
+        "{body}"
+    );
+    // Control: a newer signed grant permits, read once or twice.
+    project.write("allowlist.json", &newer);
+    for key in ["newer", "newer-again"] {
+        let (status, body) = serve.failover(key).await;
+        assert_eq!(status, 202, "{key}: {body}");
+    }
+}

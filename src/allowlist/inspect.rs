@@ -11,11 +11,14 @@ use serde::Serialize;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use super::Seen;
+use super::attest::{Verification, VerifyError};
 use super::decision::{Denial, Permit};
 use super::explain::{list_or_none, sentence, status, time_left};
 use super::format::{Allowlist, Entry, Evidence, LatencyEvidence, Revocation, RulesOut};
 use super::local::suite_names;
 use super::query::{Query, decide, decide_query};
+use super::state::{StateError, keeping};
 use crate::config::Paths;
 
 fn stamp(t: OffsetDateTime) -> String {
@@ -73,8 +76,20 @@ pub struct ShownEntry {
 }
 
 impl Show {
-    /// Reads `path` and decides each of its entries at `now` against the project's files.
-    pub fn of(path: &Path, paths: &Paths, now: OffsetDateTime) -> Show {
+    /// Reads `path` and decides each of its entries at `now` against the project's files,
+    /// and what the reader has seen, kept in the `state` file when one is given.
+    pub fn of(
+        path: &Path,
+        paths: &Paths,
+        now: OffsetDateTime,
+        state: Option<&Path>,
+    ) -> Result<Show, StateError> {
+        keeping(state, path, Some(&paths.trust), now, |seen| {
+            Show::seeing(path, paths, now, seen)
+        })
+    }
+
+    fn seeing(path: &Path, paths: &Paths, now: OffsetDateTime, seen: Option<&Seen>) -> Show {
         let list = match Allowlist::load(path) {
             Ok(list) => list,
             Err(denial) => {
@@ -91,7 +106,7 @@ impl Show {
         let entries = (list.entries.iter())
             .map(|e| {
                 let query = Query::new(&e.suite, &e.provider, now).project(paths);
-                let decision = decide_query(&list, &query);
+                let decision = decide_query(&list, &query.seen(seen));
                 let (detail, renewable) = match &decision {
                     Ok(_) => (None, false),
                     Err(d) => (Some(d.detail.clone()), d.reason.lifted_by_rerun()),
@@ -301,6 +316,15 @@ pub struct NoSuite {
     pub fixtures: PathBuf,
 }
 
+/// Why `conform allowlist explain` could not explain.
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    #[error(transparent)]
+    NoSuite(NoSuite),
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
 /// `conform allowlist explain`: a provider, suite by suite, decided as a gate decides.
 #[derive(Debug, Clone, Serialize)]
 pub struct Explanation {
@@ -329,13 +353,28 @@ pub struct SuiteStanding {
 
 impl Explanation {
     /// Decides `provider` at `now` for `suites`, or for every suite in the project's
-    /// fixtures and in the allowlist when none is named.
+    /// fixtures and in the allowlist when none is named, against what the reader has
+    /// seen, kept in the `state` file when one is given.
     pub fn of(
         path: &Path,
         paths: &Paths,
         provider: &str,
         suites: &[String],
         now: OffsetDateTime,
+        state: Option<&Path>,
+    ) -> Result<Explanation, ExplainError> {
+        keeping(state, path, Some(&paths.trust), now, |seen| {
+            Explanation::seeing(path, paths, provider, suites, (now, seen))
+        })?
+        .map_err(ExplainError::NoSuite)
+    }
+
+    fn seeing(
+        path: &Path,
+        paths: &Paths,
+        provider: &str,
+        suites: &[String],
+        (now, seen): (OffsetDateTime, Option<&Seen>),
     ) -> Result<Explanation, NoSuite> {
         let list = Allowlist::load(path);
         let suites: Vec<String> = if suites.is_empty() {
@@ -357,7 +396,7 @@ impl Explanation {
         }
         let standings: Vec<SuiteStanding> = (suites.into_iter())
             .map(|suite| {
-                let query = Query::new(&suite, provider, now).project(paths);
+                let query = Query::new(&suite, provider, now).project(paths).seen(seen);
                 let decision = match &list {
                     Ok(list) => decide_query(list, &query),
                     // Unreadable: the same denial, or an unknown suite or provider first.
@@ -421,6 +460,20 @@ impl fmt::Display for Explanation {
     }
 }
 
+/// `conform allowlist verify`: the allowlist at `path` checked against the trust file at
+/// `trust`, its entries also against what the reader has seen, kept in the `state` file
+/// when one is given. The inner error: nothing could be checked.
+pub fn verify(
+    path: &Path,
+    trust: &Path,
+    state: Option<&Path>,
+) -> Result<Result<Verification, VerifyError>, StateError> {
+    let now = OffsetDateTime::now_utc();
+    keeping(state, path, Some(trust), now, |seen| {
+        Verification::of(path, trust, seen)
+    })
+}
+
 /// `conform gate`'s answer: permitted on what evidence, or denied and why.
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
@@ -478,9 +531,18 @@ impl GateAnswer {
         })
     }
 
-    /// Asks the allowlist at `path` the gate's question, `query`.
-    pub fn ask(path: &Path, query: &Query<'_>) -> GateAnswer {
-        GateAnswer::of(decide(path, query), query.suite, query.provider)
+    /// Asks the allowlist at `path` the gate's question, `query`, remembering what it
+    /// states in the `state` file when one is given (`--state`).
+    pub fn ask(
+        path: &Path,
+        query: &Query<'_>,
+        state: Option<&Path>,
+    ) -> Result<GateAnswer, StateError> {
+        let trust = query.project.map(|p| p.trust.as_path());
+        keeping(state, path, trust, query.at, |seen| {
+            let decision = decide(path, &query.seen(seen));
+            GateAnswer::of(decision, query.suite, query.provider)
+        })
     }
 
     pub fn of(decision: Result<Permit, Denial>, suite: &str, provider: &str) -> GateAnswer {

@@ -11,7 +11,9 @@
 //! - [`writer`]: locked read-modify-write and an atomic rename, so a reader sees the
 //!   old file or the new one, never half of one;
 //! - [`inspect`]: what `allowlist show`, `allowlist explain` and `gate` answer, typed;
-//! - [`outcome`]: what a run did to the file, pair by pair, for its reports.
+//! - [`outcome`]: what a run did to the file, pair by pair, for its reports;
+//! - [`state`]: `--state FILE`, the newest statement per pair a reader has seen, so that
+//!   an older allowlist put back is denied (`superseded`).
 //!
 //! ```
 //! use conform::allowlist::{permits, Observed, Reason};
@@ -26,15 +28,18 @@ pub mod inspect;
 pub mod local;
 pub mod outcome;
 pub mod query;
+pub mod state;
 pub mod writer;
 
 pub use conform_allowlist::{attest, decision, explain, format, reader};
 
 pub use conform_allowlist::{
     Allowlist, Denial, Entry, Evidence, FORMAT, LatencyEvidence, Observed, Permit, Reason,
-    Required, Revocation, RulesOut, SCHEMA, permits, status,
+    Required, Revocation, RulesOut, SCHEMA, Seen, permits, status,
 };
 pub use local::Local;
 pub use outcome::{PairEffect, PairOutcome, RunOutcome, Unchanged, Untouched};
 pub use query::{Query, decide, decide_query};
-pub use writer::{Change, Destination, UpdateError, Updated, changes_from_run, update};
+pub use writer::{
+    Change, Destination, Overwrite, UpdateError, Updated, changes_from_run, update, update_with,
+};

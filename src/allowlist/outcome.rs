@@ -372,6 +372,9 @@ mod tests {
                 at: String::new(),
                 reasons: vec!["not_pure_json".into()],
                 report: String::new(),
+                suite_digest: None,
+                provider_digest: None,
+                attestation: None,
             }),
         ];
         let d = RunOutcome::applied(

@@ -7,7 +7,7 @@ use std::path::Path;
 use time::OffsetDateTime;
 
 use super::local::Local;
-use super::{Allowlist, Denial, Observed, Permit, Required};
+use super::{Allowlist, Denial, Observed, Permit, Required, Seen};
 use crate::config::Paths;
 
 /// One failover question: to `provider`, for `suite`, at `at`.
@@ -25,6 +25,9 @@ pub struct Query<'a> {
     pub reported: Observed<'a>,
     /// What the caller needs of the provider now, beyond conformance.
     pub required: Required,
+    /// What the reader has seen of the allowlist (`--state`, `conform serve`'s ledger):
+    /// an entry made before the newest statement seen about its pair is superseded.
+    pub seen: Option<&'a Seen>,
 }
 
 impl<'a> Query<'a> {
@@ -37,6 +40,7 @@ impl<'a> Query<'a> {
             project: None,
             reported: Observed::default(),
             required: Required::default(),
+            seen: None,
         }
     }
 
@@ -49,6 +53,12 @@ impl<'a> Query<'a> {
     /// Holds the evidence to the project's suite and provider files as they are now.
     pub fn project(mut self, paths: &'a Paths) -> Self {
         self.project = Some(paths);
+        self
+    }
+
+    /// Holds the entry to what the reader has seen (`None`: nothing kept).
+    pub fn seen(mut self, seen: Option<&'a Seen>) -> Self {
+        self.seen = seen;
         self
     }
 
@@ -101,6 +111,10 @@ fn answer(list: &Allowlist, query: &Query<'_>, local: Option<&Local>) -> Result<
             query.required.or_defaults(local.settings.bounds()),
         ),
         None => (query.reported, query.required),
+    };
+    let observed = Observed {
+        seen: (query.seen).and_then(|s| s.get(query.suite, query.provider)),
+        ..observed
     };
     list.decide_with(query.suite, query.provider, query.at, &observed, &required)
 }

@@ -15,6 +15,8 @@ use super::format::{Allowlist, DifferentialEvidence, Entry, Evidence, Revocation
 use crate::config::{ProviderConfig, ProviderIdentity, Suite};
 use crate::run::{PreparedSuite, RunResult, Target};
 use crate::verdict::Verdict;
+use conform_allowlist::attest::verify;
+use conform_allowlist::sign::Trust;
 
 /// One change to the allowlist.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +45,21 @@ pub struct Updated {
     /// Entries of the previous file that had no v1 evidence (contract-only or malformed):
     /// they are not carried into the new file.
     pub dropped: usize,
+    /// Under a trust file: what was written unsigned, and what that means, one sentence
+    /// each.
+    pub unsigned: Vec<String>,
+}
+
+/// What an update may replace where the project trusts signing keys.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Overwrite<'a> {
+    /// The project's trust file. An unsigned grant never replaces a statement (an entry
+    /// or a revocation) signed by a key it lists: every reader under it would deny the
+    /// grant (`unsigned`), and the signed permit would be lost without a word. An unsigned
+    /// revocation still replaces anything (failing closed needs no proof), and says so.
+    pub trust: Option<&'a Trust>,
+    /// Replace signed statements with unsigned grants anyway (`--allow-unsigned`).
+    pub allow_unsigned: bool,
 }
 
 /// Which allowlist a run writes, and so what it may put there.
@@ -62,6 +79,23 @@ pub enum UpdateError {
     Io {
         path: PathBuf,
         source: std::io::Error,
+    },
+    /// An unsigned grant would replace signed statements: nothing was written.
+    #[error(
+        "refused to replace signed evidence in {} with unsigned: {} signed by a key {} lists, \
+         and this run has no signing key, so every reader under that trust file would deny what \
+         it grants (unsigned). Set CONFORM_SIGNING_KEY to the CI's key (docs/signing.md), or pass \
+         --allow-unsigned to replace {} anyway; the allowlist was not written",
+        path.display(),
+        pairs.join(", "),
+        trust.display(),
+        if pairs.len() == 1 { "it" } else { "them" }
+    )]
+    UnsignedOverSigned {
+        path: PathBuf,
+        /// `suite × provider (entry)`, one per statement that would be replaced.
+        pairs: Vec<String>,
+        trust: PathBuf,
     },
 }
 
@@ -108,6 +142,9 @@ pub fn changes_from_run(
                     at: stamp(result.finished_at),
                     reasons: crate::verdict::Reason::names(&v.reasons),
                     report: report.clone(),
+                    suite_digest: Some(suite.digest().to_string()),
+                    provider_digest: Some(config.identity().digest()),
+                    attestation: None,
                 })),
                 Verdict::Conformant => {
                     let reference = reference_of(t, targets);
@@ -257,6 +294,15 @@ fn tokenizer_words(identity: &ProviderIdentity) -> String {
 
 /// Applies `changes` to the allowlist at `path` under an exclusive advisory lock.
 pub fn update(path: &Path, changes: &[Change]) -> Result<Updated, UpdateError> {
+    update_with(path, changes, Overwrite::default())
+}
+
+/// [`update`], refusing what `overwrite` does not allow (nothing is then written).
+pub fn update_with(
+    path: &Path,
+    changes: &[Change],
+    overwrite: Overwrite<'_>,
+) -> Result<Updated, UpdateError> {
     let io = |source| UpdateError::Io {
         path: path.to_path_buf(),
         source,
@@ -307,6 +353,9 @@ pub fn update(path: &Path, changes: &[Change]) -> Result<Updated, UpdateError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Allowlist::default(),
         Err(e) => return Err(io(e)),
     };
+    if let Some(trust) = overwrite.trust {
+        updated.unsigned = guard(path, &list, changes, trust, overwrite.allow_unsigned)?;
+    }
     for change in changes {
         match change {
             Change::Grant(entry) => {
@@ -338,6 +387,61 @@ pub fn update(path: &Path, changes: &[Change]) -> Result<Updated, UpdateError> {
     bytes.push(b'\n');
     write_atomically(path, &dir, &bytes).map_err(io)?;
     Ok(updated)
+}
+
+/// Under `trust`: refuses unsigned grants that would replace signed statements of `list`
+/// (unless `allow_unsigned`), and says what each unsigned change written means.
+fn guard(
+    path: &Path,
+    list: &Allowlist,
+    changes: &[Change],
+    trust: &Trust,
+    allow_unsigned: bool,
+) -> Result<Vec<String>, UpdateError> {
+    let signed = |suite: &str, provider: &str| -> Option<&'static str> {
+        let entry = (list.entries.iter())
+            .any(|e| (e.suite == suite && e.provider == provider) && verify(e, trust).is_ok());
+        let revocation = (list.revocations.iter())
+            .any(|r| (r.suite == suite && r.provider == provider) && verify(r, trust).is_ok());
+        (entry.then_some("entry")).or(revocation.then_some("revocation"))
+    };
+    let (mut refused, mut said) = (Vec::new(), Vec::new());
+    for change in changes {
+        match change {
+            Change::Grant(e) if e.attestation.is_none() => {
+                if let Some(kind) = signed(&e.suite, &e.provider) {
+                    refused.push(format!("{} × {} ({kind})", e.suite, e.provider));
+                }
+                said.push(format!(
+                    "{} × {} was granted unsigned: every reader under {} denies it (unsigned); \
+                     set CONFORM_SIGNING_KEY to sign what a run grants (docs/signing.md)",
+                    e.suite,
+                    e.provider,
+                    trust.path.display()
+                ));
+            }
+            Change::Revoke(r) if r.attestation.is_none() => said.push(format!(
+                "{} × {} was revoked unsigned{}: it denies, but no reader that keeps state \
+                 remembers it, so an older signed allowlist put back would permit until it \
+                 expires; set CONFORM_SIGNING_KEY (docs/signing.md)",
+                r.suite,
+                r.provider,
+                match signed(&r.suite, &r.provider) {
+                    Some(kind) => format!(", replacing a signed {kind}"),
+                    None => String::new(),
+                }
+            )),
+            _ => {}
+        }
+    }
+    if !refused.is_empty() && !allow_unsigned {
+        return Err(UpdateError::UnsignedOverSigned {
+            path: path.to_path_buf(),
+            pairs: refused,
+            trust: trust.path.clone(),
+        });
+    }
+    Ok(said)
 }
 
 fn temporary_prefix(path: &Path) -> String {

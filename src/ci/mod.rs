@@ -183,6 +183,7 @@ pub fn compare(plan: &CommentPlan<'_>) -> Comment {
                     .collect(),
                 at: plan.at,
                 project: plan.project.cloned(),
+                seen: None,
             };
             let chains = export::chains(list, &export_plan);
             litellm::yaml(&chains, &plan.names, litellm::Section::RouterSettings, &[])

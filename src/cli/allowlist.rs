@@ -6,8 +6,7 @@ use clap::{Args, Subcommand};
 use time::OffsetDateTime;
 
 use conform::allowlist;
-use conform::allowlist::attest::Verification;
-use conform::allowlist::inspect::{Explanation, Show};
+use conform::allowlist::inspect::{self, Explanation, Show};
 
 use super::gate::Format;
 use super::{Exit, Global};
@@ -92,11 +91,8 @@ pub fn allowlist(global: &Global, args: AllowlistArgs) -> anyhow::Result<Exit> {
 }
 
 fn show(global: &Global, args: &ShowArgs) -> anyhow::Result<Exit> {
-    let shown = Show::of(
-        &global.allowlist_path(),
-        &global.paths(),
-        OffsetDateTime::now_utc(),
-    );
+    let (now, state) = (OffsetDateTime::now_utc(), global.state.as_deref());
+    let shown = Show::of(&global.allowlist_path(), &global.paths(), now, state)?;
     match args.format {
         Format::Json => println!("{}", shown.json()?),
         Format::Text => print!("{shown}"),
@@ -109,9 +105,9 @@ fn show(global: &Global, args: &ShowArgs) -> anyhow::Result<Exit> {
 }
 
 fn explain(global: &Global, args: &ExplainArgs) -> anyhow::Result<Exit> {
-    let now = OffsetDateTime::now_utc();
+    let (now, state) = (OffsetDateTime::now_utc(), global.state.as_deref());
     let (path, paths) = (global.allowlist_path(), global.paths());
-    let explained = match Explanation::of(&path, &paths, &args.provider, &args.suites, now) {
+    let explained = match Explanation::of(&path, &paths, &args.provider, &args.suites, now, state) {
         Ok(explained) => explained,
         Err(e) => {
             eprintln!("error: {e}");
@@ -143,7 +139,8 @@ fn rewrite_loop(global: &Global, args: &RewriteLoopArgs) -> anyhow::Result<Exit>
 }
 
 fn verify(global: &Global) -> anyhow::Result<Exit> {
-    match Verification::of(&global.allowlist_path(), &global.paths().trust) {
+    let state = global.state.as_deref();
+    match inspect::verify(&global.allowlist_path(), &global.paths().trust, state)? {
         Ok(verified) => {
             print!("{verified}");
             Ok(if verified.failed() == 0 {

@@ -83,6 +83,7 @@ pub fn export(global: &Global, args: ExportArgs) -> anyhow::Result<Exit> {
         suites: common.suites,
         names: Names(common.names.into_iter().collect()),
         at: OffsetDateTime::now_utc(),
+        state: global.state.as_deref(),
     };
     let prepared = match args.gateway {
         Gateway::Litellm(args) => Export::prepare(request(args.common)).inspect(|export| {

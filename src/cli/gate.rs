@@ -71,7 +71,7 @@ pub fn gate(global: &Global, args: GateArgs) -> anyhow::Result<Exit> {
         max_undetected_drift: args.max_undetected_drift,
         ..Required::default()
     });
-    let answer = GateAnswer::ask(&global.allowlist_path(), &query);
+    let answer = GateAnswer::ask(&global.allowlist_path(), &query, global.state.as_deref())?;
     if let Some(note) = answer.unsigned_note(&paths.trust) {
         eprintln!("{note}");
     }

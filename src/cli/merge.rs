@@ -18,6 +18,9 @@ pub struct MergeArgs {
     /// How long an allowlist entry made by the merged run stays valid.
     #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = humantime::parse_duration)]
     pub valid_for: Duration,
+    /// Under a trust file, replace signed entries with the merge's unsigned grants anyway.
+    #[arg(long)]
+    pub allow_unsigned: bool,
 }
 
 pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<Exit> {
@@ -26,6 +29,7 @@ pub async fn merge(global: &Global, args: MergeArgs) -> anyhow::Result<Exit> {
         reports: global.reports_dir(),
         allowlist: global.allowlist_path(),
         valid_for: args.valid_for,
+        allow_unsigned: args.allow_unsigned,
     };
     let merged = match execute::merge(&args.dirs, &to).await {
         Ok(merged) => merged,

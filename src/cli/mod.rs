@@ -73,6 +73,10 @@ pub struct Global {
     /// every reader then denies an entry they did not sign.
     #[arg(long, global = true, env = "CONFORM_TRUST")]
     pub trust: Option<PathBuf>,
+    /// Readers (gate, export, allowlist show|explain|verify) remember here the newest signed
+    /// statement per pair, and deny an older allowlist put back (superseded; docs/signing.md).
+    #[arg(long, global = true, env = "CONFORM_STATE", value_name = "FILE")]
+    pub state: Option<PathBuf>,
     /// Where run reports go [default: ROOT/reports].
     #[arg(long, global = true)]
     pub reports: Option<PathBuf>,

@@ -63,6 +63,9 @@ pub struct RunArgs {
     /// As --resume, and resend its transport failures (a conformance failure is kept).
     #[arg(long, value_name = "REPORT_DIR", conflicts_with_all = ["shard", "record", "replay"])]
     pub rerun_failed: Option<PathBuf>,
+    /// Under a trust file, replace signed entries with this run's unsigned grants anyway.
+    #[arg(long)]
+    pub allow_unsigned: bool,
 }
 
 #[derive(Debug, Args)]
@@ -127,12 +130,8 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
         resume: Keep::from_flags(args.resume, args.rerun_failed),
         ..how(global, &args.common, tape, args.shard, args.budget)
     };
-    let to = Conclude::to(
-        global.allowlist_path(),
-        &global.reports_dir(),
-        Destination::Real,
-        args.common.valid_for,
-    );
+    let mut to = conclude_to(global, Destination::Real, args.common.valid_for);
+    to.allow_unsigned = args.allow_unsigned;
     match run_and_conclude(global, workspace, &how, to).await {
         Ok(result) => Ok(result.overall(args.shard.is_some()).into()),
         Err(e) => failed(e),
@@ -150,12 +149,7 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
         return failed(e);
     }
     let how = how(global, &args.common, None, None, None);
-    let to = Conclude::to(
-        global.allowlist_path(),
-        &global.reports_dir(),
-        Destination::Demo,
-        args.common.valid_for,
-    );
+    let to = conclude_to(global, Destination::Demo, args.common.valid_for);
     let result = match run_and_conclude(global, workspace.clone(), &how, to).await {
         Ok(result) => result,
         Err(e) => return failed(e),
@@ -171,6 +165,14 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
         println!("\ndemo: unexpected verdicts:\n  {}", surprises.join("\n  "));
         Ok(Exit::Failed)
     }
+}
+
+/// Where a run's conclusions go, production's allowlist held to the trust file.
+fn conclude_to(global: &Global, to: Destination, valid_for: Duration) -> Conclude {
+    let (allowlist, reports) = (global.allowlist_path(), global.reports_dir());
+    let mut conclude = Conclude::to(allowlist, &reports, to, valid_for);
+    conclude.trust = Some(global.paths().trust);
+    conclude
 }
 
 pub(super) fn load(global: &Global, providers: &[String], suites: &[String]) -> Option<Workspace> {

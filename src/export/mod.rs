@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::allowlist::{Allowlist, Entry, Query};
+use crate::allowlist::{Allowlist, Entry, Query, Seen};
 use crate::config::Paths;
 
 /// One suite the fallbacks must be proven for, and optionally the digest to hold its
@@ -46,6 +46,9 @@ pub struct Plan {
     /// The project whose suites and providers the evidence must still match, as `conform
     /// gate` requires; `None` holds it only to the suites' given digests.
     pub project: Option<Paths>,
+    /// What the reader has seen of the allowlist (`--state`): an entry made before the
+    /// newest statement seen about its pair is superseded.
+    pub seen: Option<Seen>,
 }
 
 /// A provider's name in the gateway's config, by conform provider name; a provider not
@@ -169,7 +172,7 @@ fn fallback(list: &Allowlist, plan: &Plan, provider: &str) -> Result<Fallback, E
         let mut query = Query::new(&suite.name, provider, plan.at);
         query.project = plan.project.as_ref();
         query.reported.suite_digest = suite.digest.as_deref();
-        match crate::allowlist::decide_query(list, &query) {
+        match crate::allowlist::decide_query(list, &query.seen(plan.seen.as_ref())) {
             Ok(permit) => entries.push(permit.entry),
             Err(denial) => {
                 return Err(excluded(

@@ -16,11 +16,18 @@ struct Migration {
     sql: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "jobs_attempts_races",
-    sql: include_str!("migrations/0001_jobs_attempts_races.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "jobs_attempts_races",
+        sql: include_str!("migrations/0001_jobs_attempts_races.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "allowlist_seen",
+        sql: include_str!("migrations/0002_allowlist_seen.sql"),
+    },
+];
 
 /// `conform` in ASCII: the advisory lock key every conform process agrees on.
 const ADVISORY_LOCK_KEY: i64 = 0x63_6f_6e_66_6f_72_6d;

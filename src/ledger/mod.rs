@@ -5,7 +5,9 @@
 //! - [`model`]: [`Job`], [`Attempt`] and their states;
 //! - [`outcome`]: what each operation answers;
 //! - [`fingerprint`]: SHA-256 over RFC 8785 canonical JSON, refusing what it cannot canonicalize;
-//! - `store`: the SQL, written once for both backends; `migrate`: the shipped schema.
+//! - `store`: the SQL, written once for both backends; `migrate`: the shipped schema;
+//! - `seen`: when the newest allowlist statement per (suite, provider) that `conform
+//!   serve` read was made, so that an older allowlist put back is `superseded`.
 //!
 //! The database enforces the rules, not only this code: `UNIQUE (owner_id,
 //! idempotency_key)` on jobs, a partial unique index allowing one open attempt per job,
@@ -24,6 +26,7 @@ mod group_commit;
 mod migrate;
 pub mod model;
 pub mod outcome;
+mod seen;
 mod store;
 mod text;
 
@@ -359,6 +362,36 @@ impl Ledger {
     /// good as down). Bounded by the acquire and busy timeouts.
     pub async fn ready(&self) -> Result<(), LedgerError> {
         on_store!(self.ready())
+    }
+
+    /// Remembers the allowlist statements a reader read ([`conform_allowlist::seen`]):
+    /// per (suite, provider), the later of what is stored and what is stated.
+    pub async fn remember_statements(
+        &self,
+        stated: &[conform_allowlist::seen::Stated],
+    ) -> Result<(), LedgerError> {
+        let rows: Vec<(&str, &str, i64)> = (stated.iter())
+            .filter_map(|s| Some((s.suite.as_str(), s.provider.as_str(), seen::nanos(s.at)?)))
+            .collect();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        on_store!(self.remember(&rows, now_ms()))
+    }
+
+    /// When the newest statement about (`suite`, `provider`) remembered was made.
+    pub async fn newest_statement(
+        &self,
+        suite: &str,
+        provider: &str,
+    ) -> Result<Option<time::OffsetDateTime>, LedgerError> {
+        let nanos = on_store!(self.newest(suite, provider))?;
+        nanos
+            .map(|ns| {
+                time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ns))
+                    .map_err(|e| LedgerError::Corrupt(format!("allowlist_seen: {e}")))
+            })
+            .transpose()
     }
 
     /// The race log of one job, oldest first.

@@ -7,37 +7,129 @@
 //! --unverified-allowlist`) the evidence is held to nothing but its time, as the contract
 //! reads the file (`format`, `entries`, and each entry's `suite`, `provider` and
 //! `valid_until`).
+//!
+//! With the ledger, the gate also remembers the newest statement it read per (task,
+//! provider), and denies an entry made before it (`superseded`): the file alone cannot
+//! show that it is not an older copy put back.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
+use futures::future::BoxFuture;
 use time::OffsetDateTime;
 
-use crate::allowlist::{Denial, Query, decide};
+use crate::allowlist::{Allowlist, Denial, Query, Reason, Seen, decide, decide_query};
 use crate::config::Paths;
+use crate::ledger::Ledger;
+use conform_allowlist::seen::statements;
+use conform_allowlist::sign::Trust;
 
 /// The failover gate seam: whether an attempt may go to a provider other than the job's
 /// own. [`AllowlistGate`] is the real one.
 pub trait FailoverGate: Send + Sync + 'static {
     /// Whether failover to `provider` for `task` is permitted at `now`; a denial says why.
-    fn permits(&self, task: &str, provider: &str, now: OffsetDateTime) -> Result<(), Denial>;
+    fn permits<'a>(
+        &'a self,
+        task: &'a str,
+        provider: &'a str,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<(), Denial>>;
 }
 
 /// The allowlist file, read at every decision (an edit takes effect at once, with no
-/// restart), held to the project when there is one.
-#[derive(Debug, Clone)]
+/// restart), held to the project when there is one and to what the ledger remembers of
+/// the files read before.
+#[derive(Debug)]
 pub struct AllowlistGate {
     pub allowlist: PathBuf,
     /// `None` reads the file as the contract does (`--unverified-allowlist`).
     pub project: Option<Paths>,
+    /// Remembers, per (suite, provider), the newest statement read in the file (under
+    /// the project's trust file, only signed ones), across restarts and every process
+    /// sharing it: an older allowlist put back is then `superseded`. `None` remembers
+    /// nothing.
+    pub ledger: Option<Ledger>,
+    /// What this process has written to the ledger already: only newer is written again.
+    written: Mutex<Seen>,
 }
 
-impl FailoverGate for AllowlistGate {
-    fn permits(&self, task: &str, provider: &str, now: OffsetDateTime) -> Result<(), Denial> {
-        permits(&self.allowlist, task, provider, now, self.project.as_ref())
+impl AllowlistGate {
+    pub fn new(allowlist: PathBuf, project: Option<Paths>, ledger: Option<Ledger>) -> Self {
+        AllowlistGate {
+            allowlist,
+            project,
+            ledger,
+            written: Mutex::new(Seen::default()),
+        }
+    }
+
+    /// Remembers what `list` states in the ledger, and answers when the newest statement
+    /// about (`task`, `provider`) it remembers was made.
+    async fn newest(
+        &self,
+        ledger: &Ledger,
+        list: &Allowlist,
+        (task, provider): (&str, &str),
+        now: OffsetDateTime,
+    ) -> Result<Option<OffsetDateTime>, crate::ledger::LedgerError> {
+        // A trust file that does not load advances nothing; the decision denies.
+        let trust = match &self.project {
+            Some(paths) => Trust::load(&paths.trust).ok().flatten(),
+            None => None,
+        };
+        let mut fresh = statements(list, trust.as_ref(), now);
+        {
+            let written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+            fresh.retain(|s| written.get(&s.suite, &s.provider) < Some(s.at));
+        }
+        ledger.remember_statements(&fresh).await?;
+        {
+            let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+            for s in &fresh {
+                written.record(&s.suite, &s.provider, s.at);
+            }
+        }
+        ledger.newest_statement(task, provider).await
     }
 }
 
-/// Whether the allowlist at `path` permits failover to `provider` for `task` at `now`.
+impl FailoverGate for AllowlistGate {
+    fn permits<'a>(
+        &'a self,
+        task: &'a str,
+        provider: &'a str,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<(), Denial>> {
+        Box::pin(async move {
+            let Some(ledger) = &self.ledger else {
+                return permits(&self.allowlist, task, provider, now, self.project.as_ref());
+            };
+            let mut query = Query::new(task, provider, now);
+            query.project = self.project.as_ref();
+            // Read once: what is remembered and what is decided are the same file.
+            let Ok(list) = Allowlist::load(&self.allowlist) else {
+                return decide(&self.allowlist, &query).map(|_| ());
+            };
+            let newest = (self.newest(ledger, &list, (task, provider), now).await)
+                .map_err(|e| {
+                    Denial::new(
+                        Reason::Unreadable,
+                        format!(
+                            "the ledger's record of the allowlist statements already read cannot be used: {e}"
+                        ),
+                    )
+                })?;
+            let mut seen = Seen::default();
+            if let Some(at) = newest {
+                seen.record(task, provider, at);
+            }
+            decide_query(&list, &query.seen(Some(&seen))).map(|_| ())
+        })
+    }
+}
+
+/// Whether the allowlist at `path` permits failover to `provider` for `task` at `now`,
+/// remembering nothing.
 pub fn permits(
     path: &Path,
     task: &str,

@@ -88,12 +88,13 @@ impl Seams {
         };
         let ledger = Ledger::connect(&config.database_url, &options).await?;
         Ok(Seams {
+            gate: Arc::new(AllowlistGate::new(
+                config.allowlist.clone(),
+                config.project.clone(),
+                Some(ledger.clone()),
+            )),
             store: Arc::new(ledger),
             upstream: Arc::new(HttpUpstream::new()?),
-            gate: Arc::new(AllowlistGate {
-                allowlist: config.allowlist.clone(),
-                project: config.project.clone(),
-            }),
             parser: Arc::new(StrictJson),
             intake: Arc::new(BudgetedIntake::new(config.limits)),
             overload: Arc::new(ProblemOverload),

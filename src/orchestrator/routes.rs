@@ -331,6 +331,7 @@ async fn start_attempt(
         if let Err(denial) = app
             .gate
             .permits(&job.task, &provider, time::OffsetDateTime::now_utc())
+            .await
         {
             return Err(Problem::new(
                 StatusCode::FORBIDDEN,

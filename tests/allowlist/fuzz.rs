@@ -42,6 +42,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_repeats: None,
         trust: None,
         references: None,
+        seen: None,
     },
     Observed {
         suite_digest: Some("d1"),
@@ -54,6 +55,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_repeats: None,
         trust: None,
         references: None,
+        seen: None,
     },
     Observed {
         suite_digest: Some("d2"),
@@ -66,6 +68,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_repeats: None,
         trust: None,
         references: None,
+        seen: None,
     },
     Observed {
         suite_digest: None,
@@ -78,6 +81,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_repeats: None,
         trust: None,
         references: None,
+        seen: None,
     },
     Observed {
         suite_digest: None,
@@ -90,6 +94,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_repeats: None,
         trust: None,
         references: None,
+        seen: None,
     },
     Observed {
         suite_digest: None,
@@ -102,6 +107,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_repeats: None,
         trust: None,
         references: None,
+        seen: None,
     },
     Observed {
         suite_digest: Some("d1"),
@@ -114,6 +120,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_repeats: None,
         trust: None,
         references: None,
+        seen: None,
     },
     Observed {
         suite_digest: Some("d2"),
@@ -126,6 +133,7 @@ const OBSERVATIONS: [Observed<'static>; 8] = [
         suite_repeats: None,
         trust: None,
         references: None,
+        seen: None,
     },
 ];
 

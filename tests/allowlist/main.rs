@@ -9,6 +9,7 @@ mod concurrent;
 mod corrupt;
 mod crash;
 mod fuzz;
+mod guard;
 mod lifecycle;
 mod reader;
 mod schema;

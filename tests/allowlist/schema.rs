@@ -23,10 +23,21 @@ fn written() -> (tempfile::TempDir, std::path::PathBuf) {
                 datetime!(2030-01-01 0:00:00.123456789 UTC),
             ))),
             Change::Revoke(revocation("invoices", "fenced", "run-9")),
+            Change::Revoke(signed_revocation("tickets", "fenced")),
         ],
     )
     .unwrap();
     (dir, path)
+}
+
+/// A revocation as a signed run writes it: with its digests and its envelope.
+fn signed_revocation(suite: &str, provider: &str) -> conform::allowlist::Revocation {
+    let mut r = revocation(suite, provider, "run-10");
+    r.suite_digest = Some(super::support::SUITE_DIGEST.into());
+    r.provider_digest = Some(super::support::PROVIDER_DIGEST.into());
+    let key = conform::sign::SigningKey::generate().unwrap();
+    conform::allowlist::attest::sign(&mut r, &key);
+    r
 }
 
 #[test]

@@ -73,6 +73,9 @@ pub fn revocation(suite: &str, provider: &str, run_id: &str) -> Revocation {
         at: "2026-01-01T00:00:00Z".into(),
         reasons: vec!["schema_additional_property".into(), "not_pure_json".into()],
         report: format!("reports/{run_id}/report.json"),
+        suite_digest: None,
+        provider_digest: None,
+        attestation: None,
     }
 }
 

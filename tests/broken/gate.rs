@@ -4,14 +4,20 @@ use std::sync::Arc;
 
 use conform::allowlist::{Denial, Reason};
 use conform::orchestrator::gate::FailoverGate;
+use futures::future::BoxFuture;
 use time::OffsetDateTime;
 
 /// Failover is never checked against the allowlist.
 pub struct AllowlistIgnored;
 
 impl FailoverGate for AllowlistIgnored {
-    fn permits(&self, _task: &str, _provider: &str, _now: OffsetDateTime) -> Result<(), Denial> {
-        Ok(())
+    fn permits<'a>(
+        &'a self,
+        _task: &'a str,
+        _provider: &'a str,
+        _now: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<(), Denial>> {
+        Box::pin(async { Ok(()) })
     }
 }
 
@@ -28,17 +34,24 @@ impl AllowlistFailsOpen {
 }
 
 impl FailoverGate for AllowlistFailsOpen {
-    fn permits(&self, task: &str, provider: &str, now: OffsetDateTime) -> Result<(), Denial> {
-        match self.inner.permits(task, provider, now) {
-            Err(d)
-                if matches!(
-                    d.reason,
-                    Reason::Missing | Reason::Unreadable | Reason::UnknownFormat
-                ) =>
-            {
-                Ok(())
+    fn permits<'a>(
+        &'a self,
+        task: &'a str,
+        provider: &'a str,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<(), Denial>> {
+        Box::pin(async move {
+            match self.inner.permits(task, provider, now).await {
+                Err(d)
+                    if matches!(
+                        d.reason,
+                        Reason::Missing | Reason::Unreadable | Reason::UnknownFormat
+                    ) =>
+                {
+                    Ok(())
+                }
+                decision => decision,
             }
-            decision => decision,
-        }
+        })
     }
 }

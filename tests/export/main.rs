@@ -101,6 +101,9 @@ fn allowlist() -> Allowlist {
         at: "2026-02-28T00:00:00Z".into(),
         reasons: vec!["not_pure_json".into()],
         report: "reports/run-9/report.json".into(),
+        suite_digest: None,
+        provider_digest: None,
+        attestation: None,
     });
     list.entries
         .sort_by(|x, y| (&x.suite, &x.provider).cmp(&(&y.suite, &y.provider)));
@@ -120,6 +123,7 @@ fn plan(primaries: &[&str], fallbacks: &[&str]) -> Plan {
             .collect(),
         at: NOW,
         project: None,
+        seen: None,
     }
 }
 

@@ -1,57 +1,110 @@
-//! An entry's signature: what is signed, and what a reader checks of it.
+//! What is signed of the allowlist, and what a reader checks of it: each entry (a grant)
+//! and each revocation is a statement of its own, signed by the CI job that made it.
 //!
-//! The Statement's subjects are the suite and the provider as their digests; its
-//! predicate is the entry itself, every member but the signature. A reader that trusts
-//! the signing key requires the entry it reads to equal the predicate member for member,
-//! so no edit after signing (a later `valid_until`, another provider, a pass rate) keeps
-//! a permit alive.
+//! A Statement's subjects are the suite and the provider as their digests; its predicate
+//! is the record itself, every member but the signature (the time it was made
+//! included: an entry's `generated_at`, a revocation's `at`). A reader that trusts the
+//! signing key requires the record it reads to equal the predicate member for member,
+//! so no edit after signing (a later `valid_until`, another provider, a pass rate, an
+//! earlier revocation time) keeps a statement alive.
 
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::sign::{Envelope, SigningKey, Statement, Subject, Trust, TrustedKey, Unverified};
 
-use crate::format::Entry;
+use crate::format::{Entry, Revocation};
 
 /// The predicate type of a signed entry; its JSON Schema is
 /// `schemas/allowlist-entry-predicate.v1.schema.json`.
 pub const PREDICATE_TYPE: &str = "https://conform.dev/attestation/allowlist-entry/v1";
 
-/// The Statement an entry's signature covers.
-pub fn statement(entry: &Entry) -> Statement {
-    let mut predicate = serde_json::to_value(entry).unwrap_or(Value::Null);
+/// The predicate type of a signed revocation: "the provider was found nonconformant for
+/// the suite at `at`, because of the finding codes `reasons`".
+pub const REVOCATION_PREDICATE_TYPE: &str =
+    "https://conform.dev/attestation/allowlist-revocation/v1";
+
+/// A record of the allowlist that a CI job signs: an [`Entry`] or a [`Revocation`].
+pub trait Signed: Serialize {
+    /// The Statement's `predicateType`.
+    const PREDICATE_TYPE: &'static str;
+    /// What it is called in a sentence: `entry`, `revocation`.
+    const NOUN: &'static str;
+    /// The suite and the provider, by the digests the record names.
+    fn subjects(&self) -> Vec<Subject>;
+    fn attestation(&self) -> Option<&Envelope>;
+    fn attestation_mut(&mut self) -> &mut Option<Envelope>;
+}
+
+impl Signed for Entry {
+    const PREDICATE_TYPE: &'static str = PREDICATE_TYPE;
+    const NOUN: &'static str = "entry";
+    fn subjects(&self) -> Vec<Subject> {
+        vec![
+            Subject::sha256(format!("conform-suite:{}", self.suite), &self.suite_digest),
+            Subject::sha256(
+                format!("conform-provider:{}", self.provider),
+                &self.provider_digest,
+            ),
+        ]
+    }
+    fn attestation(&self) -> Option<&Envelope> {
+        self.attestation.as_ref()
+    }
+    fn attestation_mut(&mut self) -> &mut Option<Envelope> {
+        &mut self.attestation
+    }
+}
+
+impl Signed for Revocation {
+    const PREDICATE_TYPE: &'static str = REVOCATION_PREDICATE_TYPE;
+    const NOUN: &'static str = "revocation";
+    fn subjects(&self) -> Vec<Subject> {
+        let digest = |d: &Option<String>| d.as_deref().unwrap_or_default().to_string();
+        vec![
+            Subject::sha256(
+                format!("conform-suite:{}", self.suite),
+                &digest(&self.suite_digest),
+            ),
+            Subject::sha256(
+                format!("conform-provider:{}", self.provider),
+                &digest(&self.provider_digest),
+            ),
+        ]
+    }
+    fn attestation(&self) -> Option<&Envelope> {
+        self.attestation.as_ref()
+    }
+    fn attestation_mut(&mut self) -> &mut Option<Envelope> {
+        &mut self.attestation
+    }
+}
+
+/// The Statement a record's signature covers.
+pub fn statement<T: Signed>(record: &T) -> Statement {
+    let mut predicate = serde_json::to_value(record).unwrap_or(Value::Null);
     if let Value::Object(members) = &mut predicate {
         members.remove("attestation");
     }
-    Statement::new(
-        vec![
-            Subject::sha256(
-                format!("conform-suite:{}", entry.suite),
-                &entry.suite_digest,
-            ),
-            Subject::sha256(
-                format!("conform-provider:{}", entry.provider),
-                &entry.provider_digest,
-            ),
-        ],
-        PREDICATE_TYPE,
-        predicate,
-    )
+    Statement::new(record.subjects(), T::PREDICATE_TYPE, predicate)
 }
 
-/// Signs `entry` in place.
-pub fn sign(entry: &mut Entry, key: &SigningKey) {
-    entry.attestation = None;
-    entry.attestation = Some(key.sign(&statement(entry)));
+/// Signs `record` (an entry or a revocation) in place.
+pub fn sign<T: Signed>(record: &mut T, key: &SigningKey) {
+    *record.attestation_mut() = None;
+    let envelope = key.sign(&statement(record));
+    *record.attestation_mut() = Some(envelope);
 }
 
-/// The trusted key that signed `entry` as it is, or why it does not count as signed.
-pub fn verify<'t>(entry: &Entry, trust: &'t Trust) -> Result<&'t TrustedKey, Unverified> {
-    let (signed, by) = trust.verify(entry.attestation.as_ref())?;
-    let now = statement(entry);
-    if signed.predicate_type != PREDICATE_TYPE {
+/// The trusted key that signed `record` as it is, or why it does not count as signed.
+pub fn verify<'t, T: Signed>(record: &T, trust: &'t Trust) -> Result<&'t TrustedKey, Unverified> {
+    let (signed, by) = trust.verify(record.attestation())?;
+    let now = statement(record);
+    if signed.predicate_type != T::PREDICATE_TYPE {
         return Err(Unverified::SignatureInvalid(format!(
-            "it signs a `{}`, not an allowlist entry",
-            signed.predicate_type
+            "it signs a `{}`, not an allowlist {}",
+            signed.predicate_type,
+            T::NOUN
         )));
     }
     if signed.subject != now.subject {
@@ -61,7 +114,8 @@ pub fn verify<'t>(entry: &Entry, trust: &'t Trust) -> Result<&'t TrustedKey, Unv
     }
     if signed.predicate != now.predicate {
         return Err(Unverified::SignatureInvalid(format!(
-            "the entry was edited after it was signed: {}",
+            "the {} was edited after it was signed: {}",
+            T::NOUN,
             changed_members(&signed.predicate, &now.predicate).join(", ")
         )));
     }
@@ -92,24 +146,53 @@ pub fn signed_by(envelope: Option<&Envelope>) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-/// One entry of a file checked against a trust file: the key that signed it, or why
-/// it does not count as signed.
+/// One record of a file (an entry or a revocation) checked against a trust file: the key
+/// that signed it, or why it does not count as signed; and, for an entry, whether a
+/// statement about its pair made after it was already seen.
 #[derive(Debug)]
 pub struct Checked {
     pub suite: String,
     pub provider: String,
+    /// `entry` or `revocation`.
+    pub kind: &'static str,
     pub signer: Result<String, Unverified>,
+    /// Why the entry is superseded, when it is.
+    pub superseded: Option<String>,
 }
 
-/// Every entry of `allowlist`, checked against `trust` (`conform allowlist verify`).
-pub fn verify_all(allowlist: &crate::format::Allowlist, trust: &Trust) -> Vec<Checked> {
-    (allowlist.entries.iter())
-        .map(|entry| Checked {
-            suite: entry.suite.clone(),
-            provider: entry.provider.clone(),
-            signer: verify(entry, trust).map(|key| format!("{} ({})", key.name, key.key.id())),
-        })
-        .collect()
+impl Checked {
+    fn of<T: Signed>(record: &T, suite: &str, provider: &str, trust: &Trust) -> Checked {
+        Checked {
+            suite: suite.to_string(),
+            provider: provider.to_string(),
+            kind: T::NOUN,
+            signer: verify(record, trust).map(|key| format!("{} ({})", key.name, key.key.id())),
+            superseded: None,
+        }
+    }
+
+    /// It is signed by a listed key, as it is, and not superseded.
+    pub fn holds(&self) -> bool {
+        self.signer.is_ok() && self.superseded.is_none()
+    }
+}
+
+/// Every entry, then every revocation, of `allowlist`, checked against `trust` (`conform
+/// allowlist verify`); entries also against what the reader has `seen`, when given.
+pub fn verify_all(
+    allowlist: &crate::format::Allowlist,
+    trust: &Trust,
+    seen: Option<&crate::seen::Seen>,
+) -> Vec<Checked> {
+    let entries = allowlist.entries.iter().map(|e| Checked {
+        superseded: seen
+            .and_then(|s| crate::decision::not_superseded(e, s.get(&e.suite, &e.provider)).err())
+            .map(|d| d.detail),
+        ..Checked::of(e, &e.suite, &e.provider, trust)
+    });
+    let revocations =
+        (allowlist.revocations.iter()).map(|r| Checked::of(r, &r.suite, &r.provider, trust));
+    entries.chain(revocations).collect()
 }
 
 /// `conform allowlist verify` could not check anything.
@@ -127,7 +210,8 @@ pub enum VerifyError {
     Allowlist(String),
 }
 
-/// Every entry of the allowlist at `path` checked against the trust file at `trust`.
+/// Every entry and revocation of the allowlist at `path` checked against the trust file
+/// at `trust`.
 #[derive(Debug)]
 pub struct Verification {
     pub trust: std::path::PathBuf,
@@ -135,9 +219,12 @@ pub struct Verification {
 }
 
 impl Verification {
+    /// The file at `path` checked against the trust file at `trust` and, when given,
+    /// against what the reader has `seen` (`--state`).
     pub fn of(
         path: &std::path::Path,
         trust: &std::path::Path,
+        seen: Option<&crate::seen::Seen>,
     ) -> Result<Verification, VerifyError> {
         let trust = Trust::load(trust)?.ok_or_else(|| VerifyError::NoTrust {
             path: trust.to_path_buf(),
@@ -145,35 +232,42 @@ impl Verification {
         let list =
             crate::format::Allowlist::load(path).map_err(|d| VerifyError::Allowlist(d.detail))?;
         Ok(Verification {
-            entries: verify_all(&list, &trust),
+            entries: verify_all(&list, &trust, seen),
             trust: trust.path,
         })
     }
 
-    /// Entries unsigned, edited after signing, or signed by an unlisted key.
+    /// Records unsigned, edited after signing, signed by an unlisted key, or superseded.
+    /// An unsigned revocation still denies, but no reader that trusts keys remembers it,
+    /// so an older entry put back in its place would not be known superseded.
     pub fn failed(&self) -> usize {
-        self.entries.iter().filter(|c| c.signer.is_err()).count()
+        self.entries.iter().filter(|c| !c.holds()).count()
     }
 }
 
 impl std::fmt::Display for Verification {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         for c in &self.entries {
-            match &c.signer {
-                Ok(by) => writeln!(f, "ok        {} × {}: signed by {by}", c.suite, c.provider)?,
-                Err(why) => {
+            let pair = match c.kind {
+                "entry" => format!("{} × {}", c.suite, c.provider),
+                kind => format!("{} × {} ({kind})", c.suite, c.provider),
+            };
+            match (&c.signer, &c.superseded) {
+                (Ok(by), None) => writeln!(f, "ok        {pair}: signed by {by}")?,
+                (Ok(by), Some(why)) => writeln!(f, "superseded {pair}: signed by {by}; {why}")?,
+                (Err(why), _) => {
                     let code = match why {
                         Unverified::Unsigned => "unsigned",
                         Unverified::SignatureInvalid(_) => "invalid",
                         Unverified::UntrustedKey(_) => "untrusted",
                     };
-                    writeln!(f, "{code:9} {} × {}: {why}", c.suite, c.provider)?;
+                    writeln!(f, "{code:9} {pair}: {why}")?;
                 }
             }
         }
         writeln!(
             f,
-            "{} of {} entries verified against {}",
+            "{} of {} entries and revocations verified against {}",
             self.entries.len() - self.failed(),
             self.entries.len(),
             self.trust.display()
@@ -235,6 +329,57 @@ mod tests {
             panic!("an edit verified")
         };
         assert!(why.contains("`valid_until`"), "{why}");
+    }
+
+    #[test]
+    fn a_signed_revocation_verifies_until_it_is_moved_or_read_as_an_entry() {
+        let key = SigningKey::generate().unwrap();
+        let trust = Trust {
+            path: "trust.toml".into(),
+            keys: vec![TrustedKey {
+                name: "ci".into(),
+                key: key.public(),
+            }],
+        };
+        let mut revocation = Revocation {
+            suite: "s".into(),
+            provider: "p".into(),
+            run_id: "r2".into(),
+            at: "2026-01-03T00:00:00Z".into(),
+            reasons: vec!["not_pure_json".into()],
+            report: "x".into(),
+            suite_digest: Some("sha256:aa".into()),
+            provider_digest: Some("sha256:bb".into()),
+            attestation: None,
+        };
+        assert_eq!(
+            verify(&revocation, &trust).unwrap_err(),
+            Unverified::Unsigned
+        );
+        sign(&mut revocation, &key);
+        let read: Revocation =
+            serde_json::from_str(&serde_json::to_string(&revocation).unwrap()).unwrap();
+        assert_eq!(verify(&read, &trust).unwrap().name, "ci");
+        let statement = statement(&read);
+        assert_eq!(statement.predicate_type, REVOCATION_PREDICATE_TYPE);
+        assert_eq!(statement.predicate["at"], "2026-01-03T00:00:00Z");
+        // Dated earlier by hand, so that an older entry would look newer: not signed.
+        let mut moved = read.clone();
+        moved.at = "2026-01-01T00:00:00Z".into();
+        let Err(Unverified::SignatureInvalid(why)) = verify(&moved, &trust) else {
+            panic!("a moved revocation verified")
+        };
+        assert!(
+            why.contains("the revocation was edited") && why.contains("`at`"),
+            "{why}"
+        );
+        // Its envelope put on an entry signs nothing the entry says.
+        let mut entry = entry();
+        entry.attestation = read.attestation.clone();
+        let Err(Unverified::SignatureInvalid(why)) = verify(&entry, &trust) else {
+            panic!("a revocation's signature verified an entry")
+        };
+        assert!(why.contains("not an allowlist entry"), "{why}");
     }
 
     proptest::proptest! {

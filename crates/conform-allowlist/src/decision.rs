@@ -27,6 +27,9 @@ pub enum Reason {
     NoEntry,
     /// The last conclusive run found the provider nonconformant for the suite.
     Revoked,
+    /// The reader has seen a statement about this (suite, provider) made after the
+    /// entry: an older allowlist was put back in place of a newer one.
+    Superseded,
     /// The evidence came from a simulated provider, which never stands for a real one.
     Simulated,
     /// The project trusts signing keys (`trust.toml`) and the entry carries no signature.
@@ -67,7 +70,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in the order the decision checks them.
-    pub const ALL: [Reason; 20] = [
+    pub const ALL: [Reason; 21] = [
         Reason::UnknownSuite,
         Reason::UnknownProvider,
         Reason::InvalidConfig,
@@ -76,6 +79,7 @@ impl Reason {
         Reason::UnknownFormat,
         Reason::NoEntry,
         Reason::Revoked,
+        Reason::Superseded,
         Reason::Unsigned,
         Reason::SignatureInvalid,
         Reason::UntrustedKey,
@@ -96,6 +100,7 @@ impl Reason {
             self,
             Reason::NoEntry
                 | Reason::Revoked
+                | Reason::Superseded
                 | Reason::Unsigned
                 | Reason::SignatureInvalid
                 | Reason::UntrustedKey
@@ -117,6 +122,7 @@ impl Reason {
             Reason::UnknownFormat => "unknown_format",
             Reason::NoEntry => "no_entry",
             Reason::Revoked => "revoked",
+            Reason::Superseded => "superseded",
             Reason::Simulated => "simulated",
             Reason::Unsigned => "unsigned",
             Reason::SignatureInvalid => "signature_invalid",
@@ -319,6 +325,9 @@ pub struct Observed<'a> {
     /// The project's providers as they are now, for an entry judged against a live
     /// reference: the reference is held to its file as the provider is to its own.
     pub references: Option<&'a dyn References>,
+    /// When the newest statement about this (suite, provider) the caller has seen was
+    /// made ([`crate::seen::Seen`]): an entry made before it is superseded.
+    pub seen: Option<OffsetDateTime>,
 }
 
 /// The project's providers as they are now, looked up by name: an entry that names a
@@ -424,8 +433,9 @@ pub struct ProjectBounds {
 impl Allowlist {
     /// The decision for one (suite, provider) at one instant, holding the evidence to
     /// `observed`. Checked in this order: an entry exists (else `revoked` when a run
-    /// revoked it, `no_entry` otherwise); no later revocation; not simulated; not expired;
-    /// the suite and provider digests; the served model and fingerprint.
+    /// revoked it, `no_entry` otherwise); no later revocation; no later statement seen;
+    /// the signature; not simulated; not expired; the suite and provider digests; the
+    /// served model and fingerprint.
     pub fn decide(
         &self,
         suite: &str,
@@ -464,7 +474,8 @@ impl Allowlist {
         for entry in candidates {
             let checked = match revocation {
                 Some(r) if !newer(&entry.generated_at, &r.at) => Err(revoked(r).about(entry)),
-                _ => check_entry(entry, at, observed, required)
+                _ => not_superseded(entry, observed.seen)
+                    .and_then(|()| check_entry(entry, at, observed, required))
                     .and_then(|()| check_required(entry, observed, required)),
             };
             match checked {
@@ -511,6 +522,26 @@ fn revoked(r: &Revocation) -> Denial {
             ),
         )
     }
+}
+
+/// An entry made before the newest statement the caller has seen about its pair is
+/// superseded; one whose time does not parse is, once anything was seen.
+pub(crate) fn not_superseded(entry: &Entry, seen: Option<OffsetDateTime>) -> Result<(), Denial> {
+    let Some(seen) = seen else { return Ok(()) };
+    let made = OffsetDateTime::parse(&entry.generated_at, &Rfc3339);
+    if made.is_ok_and(|made| made >= seen) {
+        return Ok(());
+    }
+    let seen = seen.format(&Rfc3339).unwrap_or_default();
+    Err(Denial::new(
+        Reason::Superseded,
+        format!(
+            "the entry was made at {} (run {}), before a statement about this provider and suite \
+             already seen, made at {seen}: an older allowlist was put back in place of a newer one",
+            entry.generated_at, entry.evidence.run_id
+        ),
+    )
+    .about(entry))
 }
 
 /// Whether an entry made at `made` is strictly newer than a revocation at `revoked`. A

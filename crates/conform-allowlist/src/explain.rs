@@ -20,6 +20,9 @@ use crate::decision::{Denial, Permit, Reason};
 ///     at: "2026-01-01T00:00:00Z".into(),
 ///     reasons: vec!["schema_additional_property".into()],
 ///     report: "reports/r7/report.json".into(),
+///     suite_digest: None,
+///     provider_digest: None,
+///     attestation: None,
 /// });
 /// let now = time::OffsetDateTime::now_utc();
 /// let decision = list.decide("invoice-extraction", "mistral", now, &Observed::default());

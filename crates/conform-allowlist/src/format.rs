@@ -338,8 +338,23 @@ pub struct Revocation {
     pub suite: String,
     pub provider: String,
     pub run_id: String,
+    /// RFC 3339, UTC: when the run that revoked it finished. An entry made before it
+    /// permits nothing.
     pub at: String,
     /// The finding codes that failed the run.
     pub reasons: Vec<String>,
     pub report: String,
+    /// The suite the failing run was made with: the digest of its `suite_identity`.
+    /// Absent in revocations written before they were signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite_digest: Option<String>,
+    /// The provider configuration the failing run was made with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_digest: Option<String>,
+    /// The revocation signed by the CI that made it, as an entry is (docs/signing.md).
+    /// A revocation denies whether signed or not; only a signed one (where the reader
+    /// trusts keys) tells a reader that every older statement about the pair is
+    /// superseded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<crate::sign::Envelope>,
 }

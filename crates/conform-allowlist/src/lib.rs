@@ -48,6 +48,7 @@ pub mod identity;
 pub mod latency;
 pub mod position;
 pub mod reader;
+pub mod seen;
 pub mod sign;
 pub mod stats;
 
@@ -57,6 +58,7 @@ pub use format::{
     Allowlist, Entry, Evidence, FORMAT, LatencyEvidence, Revocation, RulesOut, SCHEMA,
 };
 pub use reader::permits;
+pub use seen::Seen;
 
 // The README's example runs as a doc test, so what the crate's page shows works.
 #[doc = include_str!("../README.md")]

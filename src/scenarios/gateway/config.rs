@@ -50,6 +50,9 @@ pub fn allowlist() -> Allowlist {
         at: gatefile::in_seconds(-60),
         reasons: vec!["schema_additional_property".to_string()],
         report: "reports/conform-gateway-scenarios/report.json".to_string(),
+        suite_digest: None,
+        provider_digest: None,
+        attestation: None,
     });
     list
 }
@@ -71,6 +74,7 @@ pub fn chains() -> Vec<Chain> {
         }],
         at: OffsetDateTime::now_utc(),
         project: None,
+        seen: None,
     };
     export::chains(&list, &plan)
 }
