@@ -931,3 +931,52 @@ async fn agree_with_nothing_to_compare_with_is_refused_before_anything_is_sent()
         .unwrap();
     assert_ne!(local["verdict"], "nonconformant", "{local}");
 }
+
+/// Issue 42: a pair decided early said `36 failed` on its progress line though one call
+/// was sent. Calls saved (or not sent) are counted apart from those that failed, on the
+/// progress line, in the terminal's summary and in `report.json`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pair_decided_early_counts_only_the_calls_that_failed_as_failed() {
+    let project = Project::new(&[]);
+    let _server = project.chat_mock("local", Mode::Fenced).await;
+    // In a pipe, the progress line is printed as the run ends.
+    let out = project
+        .cmd()
+        .args(["run", "local", "--suite", "ticket-triage"])
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let report = report_of(&out);
+    let pair = &report["verdicts"][0];
+    let (failed, saved) = (
+        pair["failed"].as_u64().unwrap(),
+        pair["saved"].as_u64().unwrap(),
+    );
+    assert!(failed >= 1 && saved >= 1, "{pair}");
+    assert_eq!(
+        (pair["sent"].as_u64(), pair["planned"].as_u64()),
+        (Some(failed), Some(26))
+    );
+    assert_eq!(failed + saved, 26, "{pair}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = (stderr.lines())
+        .rfind(|l| l.starts_with("conform: "))
+        .unwrap_or_else(|| panic!("no progress line in {stderr}"));
+    assert!(
+        last.starts_with(&format!(
+            "conform: 26/26 calls, {failed} failed, {saved} saved, "
+        )),
+        "{last}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("calls: 26 planned, {failed} sent, {saved} saved")),
+        "{stdout}"
+    );
+    // The first failure decided it; the calls already in flight then came back failed.
+    assert!(
+        stdout.contains("decided after 1 of 26 calls: 1 failures of the model's own"),
+        "{stdout}"
+    );
+}

@@ -443,7 +443,7 @@ pub async fn execute_scheduled(
                 continue;
             };
             writer.write(&record).map_err(io(&results_path))?;
-            progress.record(record.passed);
+            progress.record(&record);
             if tallies.add(p, s, &mut record) && !every_call {
                 decided[p * n_suites + s].store(true, Ordering::SeqCst);
             }
@@ -494,7 +494,7 @@ pub async fn execute_scheduled(
             writer.write(&record)?;
             flush_by =
                 flush_by.or_else(|| Some(tokio::time::Instant::now() + journal::FLUSH_INTERVAL));
-            progress.record(record.passed);
+            progress.record(&record);
             if tallies.add(p, s, &mut record) && !every_call {
                 decided[p * n_suites + s].store(true, Ordering::SeqCst);
             }
