@@ -24,6 +24,7 @@ use crate::plan;
 use crate::provider::tape::{Recorder, TapeError};
 use crate::run::assemble::{AssembleError, Assembly, Setup, TapeMode, assemble};
 use crate::run::budget::Budget;
+use crate::run::resume::{Asked, Given, Pins};
 use crate::run::schedule::Schedule;
 use crate::run::shard::{Manifest, Plan as ShardPlan, PlanOptions, Shard};
 use crate::run::shard_signature::{self, ShardSignatureError};
@@ -90,25 +91,43 @@ pub fn load(paths: &Paths, selection: Selection) -> Result<Workspace, ExecuteErr
     Workspace::load(paths, &selection).map_err(ExecuteError::Problems)
 }
 
-/// What `conform run` names beyond the suites.
-#[derive(Debug, Clone, Copy)]
-pub struct RunAsk<'a> {
-    /// Empty: every provider that is not simulated.
-    pub providers: &'a [String],
-    pub suites: &'a [String],
-    pub base_url: Option<&'a str>,
-    pub valid_for: Duration,
-    /// `--reference PRIMARY`, over the suites' own.
-    pub reference: Option<&'a str>,
-    /// The folder of the run `--resume` or `--rerun-failed` continues: with no provider
-    /// and no suite named, that run's.
-    pub resume: Option<&'a Path>,
-}
-
-/// The workspace `conform run` runs: the providers asked for (every real one by
-/// default), their live references, one provider's address replaced when asked.
-pub fn for_run(paths: &Paths, ask: RunAsk<'_>) -> Result<Workspace, ExecuteError> {
-    if ask.base_url.is_some() && ask.providers.len() != 1 {
+/// The workspace `conform run` runs and the arguments it runs with (`given`, or those of
+/// the run in `resume` it continues, [`Given::continuing`]): the providers asked for
+/// (every real one by default), their live references, one provider's address replaced
+/// when asked. The arguments come back with the providers and suites resolved, as the
+/// run's `run.json` pins them.
+pub fn for_run(
+    paths: &Paths,
+    given: Given,
+    resume: Option<&Path>,
+) -> Result<(Workspace, Asked), ExecuteError> {
+    // Every provider that is not simulated, unless named (or pinned, which names them).
+    let mut every_real = given.providers.is_empty();
+    let mut asked = match resume.map(|dir| (dir, run::resume::Pins::read(dir))) {
+        Some((
+            dir,
+            Some(Pins {
+                asked: Some(pinned),
+                ..
+            }),
+        )) => {
+            every_real = false;
+            given.continuing(&pinned, dir)?
+        }
+        // A run of a conform before `run.json` kept its arguments: its records name the
+        // providers and suites, and the command line the rest.
+        Some((dir, _)) if given.providers.is_empty() && given.suites.is_empty() => {
+            let (providers, suites) = run::resume::selection(dir)?;
+            Given {
+                providers,
+                suites,
+                ..given
+            }
+            .fresh()
+        }
+        _ => given.fresh(),
+    };
+    if asked.base_url.is_some() && asked.providers.len() != 1 {
         return Err(ExecuteError::Usage(
             "--base-url needs exactly one provider, e.g. `conform run openai --base-url URL`"
                 .into(),
@@ -117,21 +136,15 @@ pub fn for_run(paths: &Paths, ask: RunAsk<'_>) -> Result<Workspace, ExecuteError
     // A signing key or trust file that cannot be read is found before anything is paid for.
     SigningKey::from_env().map_err(|e| ExecuteError::Usage(e.to_string()))?;
     Trust::load(&paths.trust).map_err(|e| ExecuteError::Usage(e.to_string()))?;
-    let mut selection = Selection {
-        providers: ask.providers.to_vec(),
-        suites: ask.suites.to_vec(),
+    let selection = Selection {
+        providers: asked.providers.clone(),
+        suites: asked.suites.clone(),
     };
-    if let Some(dir) = ask.resume
-        && selection.providers.is_empty()
-        && selection.suites.is_empty()
-    {
-        (selection.providers, selection.suites) = run::resume::selection(dir)?;
-    }
     let mut workspace = load(paths, selection)?;
     (workspace.settings)
-        .allow_valid_for(ask.valid_for)
+        .allow_valid_for(asked.valid_for)
         .map_err(ExecuteError::Usage)?;
-    if ask.providers.is_empty() {
+    if every_real {
         workspace.providers.retain(|p| !p.is_simulated());
         if workspace.providers.is_empty() {
             return Err(ExecuteError::Usage(format!(
@@ -140,20 +153,39 @@ pub fn for_run(paths: &Paths, ask: RunAsk<'_>) -> Result<Workspace, ExecuteError
             )));
         }
     }
-    crate::config::reference::add_live_references(&mut workspace, paths, ask.reference)
-        .map_err(ExecuteError::Problems)?;
-    if let Some(url) = ask.base_url {
+    (asked.providers, asked.suites) = names(&workspace);
+    crate::config::reference::add_live_references(
+        &mut workspace,
+        paths,
+        asked.reference.as_deref(),
+    )
+    .map_err(ExecuteError::Problems)?;
+    if let Some(url) = &asked.base_url {
         for p in &mut workspace.providers {
             p.override_base_url(url);
         }
     }
-    Ok(workspace)
+    Ok((workspace, asked))
+}
+
+/// The names of the providers and suites of `workspace`.
+fn names(workspace: &Workspace) -> (Vec<String>, Vec<String>) {
+    (
+        workspace.providers.iter().map(|p| p.name.clone()).collect(),
+        workspace.suites.iter().map(|s| s.name.clone()).collect(),
+    )
 }
 
 /// The simulated providers of `workspace`, for `conform demo`, with their live
-/// references.
-pub fn for_demo(workspace: &mut Workspace, paths: &Paths) -> Result<(), ExecuteError> {
+/// references, and the arguments (`given`) the demo runs with.
+pub fn for_demo(
+    workspace: &mut Workspace,
+    paths: &Paths,
+    given: Given,
+) -> Result<Asked, ExecuteError> {
     workspace.providers.retain(|p| p.is_simulated());
+    let mut asked = given.fresh();
+    (asked.providers, asked.suites) = names(workspace);
     crate::config::reference::add_live_references(workspace, paths, None)
         .map_err(ExecuteError::Problems)?;
     if workspace.providers.is_empty() {
@@ -162,7 +194,7 @@ pub fn for_demo(workspace: &mut Workspace, paths: &Paths) -> Result<(), ExecuteE
             paths.providers.display()
         )));
     }
-    Ok(())
+    Ok(asked)
 }
 
 /// Simulated evidence permits nothing, so the demo never writes the allowlist production
@@ -188,18 +220,14 @@ pub fn keepable(budget: Option<f64>, workspace: &Workspace) -> Result<(), Execut
 /// How a run goes beyond what the files say.
 #[derive(Debug, Clone)]
 pub struct Execute {
+    /// Every argument that shapes the evidence (`--stream`, `--repeats`, `--shard` …),
+    /// as the run's `run.json` pins them.
+    pub asked: Asked,
     pub tape: Option<TapeMode>,
-    /// Ask every provider for a stream (`--stream`).
-    pub stream: bool,
-    pub repeats: Option<u32>,
-    pub max_transport_errors: f64,
     pub progress: bool,
-    /// Send every planned call, decided or not (`--every-call`).
-    pub every_call: bool,
     /// Continue the run in this folder, keeping what its records answered (`--resume`,
     /// `--rerun-failed`).
     pub resume: Option<(PathBuf, run::resume::Keep)>,
-    pub shard: Option<Shard>,
     /// USD (`--budget`).
     pub budget: Option<f64>,
     /// The reports folder: the run writes `<run-id>/`, a shard `shards/shard-K-of-N/`.
@@ -217,7 +245,7 @@ impl Ready {
     pub async fn assemble(workspace: Workspace, how: &Execute) -> Result<Ready, ExecuteError> {
         let setup = Setup {
             tape: how.tape.clone(),
-            stream: how.stream,
+            stream: how.asked.stream,
             offline: false,
         };
         match assemble(workspace, &setup).await {
@@ -245,7 +273,8 @@ impl Ready {
             recorders,
             sims,
         } = self.assembly;
-        let schedule = Schedule::of_run(&suites, &targets, how.repeats, how.shard);
+        let asked = &how.asked;
+        let schedule = Schedule::of_run(&suites, &targets, asked.repeats, asked.shard);
         let estimate =
             plan::estimate(&suites, &targets, &schedule).map_err(ExecuteError::Problems)?;
         if let Some(line) = budget_line(how.budget, estimate.as_ref()) {
@@ -253,7 +282,7 @@ impl Ready {
         }
         let budget = how.budget.map(|limit| Arc::new(Budget::new(limit)));
         let mut run_id = run::new_run_id();
-        let dir = match (&how.resume, how.shard) {
+        let dir = match (&how.resume, asked.shard) {
             // A continued run is the same run, in the same folder, under the same id.
             (Some((dir, _)), _) => {
                 if let Some(id) = dir.file_name().and_then(|n| n.to_str()) {
@@ -273,16 +302,17 @@ impl Ready {
         let options = RunOptions {
             dir,
             run_id,
-            repeats: how.repeats,
-            max_transport_error_share: how.max_transport_errors,
+            repeats: asked.repeats,
+            max_transport_error_share: asked.max_transport_errors,
             progress: how.progress,
             // A simulation (`conform demo`) costs nothing, and what its drift does to
             // every call is worth seeing; a tape is replayed later, perhaps under changed
             // rules, so it holds every answer.
-            every_call: how.every_call || !sims.is_empty() || how.tape.is_some(),
-            shard: how.shard,
+            every_call: asked.every_call || !sims.is_empty() || how.tape.is_some(),
+            shard: asked.shard,
             budget: budget.clone(),
             resume,
+            asked: Some(asked.clone()),
         };
         let mut result =
             run::execute_scheduled(&suites, &targets, &schedule, &options, interrupt).await?;
@@ -339,9 +369,9 @@ impl Ran {
     pub fn write_shard(&self, shard: Shard, how: &Execute) -> Result<ShardWritten, ExecuteError> {
         let result = &self.result;
         let options = PlanOptions {
-            repeats: how.repeats,
-            max_transport_error_share: how.max_transport_errors,
-            stream: how.stream,
+            repeats: how.asked.repeats,
+            max_transport_error_share: how.asked.max_transport_errors,
+            stream: how.asked.stream,
             references: (self.suites.iter())
                 .filter_map(|s| Some((s.suite.name.clone(), s.suite.reference.clone()?)))
                 .collect(),

@@ -89,8 +89,12 @@ pub enum MergeError {
     Plan { a: PathBuf, b: PathBuf, why: String },
     #[error("shard {shard} ({dir}) was interrupted: its evidence is incomplete; run it again")]
     Incomplete { shard: String, dir: PathBuf },
-    #[error("{a} answered from tapes and {b} from the providers: merge shards of one kind")]
-    MixedReplay { a: PathBuf, b: PathBuf },
+    /// Some shards replayed tapes and others called the providers: each side's shards, by
+    /// K and folder.
+    #[error(
+        "{replayed} answered from tapes and {live} from the providers: merge shards of one kind (every shard run with --replay, or none)"
+    )]
+    MixedReplay { replayed: String, live: String },
     #[error(
         "the workspace here plans a different run than the shards ({dir}): {why}; merge with the same fixtures/ and providers/ the shards ran with"
     )]
@@ -268,10 +272,7 @@ pub fn validate(reports: &mut [ShardReport]) -> Result<(), MergeError> {
             });
         }
         if m.replayed_from.is_some() != m0.replayed_from.is_some() {
-            return Err(MergeError::MixedReplay {
-                a: first.dir.clone(),
-                b: r.dir.clone(),
-            });
+            return Err(mixed_replay(reports));
         }
         if !m.complete {
             return Err(MergeError::Incomplete {
@@ -282,6 +283,25 @@ pub fn validate(reports: &mut [ShardReport]) -> Result<(), MergeError> {
     }
     reports.sort_by_key(|r| r.manifest.shard.k);
     Ok(())
+}
+
+/// The refusal of shards some of which replayed tapes: `shard 2/3 (DIR)` for each
+/// replayed one, and `shards 1/3 (DIR), 3/3 (DIR)` for the live ones, in order of K.
+fn mixed_replay(reports: &[ShardReport]) -> MergeError {
+    let mut sorted: Vec<&ShardReport> = reports.iter().collect();
+    sorted.sort_by_key(|r| r.manifest.shard.k);
+    let named = |replayed: bool| {
+        let side: Vec<String> = (sorted.iter())
+            .filter(|r| r.manifest.replayed_from.is_some() == replayed)
+            .map(|r| format!("{} ({})", r.manifest.shard, r.dir.display()))
+            .collect();
+        let plural = if side.len() == 1 { "" } else { "s" };
+        format!("shard{plural} {}", side.join(", "))
+    };
+    MergeError::MixedReplay {
+        replayed: named(true),
+        live: named(false),
+    }
 }
 
 /// Refuses when the workspace `conform merge` loaded plans another run than the shards:
@@ -639,11 +659,28 @@ mod tests {
             plan.contains("planned different runs") && plan.contains("options"),
             "{plan}"
         );
-        let mixed = refusal(vec![
-            report(1, 2, |_| ()),
-            report(2, 2, |m| m.replayed_from = Some("tapes".into())),
-        ]);
-        assert!(mixed.contains("from tapes"), "{mixed}");
+        // Which shards were replayed and which live, whichever is given first.
+        let replayed = |m: &mut Manifest| m.replayed_from = Some("tapes".into());
+        for reports in [
+            vec![
+                report(1, 3, |_| ()),
+                report(2, 3, replayed),
+                report(3, 3, |_| ()),
+            ],
+            vec![
+                report(2, 3, replayed),
+                report(1, 3, |_| ()),
+                report(3, 3, |_| ()),
+            ],
+        ] {
+            let mixed = refusal(reports);
+            assert!(
+                mixed.contains(
+                    "shard 2/3 (shard-2) answered from tapes and shards 1/3 (shard-1), 3/3 (shard-3) from the providers"
+                ),
+                "{mixed}"
+            );
+        }
         let cut = refusal(vec![
             report(1, 2, |_| ()),
             report(2, 2, |m| m.complete = false),

@@ -177,3 +177,58 @@ fn check_reads_each_case_once() {
         "read {read} bytes for {case_bytes} bytes of cases"
     );
 }
+
+/// Issue 42: a suite whose `agree` pointers have nothing to compare with (cases without
+/// `expected` or a recorded reference, no reference in `suite.toml`) is a warning at its
+/// `agree` line: `conform check` cannot know whether the run will be given
+/// `--reference`, and `conform run` refuses it without one. A reference in `suite.toml`
+/// settles it.
+#[test]
+fn agree_with_nothing_to_compare_with_is_a_warning_that_the_run_needs_a_reference() {
+    let project = Project::new(&[]);
+    project.chat_provider("local", "http://127.0.0.1:9");
+    project.chat_provider("primary", "http://127.0.0.1:9");
+    let suite = "user = \"Label {{ text }}\"\nschema = \"schema.json\"\nagree = [\"/label\"]\n";
+    project.write("fixtures/labels/suite.toml", suite);
+    project.write(
+        "fixtures/labels/schema.json",
+        r#"{"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"],
+            "additionalProperties": false}"#,
+    );
+    project.write("fixtures/labels/cases/a.json", r#"{"vars": {"text": "a"}}"#);
+    project.write(
+        "fixtures/labels/cases/b.json",
+        r#"{"vars": {"text": "b"}, "expected": {"label": "b"}}"#,
+    );
+    project.write("fixtures/labels/cases/c.json", r#"{"vars": {"text": "c"}}"#);
+    let out = project
+        .cmd()
+        .args(["check", "--suite", "labels"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let warning = "warning: ".to_string()
+        + &project
+            .path("fixtures/labels/suite.toml")
+            .display()
+            .to_string()
+        + ":3:1: agree: suite `labels`: agree compares /label, but 2 cases (cases/a.json, cases/c.json) \
+           have neither `expected` nor a recorded `reference`: `conform run` refuses the suite unless \
+           it is given --reference PRIMARY; add `expected` holding /label to each, name a reference \
+           in suite.toml (reference = \"PRIMARY\"), or run with --reference PRIMARY";
+    assert!(stderr.contains(&warning), "no `{warning}` in:\n{stderr}");
+
+    project.write(
+        "fixtures/labels/suite.toml",
+        &format!("{suite}reference = \"primary\"\n"),
+    );
+    let out = project
+        .cmd()
+        .args(["check", "--suite", "labels"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("agree compares"), "{stderr}");
+}

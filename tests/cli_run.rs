@@ -846,3 +846,137 @@ fn the_demo_says_it_leaves_a_given_allowlist_alone() {
     assert!(!project.path("mine.json").exists());
     assert!(project.last_run().join("allowlist.json").is_file());
 }
+
+/// A suite that compares `/label` (`agree`) in cases with neither `expected` nor a
+/// recorded reference, and `providers/NAME.toml` for each name, answering
+/// `{"label": "a"}` from `server`, faithfully.
+async fn labels_project(names: &[&str]) -> (Project, MockServer) {
+    let project = Project::new(&[]);
+    project.write(
+        "fixtures/labels/suite.toml",
+        "user = \"Label {{ text }}\"\nschema = \"schema.json\"\nagree = [\"/label\"]\n",
+    );
+    project.write(
+        "fixtures/labels/schema.json",
+        r#"{"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]}"#,
+    );
+    for n in 0..36 {
+        project.write(
+            &format!("fixtures/labels/cases/c{n:02}.json"),
+            &format!(r#"{{"vars": {{"text": "{n}"}}}}"#),
+        );
+    }
+    let server = common::answering(
+        "/v1/chat/completions",
+        wiremock::ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "id": "c", "object": "chat.completion", "created": 1, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "{\"label\": \"a\"}"}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+        })),
+    )
+    .await;
+    for name in names {
+        project.chat_provider(name, &server.uri());
+    }
+    (project, server)
+}
+
+/// Issue 42: `agree` with neither `expected` nor a reference revoked a faithful provider
+/// after one call, with no finding recorded anywhere. The run now refuses the suite
+/// before sending anything, naming the suite, a case file and the pointer, and says what
+/// to do; given a reference, it runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn agree_with_nothing_to_compare_with_is_refused_before_anything_is_sent() {
+    let (project, server) = labels_project(&["local", "primary"]).await;
+    let out = project
+        .cmd()
+        .args(["run", "local", "--suite", "labels", "--no-progress"])
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        server.received_requests().await.unwrap().is_empty(),
+        "{text}"
+    );
+    assert!(!project.path("allowlist.json").exists(), "{text}");
+    for needle in [
+        "fixtures/labels/suite.toml:3:1: agree: suite `labels`: agree compares /label",
+        "36 cases (cases/c00.json, cases/c01.json, cases/c02.json and 33 more)",
+        "neither `expected` nor a recorded `reference`",
+        "nothing was sent",
+        "add `expected` holding /label to each",
+        "or run with --reference PRIMARY",
+    ] {
+        assert!(text.contains(needle), "no `{needle}` in:\n{text}");
+    }
+    // With a reference to compare with, the same suite runs.
+    let out = project
+        .cmd()
+        .args(["run", "local", "--suite", "labels", "--no-progress"])
+        .args(["--reference", "primary", "--repeats", "2"])
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert_ne!(out.status.code(), Some(2), "{text}");
+    assert_eq!(
+        server.received_requests().await.unwrap().len(),
+        144,
+        "{text}"
+    );
+    let report = report_of(&out);
+    let local = (report["verdicts"].as_array().unwrap().iter())
+        .find(|v| v["provider"] == "local")
+        .unwrap();
+    assert_ne!(local["verdict"], "nonconformant", "{local}");
+}
+
+/// Issue 42: a pair decided early said `36 failed` on its progress line though one call
+/// was sent. Calls saved (or not sent) are counted apart from those that failed, on the
+/// progress line, in the terminal's summary and in `report.json`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pair_decided_early_counts_only_the_calls_that_failed_as_failed() {
+    let project = Project::new(&[]);
+    let _server = project.chat_mock("local", Mode::Fenced).await;
+    // In a pipe, the progress line is printed as the run ends.
+    let out = project
+        .cmd()
+        .args(["run", "local", "--suite", "ticket-triage"])
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let report = report_of(&out);
+    let pair = &report["verdicts"][0];
+    let (failed, saved) = (
+        pair["failed"].as_u64().unwrap(),
+        pair["saved"].as_u64().unwrap(),
+    );
+    assert!(failed >= 1 && saved >= 1, "{pair}");
+    assert_eq!(
+        (pair["sent"].as_u64(), pair["planned"].as_u64()),
+        (Some(failed), Some(26))
+    );
+    assert_eq!(failed + saved, 26, "{pair}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = (stderr.lines())
+        .rfind(|l| l.starts_with("conform: "))
+        .unwrap_or_else(|| panic!("no progress line in {stderr}"));
+    assert!(
+        last.starts_with(&format!(
+            "conform: 26/26 calls, {failed} failed, {saved} saved, "
+        )),
+        "{last}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("calls: 26 planned, {failed} sent, {saved} saved")),
+        "{stdout}"
+    );
+    // The first failure decided it; the calls already in flight then came back failed.
+    assert!(
+        stdout.contains("decided after 1 of 26 calls: 1 failures of the model's own"),
+        "{stdout}"
+    );
+}

@@ -126,6 +126,7 @@ async fn run_with(
         budget: None,
         every_call: true,
         resume: None,
+        asked: None,
     };
     common::run_in_library(suite, book, configs, &options).await
 }

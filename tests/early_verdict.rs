@@ -74,6 +74,7 @@ async fn run_sims(
         budget: None,
         every_call,
         resume: None,
+        asked: None,
     };
     let result = common::run_in_library(suite, book, configs, &options).await;
     assert!(result.complete);

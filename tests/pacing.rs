@@ -18,6 +18,11 @@ const CALLS: usize = 240;
 /// A project with one suite of [`CALLS`] cases and a provider `paced` at `server`, with
 /// no `[limits]` and an output ceiling of `max_output_tokens`.
 fn project(server: &MockServer, max_output_tokens: u32) -> Project {
+    project_of(server, max_output_tokens, CALLS)
+}
+
+/// [`project`] with `cases` cases.
+fn project_of(server: &MockServer, max_output_tokens: u32, cases: usize) -> Project {
     let project = Project::new(&[]);
     project.write(
         "fixtures/paced/suite.toml",
@@ -27,7 +32,7 @@ fn project(server: &MockServer, max_output_tokens: u32) -> Project {
         "fixtures/paced/schema.json",
         r#"{"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}"#,
     );
-    for n in 0..CALLS {
+    for n in 0..cases {
         project.write(
             &format!("fixtures/paced/cases/c{n:03}.json"),
             &format!(r#"{{"vars": {{"n": "{n:03}"}}}}"#),
@@ -199,5 +204,54 @@ async fn slow_answers_under_a_stated_limit_get_more_calls_in_flight() {
     assert!(
         most <= 4,
         "{most} requests in flight with concurrency = 4 stated"
+    );
+}
+
+/// A run cut halfway and resumed at once, on an account its calls used up, paces at the
+/// rate the account allows, as a fresh run does: its request rate is within 15 % of the
+/// fresh run's. (Its first calls are answered 429, which leaves one call in flight; the
+/// calls then each find the bucket full, and a pacer that read one request used as half
+/// of one learnt half the rate and kept to it: 2.4 a second against 5.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resumed_run_paces_as_fast_as_a_fresh_one() {
+    let (server, limits) = serve(RateLimited::new(
+        Some(Limit {
+            capacity: 5.0,
+            per_second: 5.0,
+        }),
+        None,
+        r#"{"ok": true}"#,
+    ))
+    .await;
+    let cases = CALLS / 2;
+    let project = project_of(&server, 64, cases);
+    let (fresh_report, _) = run(&project);
+    let fresh = limits.rate_from(0);
+    let dir = project.last_run();
+    // Cut it as a kill would: half its records, no report.
+    let text = std::fs::read_to_string(dir.join("results.jsonl")).unwrap();
+    let half: Vec<&str> = text.lines().take(cases / 2).collect();
+    std::fs::write(dir.join("results.jsonl"), half.join("\n") + "\n").unwrap();
+    std::fs::remove_file(dir.join("report.json")).unwrap();
+    // Resumed at once: the calls of the run cut short have used the account up.
+    limits.drain();
+    let before = limits.arrived();
+    let out = project
+        .cmd()
+        .arg("run")
+        .arg("--resume")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", common::output_text(&out));
+    let resumed = limits.rate_from(before);
+    let report = read_json(&dir.join("report.json"));
+    eprintln!(
+        "fresh: {fresh:.2} req/s ({}), resumed: {resumed:.2} req/s ({})",
+        fresh_report["providers"][0]["pacing"], report["providers"][0]["pacing"]
+    );
+    assert!(
+        (resumed - fresh).abs() <= 0.15 * fresh,
+        "resumed at {resumed:.2} req/s, fresh at {fresh:.2}"
     );
 }

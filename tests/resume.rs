@@ -327,3 +327,156 @@ async fn a_resumed_run_sends_again_every_call_of_a_suite_changed_since() {
         "answers to the old prompt were kept"
     );
 }
+
+/// A run as a kill leaves it: its first `kept` records, no report.
+fn cut(dir: &std::path::Path, kept: usize) {
+    let text = std::fs::read_to_string(dir.join("results.jsonl")).unwrap();
+    let lines: Vec<&str> = text.lines().take(kept).collect();
+    std::fs::write(dir.join("results.jsonl"), lines.join("\n") + "\n").unwrap();
+    std::fs::remove_file(dir.join("report.json")).unwrap();
+}
+
+/// Issue 42: `--resume DIR` alone lost the run's `--reference` and `--repeats` (a
+/// 160-call run resumed as 120, compared with `recorded` answers it had none of). The run
+/// pins every argument that shapes its evidence in `run.json`, and continues with them:
+/// the same providers, suites, reference and repeats; an argument given otherwise is
+/// refused, naming the flag and both values; the same one is welcome.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resumed_run_keeps_every_argument_that_shapes_its_evidence() {
+    let counting = Counting::default();
+    let server = serve(counting.clone()).await;
+    let project = project(&server);
+    project.write(
+        "providers/primary.toml",
+        &std::fs::read_to_string(project.path("providers/local.toml")).unwrap(),
+    );
+    let asked = ["local", "--suite", "resumed", "--repeats", "2"];
+    let first = project
+        .cmd()
+        .args(["run", "--no-progress"])
+        .args(asked)
+        .args(["--reference", "primary"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        common::output_text(&first)
+    );
+    let dir = project.last_run();
+    let planned = 2 * 2 * CASES;
+    let sent = || counting.per_case.lock().unwrap().values().sum::<u32>() as usize;
+    assert_eq!(sent(), planned);
+
+    cut(&dir, planned / 2);
+    let resumed = project
+        .cmd()
+        .args(["run", "--no-progress", "--resume"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let text = common::output_text(&resumed);
+    assert_eq!(resumed.status.code(), Some(0), "{text}");
+    assert_eq!(sent(), planned + planned / 2, "{text}");
+    let report = read_json(&dir.join("report.json"));
+    let verdicts = report["verdicts"].as_array().unwrap();
+    let local = verdicts.iter().find(|v| v["provider"] == "local").unwrap();
+    assert_eq!(local["planned"], 2 * CASES, "{local}");
+    assert_eq!(local["differential"]["reference"], "primary", "{local}");
+    assert_eq!(local["differential"]["cases"], CASES, "{local}");
+    assert_eq!(verdicts.len(), 2, "the candidate and the reference");
+    // As run.json pinned them: the candidates, not the reference they are judged against.
+    let pins = read_json(&dir.join("run.json"));
+    assert_eq!(pins["asked"]["providers"], json!(["local"]), "{pins}");
+    assert_eq!(pins["asked"]["reference"], "primary", "{pins}");
+    assert_eq!(pins["asked"]["repeats"], 2, "{pins}");
+
+    // Another value of a pinned argument is another run: refused, nothing sent.
+    for (extra, says) in [
+        (&["--repeats", "3"][..], "--repeats: the run in "),
+        (&["--reference", "local"][..], "--reference: the run in "),
+        (&["primary"][..], "PROVIDERS: the run in "),
+        (&["--valid-for", "1d"][..], "--valid-for: the run in "),
+        (&["--stream"][..], "--stream: the run in "),
+    ] {
+        let out = project
+            .cmd()
+            .args(["run", "--no-progress"])
+            .args(extra)
+            .arg("--resume")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let text = common::output_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {text}");
+        assert!(text.contains(says), "{extra:?}: {text}");
+        assert_eq!(sent(), planned + planned / 2, "{extra:?}: {text}");
+    }
+    let out = project
+        .cmd()
+        .args(["run", "--no-progress", "--repeats", "3", "--resume"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert!(
+        text.contains(&format!(
+            "--repeats: the run in {} was asked `2`, this command `3`",
+            dir.display()
+        )),
+        "{text}"
+    );
+    // The same arguments again: continued (nothing is left to send).
+    let same = project
+        .cmd()
+        .args(["run", "--no-progress"])
+        .args(asked)
+        .args(["--reference", "primary", "--resume"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        same.status.code(),
+        Some(0),
+        "{}",
+        common::output_text(&same)
+    );
+    assert_eq!(sent(), planned + planned / 2);
+}
+
+/// A `run.json` written before it pinned the arguments still resumes, as it did: the
+/// providers and suites of its records, the rest from the command line.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_json_without_its_arguments_still_resumes() {
+    let counting = Counting::default();
+    let server = serve(counting.clone()).await;
+    let project = project(&server);
+    let first = project
+        .cmd()
+        .args(["run", "local", "--suite", "resumed", "--no-progress"])
+        .output()
+        .unwrap();
+    assert_eq!(first.status.code(), Some(0));
+    let dir = project.last_run();
+    let mut pins = read_json(&dir.join("run.json"));
+    assert!(pins["asked"].is_object(), "{pins}");
+    pins.as_object_mut().unwrap().remove("asked");
+    std::fs::write(dir.join("run.json"), pins.to_string()).unwrap();
+    cut(&dir, CASES / 2);
+    let resumed = project
+        .cmd()
+        .args(["run", "--no-progress", "--resume"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        resumed.status.code(),
+        Some(0),
+        "{}",
+        common::output_text(&resumed)
+    );
+    assert_eq!(verdict(&dir).0, "conformant");
+    let sent: u32 = counting.per_case.lock().unwrap().values().sum();
+    assert_eq!(sent as usize, CASES + CASES / 2);
+}

@@ -87,6 +87,7 @@ async fn verdict(suite: Suite, flip: bool, dir: &Path) -> run::PairVerdict {
         budget: None,
         every_call: true,
         resume: None,
+        asked: None,
     };
     let prepared = Arc::new(PreparedSuite::new(suite).unwrap());
     let result = run::execute(

@@ -267,6 +267,7 @@ async fn run(suite: Suite, config: ProviderConfig, reports: &Path) -> Vec<Value>
         budget: None,
         every_call: true,
         resume: None,
+        asked: None,
     };
     let prepared = Arc::new(PreparedSuite::new(suite).unwrap());
     run::execute(

@@ -78,6 +78,7 @@ async fn run_once(
         budget: None,
         every_call: true,
         resume: None,
+        asked: None,
     };
     let result = common::run_in_library(suite, book, configs, &options).await;
     let verdict = |p: usize| {

@@ -438,6 +438,7 @@ async fn run_against(
         budget: None,
         every_call: true,
         resume: None,
+        asked: None,
     };
     // Writing the cases and loading the suite are not the run's cost.
     let _ = CPU_AT_START.set(cpu_seconds());

@@ -8,11 +8,13 @@ use clap::Args;
 use conform::allowlist::Destination;
 use conform::conclude::Conclude;
 use conform::config::{Diagnostics, Selection, Workspace};
-use conform::execute::{self, Concluded, Execute, ExecuteError, Ran, Ready, RunAsk};
+use conform::execute::{self, Concluded, Execute, ExecuteError, Ran, Ready};
+use conform::run::RunResult;
 use conform::run::assemble::TapeMode;
+use conform::run::resume::{Asked, Given, Keep};
 use conform::run::shard::Shard;
-use conform::run::{RunResult, resume::Keep};
 
+use super::gate::Format;
 use super::{Exit, Global};
 
 #[derive(Debug, Args)]
@@ -57,7 +59,8 @@ pub struct RunArgs {
     /// is inconclusive.
     #[arg(long, value_name = "PRIMARY")]
     pub reference: Option<String>,
-    /// Continue the interrupted or budget-stopped run in REPORT_DIR: no answered call is resent.
+    /// Continue the interrupted or budget-stopped run in REPORT_DIR, with the arguments it
+    /// was run with (its run.json): no answered call is resent.
     #[arg(long, value_name = "REPORT_DIR", conflicts_with_all = ["rerun_failed", "shard", "record", "replay"])]
     pub resume: Option<PathBuf>,
     /// As --resume, and resend its transport failures (a conformance failure is kept).
@@ -82,12 +85,13 @@ pub struct Common {
     /// Run every case this many times instead of the suite's `repeats`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub repeats: Option<u32>,
-    /// How long an allowlist entry made by this run stays valid.
-    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = humantime::parse_duration)]
-    pub valid_for: Duration,
-    /// Above this share of calls failing on transport errors, a verdict is inconclusive.
-    #[arg(long, value_name = "SHARE", default_value_t = 0.1)]
-    pub max_transport_errors: f64,
+    /// How long an allowlist entry made by this run stays valid [default: 7d].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub valid_for: Option<Duration>,
+    /// Above this share of calls failing on transport errors, a verdict is inconclusive
+    /// [default: 0.1].
+    #[arg(long, value_name = "SHARE")]
+    pub max_transport_errors: Option<f64>,
     /// No progress display.
     #[arg(long)]
     pub no_progress: bool,
@@ -102,24 +106,25 @@ pub struct Common {
 }
 
 pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
-    let ask = RunAsk {
-        providers: &args.providers,
-        suites: &args.common.suites,
-        base_url: args.base_url.as_deref(),
-        valid_for: args.common.valid_for,
-        reference: args.reference.as_deref(),
-        resume: args.resume.as_deref().or(args.rerun_failed.as_deref()),
+    let given = Given {
+        providers: args.providers,
+        reference: args.reference,
+        base_url: args.base_url,
+        shard: args.shard,
+        ..given(&args.common)
     };
-    let workspace = match execute::for_run(&global.paths(), ask) {
-        Ok(workspace) => workspace,
+    let resume = Keep::from_flags(args.resume, args.rerun_failed);
+    let dir = resume.as_ref().map(|(dir, _)| dir.as_path());
+    let (workspace, asked) = match execute::for_run(&global.paths(), given, dir) {
+        Ok(ready) => ready,
         Err(e) => return failed(e),
     };
     if args.dry_run {
         return Ok(super::plan::print(
             workspace,
-            args.common.repeats,
-            args.shard,
-            super::gate::Format::Text,
+            asked.repeats,
+            asked.shard,
+            Format::Text,
         ));
     }
     if let Err(e) = execute::keepable(args.budget, &workspace) {
@@ -127,14 +132,27 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
     }
     let tape = (args.record.map(TapeMode::Record)).or(args.replay.map(TapeMode::Replay));
     let how = Execute {
-        resume: Keep::from_flags(args.resume, args.rerun_failed),
-        ..how(global, &args.common, tape, args.shard, args.budget)
+        resume,
+        ..how(global, asked, args.common.no_progress, tape, args.budget)
     };
-    let mut to = conclude_to(global, Destination::Real, args.common.valid_for);
+    let mut to = conclude_to(global, Destination::Real, how.asked.valid_for);
     to.allow_unsigned = args.allow_unsigned;
     match run_and_conclude(global, workspace, &how, to).await {
-        Ok(result) => Ok(result.overall(args.shard.is_some()).into()),
+        Ok(result) => Ok(result.overall(how.asked.shard.is_some()).into()),
         Err(e) => failed(e),
+    }
+}
+
+/// What the arguments run and demo share say of the evidence.
+fn given(common: &Common) -> Given {
+    Given {
+        suites: common.suites.clone(),
+        repeats: common.repeats,
+        stream: common.stream,
+        every_call: common.every_call,
+        valid_for: common.valid_for,
+        max_transport_errors: common.max_transport_errors,
+        ..Given::default()
     }
 }
 
@@ -145,11 +163,12 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
     if let Some(note) = execute::demo_note(global.allowlist.as_deref()) {
         eprintln!("{note}");
     }
-    if let Err(e) = execute::for_demo(&mut workspace, &global.paths()) {
-        return failed(e);
-    }
-    let how = how(global, &args.common, None, None, None);
-    let to = conclude_to(global, Destination::Demo, args.common.valid_for);
+    let asked = match execute::for_demo(&mut workspace, &global.paths(), given(&args.common)) {
+        Ok(asked) => asked,
+        Err(e) => return failed(e),
+    };
+    let how = how(global, asked, args.common.no_progress, None, None);
+    let to = conclude_to(global, Destination::Demo, how.asked.valid_for);
     let result = match run_and_conclude(global, workspace.clone(), &how, to).await {
         Ok(result) => result,
         Err(e) => return failed(e),
@@ -204,20 +223,16 @@ pub(super) fn failed(e: ExecuteError) -> anyhow::Result<Exit> {
 
 fn how(
     global: &Global,
-    common: &Common,
+    asked: Asked,
+    no_progress: bool,
     tape: Option<TapeMode>,
-    shard: Option<Shard>,
     budget: Option<f64>,
 ) -> Execute {
     Execute {
+        asked,
         tape,
-        stream: common.stream,
-        repeats: common.repeats,
-        max_transport_errors: common.max_transport_errors,
-        progress: !common.no_progress,
-        every_call: common.every_call,
+        progress: !no_progress,
         resume: None,
-        shard,
         budget,
         reports: global.reports_dir(),
     }
@@ -233,7 +248,7 @@ async fn run_and_conclude(
 ) -> Result<RunResult, ExecuteError> {
     let ready = Ready::assemble(workspace, how).await?;
     let ran = (ready.run(how, |line| println!("{line}"), interrupted())).await?;
-    if let Some(shard) = how.shard {
+    if let Some(shard) = how.asked.shard {
         print!("{}", ran.write_shard(shard, how)?);
         for recorder in &ran.recorders {
             println!("tape: {}", Ran::finish_tape(recorder)?.display());

@@ -501,6 +501,19 @@ impl Suite {
         })
     }
 
+    /// Whether `case` leaves the suite's `agree` pointers nothing to compare with: its
+    /// answer is JSON, it has neither `expected` nor a recorded `reference`, and the suite
+    /// has no live reference (its own `reference`, or the run's `--reference`, once
+    /// [`super::reference::add_live_references`] has set it). Its calls would be judged on
+    /// the schema and rules alone while the suite says it compares fields.
+    pub fn uncomparable(&self, case: &Case) -> bool {
+        !self.agree.is_empty()
+            && case.expected.is_none()
+            && case.reference.is_none()
+            && self.reference.is_none()
+            && matches!(case.answer(), Answer::Json)
+    }
+
     /// The top-level fields of `expected` that neither an `agree` pointer compares nor
     /// `not_compared` lists: what a reader of the case may believe is checked and is not.
     pub fn uncompared<'a>(&self, expected: &'a Value) -> Vec<&'a str> {

@@ -213,8 +213,11 @@ impl Bucket {
         self.limit = window.limit;
         if let Some((used, secs)) = window.refill() {
             // `remaining` is whole and the server's level is not: on average half a
-            // request more seems used than is, which would put the rate too high.
-            let used = used - 0.5;
+            // request more seems used than is, which would put the rate too high. But
+            // one used is exactly one (the bucket was full, this request took it): read
+            // as half, a run sending slower than the refill would learn half the rate,
+            // keep to it, and so find the bucket full at every call ever after.
+            let used = (used - 0.5).max(1.0);
             self.used = self.used * DECAY + used;
             self.secs = self.secs * DECAY + secs;
         }
@@ -753,6 +756,19 @@ mod tests {
         let gap = (second - first).as_secs_f64();
         assert!((gap - 1.0 / rate).abs() < 1e-9, "{gap}");
         assert!(first.as_secs_f64() >= 1.0 / rate - 1e-9);
+    }
+
+    #[test]
+    fn a_bucket_found_full_at_every_call_is_learnt_at_its_whole_rate() {
+        // Five a second: one request used of a full bucket, back in 200 ms. A run cut to
+        // one call in flight by 429s, on an account that refills faster than it sends,
+        // sees nothing else; it must not learn half the rate and stay there.
+        let now = Instant::now();
+        let mut bucket = Bucket::new(now);
+        for _ in 0..50 {
+            bucket.observe(&window(5, 4, 200), None, 0.0, now);
+        }
+        assert!((bucket.learnt - 5.0).abs() < 1e-9, "{}", bucket.learnt);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::provider::wire_format;
 use crate::sim::{AnswerBook, SimServer, StartError};
 use crate::tokenize::Counter;
 
+use super::preflight::{Stage, Uncomparable};
 use super::{PreparedSuite, Target};
 
 /// Where a run's answers go besides the reports, or come from instead of the network.
@@ -69,8 +70,21 @@ pub enum AssembleError {
 
 /// Assembles `workspace` for a run.
 pub async fn assemble(workspace: Workspace, setup: &Setup) -> Result<Assembly, AssembleError> {
-    let suites = super::prepare(workspace.suites, super::Keep::CaseBytes)
-        .map_err(AssembleError::Problems)?;
+    // A case that gives `agree` nothing to compare with would be judged on its schema
+    // and rules alone: refused, with every other problem, before anything is sent.
+    let mut uncomparable = Uncomparable::default();
+    let prepared = super::prepare_visiting(workspace.suites, super::Keep::CaseBytes, |visit| {
+        uncomparable.visit(&visit)
+    });
+    let refused = uncomparable.diagnostics(Stage::Run);
+    let suites = match prepared {
+        Ok(suites) if refused.is_empty() => suites,
+        Ok(_) => return Err(AssembleError::Problems(refused)),
+        Err(mut problems) => {
+            problems.extend(refused);
+            return Err(AssembleError::Problems(problems));
+        }
+    };
     let silent = setup.offline || matches!(setup.tape, Some(TapeMode::Replay(_)));
     let mut providers = workspace.providers;
     if setup.stream {

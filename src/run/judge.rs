@@ -222,3 +222,172 @@ pub fn rejudge(
     .apply(record);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Status;
+    use crate::check::record::CallRecord;
+    use crate::config::Suite;
+    use crate::provider::{ErrorKind, FinishKind, Usage};
+    use crate::verdict::{Policy, Tally, Verdict};
+    use serde_json::json;
+
+    /// A suite comparing `/label` (a live reference named when `reference`), and one case
+    /// file per way a case can give it something to compare with, or nothing.
+    fn suite(reference: bool) -> (tempfile::TempDir, PreparedSuite) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("cases")).expect("cases");
+        let live = if reference {
+            "reference = \"primary\"\n"
+        } else {
+            ""
+        };
+        std::fs::write(
+            root.join("suite.toml"),
+            format!(
+                "user = \"{{{{ text }}}}\"\nschema = \"schema.json\"\nagree = [\"/label\"]\n{live}\
+                 [[rules]]\nname = \"short\"\nexpr = '.label | length < 5'\nmessage = \"short\"\n"
+            ),
+        )
+        .expect("suite.toml");
+        std::fs::write(
+            root.join("schema.json"),
+            r#"{"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]}"#,
+        )
+        .expect("schema");
+        let recorded = json!({"model": "m", "recorded_at": "2026-11-30T12:00:00Z",
+            "answers": [{"text": "{\"label\": \"a\"}"}]});
+        let cases = [
+            (
+                "expected",
+                json!({"vars": {"text": "x"}, "expected": {"label": "a"}}),
+            ),
+            ("nothing", json!({"vars": {"text": "y"}})),
+            (
+                "recorded",
+                json!({"vars": {"text": "z"}, "reference": recorded}),
+            ),
+        ];
+        for (name, case) in cases {
+            std::fs::write(root.join(format!("cases/{name}.json")), case.to_string())
+                .expect("case");
+        }
+        let suite = Suite::load(root).expect("suite");
+        (dir, PreparedSuite::new(suite).expect("checks"))
+    }
+
+    fn reply(text: &str) -> Reply {
+        Reply {
+            text: text.into(),
+            tool_calls: Vec::new(),
+            finish: Finish::new(crate::provider::FinishKind::Stop, Some("stop")),
+            refusal: None,
+            usage: Usage::default(),
+            served_model: None,
+            system_fingerprint: None,
+        }
+    }
+
+    /// Every way a call can fail carries a finding with its code, whatever the case
+    /// compares with: a call failed by nothing would revoke a provider for no reason
+    /// anyone can read. And every nonconformant verdict of such calls names a reason.
+    #[test]
+    fn a_failed_call_always_carries_a_finding_and_a_revocation_its_reasons() {
+        let config = ProviderConfig::parse(
+            std::path::Path::new("providers/p.toml"),
+            "kind = \"openai-compatible\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9\"\n",
+        )
+        .expect("provider");
+        let answers = [
+            Ok(reply(r#"{"label": "a"}"#)),
+            Ok(reply(r#"{"label": "b"}"#)),
+            Ok(reply(r#"{"label": "too long"}"#)),
+            Ok(reply(r#"{}"#)),
+            Ok(reply("```json\n{\"label\": \"a\"}\n```")),
+            Ok(reply("the label is a")),
+            Ok(Reply {
+                finish: Finish::new(FinishKind::Length, Some("length")),
+                ..reply(r#"{"label": "a"}"#)
+            }),
+            Err(CallError::new(ErrorKind::ServerError, "boom")),
+            Err(CallError::new(ErrorKind::Auth, "no")),
+        ];
+        let twins = [
+            None,
+            Some(Ok(reply(r#"{"label": "a"}"#))),
+            Some(Ok(reply("b"))),
+        ];
+        for reference in [false, true] {
+            let (_dir, prepared) = suite(reference);
+            for index in 0..prepared.suite.cases.len() {
+                let (case, _) = prepared.load_request(index).expect("case");
+                for answer in &answers {
+                    for twin in &twins {
+                        let plain = twin.as_ref().map(|t: &Result<Reply, CallError>| t.as_ref());
+                        let facts = CallFacts::default();
+                        let judged =
+                            judge(&prepared, &config, &case, answer.as_ref(), plain, facts, 0);
+                        let found: Vec<_> =
+                            judged.outcomes.iter().flat_map(|o| &o.findings).collect();
+                        let what = format!("case {}, {answer:?}, twin {twin:?}", case.id);
+                        if !judged.passed {
+                            assert!(!found.is_empty(), "failed without a finding: {what}");
+                        }
+                        for o in &judged.outcomes {
+                            if o.status == Status::Fail {
+                                assert!(!o.findings.is_empty(), "{} failed bare: {what}", o.check);
+                            }
+                        }
+                        let mut record = CallRecord::new("s", &case.id, "p", 0);
+                        record.error = answer.as_ref().err().cloned();
+                        judged.apply(&mut record);
+                        let mut tally = Tally::new("s", "p", 1);
+                        tally.add(&record);
+                        let (verdict, reasons) = tally.verdict(&Policy {
+                            pass_threshold: 1.0,
+                            max_transport_error_share: 1.0,
+                            complete: true,
+                            over_budget: false,
+                            slo: Default::default(),
+                            max_undetected_failure_rate: None,
+                        });
+                        if verdict == Verdict::Nonconformant {
+                            assert!(!reasons.is_empty(), "revoked for no reason: {what}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A case with no `expected` has nothing for `agree` to compare here: a faithful
+    /// answer passes its own checks, and the reference (recorded or live) compares its
+    /// fields, or the run refuses it before sending anything.
+    #[test]
+    fn agree_compares_nothing_in_a_case_without_expected() {
+        let config = ProviderConfig::parse(
+            std::path::Path::new("providers/p.toml"),
+            "kind = \"openai-compatible\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9\"\n",
+        )
+        .expect("provider");
+        let (_dir, prepared) = suite(false);
+        let faithful = reply(r#"{"label": "a"}"#);
+        for index in 0..prepared.suite.cases.len() {
+            let (case, _) = prepared.load_request(index).expect("case");
+            let judged = judge(
+                &prepared,
+                &config,
+                &case,
+                Ok(&faithful),
+                None,
+                CallFacts::default(),
+                0,
+            );
+            assert!(judged.passed, "{}: {:?}", case.id, judged.outcomes);
+            let agree = judged.outcomes.iter().any(|o| o.check == "agree");
+            assert_eq!(agree, case.expected.is_some(), "{}", case.id);
+        }
+    }
+}

@@ -213,6 +213,9 @@ pub struct RunOptions {
     /// Continue the earlier run whose folder is `dir` (`--resume`, `--rerun-failed`): the
     /// calls its records answer are kept, not sent again.
     pub resume: Option<Arc<resume::Resume>>,
+    /// The arguments that shape the evidence, which `run.json` pins for a resume (`None`:
+    /// a run the library made, which pins only its files).
+    pub asked: Option<resume::Asked>,
 }
 
 /// The verdict on one (suite, provider), with the counts behind it.
@@ -380,6 +383,7 @@ pub async fn execute_scheduled(
                 providers: (targets.iter())
                     .map(|t| (t.endpoint.config.name.clone(), t.endpoint.config.digest()))
                     .collect(),
+                asked: options.asked.clone(),
             };
             let path = options.dir.join(resume::Pins::FILE);
             pins.write(&options.dir).map_err(io(&path))?;
@@ -443,7 +447,7 @@ pub async fn execute_scheduled(
                 continue;
             };
             writer.write(&record).map_err(io(&results_path))?;
-            progress.record(record.passed);
+            progress.record(&record);
             if tallies.add(p, s, &mut record) && !every_call {
                 decided[p * n_suites + s].store(true, Ordering::SeqCst);
             }
@@ -494,7 +498,7 @@ pub async fn execute_scheduled(
             writer.write(&record)?;
             flush_by =
                 flush_by.or_else(|| Some(tokio::time::Instant::now() + journal::FLUSH_INTERVAL));
-            progress.record(record.passed);
+            progress.record(&record);
             if tallies.add(p, s, &mut record) && !every_call {
                 decided[p * n_suites + s].store(true, Ordering::SeqCst);
             }

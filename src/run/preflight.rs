@@ -86,7 +86,9 @@ pub fn preflight(workspace: Workspace, probes_path: &Path, primary: Option<&str>
         String,
         std::collections::BTreeMap<String, u64>,
     )> = Vec::new();
+    let mut uncomparable = Uncomparable::default();
     let prepared = super::prepare_visiting(workspace.suites, super::Keep::Nothing, |visit| {
+        uncomparable.visit(&visit);
         if let Some(expected) = &visit.case.expected {
             let fields = visit.suite.uncompared(expected);
             if !fields.is_empty() {
@@ -118,6 +120,10 @@ pub fn preflight(workspace: Workspace, probes_path: &Path, primary: Option<&str>
     if let Err(more) = prepared {
         found.problems.extend(more);
     }
+    // A run may still be given `--reference`: here, a warning; in the run, a refusal.
+    found
+        .warnings
+        .extend(uncomparable.diagnostics(Stage::Check));
     for (file, source, counts) in uncompared {
         for (field, cases) in counts {
             found.warnings.push(
@@ -134,6 +140,100 @@ pub fn preflight(workspace: Workspace, probes_path: &Path, primary: Option<&str>
         }
     }
     found
+}
+
+/// Where [`Uncomparable`] is reported: `conform check`, which cannot know whether the
+/// run will be given `--reference`, or `conform run`, which knows it was not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Check,
+    Run,
+}
+
+/// The cases of each suite that leave its `agree` pointers nothing to compare with
+/// ([`crate::config::Suite::uncomparable`]), gathered as a pre-flight reads them: one
+/// diagnostic a suite, at its `agree` line, naming the first cases and how many there are.
+#[derive(Debug, Default)]
+pub struct Uncomparable(Vec<Unmatched>);
+
+#[derive(Debug)]
+struct Unmatched {
+    file: std::path::PathBuf,
+    source: String,
+    suite: String,
+    pointers: String,
+    /// The first [`Uncomparable::NAMED`] case files, relative to the suite's folder.
+    named: Vec<String>,
+    cases: usize,
+}
+
+impl Uncomparable {
+    /// How many case files a diagnostic names.
+    const NAMED: usize = 3;
+
+    /// Notes `visit`'s case when it leaves `agree` nothing to compare with.
+    pub fn visit(&mut self, visit: &Visit<'_>) {
+        let suite = visit.suite;
+        if !suite.uncomparable(visit.case) {
+            return;
+        }
+        if self.0.last().is_none_or(|u| u.file != suite.file) {
+            self.0.push(Unmatched {
+                file: suite.file.clone(),
+                source: suite.source.clone(),
+                suite: suite.name.clone(),
+                pointers: suite.agree.join(", "),
+                named: Vec::new(),
+                cases: 0,
+            });
+        }
+        if let Some(u) = self.0.last_mut() {
+            u.cases += 1;
+            if u.named.len() < Self::NAMED {
+                let path = visit.case_ref.path();
+                let shown = path.strip_prefix(&suite.dir).unwrap_or(&path);
+                u.named.push(shown.display().to_string());
+            }
+        }
+    }
+
+    /// One diagnostic a suite, worded for `stage`: in `conform run`, a refusal; in
+    /// `conform check`, a warning that the run will need a reference.
+    pub fn diagnostics(self, stage: Stage) -> Diagnostics {
+        let mut out = Diagnostics::default();
+        for u in self.0 {
+            let more = match u.cases - u.named.len() {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            let which = format!(
+                "{} case{} ({}{more})",
+                u.cases,
+                if u.cases == 1 { "" } else { "s" },
+                u.named.join(", ")
+            );
+            let fix = format!(
+                "add `expected` holding {} to each, name a reference in suite.toml (reference = \"PRIMARY\"), or run with --reference PRIMARY",
+                u.pointers
+            );
+            let message = match stage {
+                Stage::Run => format!(
+                    "suite `{}`: agree compares {}, but {which} have neither `expected` nor a recorded `reference`, and this run has no reference to compare with: nothing was sent; {fix}",
+                    u.suite, u.pointers
+                ),
+                Stage::Check => format!(
+                    "suite `{}`: agree compares {}, but {which} have neither `expected` nor a recorded `reference`: `conform run` refuses the suite unless it is given --reference PRIMARY; {fix}",
+                    u.suite, u.pointers
+                ),
+            };
+            out.push(
+                Diagnostic::new(&u.file, message)
+                    .field("agree")
+                    .near(&u.source, "agree"),
+            );
+        }
+        out
+    }
 }
 
 impl Preflight {

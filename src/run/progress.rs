@@ -9,13 +9,15 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::check::record::CallRecord;
+
 const PLAIN_EVERY: Duration = Duration::from_secs(5);
 
 /// Counts calls as they complete and shows them.
 pub struct Progress {
     total: u64,
     done: u64,
-    failed: u64,
+    counts: Counts,
     started: Instant,
     mode: Mode,
     /// Each provider's pacer, shown once it has learnt a limit or met a 429.
@@ -51,7 +53,7 @@ impl Progress {
         let progress = Progress {
             total,
             done: 0,
-            failed: 0,
+            counts: Counts::default(),
             started: Instant::now(),
             mode,
             pacing: Vec::new(),
@@ -68,15 +70,15 @@ impl Progress {
         self
     }
 
-    /// One call completed.
-    pub fn record(&mut self, passed: bool) {
+    /// One call ended as `record` says: answered (passed or failed), or never sent.
+    pub fn record(&mut self, record: &CallRecord) {
         self.done += 1;
-        self.failed += u64::from(!passed);
+        self.counts.add(record);
         // The status is formatted only when it is shown: not at all with progress off,
         // once in five seconds in a pipe.
-        let (done, total, failed, started) = (self.done, self.total, self.failed, self.started);
+        let (done, total, counts, started) = (self.done, self.total, self.counts, self.started);
         let pacing = &self.pacing;
-        let status = || status(done, total, failed, started.elapsed()) + &pacing_text(pacing);
+        let status = || status(done, total, counts, started.elapsed()) + &pacing_text(pacing);
         match &mut self.mode {
             Mode::Off => {}
             Mode::Bar(bar) => {
@@ -93,7 +95,7 @@ impl Progress {
     }
 
     fn status(&self) -> String {
-        status(self.done, self.total, self.failed, self.started.elapsed())
+        status(self.done, self.total, self.counts, self.started.elapsed())
             + &pacing_text(&self.pacing)
     }
 
@@ -135,16 +137,44 @@ fn pacing_text(targets: &[Arc<super::Target>]) -> String {
     out
 }
 
-/// `12/50 calls, 1 failed, 2.4/s, eta 16s`: the one form of the status, on a terminal
-/// and in a log.
-fn status(done: u64, total: u64, failed: u64, elapsed: Duration) -> String {
+/// How the calls done so far ended, besides passing: a call never sent (its verdict
+/// decided, its provider stopped, the budget) did not fail.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Counts {
+    failed: u64,
+    saved: u64,
+    not_sent: u64,
+}
+
+impl Counts {
+    fn add(&mut self, record: &CallRecord) {
+        if record.saved {
+            self.saved += 1;
+        } else if record.not_run.is_some() {
+            self.not_sent += 1;
+        } else if !record.passed {
+            self.failed += 1;
+        }
+    }
+}
+
+/// `12/50 calls, 1 failed, 2.4/s, eta 16s` (and `, 30 saved` or `, 3 not sent` after the
+/// failures when there are any): the one form of the status, on a terminal and in a log.
+fn status(done: u64, total: u64, counts: Counts, elapsed: Duration) -> String {
     let rate = done as f64 / elapsed.as_secs_f64().max(1e-9);
     let eta = if rate > 0.0 {
         format!("{:.0}s", total.saturating_sub(done) as f64 / rate)
     } else {
         "?".into()
     };
-    format!("{done}/{total} calls, {failed} failed, {rate:.1}/s, eta {eta}")
+    let mut text = format!("{done}/{total} calls, {} failed", counts.failed);
+    if counts.saved > 0 {
+        text.push_str(&format!(", {} saved", counts.saved));
+    }
+    if counts.not_sent > 0 {
+        text.push_str(&format!(", {} not sent", counts.not_sent));
+    }
+    text + &format!(", {rate:.1}/s, eta {eta}")
 }
 
 #[cfg(test)]
@@ -223,13 +253,43 @@ mod tests {
         out
     }
 
+    fn failed(failed: u64) -> Counts {
+        Counts {
+            failed,
+            ..Counts::default()
+        }
+    }
+
     #[test]
     fn the_status_has_one_decimal_rate_and_whole_seconds() {
-        let s = status(12, 50, 1, Duration::from_secs(5));
+        let s = status(12, 50, failed(1), Duration::from_secs(5));
         assert_eq!(s, "12/50 calls, 1 failed, 2.4/s, eta 16s");
         assert_eq!(
-            status(0, 50, 0, Duration::ZERO),
+            status(0, 50, failed(0), Duration::ZERO),
             "0/50 calls, 0 failed, 0.0/s, eta ?"
+        );
+    }
+
+    /// A pair decided after one failure saves its other calls: they did not fail.
+    #[test]
+    fn calls_never_sent_are_not_counted_as_failed() {
+        let mut counts = Counts::default();
+        let mut failing = CallRecord::new("s", "c", "p", 0);
+        failing.passed = false;
+        counts.add(&failing);
+        let mut passing = CallRecord::new("s", "c", "p", 1);
+        passing.passed = true;
+        counts.add(&passing);
+        for repeat in 2..36 {
+            let not_sent = CallRecord::not_run("s", "c", "p", repeat, "decided".into());
+            counts.add(&CallRecord {
+                saved: repeat < 34,
+                ..not_sent
+            });
+        }
+        assert_eq!(
+            status(36, 36, counts, Duration::from_secs(1)),
+            "36/36 calls, 1 failed, 32 saved, 2 not sent, 36.0/s, eta 0s"
         );
     }
 
@@ -248,8 +308,10 @@ mod tests {
         );
         for passed in [true, false, true] {
             std::thread::sleep(Duration::from_millis(30));
-            on_terminal.record(passed);
-            in_pipe.record(passed);
+            let mut record = CallRecord::new("s", "c", "p", 0);
+            record.passed = passed;
+            on_terminal.record(&record);
+            in_pipe.record(&record);
         }
         if let Mode::Bar(bar) = &on_terminal.mode {
             bar.force_draw();

@@ -9,12 +9,14 @@
 use std::collections::{BTreeMap, HashSet};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::check::record::CallRecord;
 use crate::provider::Effect;
+use crate::run::shard::Shard;
 
 /// Which earlier records a continued run keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +79,221 @@ pub struct Pins {
     pub suites: BTreeMap<String, String>,
     /// Provider name → digest.
     pub providers: BTreeMap<String, String>,
+    /// What the run was asked beyond its files; `None` in the `run.json` of a conform
+    /// before it, and in a `report.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<Asked>,
+}
+
+/// Every argument of `conform run` that shapes its evidence, as the run was asked it:
+/// `run.json` keeps them, and `--resume DIR` continues with them, not with whatever its
+/// own command line leaves out. Operational arguments are not among them:
+/// `--no-progress`, and `--budget`, which caps what the continued run sends.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Asked {
+    /// The providers tested: those named, or every one not simulated when none was. The
+    /// live references are not among them: `reference` or the suites name those.
+    pub providers: Vec<String>,
+    /// The suites tested: those named, or every one.
+    pub suites: Vec<String>,
+    /// `--reference PRIMARY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// `--repeats`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<u32>,
+    /// `--stream`.
+    #[serde(default)]
+    pub stream: bool,
+    /// `--base-url`. Written with any user-info replaced by its digest: a credential is
+    /// never written down, so such an address must be given again to continue.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "written_url"
+    )]
+    pub base_url: Option<String>,
+    /// `--shard K/N`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    /// `--every-call`.
+    #[serde(default)]
+    pub every_call: bool,
+    /// `--valid-for`, written as `7days`.
+    #[serde(with = "duration_text")]
+    pub valid_for: Duration,
+    /// `--max-transport-errors`.
+    pub max_transport_errors: f64,
+}
+
+/// `--valid-for` when none is given.
+pub const DEFAULT_VALID_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
+/// `--max-transport-errors` when none is given.
+pub const DEFAULT_MAX_TRANSPORT_ERRORS: f64 = 0.1;
+
+/// What a `conform run` command line says of the arguments [`Asked`] holds: empty,
+/// `false` or `None` where it says nothing.
+#[derive(Debug, Clone, Default)]
+pub struct Given {
+    pub providers: Vec<String>,
+    pub suites: Vec<String>,
+    pub reference: Option<String>,
+    pub repeats: Option<u32>,
+    pub stream: bool,
+    pub base_url: Option<String>,
+    pub shard: Option<Shard>,
+    pub every_call: bool,
+    pub valid_for: Option<Duration>,
+    pub max_transport_errors: Option<f64>,
+}
+
+impl Given {
+    /// What a run that continues none goes with: what is given, and the defaults for the
+    /// rest (no providers or suites: every one, which the loader resolves).
+    pub fn fresh(self) -> Asked {
+        Asked {
+            providers: self.providers,
+            suites: self.suites,
+            reference: self.reference,
+            repeats: self.repeats,
+            stream: self.stream,
+            base_url: self.base_url,
+            shard: self.shard,
+            every_call: self.every_call,
+            valid_for: self.valid_for.unwrap_or(DEFAULT_VALID_FOR),
+            max_transport_errors: self
+                .max_transport_errors
+                .unwrap_or(DEFAULT_MAX_TRANSPORT_ERRORS),
+        }
+    }
+
+    /// What a run continuing the one in `dir`, which was asked `pinned`, goes with:
+    /// `pinned`. An argument given otherwise refuses, naming the flag and both values; one
+    /// given the same is welcome.
+    pub fn continuing(self, pinned: &Asked, dir: &Path) -> Result<Asked, ResumeError> {
+        let conflict = |flag: &'static str, was: String, now: Option<String>| match now {
+            Some(now) if now != was => Err(ResumeError::Conflict {
+                flag,
+                dir: dir.to_path_buf(),
+                pinned: was,
+                given: now,
+            }),
+            _ => Ok(()),
+        };
+        let set = |names: &[String]| {
+            let mut names = names.to_vec();
+            names.sort();
+            names.dedup();
+            names.join(" ")
+        };
+        let named = |names: &[String]| (!names.is_empty()).then(|| set(names));
+        let flag = |on: bool| if on { "given" } else { "not given" }.to_string();
+        let or_none = |v: Option<String>| v.unwrap_or_else(|| "none".into());
+        let text = |d: Duration| humantime::format_duration(d).to_string();
+        conflict("PROVIDERS", set(&pinned.providers), named(&self.providers))?;
+        conflict("--suite", set(&pinned.suites), named(&self.suites))?;
+        conflict(
+            "--reference",
+            or_none(pinned.reference.clone()),
+            self.reference,
+        )?;
+        let repeats = pinned.repeats.map(|r| r.to_string());
+        conflict(
+            "--repeats",
+            or_none(repeats),
+            self.repeats.map(|r| r.to_string()),
+        )?;
+        conflict(
+            "--stream",
+            flag(pinned.stream),
+            self.stream.then(|| flag(true)),
+        )?;
+        let url = pinned
+            .base_url
+            .as_deref()
+            .map(|u| without_credentials(u).into_owned());
+        let given_url = self
+            .base_url
+            .as_deref()
+            .map(|u| without_credentials(u).into_owned());
+        conflict("--base-url", or_none(url.clone()), given_url)?;
+        let shard = pinned.shard.map(|s| s.to_string());
+        conflict("--shard", or_none(shard), self.shard.map(|s| s.to_string()))?;
+        let every = self.every_call.then(|| flag(true));
+        conflict("--every-call", flag(pinned.every_call), every)?;
+        conflict(
+            "--valid-for",
+            text(pinned.valid_for),
+            self.valid_for.map(text),
+        )?;
+        let share = |s: f64| s.to_string();
+        let now = self.max_transport_errors.map(share);
+        conflict(
+            "--max-transport-errors",
+            share(pinned.max_transport_errors),
+            now,
+        )?;
+        // A credential in the address was not written down: it must be given again.
+        if self.base_url.is_none() && url.is_some_and(|u| has_credentials(&u)) {
+            return Err(ResumeError::Credentials {
+                dir: dir.to_path_buf(),
+            });
+        }
+        Ok(Asked {
+            base_url: self.base_url.or_else(|| pinned.base_url.clone()),
+            ..pinned.clone()
+        })
+    }
+}
+
+/// `url` with the user-info of its address, if any, replaced by its digest:
+/// `https://sha256:…@host/v1`.
+fn without_credentials(url: &str) -> std::borrow::Cow<'_, str> {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return url.into();
+    };
+    let authority = &url[start..];
+    let authority = &authority[..authority.find(['/', '?', '#']).unwrap_or(authority.len())];
+    match authority.rfind('@') {
+        Some(at) if !authority[..at].starts_with("sha256:") => format!(
+            "{}{}{}",
+            &url[..start],
+            crate::digest::bytes_hex(&authority.as_bytes()[..at]),
+            &url[start + at..]
+        )
+        .into(),
+        _ => url.into(),
+    }
+}
+
+/// Whether the address of `url` carries user-info (a digest of it, once written).
+fn has_credentials(url: &str) -> bool {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return false;
+    };
+    let authority = &url[start..];
+    authority[..authority.find(['/', '?', '#']).unwrap_or(authority.len())].contains('@')
+}
+
+fn written_url<S: serde::Serializer>(url: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    url.as_deref().map(without_credentials).serialize(s)
+}
+
+/// A duration as humantime writes and reads it (`7days`, `1h 30m`).
+mod duration_text {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&humantime::format_duration(*d))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 impl Pins {
@@ -108,6 +325,7 @@ impl Pins {
             started_at: OffsetDateTime::parse(started, &Rfc3339).ok()?,
             suites: digests("suites"),
             providers: digests("providers"),
+            asked: None,
         })
     }
 
@@ -143,6 +361,23 @@ pub enum ResumeError {
         dir.display()
     )]
     Unpinned { dir: PathBuf },
+    #[error(
+        "{flag}: the run in {} was asked `{pinned}`, this command `{given}`; a continued run keeps \
+         what its run was asked (its run.json): leave {flag} out, or start a new run",
+        dir.display()
+    )]
+    Conflict {
+        flag: &'static str,
+        dir: PathBuf,
+        pinned: String,
+        given: String,
+    },
+    #[error(
+        "--base-url: the run in {} was sent to an address with credentials, which its run.json \
+         does not keep: give --base-url again",
+        dir.display()
+    )]
+    Credentials { dir: PathBuf },
 }
 
 impl Resume {
@@ -292,6 +527,7 @@ mod tests {
             started_at: time::macros::datetime!(2026-12-01 10:00 UTC),
             suites: [("s".to_string(), "sha256:1".to_string())].into(),
             providers: [("p".to_string(), "sha256:2".to_string())].into(),
+            asked: None,
         };
         pins.write(dir.path()).unwrap();
         let cases = |r: &Resume| {
@@ -314,5 +550,139 @@ mod tests {
             (providers, suites),
             (vec!["p".to_string()], vec!["s".to_string()])
         );
+    }
+
+    fn asked() -> Asked {
+        Given {
+            providers: vec!["b".into(), "a".into()],
+            suites: vec!["s".into()],
+            reference: Some("primary".into()),
+            repeats: Some(4),
+            base_url: Some("http://user:secret@127.0.0.1:8080/v1".into()),
+            ..Given::default()
+        }
+        .fresh()
+    }
+
+    #[test]
+    fn a_continued_run_keeps_what_was_asked_and_refuses_what_differs() {
+        let dir = Path::new("reports/r1");
+        let pinned = asked();
+        let text = serde_json::to_string(&pinned).unwrap();
+        // The address's credential is never written down.
+        assert!(!text.contains("secret"), "{text}");
+        assert!(text.contains("\"valid_for\":\"7days\""), "{text}");
+        let read: Asked = serde_json::from_str(&text).unwrap();
+        // Given the same arguments (the providers in any order) or none of them, the run
+        // goes on with the pinned ones; the address with its credential must be given.
+        let same = Given {
+            providers: vec!["a".into(), "b".into()],
+            repeats: Some(4),
+            base_url: pinned.base_url.clone(),
+            max_transport_errors: Some(0.1),
+            ..Given::default()
+        };
+        assert_eq!(same.continuing(&read, dir).unwrap(), pinned);
+        let err = Given::default().continuing(&read, dir).unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "--base-url: the run in reports/r1 was sent to an address with credentials"
+            ),
+            "{err}"
+        );
+        let other_url = Given {
+            base_url: Some("http://user:other@127.0.0.1:8080/v1".into()),
+            ..Given::default()
+        };
+        assert!(matches!(
+            other_url.continuing(&read, dir),
+            Err(ResumeError::Conflict {
+                flag: "--base-url",
+                ..
+            })
+        ));
+        let refused = |given: Given| given.continuing(&pinned, dir).unwrap_err().to_string();
+        assert_eq!(
+            refused(Given {
+                repeats: Some(2),
+                ..Given::default()
+            }),
+            "--repeats: the run in reports/r1 was asked `4`, this command `2`; a continued run \
+             keeps what its run was asked (its run.json): leave --repeats out, or start a new run"
+        );
+        for (given, says) in [
+            (
+                Given {
+                    providers: vec!["a".into()],
+                    ..Given::default()
+                },
+                "PROVIDERS: the run in reports/r1 was asked `a b`, this command `a`",
+            ),
+            (
+                Given {
+                    suites: vec!["t".into()],
+                    ..Given::default()
+                },
+                "--suite: the run in reports/r1 was asked `s`, this command `t`",
+            ),
+            (
+                Given {
+                    reference: Some("other".into()),
+                    ..Given::default()
+                },
+                "--reference: the run in reports/r1 was asked `primary`, this command `other`",
+            ),
+            (
+                Given {
+                    stream: true,
+                    ..Given::default()
+                },
+                "--stream: the run in reports/r1 was asked `not given`, this command `given`",
+            ),
+            (
+                Given {
+                    every_call: true,
+                    ..Given::default()
+                },
+                "--every-call: the run in reports/r1 was asked `not given`",
+            ),
+            (
+                Given {
+                    shard: Some(Shard { k: 1, n: 2 }),
+                    ..Given::default()
+                },
+                "--shard: the run in reports/r1 was asked `none`, this command `1/2`",
+            ),
+            (
+                Given {
+                    valid_for: Some(Duration::from_secs(3600)),
+                    ..Given::default()
+                },
+                "--valid-for: the run in reports/r1 was asked `7days`, this command `1h`",
+            ),
+            (
+                Given {
+                    max_transport_errors: Some(0.2),
+                    ..Given::default()
+                },
+                "--max-transport-errors: the run in reports/r1 was asked `0.1`, this command `0.2`",
+            ),
+        ] {
+            let refusal = refused(given);
+            assert!(refusal.starts_with(says), "{refusal}");
+        }
+    }
+
+    #[test]
+    fn a_run_json_before_the_arguments_were_pinned_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(Pins::FILE),
+            r#"{"started_at": "2026-12-01T10:00:00Z", "suites": {"s": "sha256:1"}, "providers": {"p": "sha256:2"}}"#,
+        )
+        .unwrap();
+        let pins = Pins::read(dir.path()).unwrap();
+        assert_eq!(pins.asked, None);
+        assert!(pins.holds("s", "sha256:1", "p", "sha256:2"));
     }
 }

@@ -216,3 +216,42 @@ impl Respond for RateLimited {
         answer
     }
 }
+
+// What `tests/pacing.rs` measures a resumed run with; the bench, which includes this file
+// too, does not.
+#[allow(dead_code)]
+impl RateLimited {
+    /// Requests a second the server received from the `from`-th request on: how fast a
+    /// run sent them, from its first request to its last.
+    pub fn rate_from(&self, from: usize) -> f64 {
+        let arrivals = self.arrivals.lock().unwrap_or_else(|e| e.into_inner());
+        let sent = &arrivals[from.min(arrivals.len())..];
+        match (sent.first(), sent.last()) {
+            (Some(first), Some(last)) if sent.len() > 1 => {
+                (sent.len() - 1) as f64 / last.duration_since(*first).as_secs_f64()
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// Empties the buckets, as calls of another run just before would have.
+    pub fn drain(&self) {
+        let mut guard = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let buckets = &mut *guard;
+        buckets.at = Instant::now();
+        for level in [&mut buckets.requests, &mut buckets.tokens]
+            .into_iter()
+            .flatten()
+        {
+            level.level = 0.0;
+        }
+    }
+
+    /// Requests received so far.
+    pub fn arrived(&self) -> usize {
+        self.arrivals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+}
