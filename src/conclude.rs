@@ -45,6 +45,7 @@ impl Conclude {
         reports: &Path,
         destination: Destination,
         valid_for: Duration,
+        trust: Option<PathBuf>,
     ) -> Conclude {
         Conclude {
             allowlist,
@@ -53,7 +54,7 @@ impl Conclude {
             destination,
             valid_for,
             signing: None,
-            trust: None,
+            trust,
             allow_unsigned: false,
         }
     }

@@ -590,13 +590,13 @@ pub async fn merge(dirs: &[PathBuf], to: &MergeTo) -> Result<Merged, ExecuteErro
         line,
         conclude: Conclude {
             replayed: first.manifest.replayed_from.clone(),
-            trust: Some(to.paths.trust.clone()),
             allow_unsigned: to.allow_unsigned,
             ..Conclude::to(
                 to.allowlist.clone(),
                 &to.reports,
                 Destination::Real,
                 to.valid_for,
+                Some(to.paths.trust.clone()),
             )
         },
         result,

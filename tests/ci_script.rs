@@ -111,7 +111,7 @@ async fn the_ci_script_shards_merges_summarises_and_comments() {
             before
         );
     }
-    assert_eq!(recorded, 2 * 26, "the four shards hold every call once");
+    assert_eq!(recorded, 2 * 30, "the four shards hold every call once");
 
     let merged = script(
         &project,
@@ -138,7 +138,7 @@ async fn the_ci_script_shards_merges_summarises_and_comments() {
 
     let published = std::fs::read_to_string(&summary).unwrap();
     assert!(
-        published.contains("| ticket-triage | backup | ❌ nonconformant | 0/26 | not_pure_json |"),
+        published.contains("| ticket-triage | backup | ❌ nonconformant | 0/30 | not_pure_json |"),
         "{published}"
     );
     assert_eq!(

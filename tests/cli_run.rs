@@ -69,7 +69,7 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
     // and each example of a failure with how often its code occurred.
     assert!(!stdout.contains("Latency p50 / p95 / p99"), "{stdout}");
     assert!(
-        stdout.contains("[schema_violation in 25 of 25 calls]"),
+        stdout.contains("[schema_violation in 30 of 30 calls]"),
         "{stdout}"
     );
     // Which fields of `expected` count is said where people look, not left to guess.
@@ -189,7 +189,7 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
     assert!(junit.contains("type=\"not_pure_json\""), "{junit}");
     let summary = std::fs::read_to_string(run.join("summary.md")).unwrap();
     assert!(
-        summary.contains("| invoice-extraction | sim-steady | ✅ conformant | 25/25 |"),
+        summary.contains("| invoice-extraction | sim-steady | ✅ conformant | 30/30 |"),
         "{summary}"
     );
 
@@ -956,27 +956,27 @@ async fn a_pair_decided_early_counts_only_the_calls_that_failed_as_failed() {
     assert!(failed >= 1 && saved >= 1, "{pair}");
     assert_eq!(
         (pair["sent"].as_u64(), pair["planned"].as_u64()),
-        (Some(failed), Some(26))
+        (Some(failed), Some(30))
     );
-    assert_eq!(failed + saved, 26, "{pair}");
+    assert_eq!(failed + saved, 30, "{pair}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     let last = (stderr.lines())
         .rfind(|l| l.starts_with("conform: "))
         .unwrap_or_else(|| panic!("no progress line in {stderr}"));
     assert!(
         last.starts_with(&format!(
-            "conform: 26/26 calls, {failed} failed, {saved} saved, "
+            "conform: 30/30 calls, {failed} failed, {saved} saved, "
         )),
         "{last}"
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains(&format!("calls: 26 planned, {failed} sent, {saved} saved")),
+        stdout.contains(&format!("calls: 30 planned, {failed} sent, {saved} saved")),
         "{stdout}"
     );
     // The first failure decided it; the calls already in flight then came back failed.
     assert!(
-        stdout.contains("decided after 1 of 26 calls: 1 failures of the model's own"),
+        stdout.contains("decided after 1 of 30 calls: 1 failures of its own"),
         "{stdout}"
     );
 }

@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 use common::{Mode, Project};
 use conform::allowlist::state::{self, State};
 use conform::allowlist::{
-    Allowlist, Change, Entry, Evidence, Local, Observed, Query, Revocation, decide, permits, update,
+    Allowlist, Change, Entry, Evidence, Local, Observed, Query, Required, Revocation, decide,
+    update,
 };
 use conform::config::Paths;
+use conform_allowlist::format::DifferentialEvidence;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -59,10 +61,10 @@ fn entry(project: &Project, provider: &str) -> Entry {
             report: "reports/run-1/report.json".into(),
             conform_version: "0.1.0".into(),
             first_call_at: Some(stamp(now - time::Duration::hours(2))),
-            cases: 26,
+            cases: 30,
             repeats: 1,
-            calls: 26,
-            passed: 26,
+            calls: 30,
+            passed: 30,
             pass_rate: 1.0,
             first_attempt_pass_rate: 1.0,
             checks: BTreeMap::new(),
@@ -245,6 +247,48 @@ const CASES: &[Case] = &[
         expected: "expired",
     },
     Case {
+        name: "a pass on four calls, no bound set: the default 10 % is not ruled out",
+        provider: "fallback",
+        setup: |p, path| {
+            let mut e = entry(p, "fallback");
+            (e.evidence.calls, e.evidence.passed) = (4, 4);
+            with_entries(path, vec![e], vec![])
+        },
+        expected: "insufficient_evidence",
+    },
+    Case {
+        name: "a pass on four calls, the project asking for no more than that",
+        provider: "fallback",
+        setup: |p, path| {
+            let mut e = entry(p, "fallback");
+            (e.evidence.calls, e.evidence.passed) = (4, 4);
+            p.write(
+                "conform.toml",
+                "[evidence]\nmax_undetected_failure_rate = 0.6\n",
+            );
+            with_entries(path, vec![e], vec![])
+        },
+        expected: "permitted",
+    },
+    Case {
+        name: "judged against a primary whose file changed since",
+        provider: "fallback",
+        setup: |p, path| {
+            let mut e = entry(p, "fallback");
+            let primary = Local::observe(&Paths::under(p.root()), SUITE, "primary").unwrap();
+            let mut then = primary.provider_identity.clone();
+            then.0.insert("model".into(), json!("primary-model-0"));
+            e.evidence.differential = Some(DifferentialEvidence {
+                reference: "primary".into(),
+                reference_digest: Some(then.digest()),
+                reference_identity: Some(then),
+                ..DifferentialEvidence::default()
+            });
+            with_entries(path, vec![e], vec![])
+        },
+        expected: "reference_changed",
+    },
+    Case {
         name: "a case's expected answer edited after the run",
         provider: "fallback",
         setup: |p, path| {
@@ -407,7 +451,12 @@ fn answers(project: &Project, path: &Path, provider: &str) -> BTreeMap<&'static 
             seen: seen.and_then(|s| s.get(SUITE, provider)),
             ..local.observed(Observed::default())
         };
-        code(permits(path, SUITE, provider, now, &observed).map(|_| ()))
+        let required = Required::default().or_defaults(local.settings.bounds());
+        let list = Allowlist::load(path);
+        code(list.and_then(|l| {
+            l.decide_with(SUITE, provider, now, &observed, &required)
+                .map(|_| ())
+        }))
     });
     out.insert("permits", permitted);
     // `conform serve`'s gate, holding the evidence to the same project and remembering in

@@ -36,6 +36,9 @@ const SUITE: &str = "triage";
 const PROVIDERS: [&str; 2] = ["good", "drifting"];
 const CATEGORIES: [&str; 3] = ["billing", "security", "shipping"];
 const KEY: &str = "sk-test-false-permits-0123456789";
+/// Cases of the suite, sent twice each: 30 calls, what a pass needs to rule out the
+/// default 10 % failure rate (docs/evidence.md).
+const CASES: usize = 15;
 
 fn answer(i: usize) -> Value {
     json!({"category": CATEGORIES[i % 3], "priority": if i % 3 == 1 { "p1" } else { "p3" }})
@@ -66,9 +69,9 @@ fn write_project(root: &Path, good: &str, drifting: &str) {
             "required": ["category", "priority"], "additionalProperties": false})
         .to_string(),
     );
-    for i in 0..3 {
+    for i in 0..CASES {
         w(
-            &format!("fixtures/triage/cases/c{i}.json"),
+            &format!("fixtures/triage/cases/c{i:02}.json"),
             &serde_json::to_string_pretty(&json!({
                 "vars": {"id": format!("T-{i}"), "text": format!("the problem number {i}")},
                 "expected": answer(i)
@@ -387,7 +390,7 @@ fn suite_files(root: &Path) -> Vec<PathBuf> {
     let dir = root.join("fixtures").join(SUITE);
     let mut files = vec![dir.join("suite.toml"), dir.join("schema.json")];
     for i in 0..3 {
-        files.push(dir.join(format!("cases/c{i}.json")));
+        files.push(dir.join(format!("cases/c{i:02}.json")));
     }
     files
 }

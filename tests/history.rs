@@ -127,7 +127,7 @@ async fn a_provider_that_slips_is_flagged_and_the_diff_names_the_flipped_cases()
     assert_eq!(out.status.code(), Some(0), "{json}");
     let runs = json["pairs"][0]["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 5, "{json}");
-    assert!(runs.iter().all(|r| r["planned"] == 104), "{json}");
+    assert!(runs.iter().all(|r| r["planned"] == 120), "{json}");
 
     // Then 10 %: flagged by the second such run at the latest.
     per_mille.store(100, Ordering::SeqCst);

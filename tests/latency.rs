@@ -21,7 +21,7 @@ fn sim(project: &Project, name: &str, p50: &str, p95: &str, expect: &str, extra:
     project.write(
         &format!("providers/{name}.toml"),
         &format!(
-            "kind = \"sim\"\nmodel = \"{name}\"\ntimeout = \"10s\"\nmax_p95_latency = \"5s\"\n[limits]\nconcurrency = 26\n[sim]\nbehaviour = \"steady\"\nexpect = \"{expect}\"\nlatency_p50 = \"{p50}\"\nlatency_p95 = \"{p95}\"\n{extra}"
+            "kind = \"sim\"\nmodel = \"{name}\"\ntimeout = \"10s\"\nmax_p95_latency = \"5s\"\n[limits]\nconcurrency = 30\n[sim]\nbehaviour = \"steady\"\nexpect = \"{expect}\"\nlatency_p50 = \"{p50}\"\nlatency_p95 = \"{p95}\"\n{extra}"
         ),
     );
 }
@@ -67,7 +67,7 @@ fn a_20s_p95_fails_a_5s_objective_and_a_quick_provider_passes_it() {
     assert_eq!(slow["passed"], slow["planned"]);
     let p95 = slow["latency"]["total"]["p95_ms"].as_f64().unwrap();
     assert!((15_000.0..30_000.0).contains(&p95), "{p95}");
-    assert_eq!(slow["latency"]["total"]["count"], 26);
+    assert_eq!(slow["latency"]["total"]["count"], 30);
     assert_eq!(slow["latency"]["total"]["relative_error"], 0.01);
     assert_eq!(slow["slo"]["max_p95_latency"], "5s");
     let quick = verdict(&report, "quick");
@@ -153,7 +153,7 @@ async fn the_gate_holds_the_evidence_to_a_latency_bound_asked_at_decision_time()
     );
     let allowlist = project.allowlist();
     let latency = &allowlist["entries"][0]["evidence"]["latency"];
-    assert_eq!(latency["calls"], 26);
+    assert_eq!(latency["calls"], 30);
     let p95 = latency["total_ms"]["p95"].as_f64().unwrap();
     assert!((290.0..2_000.0).contains(&p95), "{p95}");
     assert!(latency["first_token_ms"]["p50"].as_f64().unwrap() > 0.0);

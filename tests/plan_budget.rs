@@ -84,13 +84,13 @@ async fn the_plan_holds_the_cost_of_every_replayed_call_and_the_reports_show_bot
         "the plan sent a request"
     );
     let pair = &plan["pairs"][0];
-    assert_eq!(pair["calls"], 26);
+    assert_eq!(pair["calls"], 30);
     assert_eq!(
         pair["exact"], true,
         "o200k_base counts OpenAI prompts exactly"
     );
     assert_eq!(pair["max_output_tokens"], 1024);
-    assert_eq!(pair["output_ceiling"], 26 * 1024);
+    assert_eq!(pair["output_ceiling"], 30 * 1024);
     let ranges: HashMap<String, (u64, f64, f64)> = pair["cases"]
         .as_array()
         .unwrap()
@@ -116,7 +116,7 @@ async fn the_plan_holds_the_cost_of_every_replayed_call_and_the_reports_show_bot
     assert_eq!(dry.status.code(), Some(0), "{}", text(&dry));
     let dry_text = String::from_utf8_lossy(&dry.stdout);
     assert!(dry_text.contains("ticket-triage  openai"), "{dry_text}");
-    assert!(dry_text.contains("total: 26 calls"), "{dry_text}");
+    assert!(dry_text.contains("total: 30 calls"), "{dry_text}");
     assert!(server.received_requests().await.unwrap().is_empty());
 
     let recorded = project
@@ -157,7 +157,7 @@ async fn the_plan_holds_the_cost_of_every_replayed_call_and_the_reports_show_bot
         total += cost;
         checked += 1;
     }
-    assert_eq!(checked, 26);
+    assert_eq!(checked, 30);
 
     let report: Value =
         serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
@@ -198,7 +198,7 @@ async fn a_budget_below_the_plan_stops_within_a_wave_and_allowlists_nothing() {
     let allowlist = std::fs::read(project.path("allowlist.json")).unwrap();
     let history = std::fs::read(project.path("reports/history.jsonl")).unwrap();
     let sent_before = server.received_requests().await.unwrap().len();
-    assert_eq!(sent_before, 26);
+    assert_eq!(sent_before, 30);
 
     let plan = plan_json(&project);
     let highs: Vec<f64> = plan["pairs"][0]["cases"]
@@ -228,7 +228,7 @@ async fn a_budget_below_the_plan_stops_within_a_wave_and_allowlists_nothing() {
 
     let sent = server.received_requests().await.unwrap().len() - sent_before;
     assert!(sent >= 1, "the budget allowed some calls");
-    assert!(sent < 26);
+    assert!(sent < 30);
     let report: Value =
         serde_json::from_slice(&std::fs::read(run_dir(&out).join("report.json")).unwrap()).unwrap();
     assert_eq!(report["run"]["complete"], false);
@@ -241,12 +241,12 @@ async fn a_budget_below_the_plan_stops_within_a_wave_and_allowlists_nothing() {
     assert!(!stdout.contains("interrupted"), "{stdout}");
     assert!(
         stdout.contains(&format!(
-            "the budget stopped the run after {sent} of 26 calls"
+            "the budget stopped the run after {sent} of 30 calls"
         )),
         "{stdout}"
     );
     assert!(
-        stdout.contains(&format!("stopped by the budget: {sent} requests were sent to the providers; {sent} of 26 planned calls completed")),
+        stdout.contains(&format!("stopped by the budget: {sent} requests were sent to the providers; {sent} of 30 planned calls completed")),
         "{stdout}"
     );
     let actual = report["verdicts"][0]["cost"]["actual_usd"]
@@ -269,7 +269,7 @@ async fn a_budget_below_the_plan_stops_within_a_wave_and_allowlists_nothing() {
         .count();
     assert_eq!(
         not_sent + sent,
-        26,
+        30,
         "every planned call is recorded, sent or not"
     );
 }

@@ -609,10 +609,10 @@ fn signed_file(
                 report: "reports/r/report.json".into(),
                 conform_version: "0.1.0".into(),
                 first_call_at: Some(stamp(now - time::Duration::hours(hours + 1))),
-                cases: 26,
+                cases: 30,
                 repeats: 1,
-                calls: 26,
-                passed: 26,
+                calls: 30,
+                passed: 30,
                 pass_rate: 1.0,
                 first_attempt_pass_rate: 1.0,
                 ..Evidence::default()

@@ -53,7 +53,11 @@ fn suite(dir: &Path, extra: &str) -> Suite {
         )
         .unwrap();
     }
-    Suite::load(dir).unwrap()
+    let mut suite = Suite::load(dir).unwrap();
+    // Two cases are few calls: a project that holds its permits to little (what
+    // `[evidence] max_undetected_failure_rate` sets), so these verdicts are about stability.
+    suite.required_failure_rate = 0.99;
+    suite
 }
 
 async fn verdict(suite: Suite, flip: bool, dir: &Path) -> run::PairVerdict {

@@ -612,7 +612,7 @@ fn stream_agreement_compares_each_streamed_answer_with_the_unstreamed_one() {
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     let run = project.last_run();
     let records = read_lines(&run.join("results.jsonl"));
-    assert_eq!(records.len(), 52);
+    assert_eq!(records.len(), 60);
     for r in &records {
         let agreement = r["checks"]
             .as_array()
@@ -706,7 +706,7 @@ async fn through_conform_run_a_cut_or_failed_stream_never_passes() {
     // pair revoked (none was granted), nothing granted.
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     let records = read_lines(&project.last_run().join("results.jsonl"));
-    assert_eq!(records.len(), 26 * expected.len());
+    assert_eq!(records.len(), 30 * expected.len());
     for r in &records {
         assert_eq!(r["passed"], false, "{r}");
         let (_, code) = expected

@@ -492,8 +492,9 @@ pub struct GatePermit {
     /// The keys whose signatures the entry carries (none when unsigned).
     pub signed_by: Vec<String>,
     pub rules_out: RulesOut,
-    /// The failure rate the evidence had to rule out, and who set it.
-    pub required: conform_allowlist::decision::Bound,
+    /// The failure rate the evidence had to rule out, and who set it (none for the
+    /// orchestrator contract's reading).
+    pub required: Option<conform_allowlist::decision::Bound>,
     /// What the comparison with a reference rules out, when the evidence has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift_rules_out: Option<conform_allowlist::format::DriftRulesOut>,

@@ -110,7 +110,7 @@ fn answer(list: &Allowlist, query: &Query<'_>, local: Option<&Local>) -> Result<
             local.observed(query.reported),
             query.required.or_defaults(local.settings.bounds()),
         ),
-        None => (query.reported, query.required),
+        None => (query.reported, query.required.contract()),
     };
     let observed = Observed {
         seen: (query.seen).and_then(|s| s.get(query.suite, query.provider)),

@@ -135,7 +135,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
         resume,
         ..how(global, asked, args.common.no_progress, tape, args.budget)
     };
-    let mut to = conclude_to(global, Destination::Real, how.asked.valid_for);
+    let mut to = conclude_to(global, Destination::Real, &how);
     to.allow_unsigned = args.allow_unsigned;
     match run_and_conclude(global, workspace, &how, to).await {
         Ok(result) => Ok(result.overall(how.asked.shard.is_some()).into()),
@@ -168,7 +168,7 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
         Err(e) => return failed(e),
     };
     let how = how(global, asked, args.common.no_progress, None, None);
-    let to = conclude_to(global, Destination::Demo, how.asked.valid_for);
+    let to = conclude_to(global, Destination::Demo, &how);
     let result = match run_and_conclude(global, workspace.clone(), &how, to).await {
         Ok(result) => result,
         Err(e) => return failed(e),
@@ -184,14 +184,6 @@ pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
         println!("\ndemo: unexpected verdicts:\n  {}", surprises.join("\n  "));
         Ok(Exit::Failed)
     }
-}
-
-/// Where a run's conclusions go, production's allowlist held to the trust file.
-fn conclude_to(global: &Global, to: Destination, valid_for: Duration) -> Conclude {
-    let (allowlist, reports) = (global.allowlist_path(), global.reports_dir());
-    let mut conclude = Conclude::to(allowlist, &reports, to, valid_for);
-    conclude.trust = Some(global.paths().trust);
-    conclude
 }
 
 pub(super) fn load(global: &Global, providers: &[String], suites: &[String]) -> Option<Workspace> {
@@ -219,6 +211,19 @@ pub(super) fn failed(e: ExecuteError) -> anyhow::Result<Exit> {
         e => return Err(e.into()),
     }
     Ok(Exit::Usage)
+}
+
+/// Where a run's conclusions go, production's allowlist held to the trust file.
+fn conclude_to(global: &Global, to: Destination, how: &Execute) -> Conclude {
+    let trust = Some(global.paths().trust);
+    let reports = global.reports_dir();
+    Conclude::to(
+        global.allowlist_path(),
+        &reports,
+        to,
+        how.asked.valid_for,
+        trust,
+    )
 }
 
 fn how(

@@ -142,51 +142,16 @@ pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<Exit> {
     };
     super::allocator::tune();
     let trimmer = tokio::spawn(super::allocator::trim_forever());
+    let evidence = config.evidence_line();
     let server = Server::bind(config)
         .await
         .context("conform serve cannot start")?;
-    if args.unverified_allowlist {
-        eprintln!(
-            "conform serve: --unverified-allowlist: failover is decided on the allowlist's suite, provider and valid_until alone; its evidence is NOT held to a project, so any entry anyone writes permits failover"
-        );
-    } else {
-        let trust = global.paths().trust;
-        let signed = match trust.exists() {
-            true => format!("only entries signed by a key in {}", trust.display()),
-            false => format!("entries need no signature (no {})", trust.display()),
-        };
-        eprintln!(
-            "conform serve: failover evidence is held to {} (fixtures/, providers/, conform.toml), as `conform gate` holds it; {signed}",
-            global.root.display()
-        );
-    }
+    eprintln!("conform serve: {evidence}");
     if let Some(addr) = server.local_addr() {
         eprintln!("conform serve: listening on http://{addr}");
     }
-    let served = server.run(shutdown_signal()).await;
+    let served = server.run(conform::orchestrator::shutdown_signal()).await;
     trimmer.abort();
     served.context("conform serve stopped")?;
     Ok(Exit::Ok)
-}
-
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut terminate) => {
-                tokio::select! {
-                    _ = interrupt => {}
-                    _ = terminate.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = interrupt.await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
-    }
 }

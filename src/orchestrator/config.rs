@@ -35,6 +35,27 @@ pub struct Config {
     pub limits: Limits,
 }
 
+impl Config {
+    /// What failover evidence is held to, for the line `conform serve` starts with.
+    pub fn evidence_line(&self) -> String {
+        let Some(project) = &self.project else {
+            return "--unverified-allowlist: failover is decided on the allowlist's suite, provider and valid_until alone; its evidence is NOT held to a project, so any entry anyone writes permits failover".into();
+        };
+        let signed = match project.trust.exists() {
+            true => format!(
+                "only entries signed by a key in {}",
+                project.trust.display()
+            ),
+            false => format!("entries need no signature (no {})", project.trust.display()),
+        };
+        format!(
+            "failover evidence is held to {} and {} (with conform.toml), as `conform gate` holds it; {signed}",
+            project.fixtures.display(),
+            project.providers.display()
+        )
+    }
+}
+
 /// The HTTP layer's bounds: requests in flight, bodies in memory, and how long a
 /// connection may take to say what it wants. See `docs/orchestrator.md`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -78,3 +78,27 @@ pub(crate) async fn serve(
         Err(_) => Drained::TimedOut,
     }
 }
+
+/// Resolves on Ctrl-C or, on Unix, SIGTERM: when `conform serve` starts its graceful
+/// shutdown. A signal that cannot be listened for leaves Ctrl-C.
+pub async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = interrupt => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = interrupt.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}

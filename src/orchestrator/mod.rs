@@ -56,6 +56,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 pub use config::{Config, Limits, OwnerIds, Provider, Providers};
+pub use listen::shutdown_signal;
 
 use crate::ledger::{Ledger, LedgerError, LedgerOptions};
 use gate::{AllowlistGate, FailoverGate};

@@ -69,7 +69,7 @@ pub fn decision_text(t: &crate::verdict::Tally) -> Option<String> {
     let case = d.case.as_deref().unwrap_or("?");
     let why = match d.rule {
         DecisionRule::PassThreshold => format!(
-            "{} failures of the model's own, more than the {} that pass_threshold = {} allows over {} calls",
+            "{} failures of its own (the model's, or the provider's own failures to answer), more than the {} that pass_threshold = {} allows over {} calls",
             d.model_failures, d.allowed_failures, d.pass_threshold, t.planned
         ),
         DecisionRule::MinAgreement => format!(

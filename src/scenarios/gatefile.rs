@@ -96,7 +96,7 @@ pub fn remove(path: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::allowlist::{Observed, Reason, permits};
+    use crate::allowlist::{Query, Reason, decide};
 
     #[test]
     fn the_standard_allowlist_permits_fallback_and_nothing_else() {
@@ -104,15 +104,17 @@ mod tests {
         let path = dir.path().join("allowlist.json");
         write(&path, &standard()).unwrap();
         let now = OffsetDateTime::now_utc();
-        let o = Observed::default();
-        assert!(permits(&path, TASK, "fallback", now, &o).is_ok());
-        let denied = permits(&path, TASK, "rogue", now, &o).unwrap_err();
-        assert_eq!(denied.reason, Reason::NoEntry);
-        let denied = permits(&path, OTHER_TASK, "fallback", now, &o).unwrap_err();
-        assert_eq!(denied.reason, Reason::NoEntry);
+        // The orchestrator contract's reading, as the scenarios' orchestrator reads it.
+        let reason = |task, provider| {
+            decide(&path, &Query::new(task, provider, now))
+                .err()
+                .map(|d| d.reason)
+        };
+        assert_eq!(reason(TASK, "fallback"), None);
+        assert_eq!(reason(TASK, "rogue"), Some(Reason::NoEntry));
+        assert_eq!(reason(OTHER_TASK, "fallback"), Some(Reason::NoEntry));
         write(&path, &allowlist(TASK, &[("fallback", &in_seconds(-60))])).unwrap();
-        let denied = permits(&path, TASK, "fallback", now, &o).unwrap_err();
-        assert_eq!(denied.reason, Reason::Expired);
+        assert_eq!(reason(TASK, "fallback"), Some(Reason::Expired));
         remove(&path).unwrap();
         remove(&path).unwrap();
     }

@@ -188,8 +188,9 @@ impl Denial {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Permit {
     pub entry: Entry,
-    /// The failure rate the evidence had to rule out, and who asked for it.
-    pub failure_bound: Bound,
+    /// The failure rate the evidence had to rule out, and who asked for it; `None` for
+    /// the orchestrator contract's reading, which holds an entry to its time alone.
+    pub failure_bound: Option<Bound>,
     /// The drift from the reference the comparison had to rule out, when one was asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift_bound: Option<Bound>,
@@ -201,11 +202,10 @@ impl Permit {
     /// above 4.1 % from claude on /label (95 % confidence)`.
     pub fn rules_out_words(&self) -> String {
         let ev = &self.entry.evidence;
-        let mut words = format!(
-            "{}, within the {} required",
-            RulesOut::of(ev.calls, ev.passed).words(),
-            self.failure_bound.words()
-        );
+        let mut words = RulesOut::of(ev.calls, ev.passed).words();
+        if let Some(bound) = &self.failure_bound {
+            words.push_str(&format!(", within the {} required", bound.words()));
+        }
         if let Some(d) = &ev.differential {
             let drift = match d.drift_rules_out() {
                 Some(r) => r.words(&d.reference),
@@ -238,6 +238,9 @@ pub enum BoundFrom {
     Project,
     /// Nobody: [`DEFAULT_MAX_UNDETECTED_FAILURE_RATE`].
     Default,
+    /// The orchestrator contract's reading of the file (no project to hold it to): an
+    /// entry is held to its time alone, and no failure rate is required unless asked.
+    Contract,
 }
 
 impl BoundFrom {
@@ -249,6 +252,7 @@ impl BoundFrom {
             BoundFrom::Default => {
                 "the default: [evidence] in conform.toml or the reader's --max-… flag sets another"
             }
+            BoundFrom::Contract => "none: the orchestrator contract's reading, by time alone",
         }
     }
 }
@@ -399,17 +403,28 @@ impl Required {
         }
     }
 
-    /// The failure rate the evidence must rule out: the one asked for, else the default.
-    pub fn failure_bound(&self) -> Bound {
-        match self.max_undetected_failure_rate {
-            Some(rate) => Bound {
-                rate,
-                from: self.failure_rate_from,
-            },
-            None => Bound {
+    /// The failure rate the evidence must rule out: the one asked for, else the default;
+    /// none for the contract's reading when nothing was asked.
+    pub fn failure_bound(&self) -> Option<Bound> {
+        match (self.max_undetected_failure_rate, self.failure_rate_from) {
+            (Some(rate), from) => Some(Bound { rate, from }),
+            (None, BoundFrom::Contract) => None,
+            (None, _) => Some(Bound {
                 rate: DEFAULT_MAX_UNDETECTED_FAILURE_RATE,
                 from: BoundFrom::Default,
+            }),
+        }
+    }
+
+    /// The orchestrator contract's reading: these bounds, and no failure rate required
+    /// unless one was asked.
+    pub fn contract(self) -> Required {
+        Required {
+            failure_rate_from: match self.max_undetected_failure_rate {
+                Some(_) => self.failure_rate_from,
+                None => BoundFrom::Contract,
             },
+            ..self
         }
     }
 
@@ -625,9 +640,10 @@ fn check_evidence(
             evidence.run_id, evidence.repeats
         ));
     }
-    let bound = required.failure_bound();
     let rules_out = RulesOut::of(evidence.calls, evidence.passed);
-    if rules_out.failure_rate_above > bound.rate {
+    if let Some(bound) = required.failure_bound()
+        && rules_out.failure_rate_above > bound.rate
+    {
         return deny(format!(
             "{} passed of {} calls rule out only {}; a permit must rule out a failure rate above {}: add cases or repeats and run again",
             evidence.passed,
@@ -953,4 +969,209 @@ fn check_entry(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{DifferentialEvidence, FieldEvidence};
+    use time::macros::datetime;
+
+    const AT: OffsetDateTime = datetime!(2026-01-02 12:00 UTC);
+
+    fn list(calls: u64, differential: Option<DifferentialEvidence>) -> Allowlist {
+        let text = format!(
+            r#"{{"format": "conform.allowlist/v1", "entries": [{{"suite": "s", "provider": "p",
+            "model": "m", "served_models": [], "system_fingerprints": [],
+            "suite_digest": "sha256:aa", "provider_digest": "sha256:bb", "tokenizer": "none",
+            "evidence": {{"run_id": "r1", "report": "x", "conform_version": "0", "cases": {calls},
+            "repeats": 1, "calls": {calls}, "passed": {calls}, "pass_rate": 1.0,
+            "first_attempt_pass_rate": 1.0, "checks": {{}}}},
+            "generated_at": "2026-01-01T00:00:00Z", "valid_until": "2026-01-08T00:00:00Z"}}]}}"#
+        );
+        let mut list = Allowlist::parse(text.as_bytes()).unwrap();
+        list.entries[0].evidence.differential = differential;
+        list
+    }
+
+    fn decide(
+        list: &Allowlist,
+        observed: &Observed<'_>,
+        required: &Required,
+    ) -> Result<(), Reason> {
+        list.decide_with("s", "p", AT, observed, required)
+            .map(|_| ())
+            .map_err(|d| d.reason)
+    }
+
+    #[test]
+    fn a_permit_rules_out_ten_percent_unless_someone_says_otherwise() {
+        let none = Observed::default();
+        let asked = |rate| Required {
+            max_undetected_failure_rate: Some(rate),
+            ..Required::default()
+        };
+        // 28 calls rule out 10.1 %, 29 calls 9.8 %.
+        assert_eq!(
+            decide(&list(28, None), &none, &Required::default()),
+            Err(Reason::InsufficientEvidence)
+        );
+        assert_eq!(decide(&list(29, None), &none, &Required::default()), Ok(()));
+        // An explicit bound applies, stricter or not.
+        assert_eq!(decide(&list(28, None), &none, &asked(0.2)), Ok(()));
+        assert_eq!(
+            decide(&list(29, None), &none, &asked(0.05)),
+            Err(Reason::InsufficientEvidence)
+        );
+        // The contract's reading holds an entry to its time alone.
+        assert_eq!(
+            decide(&list(1, None), &none, &Required::default().contract()),
+            Ok(())
+        );
+        // Who set the bound is what the permit says.
+        let project = Required::default().or_defaults(ProjectBounds {
+            max_undetected_failure_rate: Some(0.2),
+            max_undetected_drift: None,
+            max_valid_for: std::time::Duration::from_secs(30 * 86_400),
+        });
+        assert_eq!(
+            project.failure_bound().map(|b| b.from),
+            Some(BoundFrom::Project)
+        );
+        assert_eq!(
+            Required::default()
+                .failure_bound()
+                .map(|b| (b.rate, b.from)),
+            Some((DEFAULT_MAX_UNDETECTED_FAILURE_RATE, BoundFrom::Default))
+        );
+        assert_eq!(
+            asked(0.3)
+                .or_defaults(ProjectBounds {
+                    max_undetected_failure_rate: Some(0.2),
+                    max_undetected_drift: None,
+                    max_valid_for: std::time::Duration::from_secs(86_400),
+                })
+                .failure_bound()
+                .map(|b| b.from),
+            Some(BoundFrom::Caller)
+        );
+    }
+
+    fn compared(agreeing: u64) -> DifferentialEvidence {
+        DifferentialEvidence {
+            reference: "claude".into(),
+            margin: 0.1,
+            confidence: 0.95,
+            cases: 60,
+            fields: vec![FieldEvidence {
+                field: "answer".into(),
+                reference_agreement: Some(1.0),
+                candidate_agreement: Some(agreeing as f64 / 120.0),
+                reference_pairs: 120,
+                candidate_pairs: 120,
+                verdict: "pass".into(),
+            }],
+            ..DifferentialEvidence::default()
+        }
+    }
+
+    #[test]
+    fn a_comparison_is_held_to_the_drift_asked_for() {
+        let drift = |rate| Required {
+            max_undetected_drift: Some(rate),
+            ..Required::default()
+        };
+        let none = Observed::default();
+        // 111 of 120 pairs rule out a drift above 11.7 % only.
+        let loose = list(60, Some(compared(111)));
+        assert_eq!(decide(&loose, &none, &Required::default()), Ok(()));
+        assert_eq!(decide(&loose, &none, &drift(0.12)), Ok(()));
+        assert_eq!(
+            decide(&loose, &none, &drift(0.05)),
+            Err(Reason::InsufficientEvidence)
+        );
+        // 120 of 120 rule out 1.9 %.
+        assert_eq!(
+            decide(&list(60, Some(compared(120))), &none, &drift(0.05)),
+            Ok(())
+        );
+        let shown = loose.entries[0]
+            .evidence
+            .differential
+            .as_ref()
+            .unwrap()
+            .drift_rules_out();
+        assert_eq!(shown.map(|r| r.drift_above), Some(0.1168));
+    }
+
+    #[derive(Debug)]
+    struct Project(ProviderIdentity);
+
+    impl References for Project {
+        fn identity(&self, name: &str) -> Result<ProviderIdentity, String> {
+            match name {
+                "claude" => Ok(self.0.clone()),
+                _ => Err(format!("no provider `{name}`")),
+            }
+        }
+    }
+
+    #[test]
+    fn a_changed_reference_denies_the_candidate_naming_the_field() {
+        let then = ProviderIdentity([("model".to_string(), serde_json::json!("c-1"))].into());
+        let mut pinned = compared(120);
+        pinned.reference_digest = Some(then.digest());
+        pinned.reference_identity = Some(then.clone());
+        let entry = list(60, Some(pinned));
+        let same = Project(then.clone());
+        let looking_at = |refs: &Project| {
+            decide(
+                &entry,
+                &Observed {
+                    references: Some(refs),
+                    ..Observed::default()
+                },
+                &Required::default(),
+            )
+        };
+        assert_eq!(looking_at(&same), Ok(()));
+        let now = ProviderIdentity([("model".to_string(), serde_json::json!("c-2"))].into());
+        let changed = Project(now);
+        assert_eq!(looking_at(&changed), Err(Reason::ReferenceChanged));
+        let denial = entry
+            .decide_with(
+                "s",
+                "p",
+                AT,
+                &Observed {
+                    references: Some(&changed),
+                    ..Observed::default()
+                },
+                &Required::default(),
+            )
+            .unwrap_err();
+        assert!(
+            denial.detail.contains("model: c-1 then, c-2 now"),
+            "{}",
+            denial.detail
+        );
+        // An entry that pinned no reference cannot be shown to be about this one.
+        let unpinned = list(60, Some(compared(120)));
+        assert_eq!(
+            decide(
+                &unpinned,
+                &Observed {
+                    references: Some(&same),
+                    ..Observed::default()
+                },
+                &Required::default()
+            ),
+            Err(Reason::ReferenceChanged)
+        );
+        // Without the project's providers to look at, nothing is held to them.
+        assert_eq!(
+            decide(&unpinned, &Observed::default(), &Required::default()),
+            Ok(())
+        );
+    }
 }

@@ -161,8 +161,8 @@ mod tests {
         let text = br#"{"format": "conform.allowlist/v1", "entries": [{"suite": "s",
             "provider": "p", "model": "m", "served_models": [], "system_fingerprints": [],
             "suite_digest": "sha256:aa", "provider_digest": "sha256:bb", "tokenizer": "none",
-            "evidence": {"run_id": "r1", "report": "x", "conform_version": "0", "cases": 1,
-            "repeats": 1, "calls": 1, "passed": 1, "pass_rate": 1.0,
+            "evidence": {"run_id": "r1", "report": "x", "conform_version": "0", "cases": 30,
+            "repeats": 2, "calls": 60, "passed": 60, "pass_rate": 1.0,
             "first_attempt_pass_rate": 1.0, "checks": {}},
             "generated_at": "2026-01-02T00:00:00Z", "valid_until": "2026-01-09T00:00:00Z"}]}"#;
         let mut list = Allowlist::parse(text).unwrap();
