@@ -152,6 +152,30 @@ impl Respond for Faithful {
     }
 }
 
+/// The good provider's answers, except for the cases this divides (`/break-K/…`): those
+/// it breaks on its own, an unreadable 2xx or a 5xx (no retry is allowed), by the case,
+/// so that a run meets the same breakage whatever else runs beside it.
+struct Breaking(usize);
+
+/// The divisors the `Breaks` changes use, each served at `/break-K/v1/chat/completions`.
+const BREAKS: [usize; 3] = [2, 4, 15];
+
+impl Respond for Breaking {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        let i = case_of(&body).unwrap_or(0);
+        match (i % self.0, i / self.0 % 2) {
+            (0, 0) => ResponseTemplate::new(200).set_body_raw(
+                "{\"id\": \"chatcmpl-fp\", \"choices\": [",
+                "application/json",
+            ),
+            (0, _) => ResponseTemplate::new(500)
+                .set_body_json(json!({"error": {"message": "boom", "type": "server_error"}})),
+            _ => reply(answer(i)),
+        }
+    }
+}
+
 struct Drifting;
 
 impl Respond for Drifting {
@@ -212,6 +236,13 @@ fn world() -> &'static World {
                 .respond_with(Faithful(Arc::clone(&fidelity)))
                 .mount(&good)
                 .await;
+            for k in BREAKS {
+                let path = format!("/break-{k}/v1/chat/completions");
+                wiremock::Mock::given(wiremock::matchers::path(path))
+                    .respond_with(Breaking(k))
+                    .mount(&good)
+                    .await;
+            }
             let drifting = wiremock::MockServer::start().await;
             wiremock::Mock::given(wiremock::matchers::method("POST"))
                 .respond_with(Drifting)
@@ -276,6 +307,10 @@ enum Mutation {
     Shards(Forge),
     /// `conform.toml` written.
     Settings(&'static str),
+    /// The good provider breaks the answers to the cases this divides on its own (an
+    /// unreadable 2xx, a 5xx), and is run again: more breakage must revoke, never leave
+    /// it open.
+    Breaks(usize),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -283,6 +318,10 @@ enum Address {
     Drifting,
     WithV1,
     TrailingSlash,
+    /// Another account on the same server: `http://acct2:secret@…`.
+    UserInfo,
+    /// Another address on the same server: `…?x=1`.
+    Query,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -370,8 +409,15 @@ fn mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
         2 => (0usize..5, 0usize..4096, any::<u8>()).prop_map(|(f, o, b)| Mutation::SuiteByte(f, o, b)),
         3 => (0usize..2, prop::sample::select(PROVIDER_FIELDS)).prop_map(|(p, f)| Mutation::ProviderField(p, f)),
-        1 => prop_oneof![Just(Address::Drifting), Just(Address::WithV1), Just(Address::TrailingSlash)]
-            .prop_map(Mutation::GoodAt),
+        1 => prop_oneof![
+            Just(Address::Drifting),
+            Just(Address::WithV1),
+            Just(Address::TrailingSlash),
+            Just(Address::UserInfo),
+            Just(Address::Query),
+        ]
+        .prop_map(Mutation::GoodAt),
+        1 => prop::sample::select(BREAKS.to_vec()).prop_map(Mutation::Breaks),
         2 => prop::collection::vec(flag, 1..3).prop_map(Mutation::Rerun),
         2 => (0i64..24 * 10).prop_map(Mutation::Clock),
         3 => edit.prop_map(Mutation::Field),
@@ -454,6 +500,8 @@ fn apply(root: &Path, world: &World, m: &Mutation) {
                 Address::Drifting => world.drifting.clone(),
                 Address::WithV1 => format!("{}/v1", world.good),
                 Address::TrailingSlash => format!("{}/", world.good),
+                Address::UserInfo => world.good.replacen("://", "://acct2:secret@", 1),
+                Address::Query => format!("{}/v1?x=1", world.good),
             };
             set_field(root, "good", &format!("base_url = \"{url}\""));
         }
@@ -541,6 +589,30 @@ fn apply(root: &Path, world: &World, m: &Mutation) {
             write_allowlist(root, &list);
         }
         Mutation::Shards(forge) => forge_and_merge(root, *forge),
+        Mutation::Breaks(every) => {
+            // Sent where the same provider breaks some answers on its own: the run grants
+            // nothing (`--base-url`), and must revoke.
+            let url = format!("{}/break-{every}", world.good);
+            let out = conform(root)
+                .args([
+                    "run",
+                    "good",
+                    "--suite",
+                    SUITE,
+                    "--no-progress",
+                    "--base-url",
+                    &url,
+                ])
+                .output()
+                .unwrap();
+            // Its own failures fail it (exit 1), or the files no longer load (exit 2):
+            // never a pass, and never an open verdict that leaves a permit standing.
+            assert!(
+                matches!(out.status.code(), Some(1 | 2)),
+                "a provider breaking the cases {every} divides: {}",
+                text(&out)
+            );
+        }
         Mutation::Settings(text) => std::fs::write(root.join("conform.toml"), text).unwrap(),
     }
 }
@@ -889,4 +961,124 @@ fn the_issues_paths_and_the_operational_changes() {
         Mutation::Shards(Forge::RelabelReplay),
     ])
     .unwrap();
+    // Issue 42: the endpoint is the whole address (another account, another query).
+    assert!(!permitted(&[Mutation::GoodAt(Address::UserInfo)]));
+    assert!(!permitted(&[Mutation::GoodAt(Address::Query)]));
+    // More breakage never gives a weaker verdict: a provider that then breaks one case in
+    // 15, or every other one, is revoked, never left standing as inconclusive.
+    assert!(!permitted(&[Mutation::Breaks(15)]));
+    assert!(!permitted(&[Mutation::Breaks(2)]));
+    // A default minimum: the same pass on too few calls permits nothing.
+    assert!(!permitted(&[Mutation::Settings(
+        "[evidence]\nmax_undetected_failure_rate = 0.05\n"
+    )]));
+}
+
+/// A server that answers every case of the triage suite as [`answer`] says, whatever
+/// else the request holds: a primary and a fallback that agree.
+struct Agreeing;
+
+impl Respond for Agreeing {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        reply(answer(case_of(&body).unwrap_or(0)))
+    }
+}
+
+/// Issue 42: the reference is part of the evidence. A fallback judged only against the
+/// primary (cases without `expected`) keeps its permit while the primary is as it was,
+/// and loses it (`reference_changed`, naming the field) when the primary's file changes
+/// what the primary is: another model, another endpoint. An operational change to the
+/// primary keeps it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_changed_primary_denies_the_fallback_judged_against_it() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Agreeing)
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write_project(root, &server.uri(), &server.uri());
+    // Judged against the primary alone: no `expected` left in the cases.
+    for i in 0..CASES {
+        let path = root.join(format!("fixtures/triage/cases/c{i:02}.json"));
+        let mut case: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        case.as_object_mut().unwrap().remove("expected");
+        std::fs::write(&path, case.to_string()).unwrap();
+    }
+    let suite = root.join("fixtures/triage/suite.toml");
+    let toml = std::fs::read_to_string(&suite).unwrap();
+    std::fs::write(&suite, format!("reference = \"primary\"\n{toml}")).unwrap();
+    let root = root.to_path_buf();
+    let gate = move |root: &Path| {
+        let out = conform(root)
+            .args([
+                "gate",
+                "--suite",
+                SUITE,
+                "--provider",
+                "good",
+                "--format",
+                "json",
+            ])
+            .output()
+            .unwrap();
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (out.status.code(), answer)
+    };
+    let (code, ran) = tokio::task::spawn_blocking({
+        let root = root.clone();
+        move || {
+            let out = conform(&root)
+                .args(["run", "good", "--suite", SUITE, "--no-progress"])
+                .output()
+                .unwrap();
+            (out.status.code(), text(&out))
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{ran}");
+    let permitted = gate(&root);
+    assert_eq!(permitted.0, Some(0), "{}", permitted.1);
+    // The permit states the comparison's power beside its own bound.
+    assert!(
+        permitted.1["drift_rules_out"]["drift_above"]
+            .as_f64()
+            .is_some(),
+        "{}",
+        permitted.1
+    );
+    set_field(&root, "primary", "timeout = \"20s\"");
+    assert_eq!(
+        gate(&root).0,
+        Some(0),
+        "an operational change keeps the permit"
+    );
+    for change in ["model = \"primary-model-2\"", "temperature = 0.7"] {
+        let copy = tempfile::tempdir().unwrap();
+        common::copy_dir(&root, copy.path());
+        set_field(copy.path(), "primary", change);
+        let (code, denied) = gate(copy.path());
+        assert_eq!(code, Some(1), "{change}: {denied}");
+        assert_eq!(denied["reason"], "reference_changed", "{change}: {denied}");
+        let field = change.split(' ').next().unwrap();
+        assert!(
+            denied["detail"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("{field}: ")),
+            "{change}: {denied}"
+        );
+    }
+    let copy = tempfile::tempdir().unwrap();
+    common::copy_dir(&root, copy.path());
+    std::fs::remove_file(copy.path().join("providers/primary.toml")).unwrap();
+    let (code, denied) = gate(copy.path());
+    assert_eq!(
+        (code, &denied["reason"]),
+        (Some(1), &json!("reference_changed")),
+        "{denied}"
+    );
 }

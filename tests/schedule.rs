@@ -296,9 +296,9 @@ fn a_runs_planned_counts_the_plan_and_the_merge_agree() {
     assert_eq!(
         plan,
         BTreeMap::from([
-            (pair("invoice-extraction", "sim-steady"), 25 * 2),
-            (pair("ticket-triage", "sim-steady"), 26 * 2),
-            (pair("ticket-triage", "sim-streamer"), 26 * 2 * 2),
+            (pair("invoice-extraction", "sim-steady"), 30 * 2),
+            (pair("ticket-triage", "sim-steady"), 30 * 2),
+            (pair("ticket-triage", "sim-streamer"), 30 * 2 * 2),
         ]),
         "the streamer skips invoice-extraction and sends a twin for every ticket call"
     );
@@ -315,9 +315,9 @@ fn a_runs_planned_counts_the_plan_and_the_merge_agree() {
     assert_eq!(
         planned,
         BTreeMap::from([
-            (pair("invoice-extraction", "sim-steady"), 25 * 2),
-            (pair("ticket-triage", "sim-steady"), 26 * 2),
-            (pair("ticket-triage", "sim-streamer"), 26 * 2),
+            (pair("invoice-extraction", "sim-steady"), 30 * 2),
+            (pair("ticket-triage", "sim-steady"), 30 * 2),
+            (pair("ticket-triage", "sim-streamer"), 30 * 2),
         ])
     );
     assert_eq!(requests_sent(&dir.join("results.jsonl")), plan);
