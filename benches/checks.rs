@@ -10,19 +10,19 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use conform::check::rules::RulesCheck;
-use conform::check::schema::SchemaCheck;
-use conform::check::tokens::{PromptTokens, TokensCheck};
-use conform::check::tool_calls::ToolCallsCheck;
-use conform::check::{CallFacts, Check, Checks, Subject, all_passed};
-use conform::config::Answer;
-use conform::config::{Case, Prompt, ProviderConfig, Suite};
-use conform::provider::ToolCall;
-use conform::provider::{Finish, FinishKind, Reply, Usage};
-use conform::sim::tools::ToolAnswer;
-use conform::tokenize::huggingface::HuggingFace;
-use conform::tokenize::tiktoken::Tiktoken;
-use conform::tokenize::{self, Tokenizer};
+use conform_check::check::rules::RulesCheck;
+use conform_check::check::schema::SchemaCheck;
+use conform_check::check::tokens::{PromptTokens, TokensCheck};
+use conform_check::check::tool_calls::ToolCallsCheck;
+use conform_check::check::{CallFacts, Check, Checks, Subject, all_passed};
+use conform_config::Answer;
+use conform_config::{Case, Prompt, ProviderConfig, Suite};
+use conform_wire::provider::ToolCall;
+use conform_wire::provider::{Finish, FinishKind, Reply, Usage};
+use conform_wire::sim::tools::ToolAnswer;
+use conform_wire::tokenize::huggingface::HuggingFace;
+use conform_wire::tokenize::tiktoken::Tiktoken;
+use conform_wire::tokenize::{self, Tokenizer};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -24,7 +24,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use conform::import::{self, Options, Redaction, Summary};
+use conform_import::{Options, Redaction, Summary};
 use serde_json::json;
 
 fn request(i: usize) -> serde_json::Value {
@@ -248,7 +248,7 @@ fn options(fixtures: &Path, suite: &str, sample: Option<(usize, u64)>) -> Option
         force: true,
         sample,
         max_cases: 2_000_000,
-        max_line_bytes: import::DEFAULT_MAX_LINE_BYTES,
+        max_line_bytes: conform_import::DEFAULT_MAX_LINE_BYTES,
         redaction: Redaction::new(true, &[], &[]).unwrap(),
     }
 }
@@ -289,7 +289,7 @@ fn one(kind: &str, n: usize, dir: &Path) {
     match kind {
         "batch" => measure("openai-batch (input + output, redacted)", || {
             let (input, output) = batch_paths(dir, n);
-            import::openai_batch::import(
+            conform_import::openai_batch::import(
                 &input,
                 std::slice::from_ref(&output),
                 &options(&fixtures, kind, None),
@@ -297,10 +297,11 @@ fn one(kind: &str, n: usize, dir: &Path) {
             .unwrap()
         }),
         "pairs" => measure("jsonl (request/response pairs, redacted)", || {
-            import::jsonl::import(&pairs_path(dir, n), &options(&fixtures, kind, None)).unwrap()
+            conform_import::jsonl::import(&pairs_path(dir, n), &options(&fixtures, kind, None))
+                .unwrap()
         }),
         "sample" => measure("jsonl --sample 1000 --seed 1", || {
-            import::jsonl::import(
+            conform_import::jsonl::import(
                 &pairs_path(dir, n),
                 &options(&fixtures, kind, Some((1000, 1))),
             )
@@ -315,8 +316,11 @@ fn one(kind: &str, n: usize, dir: &Path) {
             };
             // `n` is the export's size in MB here.
             measure(label, || {
-                import::otel::import(&[otel_path(dir, n)], &options(&fixtures, kind, sample))
-                    .unwrap()
+                conform_import::otel::import(
+                    &[otel_path(dir, n)],
+                    &options(&fixtures, kind, sample),
+                )
+                .unwrap()
             })
         }
         other => panic!("no import {other}"),

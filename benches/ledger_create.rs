@@ -3,7 +3,7 @@
 //!
 //! A creation writes the job *and* its first attempt, so the baseline writes the same two
 //! rows: on PostgreSQL, pgbench running the ledger's own `INSERT … ON CONFLICT` statement
-//! ([`conform::ledger::CREATE_JOB_POSTGRES`]) with its parameters spliced in; on SQLite,
+//! ([`conform_serve::ledger::CREATE_JOB_POSTGRES`]) with its parameters spliced in; on SQLite,
 //! the same two `INSERT … ON CONFLICT`s in a transaction per creation. For scale, each
 //! backend also prints the raw insert of the job row alone.
 //!
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use conform::ledger::{CREATE_JOB_POSTGRES, Created, Ledger, LedgerOptions, NewJob};
+use conform_serve::ledger::{CREATE_JOB_POSTGRES, Created, Ledger, LedgerOptions, NewJob};
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};

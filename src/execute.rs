@@ -16,12 +16,10 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use crate::allowlist::{Destination, UpdateError};
+use crate::conclude::Destination;
 use crate::conclude::{Conclude, ConcludeError};
-use crate::config::{Diagnostics, Paths, Selection, Workspace};
 use crate::merge::{self, MergeError};
 use crate::plan;
-use crate::provider::tape::{Recorder, TapeError};
 use crate::run::assemble::{AssembleError, Assembly, Setup, TapeMode, assemble};
 use crate::run::budget::Budget;
 use crate::run::resume::{Asked, Given, Pins};
@@ -30,6 +28,9 @@ use crate::run::shard::{Manifest, Plan as ShardPlan, PlanOptions, Shard};
 use crate::run::shard_signature::{self, ShardSignatureError};
 use crate::run::{self, PreparedSuite, RunError, RunOptions, RunResult, Target};
 use conform_allowlist::sign::{SignError, SigningKey, Trust};
+use conform_config::{Diagnostics, Paths, Selection, Workspace};
+use conform_gate::allowlist::UpdateError;
+use conform_wire::provider::tape::{Recorder, TapeError};
 
 /// Why a run or a merge could not be carried out or concluded.
 #[derive(Debug, thiserror::Error)]
@@ -154,7 +155,7 @@ pub fn for_run(
         }
     }
     (asked.providers, asked.suites) = names(&workspace);
-    crate::config::reference::add_live_references(
+    conform_config::reference::add_live_references(
         &mut workspace,
         paths,
         asked.reference.as_deref(),
@@ -186,7 +187,7 @@ pub fn for_demo(
     workspace.providers.retain(|p| p.is_simulated());
     let mut asked = given.fresh();
     (asked.providers, asked.suites) = names(workspace);
-    crate::config::reference::add_live_references(workspace, paths, None)
+    conform_config::reference::add_live_references(workspace, paths, None)
         .map_err(ExecuteError::Problems)?;
     if workspace.providers.is_empty() {
         return Err(ExecuteError::Usage(format!(
@@ -664,7 +665,7 @@ pub fn check(
 ) -> Checked {
     let (mut workspace, mut problems) = Workspace::load_partial(paths, selection);
     // A suite's live reference must be a provider file; it is checked like the others.
-    if let Err(d) = crate::config::reference::add_live_references(&mut workspace, paths, None) {
+    if let Err(d) = conform_config::reference::add_live_references(&mut workspace, paths, None) {
         problems.extend(d);
     }
     let cases = workspace.suites.iter().map(|s| s.cases.len()).sum();
@@ -702,33 +703,33 @@ pub enum ReachError {
     #[error("{}: {source}", file.display())]
     Key {
         file: PathBuf,
-        source: crate::config::KeyError,
+        source: conform_config::KeyError,
     },
     #[error(transparent)]
-    Sim(#[from] crate::sim::StartError),
+    Sim(#[from] conform_wire::sim::StartError),
     #[error(transparent)]
-    Transport(#[from] crate::provider::transport::SetupError),
+    Transport(#[from] conform_wire::provider::transport::SetupError),
 }
 
 /// One provider's endpoint outside a run (`conform probe`), with the server of a
 /// simulation, which lives as long as this does.
 pub struct Reached {
-    pub endpoint: crate::provider::transport::Endpoint,
-    pub config: Arc<crate::config::ProviderConfig>,
-    _sim: Option<crate::sim::SimServer>,
+    pub endpoint: conform_wire::provider::transport::Endpoint,
+    pub config: Arc<conform_config::ProviderConfig>,
+    _sim: Option<conform_wire::sim::SimServer>,
 }
 
 /// Reaches `config` with its key; a simulation is started on loopback and answers from
 /// no case (a probe's requests are not a suite's).
-pub async fn reach(mut config: crate::config::ProviderConfig) -> Result<Reached, ReachError> {
-    use crate::provider::transport::{Endpoint, Transport};
+pub async fn reach(mut config: conform_config::ProviderConfig) -> Result<Reached, ReachError> {
+    use conform_wire::provider::transport::{Endpoint, Transport};
     let key = config.api_key().map_err(|source| ReachError::Key {
         file: config.file.clone(),
         source,
     })?;
     let sim = if config.is_simulated() {
-        let book = Arc::new(crate::sim::AnswerBook::default());
-        let server = crate::sim::SimServer::start(&config, book).await?;
+        let book = Arc::new(conform_wire::sim::AnswerBook::default());
+        let server = conform_wire::sim::SimServer::start(&config, book).await?;
         config.base_url = server.uri();
         Some(server)
     } else {
@@ -736,7 +737,7 @@ pub async fn reach(mut config: crate::config::ProviderConfig) -> Result<Reached,
     };
     let config = Arc::new(config);
     let transport = Transport::for_addresses([config.base_url.as_str()])?;
-    let wire = crate::provider::wire_format(config.wire_kind());
+    let wire = conform_wire::provider::wire_format(config.wire_kind());
     Ok(Reached {
         endpoint: Endpoint::new(Arc::clone(&config), wire, key, transport),
         config,

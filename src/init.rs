@@ -8,8 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::Kind;
-use crate::import::{self, Options, Redaction, Summary};
+use conform_config::Kind;
+use conform_import::{Options, Redaction, Summary};
 
 /// The name of the starter suite and of an imported one.
 pub const STARTER_SUITE: &str = "ticket-triage";
@@ -105,7 +105,7 @@ pub enum InitError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Import(#[from] import::ImportError),
+    Import(#[from] conform_import::ImportError),
 }
 
 /// One provider to write: `providers/NAME.toml`.
@@ -292,7 +292,7 @@ pub fn scaffold(root: &Path, plan: &Plan) -> Result<Scaffolded, InitError> {
     let readme_path = root.join("README.md");
     let workflow_path = root.join(".github/workflows/conform.yml");
     let suite_dir = root.join("fixtures").join(suite);
-    let settings_path = root.join(crate::config::project::FILE);
+    let settings_path = root.join(conform_config::project::FILE);
     let mut taken: Vec<String> = (providers.iter().map(|p| provider_path(p)))
         .chain([
             readme_path.clone(),
@@ -383,16 +383,16 @@ fn import_traffic(root: &Path, input: &Path) -> Result<Summary, InitError> {
         fixtures: root.join("fixtures"),
         force: false,
         sample: None,
-        max_cases: import::DEFAULT_MAX_CASES,
-        max_line_bytes: import::DEFAULT_MAX_LINE_BYTES,
+        max_cases: conform_import::DEFAULT_MAX_CASES,
+        max_line_bytes: conform_import::DEFAULT_MAX_LINE_BYTES,
         redaction: Redaction::new(true, &[], &[])?,
     };
     let promptfoo = input
         .extension()
         .is_some_and(|e| e == "yaml" || e == "yml" || e == "csv");
     Ok(match promptfoo {
-        true => import::promptfoo::import(input, &opts)?,
-        false => import::jsonl::import(input, &opts)?,
+        true => conform_import::promptfoo::import(input, &opts)?,
+        false => conform_import::jsonl::import(input, &opts)?,
     })
 }
 
@@ -473,7 +473,7 @@ fn workflow(providers: &[&ProviderSpec], free_text: bool, next: &[String]) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ProviderConfig;
+    use conform_config::ProviderConfig;
 
     /// Every file init writes is a provider file conform reads, with the model and the
     /// address asked for.

@@ -49,7 +49,7 @@ fn main() -> ExitCode {
 fn init_logging(verbose: u8) {
     let default = match verbose {
         // The ledger's state changes are the operator's record: shown by default.
-        0 => "warn,conform::ledger=info,conform::orchestrator=info",
+        0 => "warn,conform_serve::ledger=info,conform_serve::orchestrator=info",
         1 => "debug",
         _ => "trace",
     };

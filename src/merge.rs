@@ -28,12 +28,12 @@ use std::sync::Arc;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::check::record::CallRecord;
 use crate::run::judge::{CaseIndex, rejudge};
 use crate::run::schedule::Schedule;
 use crate::run::shard::{MANIFEST, Manifest, ManifestError, Plan};
 use crate::run::tallies::Tallies;
 use crate::run::{PreparedSuite, RunResult, Target};
+use conform_check::check::record::CallRecord;
 
 /// One shard report folder and its manifest.
 #[derive(Debug, Clone)]
@@ -350,7 +350,7 @@ pub fn check_fresh(
     now: OffsetDateTime,
 ) -> Result<(), MergeError> {
     let (first, last) = span(reports)?;
-    if last > now + crate::allowlist::decision::CLOCK_SKEW {
+    if last > now + conform_gate::allowlist::decision::CLOCK_SKEW {
         return Err(MergeError::Future {
             at: last.format(&Rfc3339).unwrap_or_default(),
         });
@@ -372,7 +372,7 @@ fn merged_run_id(reports: &[ShardReport], first: OffsetDateTime) -> String {
     let stamp = first.format(&format).unwrap_or_default();
     let mut ids: Vec<&str> = reports.iter().map(|r| r.manifest.run_id.as_str()).collect();
     ids.sort_unstable();
-    let digest = crate::digest::canonical(&ids);
+    let digest = conform_config::digest::canonical(&ids);
     let hex = digest.trim_start_matches("sha256:");
     format!("{stamp}-merge-{}", hex.get(..8).unwrap_or(hex))
 }

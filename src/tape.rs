@@ -6,8 +6,8 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::config::{Diagnostics, Paths, Selection, Workspace};
 use crate::run::reference_tape::{self, Converted, ToReferenceError};
+use conform_config::{Diagnostics, Paths, Selection, Workspace};
 
 /// Why a tape could not become references.
 #[derive(Debug, thiserror::Error)]

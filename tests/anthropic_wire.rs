@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use conform::provider::{ErrorKind, FinishKind};
+use conform_wire::provider::{ErrorKind, FinishKind};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -341,7 +341,7 @@ async fn stop_reasons_map_to_finish_kinds() {
 
 /// Serves a recorded error (status, body and recorded headers) and returns the final
 /// classification and the number of requests the endpoint made.
-async fn classify_recorded(file: &str) -> (conform::provider::CallError, usize) {
+async fn classify_recorded(file: &str) -> (conform_wire::provider::CallError, usize) {
     let recorded = wire(file);
     let mut template =
         ResponseTemplate::new(status_of(&recorded)).set_body_json(body_of(&recorded));
@@ -446,7 +446,7 @@ async fn rate_limit_with_retry_after_then_success() {
 }
 
 /// A stream transcript served where one JSON message was expected.
-async fn serve_stream(file: &str) -> (conform::provider::CallError, usize) {
+async fn serve_stream(file: &str) -> (conform_wire::provider::CallError, usize) {
     let server = server_answering(
         ResponseTemplate::new(200)
             .insert_header("content-type", "text/event-stream")

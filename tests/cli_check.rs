@@ -144,7 +144,7 @@ fn truncated_json_files_are_placed_where_they_stop() {
 #[cfg(target_os = "linux")]
 #[test]
 fn check_reads_each_case_once() {
-    use conform::config::{Paths, Selection, Workspace};
+    use conform_config::{Paths, Selection, Workspace};
     let project = Project::new(&["openai"]);
     let suite = project.path("fixtures/ticket-triage");
     let padding = "The parcel arrived on time. ".repeat(600);

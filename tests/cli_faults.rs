@@ -321,7 +321,7 @@ async fn a_refused_connection_names_its_url_and_counts_its_retries() {
     let shown = out
         .stderr
         .lines()
-        .filter(|l| l.contains("conform::provider::transport") && l.contains("retrying"))
+        .filter(|l| l.contains("conform_wire::provider::transport") && l.contains("retrying"))
         .count();
     let recorded: u64 = records.iter().map(|r| r["retries"].as_u64().unwrap()).sum();
     assert_eq!(shown as u64, recorded, "{}", out.stderr);

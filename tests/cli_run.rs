@@ -337,7 +337,7 @@ async fn an_auth_failure_is_inconclusive_leaves_the_allowlist_alone_and_leaks_no
     );
     // The provider is stopped after the first refusal: no hammering with a bad key.
     let sent = server.received_requests().await.unwrap().len();
-    let in_flight = conform::config::provider::DEFAULT_CONCURRENCY;
+    let in_flight = conform_config::provider::DEFAULT_CONCURRENCY;
     assert!(sent <= in_flight, "{sent} requests after an auth failure");
     assert_eq!(
         std::fs::read_to_string(project.path("allowlist.json")).unwrap(),
@@ -484,7 +484,7 @@ async fn ctrl_c_marks_the_report_incomplete_and_leaves_the_allowlist_alone() {
     // Wait until the run is under way: every call in flight (openai.toml states no
     // `concurrency`, and this server no limit, so the default) holds a request the server
     // will not answer for 30 s, so no further request can be sent.
-    let in_flight = conform::config::provider::DEFAULT_CONCURRENCY;
+    let in_flight = conform_config::provider::DEFAULT_CONCURRENCY;
     let mut sent = 0;
     for _ in 0..400 {
         sent = server.received_requests().await.unwrap().len();

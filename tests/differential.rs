@@ -14,11 +14,13 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use conform::check::differential::{CODE, FieldVerdict, INSUFFICIENT, NO_FLOOR, NO_REFERENCE};
-use conform::config::{ProviderConfig, Suite};
 use conform::run::{self, PairVerdict, RunOptions, RunResult};
-use conform::sim::AnswerBook;
-use conform::verdict::Verdict;
+use conform_check::check::differential::{
+    CODE, FieldVerdict, INSUFFICIENT, NO_FLOOR, NO_REFERENCE,
+};
+use conform_check::verdict::Verdict;
+use conform_config::{ProviderConfig, Suite};
+use conform_wire::sim::AnswerBook;
 use serde_json::{Value, json};
 
 const SEEDS: u64 = 20;
@@ -352,7 +354,7 @@ async fn a_live_reference_missing_from_the_run_is_inconclusive() {
     assert_eq!(faithful.verdict, Verdict::Inconclusive);
     assert_eq!(
         faithful.reasons,
-        [conform::check::differential::NO_REFERENCE]
+        [conform_check::check::differential::NO_REFERENCE]
     );
 }
 
@@ -514,7 +516,7 @@ fn the_demo_grants_with_the_differential_evidence_in_a_schema_valid_allowlist() 
     assert_eq!(evidence["cases"], CASES);
     assert_eq!(evidence["fields"][0]["field"], "answer");
     assert_eq!(evidence["fields"][0]["verdict"], "pass");
-    let schema: Value = serde_json::from_str(conform::allowlist::format::SCHEMA).unwrap();
+    let schema: Value = serde_json::from_str(conform_gate::allowlist::format::SCHEMA).unwrap();
     let validator = jsonschema::draft202012::new(&schema).unwrap();
     let errors: Vec<String> = validator
         .iter_errors(&allowlist)
@@ -946,7 +948,7 @@ async fn a_comparison_that_could_not_have_failed_is_insufficient_evidence_never_
         flipper
             .tally
             .codes
-            .get(&conform::check::Code::ReferenceDisagreement)
+            .get(&conform_check::check::Code::ReferenceDisagreement)
             .copied(),
         Some(2),
         "{:?}",

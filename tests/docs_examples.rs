@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use conform::config::ProviderConfig;
+use conform_config::ProviderConfig;
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 

@@ -10,10 +10,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use conform::config::{ProviderConfig, Suite};
 use conform::run::{self, PairVerdict, RunOptions};
-use conform::sim::AnswerBook;
-use conform::verdict::{DecisionRule, Verdict};
+use conform_check::verdict::{DecisionRule, Verdict};
+use conform_config::{ProviderConfig, Suite};
+use conform_wire::sim::AnswerBook;
 use serde_json::json;
 
 const SEEDS: u64 = 20;

@@ -1,6 +1,6 @@
 //! docs/evidence.md is the contract a reader audits: held to the code here.
 
-use conform::allowlist::Reason;
+use conform_gate::allowlist::Reason;
 
 fn doc() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/evidence.md")).unwrap()
@@ -20,7 +20,7 @@ fn the_rules_out_table_is_what_the_statistics_give() {
         .collect();
     assert!(rows.len() >= 5, "{rows:?}");
     for (n, rate) in rows {
-        let bound = conform::stats::failure_rate_upper_bound(0, n, 0.95) * 100.0;
+        let bound = conform_allowlist::stats::failure_rate_upper_bound(0, n, 0.95) * 100.0;
         assert!(
             (bound - rate).abs() < 0.051,
             "{n} calls: the page says {rate} %, the code {bound:.2} %"
@@ -56,7 +56,7 @@ fn the_operational_fields_are_the_ones_the_identity_leaves_out() {
         .split("\n\n")
         .next()
         .unwrap();
-    for field in conform::config::identity::OPERATIONAL {
+    for field in conform_config::identity::OPERATIONAL {
         assert!(
             para.contains(&format!("`{field}`")) || para.contains(&format!("`[{field}]`")),
             "{field} is not named as operational"

@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::{Mode, Project};
-use conform::allowlist::state::{self, State};
-use conform::allowlist::{
+use conform_allowlist::format::DifferentialEvidence;
+use conform_config::Paths;
+use conform_gate::allowlist::state::{self, State};
+use conform_gate::allowlist::{
     Allowlist, Change, Entry, Evidence, Local, Observed, Query, Required, Revocation, decide,
     update,
 };
-use conform::config::Paths;
-use conform_allowlist::format::DifferentialEvidence;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -110,12 +110,12 @@ fn serve_answer(
     project: &Project,
     path: &Path,
     provider: &str,
-) -> Result<(), conform::allowlist::Denial> {
-    use conform::orchestrator::gate::{AllowlistGate, FailoverGate};
+) -> Result<(), conform_gate::allowlist::Denial> {
+    use conform_serve::orchestrator::gate::{AllowlistGate, FailoverGate};
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let url = format!("sqlite://{}", project.path("ledger.db").display());
-        let ledger = conform::ledger::Ledger::connect(&url, &Default::default())
+        let ledger = conform_serve::ledger::Ledger::connect(&url, &Default::default())
             .await
             .unwrap();
         let seen = State::load(&state_file(project)).unwrap();
@@ -151,8 +151,8 @@ fn with_entries(path: &Path, entries: Vec<Entry>, revocations: Vec<Revocation>) 
 }
 
 /// A new key, listed in the project's `trust.toml`.
-fn trusted(project: &Project) -> conform::sign::SigningKey {
-    let key = conform::sign::SigningKey::generate().unwrap();
+fn trusted(project: &Project) -> conform_allowlist::sign::SigningKey {
+    let key = conform_allowlist::sign::SigningKey::generate().unwrap();
     project.write(
         "trust.toml",
         &format!(
@@ -163,8 +163,8 @@ fn trusted(project: &Project) -> conform::sign::SigningKey {
     key
 }
 
-fn signed(mut entry: Entry, key: &conform::sign::SigningKey) -> Entry {
-    conform::allowlist::attest::sign(&mut entry, key);
+fn signed(mut entry: Entry, key: &conform_allowlist::sign::SigningKey) -> Entry {
+    conform_gate::allowlist::attest::sign(&mut entry, key);
     entry
 }
 
@@ -378,7 +378,7 @@ const CASES: &[Case] = &[
         provider: "fallback",
         setup: |p, path| {
             trusted(p);
-            let stranger = conform::sign::SigningKey::generate().unwrap();
+            let stranger = conform_allowlist::sign::SigningKey::generate().unwrap();
             with_entries(path, vec![signed(entry(p, "fallback"), &stranger)], vec![]);
         },
         expected: "untrusted_key",
@@ -390,7 +390,7 @@ const CASES: &[Case] = &[
             let key = trusted(p);
             let granted = signed(entry(p, "fallback"), &key);
             let mut revoked = revocation("fallback", OffsetDateTime::now_utc());
-            conform::allowlist::attest::sign(&mut revoked, &key);
+            conform_gate::allowlist::attest::sign(&mut revoked, &key);
             // Every reader read the revocation before (serve's ledger is primed from the
             // same state), then the older file is put back.
             with_entries(path, vec![], vec![revoked]);
@@ -431,7 +431,7 @@ fn answers(project: &Project, path: &Path, provider: &str) -> BTreeMap<&'static 
     let mut out = BTreeMap::new();
     let paths = Paths::under(project.root());
     let now = OffsetDateTime::now_utc();
-    let code = |d: Result<(), conform::allowlist::Denial>| match d {
+    let code = |d: Result<(), conform_gate::allowlist::Denial>| match d {
         Ok(()) => "permitted".to_string(),
         Err(d) => d.reason.code().to_string(),
     };
@@ -439,7 +439,7 @@ fn answers(project: &Project, path: &Path, provider: &str) -> BTreeMap<&'static 
     // The library's one function, and the Rust reader with what the project says, each
     // keeping what it has seen in the state file, as every caller below does.
     let (kept, trust) = (state_file(project), paths.trust.clone());
-    let keeping = |read: &dyn Fn(Option<&conform::allowlist::Seen>) -> String| {
+    let keeping = |read: &dyn Fn(Option<&conform_gate::allowlist::Seen>) -> String| {
         state::keeping(Some(&kept), path, Some(&trust), now, read).unwrap()
     };
     let query = Query::new(SUITE, provider, now).project(&paths);

@@ -24,8 +24,8 @@ use std::process::Output;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use conform::allowlist::{Query, decide};
-use conform::config::Paths;
+use conform_config::Paths;
+use conform_gate::allowlist::{Query, decide};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -137,7 +137,7 @@ impl Respond for Faithful {
         let seen = format!(
             "{} {}",
             request.url.path(),
-            conform::digest::canonical(&body)
+            conform_config::digest::canonical(&body)
         );
         let key = format!("case {i}");
         let mut pinned = self.0.pinned.lock().unwrap();
@@ -736,7 +736,8 @@ fn check(root: &Path) -> Result<usize, String> {
     for provider in PROVIDERS {
         let query = Query::new(SUITE, provider, now).project(&paths);
         let rust = decide(&path, &query);
-        let serve = conform::orchestrator::gate::permits(&path, SUITE, provider, now, Some(&paths));
+        let serve =
+            conform_serve::orchestrator::gate::permits(&path, SUITE, provider, now, Some(&paths));
         let gate = conform(root)
             .args([
                 "gate",
@@ -823,7 +824,7 @@ fn check(root: &Path) -> Result<usize, String> {
             .as_deref()
             .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok());
         let until = OffsetDateTime::parse(&e.valid_until, &Rfc3339).ok();
-        let max = conform::config::Settings::load(&paths.settings)
+        let max = conform_config::Settings::load(&paths.settings)
             .map(|s| s.max_valid_for)
             .unwrap_or_default();
         match (first, until) {

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::*;
-use conform::provider::{CallError, Completion, Effect, ErrorKind, Stage, wire_format};
+use conform_wire::provider::{CallError, Completion, Effect, ErrorKind, Stage, wire_format};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use conform::provider::{CallError, ErrorKind, FinishKind, Reply};
+use conform_wire::provider::{CallError, ErrorKind, FinishKind, Reply};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};

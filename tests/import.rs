@@ -114,10 +114,10 @@ fn the_batch_guides_input_and_output_become_cases_with_recorded_references() {
     );
     // The agreed format, read by the type that `conform check` uses.
     for (name, case) in &cases {
-        let reference: conform::config::Reference =
+        let reference: conform_config::Reference =
             serde_json::from_value(case["reference"].clone()).unwrap();
         assert!(reference.problems().is_empty(), "{name}");
-        assert_eq!(reference.kind(), conform::config::ReferenceKind::Text);
+        assert_eq!(reference.kind(), conform_config::ReferenceKind::Text);
         assert!(case.get("expected").is_none() && case.get("expect").is_none());
     }
     // What a case cannot carry is said, not silently lost.
@@ -708,9 +708,9 @@ fn responses_api_pairs_become_cases_with_their_schema() {
         cases[0].1["reference"]["recorded_at"],
         "2025-12-01T12:00:00Z"
     );
-    let reference: conform::config::Reference =
+    let reference: conform_config::Reference =
         serde_json::from_value(cases[1].1["reference"].clone()).unwrap();
-    assert_eq!(reference.kind(), conform::config::ReferenceKind::Json);
+    assert_eq!(reference.kind(), conform_config::ReferenceKind::Json);
 }
 
 #[test]
@@ -802,7 +802,7 @@ tests:
         text(&check.stdout),
         text(&check.stderr)
     );
-    let suite = conform::config::Suite::load(&project.path("fixtures/pf")).unwrap();
+    let suite = conform_config::Suite::load(&project.path("fixtures/pf")).unwrap();
     let case = suite.cases[1].load().unwrap();
     let prompt = suite.render(&case, &suite.cases[1].path()).unwrap();
     assert_eq!(
@@ -823,7 +823,7 @@ fn logged_template_syntax_is_sent_as_it_was() {
         &["jsonl", input.to_str().unwrap(), "--suite", "code"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let suite = conform::config::Suite::load(&project.path("fixtures/code")).unwrap();
+    let suite = conform_config::Suite::load(&project.path("fixtures/code")).unwrap();
     let case = suite.cases[0].load().unwrap();
     let rendered = suite.request(&case, &suite.cases[0].path()).unwrap();
     let conversation = rendered.conversation.unwrap();

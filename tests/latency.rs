@@ -9,7 +9,7 @@
 mod common;
 
 use common::{Project, config};
-use conform::sim::SimServer;
+use conform_wire::sim::SimServer;
 use serde_json::Value;
 
 fn read_json(p: &std::path::Path) -> Value {
@@ -78,7 +78,7 @@ fn a_20s_p95_fails_a_5s_objective_and_a_quick_provider_passes_it() {
     let header = stdout.lines().find(|l| l.starts_with("suite")).unwrap();
     assert!(header.contains("p50") && header.contains("p95"), "{header}");
     let row = stdout.lines().find(|l| l.contains(" slow ")).unwrap();
-    let p95_words = conform::latency::words(p95);
+    let p95_words = conform_check::latency::words(p95);
     assert!(row.contains(&p95_words), "{p95_words} not in {row}");
     assert!(
         stdout.contains("slo_latency: the p95 latency is")
@@ -158,7 +158,7 @@ async fn the_gate_holds_the_evidence_to_a_latency_bound_asked_at_decision_time()
     assert!((290.0..2_000.0).contains(&p95), "{p95}");
     assert!(latency["first_token_ms"]["p50"].as_f64().unwrap() > 0.0);
     // What the writer writes, the published schema accepts.
-    let schema: Value = serde_json::from_str(conform::allowlist::SCHEMA).unwrap();
+    let schema: Value = serde_json::from_str(conform_gate::allowlist::SCHEMA).unwrap();
     let validator = jsonschema::draft202012::new(&schema).unwrap();
     let errors: Vec<String> = validator
         .iter_errors(&allowlist)

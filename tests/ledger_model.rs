@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use conform::ledger::{
+use conform_serve::ledger::{
     AttemptCancel, AttemptState, Created, Finished, Job, JobCancel, Ledger, NewJob, Started,
     Transition as LedgerTransition,
 };

@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use conform::ledger::{
+use conform_serve::ledger::{
     AttemptCancel, AttemptState, Created, Finished, JobCancel, JobState, Ledger, LossReason,
     NewJob, Started,
 };
@@ -27,7 +27,7 @@ fn new_job<'a>(owner: &'a str, key: &'a str, fingerprint: &'a str, input: &'a Va
     }
 }
 
-async fn create(ledger: &Ledger, owner: &str, key: &str) -> conform::ledger::Job {
+async fn create(ledger: &Ledger, owner: &str, key: &str) -> conform_serve::ledger::Job {
     let input = json!({"messages": []});
     match ledger
         .create_job(&new_job(owner, key, "sha256:a", &input))

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use conform::provider::{CallError, ErrorKind, FinishKind, Reply};
+use conform_wire::provider::{CallError, ErrorKind, FinishKind, Reply};
 use serde_json::{Value, json};
 use wiremock::{MockServer, ResponseTemplate};
 
@@ -110,12 +110,12 @@ async fn json_object_mode_sends_format_json_and_no_key_when_there_is_none() {
             "structured_output = \"json_object\"",
         ),
     );
-    let wire = conform::provider::wire_format(config.wire_kind());
-    let endpoint = conform::provider::transport::Endpoint::new(
+    let wire = conform_wire::provider::wire_format(config.wire_kind());
+    let endpoint = conform_wire::provider::transport::Endpoint::new(
         config,
         wire,
         None,
-        conform::provider::transport::Transport::new().unwrap(),
+        conform_wire::provider::transport::Transport::new().unwrap(),
     );
     call(&endpoint, Some("Be brief."), "x", &small_schema(), "x")
         .await

@@ -8,7 +8,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use conform::orchestrator::Limits;
+use conform_serve::orchestrator::Limits;
 use serde_json::{Value, json};
 use support::proxy::{Proxy, host_port};
 use support::{Orchestrator, Settings, TestDb, completion, job_body, reply, unique};

@@ -310,8 +310,8 @@ fn a_budget_needs_prices_and_prices_are_checked_with_their_line() {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_plan_reads_each_case_once_for_all_its_providers() {
-    use conform::config::{Paths, Selection, Workspace};
-    use conform::tokenize::Counter;
+    use conform_config::{Paths, Selection, Workspace};
+    use conform_wire::tokenize::Counter;
     use std::sync::Arc;
 
     let project = Project::new(&["openai"]);

@@ -8,8 +8,8 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use conform::probe::{self, Support, catalogue};
-use conform::sim::{AnswerBook, SimServer};
+use conform_wire::probe::{self, Support, catalogue};
+use conform_wire::sim::{AnswerBook, SimServer};
 use serde_json::Value;
 
 const KEYWORDS: [&str; 10] = [

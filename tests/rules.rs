@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use serde_json::json;
 
-use conform::check::{CallFacts, Checks, Status};
-use conform::config::{ProviderConfig, Suite};
-use conform::provider::{Finish, FinishKind, Reply, Usage};
+use conform_check::check::{CallFacts, Checks, Status};
+use conform_config::{ProviderConfig, Suite};
+use conform_wire::provider::{Finish, FinishKind, Reply, Usage};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -178,7 +178,7 @@ fn shipped_rules_compile_and_hold_on_every_expected_answer() {
             let case = case_ref.load().unwrap();
             // A case that expects tool calls or text has no JSON answer for the rules;
             // tests/tool_cases.rs holds its calls to the tool rules.
-            if !matches!(case.answer(), conform::config::Answer::Json) {
+            if !matches!(case.answer(), conform_config::Answer::Json) {
                 continue;
             }
             let expected = case

@@ -42,7 +42,7 @@ fn free_port() -> u16 {
 #[test]
 fn target_mode_runs_against_a_running_orchestrator_and_skips_restarts() {
     let work = tempfile::tempdir().unwrap();
-    let ports: Vec<(&str, u16)> = conform::scenarios::providers::NAMES
+    let ports: Vec<(&str, u16)> = conform_scenarios::providers::NAMES
         .iter()
         .map(|n| (*n, free_port()))
         .collect();
@@ -209,7 +209,7 @@ fn a_passing_run_leaves_nothing_in_the_temporary_directory() {
 
     let elsewhere = tempfile::tempdir().unwrap();
     let allowlist = elsewhere.path().join("allowlist.json");
-    let ports: Vec<String> = conform::scenarios::providers::NAMES
+    let ports: Vec<String> = conform_scenarios::providers::NAMES
         .iter()
         .map(|n| format!("{n}={}", free_port()))
         .collect();

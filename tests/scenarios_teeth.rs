@@ -6,7 +6,7 @@
 //! `--fail-fast`, and still wants exactly one).
 //!
 //! The variants are test code (`tests/broken/`): the orchestrator with one of the
-//! library's seams (`conform::orchestrator::Seams`) replaced by a decorator that breaks
+//! library's seams (`conform_serve::orchestrator::Seams`) replaced by a decorator that breaks
 //! one rule. The production build has none of them. This binary has its own `main` so
 //! that it can also be that orchestrator: `scenarios_teeth serve-broken VARIANT` serves
 //! as `conform serve --unverified-allowlist` would, with the variant applied, and the
@@ -19,7 +19,7 @@ mod suite;
 
 use std::process::{Command, ExitCode};
 
-use conform::scenarios::robustness::FAMILY;
+use conform_scenarios::robustness::FAMILY;
 use libtest_mimic::{Arguments, Trial};
 use suite::{assert_all_passed, run_suite, serve_command, with_status};
 
@@ -267,7 +267,7 @@ fn every_broken_variant_is_listed_and_an_unknown_one_is_refused() {
             "{name} has no catcher"
         );
     }
-    let scenarios: Vec<&str> = conform::scenarios::all().iter().map(|s| s.name()).collect();
+    let scenarios: Vec<&str> = conform_scenarios::all().iter().map(|s| s.name()).collect();
     for (_, catchers) in CAUGHT_BY {
         for c in catchers {
             assert!(scenarios.contains(c), "{c} is not a scenario");

@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use common::{Project, config, output_text, read_json};
-use conform::config::{ProviderConfig, Suite};
 use conform::run::schedule::{Call, Schedule};
 use conform::run::shard::Shard;
+use conform_config::{ProviderConfig, Suite};
 use proptest::prelude::*;
 use serde_json::Value;
 

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Mode, OpenAiMock, Project, answer_book};
-use conform::config::{Prompt, Suite};
-use conform::sim::AnswerBook;
+use conform_config::{Prompt, Suite};
+use conform_wire::sim::AnswerBook;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};

@@ -109,7 +109,7 @@ async fn a_signed_run_is_verified_by_every_reader_and_an_edit_after_it_is_denied
     let envelope = &list["entries"][0]["attestation"];
     assert_eq!(envelope["payloadType"], "application/vnd.in-toto+json");
     // A signed file is still the published format.
-    let schema: Value = serde_json::from_str(conform::allowlist::SCHEMA).unwrap();
+    let schema: Value = serde_json::from_str(conform_gate::allowlist::SCHEMA).unwrap();
     let validator = jsonschema::draft202012::new(&schema).unwrap();
     let errors: Vec<String> = validator
         .iter_errors(&list)
@@ -188,7 +188,7 @@ async fn a_signed_run_is_verified_by_every_reader_and_an_edit_after_it_is_denied
 async fn a_merge_refuses_a_shard_changed_after_it_was_signed() {
     let project = Project::new(&[]);
     let _server = project.chat_mock("local", Mode::Faithful).await;
-    let key = conform::sign::SigningKey::generate().unwrap();
+    let key = conform_allowlist::sign::SigningKey::generate().unwrap();
     let keys = tempfile::tempdir().unwrap();
     let (secret, _) = key.write_pair(keys.path(), "ci").unwrap();
     project.write(
@@ -271,8 +271,11 @@ async fn a_merge_refuses_a_shard_changed_after_it_was_signed() {
 }
 
 /// A project that trusts a new key: the key's file, for `CONFORM_SIGNING_KEY`.
-fn trusting(project: &Project, keys: &Path) -> (conform::sign::SigningKey, std::path::PathBuf) {
-    let key = conform::sign::SigningKey::generate().unwrap();
+fn trusting(
+    project: &Project,
+    keys: &Path,
+) -> (conform_allowlist::sign::SigningKey, std::path::PathBuf) {
+    let key = conform_allowlist::sign::SigningKey::generate().unwrap();
     let (secret, _) = key.write_pair(keys, "ci").unwrap();
     project.write(
         "trust.toml",
@@ -564,12 +567,12 @@ impl Drop for Serve {
 /// `hours` ago: a grant, or a revocation.
 fn signed_file(
     project: &Project,
-    key: &conform::sign::SigningKey,
+    key: &conform_allowlist::sign::SigningKey,
     hours: i64,
     revoke: bool,
 ) -> String {
-    use conform::allowlist::{Allowlist, Entry, Evidence, Local, Revocation, attest};
-    let paths = conform::config::Paths::under(project.root());
+    use conform_gate::allowlist::{Allowlist, Entry, Evidence, Local, Revocation, attest};
+    let paths = conform_config::Paths::under(project.root());
     let local = Local::observe(&paths, "ticket-triage", "local").unwrap();
     let now = time::OffsetDateTime::now_utc();
     let stamp = |t: time::OffsetDateTime| {

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{FAST_LIMITS, config, endpoint};
-use conform::config::{Paths, Selection, Workspace};
-use conform::provider::{CallSpec, FinishKind};
-use conform::sim::{AnswerBook, SimServer};
+use conform_config::{Paths, Selection, Workspace};
+use conform_wire::provider::{CallSpec, FinishKind};
+use conform_wire::sim::{AnswerBook, SimServer};
 use serde_json::Value;
 
 const WIRES: [&str; 5] = [
@@ -22,7 +22,7 @@ const WIRES: [&str; 5] = [
 ];
 
 /// The first ticket-triage case, its rendered prompt, expected answer and the suite.
-fn first_case() -> (conform::config::Suite, conform::config::Prompt, Value) {
+fn first_case() -> (conform_config::Suite, conform_config::Prompt, Value) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let selection = Selection {
         providers: vec!["sim-steady".into()],
@@ -37,7 +37,11 @@ fn first_case() -> (conform::config::Suite, conform::config::Prompt, Value) {
     (suite, prompt, expected)
 }
 
-async fn ask(wire: &str, behaviour: &str, extra: &str) -> (conform::provider::Completion, Value) {
+async fn ask(
+    wire: &str,
+    behaviour: &str,
+    extra: &str,
+) -> (conform_wire::provider::Completion, Value) {
     let (suite, prompt, expected) = first_case();
     let book = Arc::new(AnswerBook::from_suites(&[&suite]).unwrap());
     let toml = format!(

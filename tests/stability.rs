@@ -9,11 +9,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::json;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use conform::config::{ProviderConfig, Suite};
-use conform::provider::transport::{Endpoint, Transport};
-use conform::provider::wire_format;
 use conform::run::{self, PreparedSuite, RunOptions, Target};
-use conform::verdict::Verdict;
+use conform_check::verdict::Verdict;
+use conform_config::{ProviderConfig, Suite};
+use conform_wire::provider::transport::{Endpoint, Transport};
+use conform_wire::provider::wire_format;
 
 /// Answers `{"summary": "a"}`, then `"b"`, alternating when `flip` is set.
 struct Answers {

@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use conform::provider::{CallError, Completion, Effect, ErrorKind, FinishKind, wire_format};
+use conform_wire::provider::{CallError, Completion, Effect, ErrorKind, FinishKind, wire_format};
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
@@ -18,7 +18,7 @@ const SSE: &str = "text/event-stream";
 const NDJSON: &str = "application/x-ndjson";
 
 /// A streaming provider of `kind` at `base`.
-fn streaming(kind: &str, base: &str) -> std::sync::Arc<conform::config::ProviderConfig> {
+fn streaming(kind: &str, base: &str) -> std::sync::Arc<conform_config::ProviderConfig> {
     let model = match kind {
         "anthropic" => "claude-sonnet-4-5",
         "gemini" => "gemini-2.0-flash",

@@ -9,15 +9,15 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use conform::check::tokens::{self, PromptTokens};
-use conform::config::{ProviderConfig, Suite};
-use conform::provider::transport::{Endpoint, Transport};
-use conform::provider::wire_format;
 use conform::run::{self, PreparedSuite, RunOptions, Target};
-use conform::tokenize::chat_template::ChatTemplate;
-use conform::tokenize::huggingface::HuggingFace;
-use conform::tokenize::tiktoken::Tiktoken;
-use conform::tokenize::{self, Counter, Message, Tokenizer};
+use conform_check::check::tokens::{self, PromptTokens};
+use conform_config::{ProviderConfig, Suite};
+use conform_wire::provider::transport::{Endpoint, Transport};
+use conform_wire::provider::wire_format;
+use conform_wire::tokenize::chat_template::ChatTemplate;
+use conform_wire::tokenize::huggingface::HuggingFace;
+use conform_wire::tokenize::tiktoken::Tiktoken;
+use conform_wire::tokenize::{self, Counter, Message, Tokenizer};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -8,10 +8,10 @@ mod common;
 use std::path::Path;
 
 use common::Project;
-use conform::check::{CallFacts, Checks, Finding, Outcome, Status, all_passed};
-use conform::config::{Answer, Case, ProviderConfig, Suite};
-use conform::provider::{Finish, FinishKind, Reply, ToolCall, Usage};
-use conform::sim::tools::ToolAnswer;
+use conform_check::check::{CallFacts, Checks, Finding, Outcome, Status, all_passed};
+use conform_config::{Answer, Case, ProviderConfig, Suite};
+use conform_wire::provider::{Finish, FinishKind, Reply, ToolCall, Usage};
+use conform_wire::sim::tools::ToolAnswer;
 use serde_json::{Value, json};
 
 fn suite() -> Suite {

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::Project;
-use conform::config::{ProviderConfig, Suite};
 use conform::run::{self, RunOptions};
-use conform::sim::AnswerBook;
-use conform::verdict::Verdict;
+use conform_check::verdict::Verdict;
+use conform_config::{ProviderConfig, Suite};
+use conform_wire::sim::AnswerBook;
 use serde_json::{Value, json};
 
 const SEEDS: u64 = 20;
@@ -211,7 +211,7 @@ fn the_demo_puts_tool_measures_in_the_report_and_the_allowlist_evidence() {
     assert_eq!(evidence["trigger_f1"], 1.0);
     assert_eq!(evidence["schema_accuracy"], 1.0);
     // The writer's output stays valid for the published schema.
-    let schema: Value = serde_json::from_str(conform::allowlist::format::SCHEMA).unwrap();
+    let schema: Value = serde_json::from_str(conform_gate::allowlist::format::SCHEMA).unwrap();
     let validator = jsonschema::draft202012::new(&schema).unwrap();
     let errors: Vec<String> = validator
         .iter_errors(&allowlist)

@@ -10,12 +10,12 @@ mod common;
 use std::path::Path;
 
 use common::{config, wire};
-use conform::config::{Conversation, Prompt, Suite, Tool, ToolChoice};
-use conform::provider::CallSpec;
-use conform::tokenize::huggingface::{HuggingFace, transformers_messages, transformers_tools};
-use conform::tokenize::provider::ProviderCounter;
-use conform::tokenize::tiktoken::Tiktoken;
-use conform::tokenize::{Count, Tokenizer};
+use conform_config::{Conversation, Prompt, Suite, Tool, ToolChoice};
+use conform_wire::provider::CallSpec;
+use conform_wire::tokenize::huggingface::{HuggingFace, transformers_messages, transformers_tools};
+use conform_wire::tokenize::provider::ProviderCounter;
+use conform_wire::tokenize::tiktoken::Tiktoken;
+use conform_wire::tokenize::{Count, Tokenizer};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -73,7 +73,7 @@ fn what_the_rule_does_not_cover_is_a_lower_bound() {
     let counted = o200k.count_conversation(&c).unwrap();
     assert!(!counted.exact);
     let messages_only = o200k
-        .count_messages(&conform::tokenize::conversation_messages(&c))
+        .count_messages(&conform_wire::tokenize::conversation_messages(&c))
         .unwrap();
     assert!(
         counted.tokens > messages_only + 100,
@@ -340,7 +340,7 @@ async fn responses_input_tokens_counts_the_input_items_and_tools() {
 
 #[test]
 fn kinds_without_a_count_endpoint_are_refused_with_the_ones_that_have_one() {
-    let problems = conform::config::ProviderConfig::parse(
+    let problems = conform_config::ProviderConfig::parse(
         Path::new("providers/o.toml"),
         "kind = \"ollama\"\nmodel = \"m\"\n[tokenizer]\nkind = \"provider\"\n",
     )

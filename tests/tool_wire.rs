@@ -7,8 +7,8 @@
 mod common;
 
 use common::*;
-use conform::config::{Conversation, Message, Tool, ToolChoice};
-use conform::provider::{ErrorKind, FinishKind};
+use conform_config::{Conversation, Message, Tool, ToolChoice};
+use conform_wire::provider::{ErrorKind, FinishKind};
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
@@ -45,7 +45,7 @@ fn without_caller(messages: &Value) -> Value {
     messages
 }
 
-fn anthropic(uri: &str, extra: &str) -> std::sync::Arc<conform::config::ProviderConfig> {
+fn anthropic(uri: &str, extra: &str) -> std::sync::Arc<conform_config::ProviderConfig> {
     config(
         "anthropic",
         &format!(
@@ -54,7 +54,7 @@ fn anthropic(uri: &str, extra: &str) -> std::sync::Arc<conform::config::Provider
     )
 }
 
-fn gemini(uri: &str, extra: &str, field: &str) -> std::sync::Arc<conform::config::ProviderConfig> {
+fn gemini(uri: &str, extra: &str, field: &str) -> std::sync::Arc<conform_config::ProviderConfig> {
     config(
         "gemini",
         &format!(
@@ -63,7 +63,7 @@ fn gemini(uri: &str, extra: &str, field: &str) -> std::sync::Arc<conform::config
     )
 }
 
-fn ollama(uri: &str) -> std::sync::Arc<conform::config::ProviderConfig> {
+fn ollama(uri: &str) -> std::sync::Arc<conform_config::ProviderConfig> {
     config(
         "ollama",
         &format!(

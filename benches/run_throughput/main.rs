@@ -46,10 +46,10 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use conform::config::{ProviderConfig, Suite};
-use conform::provider::transport::{Endpoint, Transport};
-use conform::provider::wire_format;
 use conform::run::{self, RunOptions, Target};
+use conform_config::{ProviderConfig, Suite};
+use conform_wire::provider::transport::{Endpoint, Transport};
+use conform_wire::provider::wire_format;
 use serde_json::json;
 
 mod mock;
@@ -374,8 +374,8 @@ fn one_in_process(calls: u64, wiremock: bool) {
             (None, Some(mock), uri)
         } else {
             let refs: Vec<&Suite> = suites.iter().map(|s| &s.suite).collect();
-            let book = conform::sim::AnswerBook::from_suites(&refs).expect("answer book");
-            let sim = conform::sim::SimServer::start(&sim_config, Arc::new(book))
+            let book = conform_wire::sim::AnswerBook::from_suites(&refs).expect("answer book");
+            let sim = conform_wire::sim::SimServer::start(&sim_config, Arc::new(book))
                 .await
                 .expect("a simulated provider");
             let uri = sim.uri();

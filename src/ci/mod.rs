@@ -3,7 +3,7 @@
 //! codes, and the diff of the gateway config it exports.
 //!
 //! Invariants: whether a pair is permitted, before and after, is asked of
-//! [`crate::allowlist::decide_query`] (the one failover decision), never re-derived; the gateway
+//! [`conform_gate::allowlist::decide_query`] (the one failover decision), never re-derived; the gateway
 //! config on both sides is made by `export` exactly as `conform export` makes it, without
 //! the time-stamped header, so the diff shows only what changed.
 
@@ -15,9 +15,9 @@ use std::fmt::Write as _;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::allowlist::{Allowlist, Query};
-use crate::config::Paths;
-use crate::export::{self, Names, SuiteRef, litellm};
+use conform_config::Paths;
+use conform_gate::allowlist::{Allowlist, Query};
+use conform_gate::export::{self, Names, SuiteRef, litellm};
 
 /// A (suite, provider) the new allowlist permits and the old one did not.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +96,7 @@ pub struct ReadError {
 pub fn read(path: &std::path::Path) -> Result<Allowlist, ReadError> {
     match Allowlist::load(path) {
         Ok(list) => Ok(list),
-        Err(denial) if denial.reason == crate::allowlist::Reason::Missing => {
+        Err(denial) if denial.reason == conform_gate::allowlist::Reason::Missing => {
             Ok(Allowlist::default())
         }
         Err(denial) => Err(ReadError {
@@ -126,7 +126,7 @@ pub fn compare(plan: &CommentPlan<'_>) -> Comment {
         if let Some(paths) = plan.project {
             query = query.project(paths);
         }
-        crate::allowlist::decide_query(list, &query)
+        conform_gate::allowlist::decide_query(list, &query)
     };
     let horizon = plan.at + plan.expiring_within;
     let mut comment = Comment {

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use time::OffsetDateTime;
 
-use conform::allowlist;
-use conform::allowlist::inspect::{self, Explanation, Show};
+use conform_gate::allowlist;
+use conform_gate::allowlist::inspect::{self, Explanation, Show};
 
 use super::gate::Format;
 use super::{Exit, Global};

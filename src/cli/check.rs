@@ -2,8 +2,8 @@
 
 use clap::Args;
 
-use conform::config::Selection;
 use conform::execute;
+use conform_config::Selection;
 
 use super::run::print_problems;
 use super::{Exit, Global};
@@ -26,7 +26,7 @@ pub fn check(global: &Global, args: CheckArgs) -> anyhow::Result<Exit> {
         providers: args.providers,
         suites: args.suites,
     };
-    let probes = conform::probe::file::beside(&global.allowlist_path());
+    let probes = conform_wire::probe::file::beside(&global.allowlist_path());
     let checked = execute::check(
         &global.paths(),
         &selection,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use conform::ci;
-use conform::export::Names;
+use conform_gate::export::Names;
 
 use super::{Exit, Global};
 

@@ -4,8 +4,8 @@
 use clap::{Args, Subcommand, ValueEnum};
 use time::OffsetDateTime;
 
-use conform::export::request::{Export, Request};
-use conform::export::{Names, litellm};
+use conform_gate::export::request::{Export, Request};
+use conform_gate::export::{Names, litellm};
 
 use super::{Exit, Global};
 

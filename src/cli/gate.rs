@@ -2,8 +2,8 @@
 
 use clap::{Args, ValueEnum};
 
-use conform::allowlist::inspect::GateAnswer;
-use conform::allowlist::{Query, Required};
+use conform_gate::allowlist::inspect::GateAnswer;
+use conform_gate::allowlist::{Query, Required};
 
 use super::{Exit, Global};
 

@@ -1,11 +1,11 @@
 //! `conform import`: a suite from logged traffic. Parses arguments and prints; the work
-//! is in `conform::import`.
+//! is in `conform_import`.
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use conform::import::{self, Input, Options, Redaction};
+use conform_import::{Input, Options, Redaction};
 
 use super::{Exit, Global};
 
@@ -91,10 +91,10 @@ pub struct Common {
     #[arg(long, value_name = "S", default_value_t = 0)]
     pub seed: u64,
     /// Refuse an import of more distinct requests than this (or take --sample).
-    #[arg(long, value_name = "N", default_value_t = import::DEFAULT_MAX_CASES)]
+    #[arg(long, value_name = "N", default_value_t = conform_import::DEFAULT_MAX_CASES)]
     pub max_cases: usize,
     /// Refuse an input line longer than this many bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = import::DEFAULT_MAX_LINE_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = conform_import::DEFAULT_MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
     /// Also replace every match of this regular expression (repeatable) by <REDACTED_n>.
     #[arg(long, value_name = "RE")]

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use conform::sign::SigningKey;
+use conform_allowlist::sign::SigningKey;
 
 use super::Exit;
 

@@ -37,7 +37,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 // `serve` tunes the allocator it runs on (`super::allocator`).
-use conform::orchestrator::allocator;
+use conform_serve::orchestrator::allocator;
 
 pub use exit::{Exit, describe};
 
@@ -99,8 +99,8 @@ impl Global {
             .unwrap_or_else(|| self.root.join("reports"))
     }
 
-    pub fn paths(&self) -> conform::config::Paths {
-        let mut paths = conform::config::Paths::under(&self.root);
+    pub fn paths(&self) -> conform_config::Paths {
+        let mut paths = conform_config::Paths::under(&self.root);
         if let Some(trust) = &self.trust {
             paths.trust = trust.clone();
         }
@@ -210,7 +210,7 @@ configuration error, 3 a keyword could not be classified.")]
     Probe(probe::ProbeArgs),
     /// Test an orchestrator against the contract (double clicks, key reuse, timeouts,
     /// races, cancels, the failover gate, crashes), or a gateway's failover (--gateway).
-    #[command(after_help = conform::scenarios::gateway::HELP)]
+    #[command(after_help = conform_scenarios::gateway::HELP)]
     Scenarios(scenarios::ScenariosArgs),
     /// The reference orchestrator: one job per intent, on SQLite or PostgreSQL.
     #[command(

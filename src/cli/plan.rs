@@ -2,9 +2,9 @@
 
 use clap::Args;
 
-use conform::config::Workspace;
 use conform::plan;
 use conform::run::shard::Shard;
+use conform_config::Workspace;
 
 use super::gate::Format;
 use super::run::{load, print_problems};

@@ -4,9 +4,9 @@
 
 use clap::Args;
 
-use conform::config::{Selection, Workspace};
 use conform::execute::{self, ReachError};
-use conform::probe::session::{Done, Keep, Plan};
+use conform_config::{Selection, Workspace};
+use conform_wire::probe::session::{Done, Keep, Plan};
 
 use super::run::load;
 use super::{Exit, Global};
@@ -61,7 +61,7 @@ pub async fn probe(global: &Global, args: ProbeArgs) -> anyhow::Result<Exit> {
         Err(e) => return Err(e.into()),
     };
     let (endpoint, config) = (&reached.endpoint, &reached.config);
-    let outcomes = conform::probe::run(endpoint, &plan.probes, args.repeats).await;
+    let outcomes = conform_wire::probe::run(endpoint, &plan.probes, args.repeats).await;
     // The findings are among every provider of the project.
     let everyone = Selection {
         providers: Vec::new(),

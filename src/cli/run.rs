@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use clap::Args;
 
-use conform::allowlist::Destination;
 use conform::conclude::Conclude;
-use conform::config::{Diagnostics, Selection, Workspace};
+use conform::conclude::Destination;
 use conform::execute::{self, Concluded, Execute, ExecuteError, Ran, Ready};
 use conform::run::RunResult;
 use conform::run::assemble::TapeMode;
 use conform::run::resume::{Asked, Given, Keep};
 use conform::run::shard::Shard;
+use conform_config::{Diagnostics, Selection, Workspace};
 
 use super::gate::Format;
 use super::{Exit, Global};

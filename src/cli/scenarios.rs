@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use clap::Args;
 
-use conform::scenarios::Timing;
-use conform::scenarios::gateway as gw;
-use conform::scenarios::invoke::{Ended, Options, Target, invoke};
-use conform::scenarios::session::{Request, parse_ports};
+use conform_scenarios::Timing;
+use conform_scenarios::gateway as gw;
+use conform_scenarios::invoke::{Ended, Options, Target, invoke};
+use conform_scenarios::session::{Request, parse_ports};
 
 use super::gate::Format;
 use super::{Exit, Global};

@@ -5,8 +5,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use conform::orchestrator::config::DEFAULT_DATABASE_TIMEOUT;
-use conform::orchestrator::{Config, Limits, Server, filed};
+use conform_serve::orchestrator::config::DEFAULT_DATABASE_TIMEOUT;
+use conform_serve::orchestrator::{Config, Limits, Server, filed};
 
 use super::{Exit, Global};
 
@@ -150,7 +150,9 @@ pub async fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<Exit> {
     if let Some(addr) = server.local_addr() {
         eprintln!("conform serve: listening on http://{addr}");
     }
-    let served = server.run(conform::orchestrator::shutdown_signal()).await;
+    let served = server
+        .run(conform_serve::orchestrator::shutdown_signal())
+        .await;
     trimmer.abort();
     served.context("conform serve stopped")?;
     Ok(Exit::Ok)

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::verdict::Verdict;
+use conform_check::verdict::Verdict;
 
 /// How many flipped calls a pair lists; the rest are counted.
 pub const MAX_LISTED: usize = 20;
@@ -333,7 +333,8 @@ impl std::fmt::Display for RunDiff {
             out.push_str("  nothing changed: the same verdicts, the same outcome for every call\n");
             return f.write_str(&out);
         }
-        let verdict = |v: Option<crate::verdict::Verdict>| v.map_or("absent", |v| v.as_str());
+        let verdict =
+            |v: Option<conform_check::verdict::Verdict>| v.map_or("absent", |v| v.as_str());
         for p in &self.pairs {
             let _ = writeln!(
                 out,

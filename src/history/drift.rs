@@ -264,7 +264,7 @@ pub fn percent(part: u64, whole: u64) -> String {
 mod tests {
     use super::*;
     use crate::history::FORMAT;
-    use crate::verdict::Verdict;
+    use conform_check::verdict::Verdict;
 
     fn run(id: usize, calls: u64, failed: u64) -> Line {
         Line {

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::run::{PreparedSuite, RunResult, Target};
-use crate::verdict::Verdict;
+use conform_check::verdict::Verdict;
 
 /// The value of every line's `format`.
 pub const FORMAT: &str = "conform.history/v1";
@@ -99,7 +99,7 @@ pub fn lines_from_run(
     result
         .verdicts
         .iter()
-        .filter(|v| v.verdict != crate::verdict::Verdict::Inconclusive)
+        .filter(|v| v.verdict != conform_check::verdict::Verdict::Inconclusive)
         .map(|v| {
             let suite = &suites[v.suite_index].suite;
             let config = &targets[v.provider_index].endpoint.config;
@@ -116,7 +116,7 @@ pub fn lines_from_run(
                 suite_digest: suite.digest().to_string(),
                 provider_digest: config.digest(),
                 verdict: v.verdict,
-                reasons: crate::verdict::Reason::names(&v.reasons),
+                reasons: conform_check::verdict::Reason::names(&v.reasons),
                 planned: t.planned,
                 passed: t.passed,
                 failed: t.failed,

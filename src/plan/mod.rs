@@ -15,12 +15,12 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::config::pricing::CostRange;
-use crate::config::{Diagnostics, ProviderConfig};
 use crate::run::schedule::Schedule;
 use crate::run::shard::Shard;
 use crate::run::{PairVerdict, PreparedSuite, Target};
-use crate::tokenize::Counter;
+use conform_config::pricing::CostRange;
+use conform_config::{Diagnostics, ProviderConfig};
+use conform_wire::tokenize::Counter;
 
 /// One case's call to one provider, as planned.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -308,8 +308,8 @@ pub fn usd(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::pricing::{PairCost, Pricing};
-    use crate::verdict::{Tally, Verdict};
+    use conform_check::verdict::{Tally, Verdict};
+    use conform_config::pricing::{PairCost, Pricing};
 
     const PRICE: Pricing = Pricing {
         input_per_mtok: 1.0,

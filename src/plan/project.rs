@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use crate::config::{Diagnostics, Workspace};
 use crate::run::shard::Shard;
 use crate::run::{self, Keep};
+use conform_config::{Diagnostics, Workspace};
 
 /// The plan of every suite × provider of `workspace`; every problem found on the way.
 pub fn of_workspace(

@@ -5,8 +5,8 @@
 
 use std::fmt::Write;
 
-use crate::check::differential::{Differential, FieldVerdict};
 use crate::run::RunResult;
+use conform_check::check::differential::{Differential, FieldVerdict};
 
 fn percent(rate: Option<f64>) -> String {
     rate.map_or_else(|| "–".into(), |r| format!("{:.1}%", r * 100.0))
@@ -33,7 +33,9 @@ fn pairs(result: &RunResult) -> impl Iterator<Item = (&str, &str, &Differential)
     })
 }
 
-fn compared(d: &Differential) -> impl Iterator<Item = &crate::check::differential::FieldRow> {
+fn compared(
+    d: &Differential,
+) -> impl Iterator<Item = &conform_check::check::differential::FieldRow> {
     d.fields
         .iter()
         .filter(|f| f.verdict != FieldVerdict::NotCompared)
@@ -147,7 +149,7 @@ pub fn markdown(result: &RunResult) -> String {
 /// Why a pair failed against its reference, one sentence per failed field, for the
 /// "why" of the terminal summary and `summary.md`.
 pub fn why(d: &Differential) -> Vec<String> {
-    use crate::check::differential::Undecided;
+    use conform_check::check::differential::Undecided;
     match d.judgement() {
         Err(why @ Undecided::Unavailable) => {
             let code = why.as_str();
@@ -169,7 +171,7 @@ pub fn why(d: &Differential) -> Vec<String> {
         .map(|f| {
             format!(
                 "{}: `{}` agrees with `{}` in {} of pairs, significantly below `{}`'s own {} (less the {:.0}-point margin)",
-                crate::check::differential::CODE,
+                conform_check::check::differential::CODE,
                 f.field,
                 d.reference,
                 percent(f.candidate_agreement),

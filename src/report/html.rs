@@ -18,7 +18,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::json::{VerdictView, seconds_text, to_second, to_second_text, verdict_views};
-use crate::allowlist::{PairEffect, RunOutcome, Unchanged};
+use crate::outcome::{PairEffect, RunOutcome, Unchanged};
 use crate::run::{RunResult, Target};
 
 /// Examples kept for each finding code of a pair: the first ones in case order.
@@ -530,7 +530,7 @@ pub fn render(
                 suite: view.suite.to_string(),
                 provider: view.provider.to_string(),
                 verdict: view.verdict,
-                reasons: crate::verdict::Reason::names(view.reasons),
+                reasons: conform_check::verdict::Reason::names(view.reasons),
                 passed: view.tally.passed,
                 planned: view.tally.planned,
                 saved: view.tally.saved,
@@ -619,9 +619,9 @@ pub fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::allowlist::PairOutcome;
-    use crate::check::Code;
-    use crate::verdict::{Reason, Tally, Verdict};
+    use crate::outcome::PairOutcome;
+    use conform_check::check::Code;
+    use conform_check::verdict::{Reason, Tally, Verdict};
     use serde_json::json;
 
     /// The page for `result`, its failures gathered from its `results.jsonl`.
@@ -680,7 +680,7 @@ mod tests {
             reasons,
             pass_rate: 0.0,
             first_attempt_pass_rate: 0.0,
-            rules_out: crate::allowlist::RulesOut::of(tally.planned, tally.passed),
+            rules_out: conform_gate::allowlist::RulesOut::of(tally.planned, tally.passed),
             sent: tally.sent(),
             tally,
         }

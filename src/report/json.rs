@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::run::{PairVerdict, PreparedSuite, RunResult, Target};
-use crate::verdict::{Reason, Tally};
+use conform_check::verdict::{Reason, Tally};
 
 pub const FORMAT: &str = "conform.report/v1";
 
@@ -24,7 +24,7 @@ pub struct VerdictView<'a> {
     pub pass_rate: f64,
     pub first_attempt_pass_rate: f64,
     /// The failure rate the calls rule out (95 % confidence).
-    pub rules_out: crate::allowlist::RulesOut,
+    pub rules_out: conform_gate::allowlist::RulesOut,
     /// Calls sent and recorded: `planned` less the `saved` and the `not_run`.
     pub sent: u64,
     #[serde(flatten)]
@@ -46,7 +46,7 @@ pub fn verdict_views<'a>(
             reasons: &v.reasons,
             pass_rate: v.tally.pass_rate(),
             first_attempt_pass_rate: v.tally.first_attempt_pass_rate(),
-            rules_out: crate::allowlist::RulesOut::of(v.tally.planned, v.tally.passed),
+            rules_out: conform_gate::allowlist::RulesOut::of(v.tally.planned, v.tally.passed),
             sent: v.tally.sent(),
             tally: &v.tally,
         })

@@ -6,9 +6,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::json::to_second_text;
-use crate::allowlist::{PairEffect, RunOutcome};
+use crate::outcome::{PairEffect, RunOutcome};
 use crate::run::RunResult;
-use crate::verdict::{Reason, Verdict};
+use conform_check::verdict::{Reason, Verdict};
 
 pub fn render(result: &RunResult, decision: &RunOutcome) -> String {
     let mut out = String::new();

@@ -4,9 +4,9 @@
 use std::fmt::Write;
 
 use super::json::to_second_text;
-use crate::allowlist::{PairEffect, RunOutcome};
+use crate::outcome::{PairEffect, RunOutcome};
 use crate::run::RunResult;
-use crate::verdict::Reason;
+use conform_check::verdict::Reason;
 
 /// The allowlist in one line, `allowlist: PATH: granted N, revoked M, unchanged K`, and
 /// one more line per pair saying what became of it and why: with `verbose` for every
@@ -23,12 +23,12 @@ pub fn allowlist(decision: &RunOutcome, verbose: bool) -> String {
     out.push('\n');
     // A conformant pair that grants nothing surprises whoever reads only the verdicts:
     // it is always said why.
-    let shown = |p: &&crate::allowlist::PairOutcome| {
+    let shown = |p: &&crate::outcome::PairOutcome| {
         verbose
             || matches!(
                 p.effect,
                 PairEffect::Unchanged {
-                    why: crate::allowlist::Unchanged::Withheld { .. }
+                    why: crate::outcome::Unchanged::Withheld { .. }
                 }
             )
     };
@@ -48,7 +48,7 @@ pub fn allowlist(decision: &RunOutcome, verbose: bool) -> String {
 /// `calls: 2,000 planned, 1,055 sent, 945 saved (verdicts decided early)`, when a
 /// verdict was decided before its last call; nothing otherwise.
 pub fn saved_calls(result: &RunResult) -> String {
-    let sum = |f: fn(&crate::verdict::Tally) -> u64| -> u64 {
+    let sum = |f: fn(&conform_check::verdict::Tally) -> u64| -> u64 {
         result.verdicts.iter().map(|v| f(&v.tally)).sum()
     };
     let saved = sum(|t| t.saved);
@@ -58,13 +58,13 @@ pub fn saved_calls(result: &RunResult) -> String {
     format!(
         "calls: {} planned, {} sent, {saved} saved (verdicts decided before their last call)\n",
         sum(|t| t.planned),
-        sum(crate::verdict::Tally::sent),
+        sum(conform_check::verdict::Tally::sent),
     )
 }
 
 /// What decided a pair before its last call, in words.
-pub fn decision_text(t: &crate::verdict::Tally) -> Option<String> {
-    use crate::verdict::DecisionRule;
+pub fn decision_text(t: &conform_check::verdict::Tally) -> Option<String> {
+    use conform_check::verdict::DecisionRule;
     let d = t.decided.as_ref().filter(|_| t.saved > 0)?;
     let case = d.case.as_deref().unwrap_or("?");
     let why = match d.rule {
@@ -88,7 +88,7 @@ pub fn decision_text(t: &crate::verdict::Tally) -> Option<String> {
 /// Renders the summary table and the first failures.
 pub fn summary(result: &RunResult) -> String {
     let mut out = String::new();
-    let width = |f: fn(&crate::verdict::Tally) -> usize, min: usize| {
+    let width = |f: fn(&conform_check::verdict::Tally) -> usize, min: usize| {
         result
             .verdicts
             .iter()
@@ -112,7 +112,7 @@ pub fn summary(result: &RunResult) -> String {
             t.latency
                 .total
                 .quantile(q)
-                .map_or_else(|| "—".to_string(), crate::latency::words)
+                .map_or_else(|| "—".to_string(), conform_check::latency::words)
         };
         let _ = writeln!(
             out,
@@ -218,8 +218,8 @@ pub fn summary(result: &RunResult) -> String {
                 let _ = writeln!(
                     out,
                     "    {code}: the p95 {what} is {}, not under {field} = {}",
-                    crate::latency::words(p95),
-                    crate::latency::words(bound.as_secs_f64() * 1000.0)
+                    conform_check::latency::words(p95),
+                    conform_check::latency::words(bound.as_secs_f64() * 1000.0)
                 );
             }
         }
@@ -291,7 +291,7 @@ fn as_it_came(text: &str, indent: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::{allowlist, as_it_came};
-    use crate::allowlist::{PairEffect, PairOutcome, RunOutcome, Unchanged, Untouched};
+    use crate::outcome::{PairEffect, PairOutcome, RunOutcome, Unchanged, Untouched};
 
     fn decision() -> RunOutcome {
         let pair = |suite: &str, provider: &str, effect| PairOutcome {

@@ -5,12 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::{Diagnostic, Diagnostics, KeyError, Workspace};
-use crate::provider::tape::{Recorder, Replayer, TapeError};
-use crate::provider::transport::{Endpoint, SetupError, Tape, Transport};
-use crate::provider::wire_format;
-use crate::sim::{AnswerBook, SimServer, StartError};
-use crate::tokenize::Counter;
+use conform_config::{Diagnostic, Diagnostics, KeyError, Workspace};
+use conform_wire::provider::tape::{Recorder, Replayer, TapeError};
+use conform_wire::provider::transport::{Endpoint, SetupError, Tape, Transport};
+use conform_wire::provider::wire_format;
+use conform_wire::sim::{AnswerBook, SimServer, StartError};
+use conform_wire::tokenize::Counter;
 
 use super::preflight::{Stage, Uncomparable};
 use super::{PreparedSuite, Target};

@@ -12,7 +12,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::config::ProviderConfig;
+use conform_config::ProviderConfig;
 
 /// Why a budget cannot be kept.
 #[derive(Debug, PartialEq, thiserror::Error)]

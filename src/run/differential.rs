@@ -7,12 +7,12 @@
 
 use std::collections::HashMap;
 
-use crate::check::differential::{self, Differential, Signature};
-pub use crate::check::differential::{Observed, answer_usable, observe};
-use crate::check::stability::DEFAULT_CONFIDENCE;
-use crate::config::Suite;
+use conform_check::check::differential::{self, Differential, Signature};
+pub use conform_check::check::differential::{Observed, answer_usable, observe};
+use conform_check::check::stability::DEFAULT_CONFIDENCE;
+use conform_config::Suite;
 
-use crate::check::record::CallRecord;
+use conform_check::check::record::CallRecord;
 
 /// Where a suite's reference answers come from.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
-use crate::check::record::CallRecord;
+use conform_check::check::record::CallRecord;
 
 /// How long a finished call may wait in memory before it is written to the file.
 pub const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(5);

@@ -8,12 +8,12 @@
 use std::collections::HashMap;
 
 use super::{PreparedSuite, Target, differential};
-use crate::check::record::{CallRecord, Unstreamed, reply_digest_parsed};
-use crate::check::tokens::{self, PromptTokens};
-use crate::check::{self, CallFacts, Outcome, stream_agreement};
-use crate::config::{Case, Conversation, ProviderConfig};
-use crate::provider::{CallError, Finish, Reply};
-use crate::tokenize::{self, Count, TokenizeError};
+use conform_check::check::record::{CallRecord, Unstreamed, reply_digest_parsed};
+use conform_check::check::tokens::{self, PromptTokens};
+use conform_check::check::{self, CallFacts, Outcome, stream_agreement};
+use conform_config::{Case, Conversation, ProviderConfig};
+use conform_wire::provider::{CallError, Finish, Reply};
+use conform_wire::tokenize::{self, Count, TokenizeError};
 
 /// The prompt's tokens as counted before the call, with what the case's variables hold
 /// that the tokenizer reads as control tokens.
@@ -199,7 +199,7 @@ pub fn rejudge(
     });
     let asks_twin = has_twin && result.is_ok();
     let missing_twin = CallError::new(
-        crate::provider::ErrorKind::InvalidResponse,
+        conform_wire::provider::ErrorKind::InvalidResponse,
         "the unstreamed answer to compare with is not in the record",
     );
     let plain = match (&twin, asks_twin) {
@@ -226,11 +226,11 @@ pub fn rejudge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::Status;
-    use crate::check::record::CallRecord;
-    use crate::config::Suite;
-    use crate::provider::{ErrorKind, FinishKind, Usage};
-    use crate::verdict::{Policy, Tally, Verdict};
+    use conform_check::check::Status;
+    use conform_check::check::record::CallRecord;
+    use conform_check::verdict::{Policy, Tally, Verdict};
+    use conform_config::Suite;
+    use conform_wire::provider::{ErrorKind, FinishKind, Usage};
     use serde_json::json;
 
     /// A suite comparing `/label` (a live reference named when `reference`), and one case
@@ -282,7 +282,7 @@ mod tests {
         Reply {
             text: text.into(),
             tool_calls: Vec::new(),
-            finish: Finish::new(crate::provider::FinishKind::Stop, Some("stop")),
+            finish: Finish::new(conform_wire::provider::FinishKind::Stop, Some("stop")),
             refusal: None,
             usage: Usage::default(),
             served_model: None,

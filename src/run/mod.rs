@@ -3,7 +3,7 @@
 //!
 //! Invariants: the plan is an iterator, never a list, and at most the pacer's most calls
 //! per provider are in flight (the stated `concurrency`, else what the account's limits
-//! keep busy, [`crate::provider::limits::Pacer`]), so memory does not grow with the
+//! keep busy, [`conform_wire::provider::limits::Pacer`]), so memory does not grow with the
 //! number of cases; every planned call ends as exactly one record (passed, failed, not
 //! run because its provider was stopped, or saved because its verdict was decided); an
 //! interrupt stops the run with `complete = false`.
@@ -30,14 +30,14 @@ use std::sync::{Arc, Mutex};
 use futures::stream::{self, StreamExt};
 use time::OffsetDateTime;
 
-use crate::check::record::CallRecord;
-use crate::check::{CallFacts, Checks};
-use crate::config::ProviderConfig;
-use crate::config::{Case, CaseRef, Diagnostics, HeldCases, Rendered, Suite};
-use crate::provider::transport::Endpoint;
-use crate::provider::{CallError, CallSpec, Completion, Effect, Encoded};
-use crate::tokenize::Counter;
-use crate::verdict::{Reason, Tally, Verdict};
+use conform_check::check::record::CallRecord;
+use conform_check::check::{CallFacts, Checks};
+use conform_check::verdict::{Reason, Tally, Verdict};
+use conform_config::ProviderConfig;
+use conform_config::{Case, CaseRef, Diagnostics, HeldCases, Rendered, Suite};
+use conform_wire::provider::transport::Endpoint;
+use conform_wire::provider::{CallError, CallSpec, Completion, Effect, Encoded};
+use conform_wire::tokenize::Counter;
 use journal::ResultsWriter;
 use progress::Progress;
 use schedule::{Call, Schedule};
@@ -291,7 +291,7 @@ impl RunResult {
     /// `[sim] expect` declares, or that was caught for something other than the finding
     /// its `caught_by` names (then the drift it was built for went unseen). Empty when
     /// every simulation earned its verdict for the reason it was built to.
-    pub fn surprises(&self, providers: &[crate::config::ProviderConfig]) -> Vec<String> {
+    pub fn surprises(&self, providers: &[conform_config::ProviderConfig]) -> Vec<String> {
         let mut surprises = Vec::new();
         for v in &self.verdicts {
             let config = &providers[v.provider_index];
@@ -643,8 +643,8 @@ struct Cost {
 impl Cost {
     fn of(
         config: &ProviderConfig,
-        prompt: &crate::config::suite::Prompt,
-        counted: Option<&crate::check::tokens::PromptTokens>,
+        prompt: &conform_config::suite::Prompt,
+        counted: Option<&conform_check::check::tokens::PromptTokens>,
         record: &CallRecord,
         requests: u64,
     ) -> Cost {
@@ -706,7 +706,7 @@ async fn send(
     twin: bool,
 ) -> (
     Result<Completion, CallError>,
-    Option<Result<crate::provider::Reply, CallError>>,
+    Option<Result<conform_wire::provider::Reply, CallError>>,
 ) {
     let halts = |error: &CallError| {
         if matches!(error.effect(), Effect::HaltProvider | Effect::ConfigError) {
@@ -772,25 +772,7 @@ fn keep_outcome(
     }
 }
 
-/// A schema name as OpenAI accepts it: `[a-zA-Z0-9_-]{1,64}`.
-pub fn schema_name(suite: &str) -> String {
-    let name: String = suite
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    if name.is_empty() {
-        "output".into()
-    } else {
-        name
-    }
-}
+pub use conform_config::suite::schema_name;
 
 /// A run id that sorts by start time, to the millisecond: `20261129T163000Z-4071a` (the
 /// second, then its milliseconds and a salt).

@@ -6,13 +6,13 @@
 use std::path::Path;
 
 use super::Visit;
-use crate::check::portability::{self, Severity};
-use crate::config::{CaseRef, Diagnostic, Diagnostics, ProviderConfig, Rendered, Tool, Workspace};
-use crate::probe::file::Probes;
-use crate::probe::findings::ignored;
-use crate::probe::inventory::{SchemaSource, case_schemas, own_schemas};
-use crate::provider::wire_format;
-use crate::tokenize::Counter;
+use conform_check::check::portability::{self, Severity};
+use conform_config::{CaseRef, Diagnostic, Diagnostics, ProviderConfig, Rendered, Tool, Workspace};
+use conform_wire::probe::file::Probes;
+use conform_wire::probe::findings::ignored;
+use conform_wire::probe::inventory::{SchemaSource, case_schemas, own_schemas};
+use conform_wire::provider::wire_format;
+use conform_wire::tokenize::Counter;
 
 /// The problems (the run would fail or be refused) and the warnings (it would run, but a
 /// failover could lose something) of a workspace.
@@ -53,7 +53,7 @@ pub fn preflight(workspace: Workspace, probes_path: &Path, primary: Option<&str>
     }
     // What the last probes say a failover would lose (schema_keyword_ignored): of the
     // suites' own schemas here, of the tools a case declares as the pre-flight reads it.
-    let probes = match crate::probe::file::load(probes_path) {
+    let probes = match conform_wire::probe::file::load(probes_path) {
         Ok(probes) => Some(probes),
         Err(e) => {
             found.warnings.push(Diagnostic::new(
@@ -151,7 +151,7 @@ pub enum Stage {
 }
 
 /// The cases of each suite that leave its `agree` pointers nothing to compare with
-/// ([`crate::config::Suite::uncomparable`]), gathered as a pre-flight reads them: one
+/// ([`conform_config::Suite::uncomparable`]), gathered as a pre-flight reads them: one
 /// diagnostic a suite, at its `agree` line, naming the first cases and how many there are.
 #[derive(Debug, Default)]
 pub struct Uncomparable(Vec<Unmatched>);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::check::record::CallRecord;
+use conform_check::check::record::CallRecord;
 
 const PLAIN_EVERY: Duration = Duration::from_secs(5);
 

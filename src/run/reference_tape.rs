@@ -17,11 +17,11 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::config::{
+use conform_config::{
     Diagnostics, ProviderConfig, RecordedAnswer, RecordedCall, Reference, Suite, diagnostic,
 };
-use crate::provider::tape::Exchange;
-use crate::provider::{CallSpec, wire_format};
+use conform_wire::provider::tape::Exchange;
+use conform_wire::provider::{CallSpec, wire_format};
 
 /// Why a tape could not be turned into references.
 #[derive(Debug, thiserror::Error)]
@@ -109,7 +109,8 @@ pub fn tape_to_reference(
             schema_name: &schema_name,
             conversation: rendered.conversation.as_ref(),
         };
-        let digest = crate::digest::canonical_json(&wire.encode(&call, provider, None).body);
+        let digest =
+            conform_config::digest::canonical_json(&wire.encode(&call, provider, None).body);
         let replies: Vec<_> = bodies
             .get(&digest)
             .into_iter()

@@ -14,9 +14,9 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::check::record::CallRecord;
-use crate::provider::Effect;
 use crate::run::shard::Shard;
+use conform_check::check::record::CallRecord;
+use conform_wire::provider::Effect;
 
 /// Which earlier records a continued run keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,7 +258,7 @@ fn without_credentials(url: &str) -> std::borrow::Cow<'_, str> {
         Some(at) if !authority[..at].starts_with("sha256:") => format!(
             "{}{}{}",
             &url[..start],
-            crate::digest::bytes_hex(&authority.as_bytes()[..at]),
+            conform_config::digest::bytes_hex(&authority.as_bytes()[..at]),
             &url[start + at..]
         )
         .into(),
@@ -497,7 +497,7 @@ pub fn key(suite: &str, case: &str, provider: &str, repeat: u32) -> CallKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::{CallError, ErrorKind};
+    use conform_wire::provider::{CallError, ErrorKind};
 
     fn record(case: &str, error: Option<ErrorKind>) -> String {
         let mut r = CallRecord::new("s", case, "p", 0);

@@ -41,7 +41,7 @@ use sha2::{Digest, Sha256};
 
 use super::shard::Shard;
 use super::{PreparedSuite, Target};
-use crate::config::{ProviderConfig, Suite};
+use conform_config::{ProviderConfig, Suite};
 
 /// One planned call: a case of a suite, sent to a provider, one of its repeats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -217,7 +217,7 @@ impl<'a> Schedule<'a> {
     /// The indices of `suite`'s cases this schedule runs, in order: the shard's share is
     /// filtered as it goes, so no list of cases is made.
     pub fn cases(&self, suite: usize) -> impl Iterator<Item = usize> + Send + '_ {
-        let (name, cases): (&str, &[crate::config::CaseRef]) = match self.suites.get(suite) {
+        let (name, cases): (&str, &[conform_config::CaseRef]) = match self.suites.get(suite) {
             Some(p) => (&p.suite.name, &p.suite.cases),
             None => ("", &[]),
         };

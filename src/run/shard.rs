@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::PreparedSuite;
-use crate::config::ProviderConfig;
+use conform_config::ProviderConfig;
 
 /// The name of a shard report's manifest, beside its `results.jsonl`.
 pub const MANIFEST: &str = "shard.json";
@@ -137,7 +137,7 @@ impl Plan {
             .iter()
             .map(|s| s.suite.cases.iter().map(|c| c.id.as_str()).collect())
             .collect();
-        crate::digest::canonical_json(&serde_json::json!({"plan": self, "cases": cases}))
+        conform_config::digest::canonical_json(&serde_json::json!({"plan": self, "cases": cases}))
     }
 
     /// What differs between two plans, in words, for a refusal to say: the first

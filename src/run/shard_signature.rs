@@ -42,7 +42,10 @@ fn statement(dir: &Path, manifest: &Manifest) -> Result<Statement, ShardSignatur
     for name in [MANIFEST, RECORDS] {
         let path = dir.join(name);
         let bytes = std::fs::read(&path).map_err(io(&path))?;
-        subject.push(Subject::sha256(name, &crate::digest::bytes_hex(&bytes)));
+        subject.push(Subject::sha256(
+            name,
+            &conform_config::digest::bytes_hex(&bytes),
+        ));
     }
     Ok(Statement::new(
         subject,

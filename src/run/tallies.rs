@@ -9,12 +9,12 @@ use std::sync::Arc;
 use super::differential::Collector;
 use super::schedule::Schedule;
 use super::{PairVerdict, PreparedSuite, Target};
-use crate::check::record::CallRecord;
-use crate::check::stability::Stability;
-use crate::check::tool_metrics::ToolMetrics;
-use crate::config::Suite;
-use crate::config::pricing::PairCost;
-use crate::verdict::{Policy, Tally};
+use conform_check::check::record::CallRecord;
+use conform_check::check::stability::Stability;
+use conform_check::check::tool_metrics::ToolMetrics;
+use conform_check::verdict::{Policy, Tally};
+use conform_config::Suite;
+use conform_config::pricing::PairCost;
 
 /// One tally per (provider, suite), provider-major, for the pairs the schedule runs.
 pub struct Tallies {
@@ -90,7 +90,7 @@ impl Tallies {
     /// Counts one record of `targets[provider]` on `suites[suite]`.
     /// Takes its differential observation, which the comparison with the reference keeps
     /// until the case is complete. Returns true when this record decided the pair's
-    /// verdict ([`crate::verdict::Tally::decide_early`]): its later calls can be saved.
+    /// verdict ([`conform_check::verdict::Tally::decide_early`]): its later calls can be saved.
     pub fn add(&mut self, provider: usize, suite: usize, record: &mut CallRecord) -> bool {
         let threshold = self.thresholds.get(suite).copied().unwrap_or(1.0);
         if let Some(Some(tally)) = self.tallies.get_mut(provider * self.n_suites + suite) {

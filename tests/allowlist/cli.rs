@@ -1,7 +1,7 @@
 //! `conform allowlist schema | show | explain` and `conform gate`, as a person or a
 //! script in another language sees them.
 
-use conform::allowlist::{Change, update};
+use conform_gate::allowlist::{Change, update};
 use serde_json::Value;
 use time::OffsetDateTime;
 
@@ -51,7 +51,7 @@ fn schema_prints_the_published_schema() {
         printed["properties"]["format"]["const"],
         "conform.allowlist/v1"
     );
-    assert_eq!(stdout(&out), conform::allowlist::SCHEMA);
+    assert_eq!(stdout(&out), conform_gate::allowlist::SCHEMA);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use conform::allowlist::{Allowlist, Change, Query, update};
+use conform_gate::allowlist::{Allowlist, Change, Query, update};
 use time::macros::datetime;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
@@ -94,11 +94,11 @@ fn two_conform_runs_on_one_allowlist_keep_both_entries() {
         // A real allowlist, written by real runs, validates against the published schema.
         validate(&allowlist).unwrap();
         let now = time::OffsetDateTime::now_utc();
-        let paths = conform::config::Paths::under(dir.path());
+        let paths = conform_config::Paths::under(dir.path());
         for e in &list.entries {
             let query = Query::new(&e.suite, &e.provider, now).project(&paths);
             assert!(
-                conform::allowlist::decide_query(&list, &query).is_ok(),
+                conform_gate::allowlist::decide_query(&list, &query).is_ok(),
                 "{e:?}"
             );
             assert!(!e.served_models.is_empty());

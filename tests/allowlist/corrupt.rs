@@ -1,7 +1,7 @@
 //! A corrupt allowlist, as every command that reads it reports it: the file by name, and
 //! where its JSON stops, at a real line and column.
 
-use conform::allowlist::{Change, update};
+use conform_gate::allowlist::{Change, update};
 use time::OffsetDateTime;
 
 use super::support::{conform_at, entry, project};

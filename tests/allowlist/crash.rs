@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use conform::allowlist::{Allowlist, Change, Entry, update};
+use conform_gate::allowlist::{Allowlist, Change, Entry, update};
 use time::macros::datetime;
 
 use super::support::entry;

@@ -5,7 +5,7 @@
 //! tokens so that some of them parse), and valid files mutated at the byte and at the
 //! JSON level. Every case asks every (suite, provider) pair under several observations.
 
-use conform::allowlist::{Allowlist, FORMAT, Observed, Required};
+use conform_gate::allowlist::{Allowlist, FORMAT, Observed, Required};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::{Value, json};

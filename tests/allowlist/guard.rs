@@ -2,9 +2,9 @@
 //! unless told to, nothing is written when it refuses, and an unsigned revocation still
 //! revokes, saying what it cannot do.
 
-use conform::allowlist::attest::sign;
-use conform::allowlist::{Allowlist, Change, Overwrite, UpdateError, update, update_with};
-use conform::sign::{SigningKey, Trust, TrustedKey};
+use conform_allowlist::sign::{SigningKey, Trust, TrustedKey};
+use conform_gate::allowlist::attest::sign;
+use conform_gate::allowlist::{Allowlist, Change, Overwrite, UpdateError, update, update_with};
 use time::macros::datetime;
 
 use super::support::{PROVIDER_DIGEST, SUITE_DIGEST, entry, revocation};

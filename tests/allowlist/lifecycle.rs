@@ -1,7 +1,7 @@
 //! The writer: grants refresh, revocations remove and explain, unrelated entries stay,
 //! entries stay sorted, no change writes nothing.
 
-use conform::allowlist::{Allowlist, Change, Observed, Reason, update};
+use conform_gate::allowlist::{Allowlist, Change, Observed, Reason, update};
 use time::macros::datetime;
 
 use super::support::{entry, revocation};

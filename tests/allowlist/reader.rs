@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use conform::allowlist::{Allowlist, Observed, Reason, permits, update};
-use conform::allowlist::{Change, Denial};
+use conform_gate::allowlist::{Allowlist, Observed, Reason, permits, update};
+use conform_gate::allowlist::{Change, Denial};
 use time::OffsetDateTime;
 use time::macros::datetime;
 

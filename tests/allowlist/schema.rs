@@ -1,6 +1,6 @@
 //! The published JSON Schema: what the writer writes validates; what it must not, fails.
 
-use conform::allowlist::{Change, update};
+use conform_gate::allowlist::{Change, update};
 use serde_json::Value;
 use time::macros::datetime;
 
@@ -31,12 +31,12 @@ fn written() -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 /// A revocation as a signed run writes it: with its digests and its envelope.
-fn signed_revocation(suite: &str, provider: &str) -> conform::allowlist::Revocation {
+fn signed_revocation(suite: &str, provider: &str) -> conform_gate::allowlist::Revocation {
     let mut r = revocation(suite, provider, "run-10");
     r.suite_digest = Some(super::support::SUITE_DIGEST.into());
     r.provider_digest = Some(super::support::PROVIDER_DIGEST.into());
-    let key = conform::sign::SigningKey::generate().unwrap();
-    conform::allowlist::attest::sign(&mut r, &key);
+    let key = conform_allowlist::sign::SigningKey::generate().unwrap();
+    conform_gate::allowlist::attest::sign(&mut r, &key);
     r
 }
 
@@ -100,10 +100,10 @@ fn the_schema_is_the_shipped_file() {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/allowlist.v1.schema.json"),
     )
     .unwrap();
-    assert_eq!(shipped, conform::allowlist::SCHEMA);
+    assert_eq!(shipped, conform_gate::allowlist::SCHEMA);
     let schema: Value = serde_json::from_str(&shipped).unwrap();
     assert_eq!(
         schema["properties"]["format"]["const"],
-        conform::allowlist::FORMAT
+        conform_gate::allowlist::FORMAT
     );
 }

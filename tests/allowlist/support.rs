@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use conform::allowlist::{Entry, Evidence, Revocation};
-use conform::verdict::CheckCount;
+use conform_check::verdict::CheckCount;
+use conform_gate::allowlist::{Entry, Evidence, Revocation};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -124,9 +124,12 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// [`entry`] with the digests the project at `root` has now, as a run there would write it.
 pub fn current_entry(root: &Path, suite: &str, provider: &str, until: OffsetDateTime) -> Entry {
-    let local =
-        conform::allowlist::Local::observe(&conform::config::Paths::under(root), suite, provider)
-            .unwrap();
+    let local = conform_gate::allowlist::Local::observe(
+        &conform_config::Paths::under(root),
+        suite,
+        provider,
+    )
+    .unwrap();
     Entry {
         suite_digest: local.suite_digest,
         provider_digest: local.provider_digest,
@@ -146,7 +149,7 @@ pub fn conform_at(root: &Path) -> assert_cmd::Command {
 
 /// The published schema, compiled.
 pub fn schema() -> jsonschema::Validator {
-    let schema: serde_json::Value = serde_json::from_str(conform::allowlist::SCHEMA).unwrap();
+    let schema: serde_json::Value = serde_json::from_str(conform_gate::allowlist::SCHEMA).unwrap();
     jsonschema::draft202012::new(&schema).unwrap()
 }
 

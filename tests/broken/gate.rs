@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use conform::allowlist::{Denial, Reason};
-use conform::orchestrator::gate::FailoverGate;
+use conform_gate::allowlist::{Denial, Reason};
+use conform_serve::orchestrator::gate::FailoverGate;
 use futures::future::BoxFuture;
 use time::OffsetDateTime;
 

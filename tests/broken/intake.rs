@@ -5,11 +5,11 @@ use std::sync::Arc;
 use axum::body::BodyDataStream;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use conform::ledger::fingerprint::BodyError;
-use conform::orchestrator::intake::{BodyIntake, Received};
-use conform::orchestrator::overload::Overload;
-use conform::orchestrator::parser::BodyParser;
-use conform::orchestrator::problem::Problem;
+use conform_serve::ledger::fingerprint::BodyError;
+use conform_serve::orchestrator::intake::{BodyIntake, Received};
+use conform_serve::orchestrator::overload::Overload;
+use conform_serve::orchestrator::parser::BodyParser;
+use conform_serve::orchestrator::problem::Problem;
 use futures::future::BoxFuture;
 use serde_json::Value;
 

@@ -1,5 +1,5 @@
 //! Deliberately broken variants of the reference orchestrator, built from the library's
-//! seams (`conform::orchestrator::Seams`): each replaces one seam of `conform serve` with
+//! seams (`conform_serve::orchestrator::Seams`): each replaces one seam of `conform serve` with
 //! a decorator of the real one that breaks one rule of the contract, or narrows one
 //! setting, so `tests/scenarios_teeth.rs` can prove `conform scenarios` catches it; and
 //! two lenient variants that choose otherwise where the contract is silent, which must
@@ -19,8 +19,8 @@ pub mod upstream;
 use std::sync::Arc;
 use std::time::Duration;
 
-use conform::orchestrator::config::DEFAULT_DATABASE_TIMEOUT;
-use conform::orchestrator::{Config, Limits, OwnerIds, Providers, Seams, Server};
+use conform_serve::orchestrator::config::DEFAULT_DATABASE_TIMEOUT;
+use conform_serve::orchestrator::{Config, Limits, OwnerIds, Providers, Seams, Server};
 
 use db::Db;
 
@@ -148,7 +148,9 @@ pub fn serve(variant: Option<&str>) -> u8 {
         }
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("warn,conform::ledger=info,conform::orchestrator=info")
+        tracing_subscriber::EnvFilter::new(
+            "warn,conform_serve::ledger=info,conform_serve::orchestrator=info",
+        )
     });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

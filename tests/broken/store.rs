@@ -4,13 +4,13 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use conform::ledger::{
+use conform_serve::ledger::{
     Attempt, AttemptCancel, AttemptState, Backend, Created, Finished, Job, JobCancel, JobState,
     LedgerError, NewJob, Started, Transition,
 };
-use conform::orchestrator::Providers;
-use conform::orchestrator::store::JobStore;
-use conform::orchestrator::upstream::{Outcome, Request, Upstream};
+use conform_serve::orchestrator::Providers;
+use conform_serve::orchestrator::store::JobStore;
+use conform_serve::orchestrator::upstream::{Outcome, Request, Upstream};
 use futures::future::BoxFuture;
 use serde_json::Value;
 

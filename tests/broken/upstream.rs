@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use conform::orchestrator::upstream::{Outcome, Request, Upstream};
+use conform_serve::orchestrator::upstream::{Outcome, Request, Upstream};
 use futures::future::BoxFuture;
 
 /// The HTTP client retries 429, 5xx and broken connections behind the orchestrator's

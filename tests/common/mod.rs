@@ -6,12 +6,12 @@
 
 #![allow(dead_code)]
 
-use conform::config::Suite;
-use conform::config::{Prompt, ProviderConfig};
-use conform::provider::transport::{Endpoint, Transport};
-use conform::provider::{CallError, CallSpec, Completion, wire_format};
-use conform::secret::Secret;
-use conform::sim::AnswerBook;
+use conform_config::Suite;
+use conform_config::secret::Secret;
+use conform_config::{Prompt, ProviderConfig};
+use conform_wire::provider::transport::{Endpoint, Transport};
+use conform_wire::provider::{CallError, CallSpec, Completion, wire_format};
+use conform_wire::sim::AnswerBook;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -324,7 +324,7 @@ pub async fn call(
 /// [`small_schema`], asked for only when the conversation expects a JSON answer.
 pub async fn call_conversation(
     endpoint: &Endpoint,
-    conversation: &conform::config::Conversation,
+    conversation: &conform_config::Conversation,
 ) -> Result<Completion, CallError> {
     let prompt = Prompt {
         system: None,
@@ -475,7 +475,7 @@ pub async fn refused_address() -> String {
 
 /// The request's prompt tokens as OpenAI counts them for an o200k_base model.
 pub fn prompt_tokens_o200k(body: &Value) -> u64 {
-    use conform::tokenize::{Tokenizer, chat_messages, tiktoken::Tiktoken};
+    use conform_wire::tokenize::{Tokenizer, chat_messages, tiktoken::Tiktoken};
     let messages = chat_messages(body);
     Tiktoken::shared("o200k_base")
         .unwrap()
@@ -644,9 +644,9 @@ pub async fn run_in_library(
     let mut servers = Vec::new();
     for c in configs
         .iter_mut()
-        .filter(|c| c.kind == conform::config::Kind::Sim)
+        .filter(|c| c.kind == conform_config::Kind::Sim)
     {
-        let server = conform::sim::SimServer::start(c, Arc::clone(book))
+        let server = conform_wire::sim::SimServer::start(c, Arc::clone(book))
             .await
             .expect("a simulation");
         c.base_url = server.uri();
@@ -657,7 +657,7 @@ pub async fn run_in_library(
         .into_iter()
         .map(|c| {
             let wire = wire_format(c.wire_kind());
-            let counter = conform::tokenize::Counter::for_provider(&c).unwrap();
+            let counter = conform_wire::tokenize::Counter::for_provider(&c).unwrap();
             Arc::new(
                 Target::new(Endpoint::new(Arc::new(c), wire, None, transport.clone()))
                     .with_counter(counter),

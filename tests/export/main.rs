@@ -9,8 +9,8 @@ use std::path::Path;
 mod common;
 
 use common::{Mode, OpenAiMock, answer_book, copy_dir};
-use conform::allowlist::{Allowlist, Entry, Evidence, Revocation};
-use conform::export::{self, Names, Plan, SuiteRef, litellm, portkey};
+use conform_gate::allowlist::{Allowlist, Entry, Evidence, Revocation};
+use conform_gate::export::{self, Names, Plan, SuiteRef, litellm, portkey};
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;

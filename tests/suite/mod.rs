@@ -85,7 +85,7 @@ pub fn assert_all_passed(code: i32, report: &Value) {
     );
     assert_eq!(
         report["scenarios"].as_array().unwrap().len(),
-        conform::scenarios::all().len(),
+        conform_scenarios::all().len(),
         "every scenario ran"
     );
     assert_eq!(code, 0, "the exit code when every scenario passed");

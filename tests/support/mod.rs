@@ -7,8 +7,8 @@ pub mod proxy;
 use std::sync::Once;
 use std::time::Duration;
 
-use conform::ledger::{Ledger, LedgerOptions};
-use conform::orchestrator::{Config, Providers, Server};
+use conform_serve::ledger::{Ledger, LedgerOptions};
+use conform_serve::orchestrator::{Config, Providers, Server};
 use serde_json::Value;
 use sqlx::{PgPool, SqlitePool};
 
@@ -184,7 +184,7 @@ pub struct Settings {
     pub attempt_timeout: Duration,
     pub late_window: Duration,
     /// The HTTP layer's bounds (`Limits::default()` unless a test narrows them).
-    pub limits: conform::orchestrator::Limits,
+    pub limits: conform_serve::orchestrator::Limits,
 }
 
 impl Orchestrator {
@@ -203,10 +203,10 @@ impl Orchestrator {
             late_window: settings.late_window,
             database_url: url.to_string(),
             database_connections: 8,
-            database_timeout: conform::orchestrator::config::DEFAULT_DATABASE_TIMEOUT,
+            database_timeout: conform_serve::orchestrator::config::DEFAULT_DATABASE_TIMEOUT,
             limits: settings.limits,
         };
-        let listener = conform::orchestrator::listener("127.0.0.1:0")
+        let listener = conform_serve::orchestrator::listener("127.0.0.1:0")
             .await
             .unwrap();
         let server = Server::on(config, listener).await.unwrap();

@@ -1,7 +1,7 @@
 //! Real error bodies classified, with the provider's message kept and the exact number of
 //! upstream requests: one for what a retry cannot cure, 1 + retries for what it can.
 
-use conform::provider::{Effect, ErrorKind};
+use conform_wire::provider::{Effect, ErrorKind};
 use serde_json::{Value, json};
 
 use crate::support::*;

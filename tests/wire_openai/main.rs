@@ -1,6 +1,6 @@
 //! Every OpenAI, OpenAI-compatible (vLLM, llama.cpp) payload file in `tests/wire/`,
 //! replayed byte for byte (status, body, content type) from a wiremock server through
-//! the real [`conform::provider::transport::Endpoint`]: request files compared with what
+//! the real [`conform_wire::provider::transport::Endpoint`]: request files compared with what
 //! we send, responses decoded into the normalized reply, errors classified (with the
 //! number of upstream requests wherever a retry could happen), streams folded.
 
@@ -11,7 +11,7 @@ mod streams;
 mod support;
 mod tools;
 
-use conform::provider::{Completion, Finish, FinishKind, Reply, Usage};
+use conform_wire::provider::{Completion, Finish, FinishKind, Reply, Usage};
 
 /// The reply a file must decode into.
 pub fn reply(
@@ -39,7 +39,7 @@ pub fn reply(
 /// The reply a forced-call file must decode into: the call's arguments are the text, and
 /// the call itself is kept.
 pub fn call_reply(mut expected: Reply, id: &str, name: &str) -> Reply {
-    expected.tool_calls = vec![conform::provider::ToolCall::from_text(
+    expected.tool_calls = vec![conform_wire::provider::ToolCall::from_text(
         Some(id.to_string()),
         name,
         expected.text.clone(),

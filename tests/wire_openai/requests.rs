@@ -2,8 +2,8 @@
 //! the bytes our encoder puts on the wire for the same call, each answered with a
 //! recorded or documented response that must decode into the right reply.
 
-use conform::provider::openai_responses::{decode_input_tokens, input_tokens_request};
-use conform::provider::{CallSpec, FinishKind, wire_format};
+use conform_wire::provider::openai_responses::{decode_input_tokens, input_tokens_request};
+use conform_wire::provider::{CallSpec, FinishKind, wire_format};
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -302,12 +302,12 @@ async fn responses_curl_example_and_its_documented_response() {
 
 #[test]
 fn responses_system_text_goes_in_instructions() {
-    let config = conform::config::ProviderConfig::parse(
+    let config = conform_config::ProviderConfig::parse(
         std::path::Path::new("providers/r.toml"),
         "kind = \"openai-responses\"\nmodel = \"gpt-4o\"\nstructured_output = \"json_object\"\n",
     )
     .unwrap();
-    let prompt = conform::config::Prompt {
+    let prompt = conform_config::Prompt {
         system: Some("Answer in JSON.".into()),
         user: "Hi".into(),
     };
@@ -332,12 +332,12 @@ fn responses_system_text_goes_in_instructions() {
 #[test]
 fn responses_input_token_count_request_and_response() {
     let documented = curl_body("openai_responses_input_tokens_request.sh");
-    let config = conform::config::ProviderConfig::parse(
+    let config = conform_config::ProviderConfig::parse(
         std::path::Path::new("providers/r.toml"),
         "kind = \"openai-responses\"\nmodel = \"gpt-5\"\n",
     )
     .unwrap();
-    let prompt = conform::config::Prompt {
+    let prompt = conform_config::Prompt {
         system: None,
         user: "Tell me a joke.".into(),
     };
@@ -351,7 +351,7 @@ fn responses_input_token_count_request_and_response() {
     let request = input_tokens_request(
         &spec,
         &config,
-        Some(&conform::secret::Secret::new(KEY.into())),
+        Some(&conform_config::secret::Secret::new(KEY.into())),
     );
     assert_eq!(
         request.url,
@@ -363,5 +363,8 @@ fn responses_input_token_count_request_and_response() {
     let count = decode_input_tokens(&wire_bytes("openai_responses_input_tokens_response.json"));
     assert_eq!(count.unwrap(), 11);
     let wrong = decode_input_tokens(br#"{"object":"response.input_tokens"}"#).unwrap_err();
-    assert_eq!(wrong.kind, conform::provider::ErrorKind::InvalidResponse);
+    assert_eq!(
+        wrong.kind,
+        conform_wire::provider::ErrorKind::InvalidResponse
+    );
 }

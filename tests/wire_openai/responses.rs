@@ -1,12 +1,12 @@
 //! Recorded Chat Completions responses decoded into the normalized reply. (The ones
 //! answering a request file are in `requests.rs`.)
 
-use conform::provider::{Finish, FinishKind};
+use conform_wire::provider::{Finish, FinishKind};
 
 use crate::support::*;
 use crate::{call_reply, expect_reply, reply};
 
-async fn replay(file: &str) -> conform::provider::Completion {
+async fn replay(file: &str) -> conform_wire::provider::Completion {
     let server = serve(CHAT, 200, wire_bytes(file), JSON).await;
     let config = provider(&server, "openai", "gpt-4o", "");
     let done = call(config, &Ask::user("q")).await.unwrap();

@@ -1,7 +1,7 @@
 //! Stream transcripts served as `text/event-stream` to a provider with `stream = true`,
 //! folded into one reply; cut streams and errors inside a 200 stream classified.
 
-use conform::provider::{Completion, ErrorKind, FinishKind};
+use conform_wire::provider::{Completion, ErrorKind, FinishKind};
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -13,7 +13,10 @@ async fn stream(
     kind: &str,
     body: Vec<u8>,
     extra: &str,
-) -> (Result<Completion, conform::provider::CallError>, Vec<Value>) {
+) -> (
+    Result<Completion, conform_wire::provider::CallError>,
+    Vec<Value>,
+) {
     let route = if kind == "openai-responses" {
         RESPONSES
     } else {
@@ -198,7 +201,10 @@ async fn chat_error_in_the_middle_of_a_stream() {
     let err = err.unwrap_err();
     assert_eq!(err.kind, ErrorKind::ServerError);
     assert_eq!(err.status, Some(200));
-    assert_eq!(err.effect(), conform::provider::Effect::ProviderFailure);
+    assert_eq!(
+        err.effect(),
+        conform_wire::provider::Effect::ProviderFailure
+    );
     assert_eq!(json!(err.message), message);
     assert_eq!(sent.len(), 1);
 

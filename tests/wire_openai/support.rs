@@ -3,10 +3,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use conform::config::{Prompt, ProviderConfig};
-use conform::provider::transport::{Endpoint, Transport};
-use conform::provider::{CallError, CallSpec, Completion, wire_format};
-use conform::secret::Secret;
+use conform_config::secret::Secret;
+use conform_config::{Prompt, ProviderConfig};
+use conform_wire::provider::transport::{Endpoint, Transport};
+use conform_wire::provider::{CallError, CallSpec, Completion, wire_format};
 use serde_json::Value;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};

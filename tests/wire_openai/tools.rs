@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use conform::check::tool_text::call_in_text;
-use conform::config::{Conversation, Message, Prompt, ProviderConfig, Tool, ToolChoice};
-use conform::provider::transport::{Endpoint, Transport};
-use conform::provider::{CallError, CallSpec, Completion, ErrorKind, FinishKind, wire_format};
-use conform::secret::Secret;
+use conform_check::check::tool_text::call_in_text;
+use conform_config::secret::Secret;
+use conform_config::{Conversation, Message, Prompt, ProviderConfig, Tool, ToolChoice};
+use conform_wire::provider::transport::{Endpoint, Transport};
+use conform_wire::provider::{CallError, CallSpec, Completion, ErrorKind, FinishKind, wire_format};
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -180,7 +180,7 @@ async fn a_parameters_schema_that_is_not_an_object_is_refused_before_and_by_the_
         "name": "array_tool", "parameters": {"type": "array"}}}]))
     .unwrap();
     // `conform check` names it before anything is sent …
-    let found = conform::config::conversation::tool_problems(&tools, "/tools");
+    let found = conform_config::conversation::tool_problems(&tools, "/tools");
     assert_eq!(found[0].pointer, "/tools/0/function/parameters");
     // … and sent anyway, the API's 400 stops the provider as a configuration error.
     let c = conversation(&json!([{"role": "user", "content": "go"}]), &json!([]));
@@ -254,7 +254,7 @@ async fn responses_sends_calls_and_outputs_back_as_items_paired_by_call_id() {
     let recorded = wire_json("openai_chat_tool_role_followup_request.json");
     let mut c = conversation(&recorded["messages"], &recorded["tools"]);
     c.messages
-        .insert(0, Message::text(conform::config::Role::System, "Be brief."));
+        .insert(0, Message::text(conform_config::Role::System, "Be brief."));
     send(provider(&server, "openai-responses", "gpt-4o", ""), &c)
         .await
         .unwrap();

@@ -1,0 +1,296 @@
+//! The OpenAI Batch API's JSONL files: input lines `{"custom_id", "method", "url",
+//! "body"}` become cases, and the output (and error) files' lines, joined by `custom_id`
+//! (their order is not the input's), become the cases' recorded reference answers.
+//!
+//! The output files are indexed first (each `custom_id` with its line's byte offset,
+//! not the line), then the input is streamed and each answer read back by seeking. The
+//! index is the import's on-disk scratch index ([`super::scratch`], reached through the
+//! [`Importer`]), so memory holds neither the bodies nor an entry per request.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::chat::{Api, FieldError};
+use super::lines::{self, Lines};
+use super::scratch::At;
+use super::{ImportError, Importer, Item, Options, Summary, file_name};
+
+/// Imports `input` with the answers in `outputs` (the output file, and the error file
+/// if there is one).
+pub fn import(input: &Path, outputs: &[PathBuf], opts: &Options) -> Result<Summary, ImportError> {
+    let mut importer = Importer::new(opts, input)?;
+    for (file, path) in outputs.iter().enumerate() {
+        let mut lines = Lines::open(path, opts.max_line_bytes)?;
+        while let Some(line) = lines.next_line()? {
+            if line.text.trim().is_empty() {
+                continue;
+            }
+            let value = parse(path, line.number, line.text)?;
+            let id = custom_id(&value).map_err(|e| malformed(path, line.number, e))?;
+            let at = At {
+                file,
+                line: line.number,
+                offset: line.offset,
+            };
+            if importer.index_put(&id, at)? {
+                let place = format!("{}:{}", file_name(path), line.number);
+                importer.note(
+                    &place,
+                    "a second answer to the same custom_id: the last one is kept",
+                );
+            }
+        }
+    }
+    let mut handles = outputs
+        .iter()
+        .map(|p| {
+            File::open(p).map_err(|source| ImportError::Read {
+                path: p.clone(),
+                source,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let mut lines = Lines::open(input, opts.max_line_bytes)?;
+    let input_name = file_name(input);
+    while let Some(line) = lines.next_line()? {
+        if line.text.trim().is_empty() {
+            continue;
+        }
+        importer.read();
+        let number = line.number;
+        let place = format!("{input_name}:{number}");
+        let value = parse(input, number, line.text)?;
+        let id = custom_id(&value).map_err(|e| malformed(input, number, e))?;
+        let url = value.get("url").and_then(Value::as_str).ok_or_else(|| {
+            malformed(
+                input,
+                number,
+                field("url", "missing: the endpoint, e.g. /v1/chat/completions"),
+            )
+        })?;
+        if let Some(method) = value.get("method").and_then(Value::as_str)
+            && !method.eq_ignore_ascii_case("POST")
+        {
+            return Err(malformed(
+                input,
+                number,
+                field("method", "a Batch request is POST"),
+            ));
+        }
+        let Some(api) = Api::from_url(url) else {
+            importer.skip(
+                &place,
+                &format!(
+                    "`url` {url}: only /v1/chat/completions and /v1/responses requests become cases"
+                ),
+            );
+            importer.index_remove(&id)?;
+            continue;
+        };
+        let mut body = value
+            .get("body")
+            .cloned()
+            .ok_or_else(|| malformed(input, number, field("body", "missing: the request body")))?;
+        let mut redactor = opts.redaction.case();
+        redactor.paths(&mut body);
+        let request = match api.request(&body) {
+            Ok(r) => r,
+            Err(e) if e.unsupported => {
+                importer.skip(&place, &format!("body.{}: {}", e.field, e.message));
+                importer.index_remove(&id)?;
+                continue;
+            }
+            Err(e) => {
+                return Err(malformed(
+                    input,
+                    number,
+                    FieldError {
+                        field: format!("body.{}", e.field),
+                        ..e
+                    },
+                ));
+            }
+        };
+        importer.dropped(&request.dropped);
+
+        let mut reference = None;
+        if let Some(at) = importer.index_take(&id)? {
+            let path = &outputs[at.file];
+            let text = lines::line_at(&mut handles[at.file], path, at.offset, opts.max_line_bytes)?;
+            let out = parse(path, at.line, &text)?;
+            let out_place = format!("{}:{}", file_name(path), at.line);
+            match answer_of(&out, api) {
+                Ok(Some((served, created, answers))) => {
+                    let model = request
+                        .model
+                        .clone()
+                        .or_else(|| served.clone())
+                        .unwrap_or_default();
+                    reference = super::reference(
+                        &model,
+                        served.as_deref(),
+                        created,
+                        out_place.clone(),
+                        answers,
+                    );
+                    if reference.is_none() {
+                        importer.note(
+                            &out_place,
+                            "the response has no `created` time: its answer is not recorded",
+                        );
+                    }
+                }
+                Ok(None) => importer.note(
+                    &out_place,
+                    "no answer recorded (the request failed): the case has no reference",
+                ),
+                Err(e) if e.unsupported => {
+                    importer.note(&out_place, &format!("{}: {}", e.field, e.message))
+                }
+                Err(e) => return Err(malformed(path, at.line, e)),
+            }
+        } else if !outputs.is_empty() {
+            importer.note(
+                &place,
+                "no line of the output files answers this custom_id: the case has no reference",
+            );
+        }
+
+        let safe_id = redactor.text(&id).unwrap_or_else(|| id.clone());
+        let description = format!("Imported from {place} (custom_id {safe_id})");
+        let case = super::request_case(description, &request, reference);
+        let slug = super::slug(&safe_id);
+        let id = match slug.is_empty() {
+            true => format!("{number:06}"),
+            false => format!("{number:06}-{slug}"),
+        };
+        let item = Item::redacted(
+            number as u64,
+            id,
+            case,
+            request.schema.as_ref(),
+            &mut redactor,
+        );
+        importer.redacted(redactor.replaced);
+        importer.add(item)?;
+    }
+    let n = importer.index_len();
+    if n > 0 {
+        importer.note(
+            &input_name,
+            &format!("{n} answers in the output files match no request of this input"),
+        );
+    }
+    let header = format!(
+        "# Imported by `conform import openai-batch` from {input_name}{}.\n# Each case is a logged request; its recorded answers are the reference a candidate is compared with.\n",
+        if outputs.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " and {}",
+                outputs
+                    .iter()
+                    .map(|p| file_name(p))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    );
+    let mut suite = toml::Table::new();
+    suite.insert(
+        "description".into(),
+        toml::Value::String(format!(
+            "Requests imported from the OpenAI Batch file {input_name}"
+        )),
+    );
+    importer.finish(&header, suite, None)
+}
+
+/// The served model, the `created` time and the answers of an output line; `None` when
+/// the request failed (an `error`, or a status other than 2xx).
+#[allow(clippy::type_complexity)]
+fn answer_of(
+    out: &Value,
+    api: Api,
+) -> Result<Option<(Option<String>, Option<i64>, Vec<Value>)>, FieldError> {
+    if out.get("error").is_some_and(|e| !e.is_null()) {
+        return Ok(None);
+    }
+    let Some(response) = out.get("response").filter(|r| !r.is_null()) else {
+        return Ok(None);
+    };
+    let status = response
+        .get("status_code")
+        .and_then(Value::as_u64)
+        .unwrap_or(200);
+    if !(200..300).contains(&status) {
+        return Ok(None);
+    }
+    let body = response
+        .get("body")
+        .ok_or_else(|| field("response.body", "missing"))?;
+    if body.get("error").is_some_and(|e| !e.is_null()) {
+        return Ok(None);
+    }
+    let answers = api.answers(body).map_err(|e| FieldError {
+        field: format!("response.body.{}", e.field),
+        ..e
+    })?;
+    let served = body.get("model").and_then(Value::as_str).map(String::from);
+    let created = body
+        .get("created")
+        .or_else(|| body.get("created_at"))
+        .and_then(Value::as_i64);
+    Ok(Some((served, created, answers)))
+}
+
+fn custom_id(value: &Value) -> Result<String, FieldError> {
+    match value.get("custom_id") {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        Some(_) => Err(field("custom_id", "must be a non-empty string")),
+        None => Err(field("custom_id", "missing: every Batch line has one")),
+    }
+}
+
+fn field(name: &str, message: &str) -> FieldError {
+    FieldError {
+        field: name.into(),
+        message: message.into(),
+        unsupported: false,
+    }
+}
+
+fn malformed(path: &Path, line: usize, e: FieldError) -> ImportError {
+    ImportError::Malformed {
+        path: path.to_path_buf(),
+        line,
+        field: e.field,
+        message: e.message,
+    }
+}
+
+/// One line as JSON; a syntax error names the line and the column, never the text.
+pub(crate) fn parse(path: &Path, line: usize, text: &str) -> Result<Value, ImportError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| ImportError::Malformed {
+        path: path.to_path_buf(),
+        line,
+        field: "(line)".into(),
+        message: format!(
+            "not JSON at column {}: {}",
+            e.column(),
+            conform_config::diagnostic::json_error_message(&e)
+        ),
+    })?;
+    if !value.is_object() {
+        return Err(ImportError::Malformed {
+            path: path.to_path_buf(),
+            line,
+            field: "(line)".into(),
+            message: "must be a JSON object".into(),
+        });
+    }
+    Ok(value)
+}

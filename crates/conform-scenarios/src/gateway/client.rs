@@ -1,0 +1,312 @@
+//! The application in front of the gateway: one chat completion, plain or streamed, and
+//! what it received, judged as a client library would judge it. A plain answer is
+//! complete when it is a 200 completion with content; a stream, when it ended cleanly
+//! with a finish reason and `[DONE]` and no error event. A complete answer is genuine
+//! only when its content is what an upstream finished ([`super::upstream::content`]).
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::api::Exchange;
+
+/// How the client reaches the gateway.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    url: String,
+    headers: Vec<(String, String)>,
+    /// Headers that replace `headers` for one model (Portkey's config per primary).
+    per_model: Vec<(String, Vec<(String, String)>)>,
+}
+
+/// What the client received.
+#[derive(Debug, Clone, Serialize)]
+pub struct Received {
+    /// 0 when no answer came.
+    pub status: u16,
+    /// The content the client assembled (a stream's deltas joined).
+    pub content: Option<String>,
+    /// The answer's `model`.
+    pub model: Option<String>,
+    /// A plain completion with content, or a stream with a finish reason and `[DONE]`
+    /// that ended without an error event or a transfer error.
+    pub complete: bool,
+    pub finish_reason: Option<String>,
+    pub done: bool,
+    pub error_event: bool,
+    /// The body broke off, or did not arrive in time.
+    pub transfer_error: Option<String>,
+    pub ms: u64,
+    /// The exchange, for the evidence.
+    #[serde(skip)]
+    pub exchange: Option<Exchange>,
+}
+
+impl Received {
+    /// The content parsed as a genuine answer: (served_by, tag).
+    pub fn served(&self) -> Option<(String, String)> {
+        let v: Value = serde_json::from_str(self.content.as_deref()?).ok()?;
+        Some((
+            v.get("served_by")?.as_str()?.to_string(),
+            v.get("tag")?.as_str()?.to_string(),
+        ))
+    }
+
+    /// One line for the evidence.
+    pub fn summary(&self) -> String {
+        let mut parts = vec![format!("HTTP {}", self.status)];
+        if let Some(m) = &self.model {
+            parts.push(format!("model {m}"));
+        }
+        if let Some(f) = &self.finish_reason {
+            parts.push(format!("finish_reason {f}"));
+        }
+        if self.done {
+            parts.push("[DONE]".into());
+        }
+        if self.error_event {
+            parts.push("an error event".into());
+        }
+        if let Some(e) = &self.transfer_error {
+            parts.push(format!("transfer error: {e}"));
+        }
+        parts.push(format!(
+            "content {}",
+            self.content
+                .as_deref()
+                .map_or("none".to_string(), |c| format!("{c:?}"))
+        ));
+        parts.join(", ")
+    }
+}
+
+/// How long a client waits for a whole answer: longer than any scripted hang.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(60);
+
+impl Client {
+    /// `url` is the gateway's chat completions endpoint; `headers` go on every request
+    /// (the gateway's key, Portkey's config).
+    pub fn new(url: String, headers: Vec<(String, String)>) -> Result<Client, reqwest::Error> {
+        // reqwest is built without a default TLS provider; a gateway may be https.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .timeout(ANSWER_WITHIN)
+            .no_proxy()
+            .build()?;
+        Ok(Client {
+            http,
+            url,
+            headers,
+            per_model: Vec::new(),
+        })
+    }
+
+    /// Requests for `model` carry `headers` instead.
+    pub fn for_model(mut self, model: &str, headers: Vec<(String, String)>) -> Client {
+        self.per_model.push((model.to_string(), headers));
+        self
+    }
+
+    /// Asks `model` for the invoice of `tag`, streamed or not.
+    pub async fn ask(&self, model: &str, tag: &str, stream: bool) -> Received {
+        let body = json!({
+            "model": model,
+            "messages": [
+                {"role": "system", "content": "Extract the invoice total as JSON."},
+                {"role": "user", "content": format!("Invoice {tag}: 1 x widget at 12.50 EUR.")},
+            ],
+            "temperature": 0,
+            "stream": stream,
+        });
+        let started = Instant::now();
+        let mut request = self.http.post(&self.url).json(&body);
+        let headers = (self.per_model.iter())
+            .find(|(m, _)| m == model)
+            .map_or(&self.headers, |(_, h)| h);
+        for (k, v) in headers {
+            request = request.header(k, v);
+        }
+        let mut received = Received {
+            status: 0,
+            content: None,
+            model: None,
+            complete: false,
+            finish_reason: None,
+            done: false,
+            error_event: false,
+            transfer_error: None,
+            ms: 0,
+            exchange: None,
+        };
+        let (bytes, content_type) = match request.send().await {
+            Ok(mut response) => {
+                received.status = response.status().as_u16();
+                let content_type = response
+                    .headers()
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string);
+                let mut bytes = Vec::new();
+                loop {
+                    match response.chunk().await {
+                        Ok(Some(piece)) => bytes.extend_from_slice(&piece),
+                        Ok(None) => break,
+                        Err(e) => {
+                            received.transfer_error = Some(error_chain(&e));
+                            break;
+                        }
+                    }
+                }
+                (bytes, content_type)
+            }
+            Err(e) => {
+                received.transfer_error = Some(error_chain(&e));
+                (Vec::new(), None)
+            }
+        };
+        received.ms = started.elapsed().as_millis() as u64;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let answer = if stream && received.status == 200 && !text.trim_start().starts_with('{') {
+            read_stream(&text, &mut received);
+            json!({"stream": text.lines().filter(|l| !l.is_empty()).take(40).collect::<Vec<_>>()})
+        } else {
+            let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+            read_plain(&value, &mut received);
+            value
+        };
+        received.complete &= received.transfer_error.is_none();
+        received.exchange = Some(Exchange {
+            method: "POST".into(),
+            path: self.url.clone(),
+            owner: None,
+            idempotency_keys: Vec::new(),
+            body: Some(body),
+            status: received.status,
+            content_type,
+            idempotent_replayed: None,
+            answer,
+            error: received.transfer_error.clone(),
+            ms: received.ms,
+        });
+        received
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn read_plain(value: &Value, received: &mut Received) {
+    received.model = value
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let choice = value.pointer("/choices/0");
+    received.content = choice
+        .and_then(|c| c.pointer("/message/content"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    received.finish_reason = choice
+        .and_then(|c| c.get("finish_reason"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    received.complete = received.status == 200 && received.content.is_some();
+}
+
+/// Reads SSE `data:` events: content deltas joined, the finish reason, `[DONE]`, and any
+/// error event.
+fn read_stream(text: &str, received: &mut Received) {
+    let mut content = String::new();
+    for line in text.lines() {
+        let Some(data) = line.strip_prefix("data:").map(str::trim) else {
+            continue;
+        };
+        if data == "[DONE]" {
+            received.done = true;
+            continue;
+        }
+        let Ok(event) = serde_json::from_str::<Value>(data) else {
+            continue;
+        };
+        if event.get("error").is_some() {
+            received.error_event = true;
+        }
+        if let Some(m) = event.get("model").and_then(Value::as_str)
+            && !m.is_empty()
+        {
+            received.model = Some(m.to_string());
+        }
+        if let Some(piece) = event
+            .pointer("/choices/0/delta/content")
+            .and_then(Value::as_str)
+        {
+            content.push_str(piece);
+        }
+        if let Some(f) = event
+            .pointer("/choices/0/finish_reason")
+            .and_then(Value::as_str)
+        {
+            received.finish_reason = Some(f.to_string());
+        }
+    }
+    received.content = Some(content);
+    received.complete = received.finish_reason.is_some() && received.done && !received.error_event;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blank() -> Received {
+        Received {
+            status: 200,
+            content: None,
+            model: None,
+            complete: false,
+            finish_reason: None,
+            done: false,
+            error_event: false,
+            transfer_error: None,
+            ms: 0,
+            exchange: None,
+        }
+    }
+
+    #[test]
+    fn a_stream_is_complete_only_with_a_finish_reason_and_done_and_no_error() {
+        let whole = "data: {\"model\":\"m\",\"choices\":[{\"delta\":{\"content\":\"{\\\"a\\\"\"}}]}\n\n\
+                     data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+        let mut r = blank();
+        read_stream(whole, &mut r);
+        assert!(r.complete);
+        assert_eq!(r.content.as_deref(), Some("{\"a\""));
+        assert_eq!(r.model.as_deref(), Some("m"));
+        let mut r = blank();
+        read_stream(&whole.replace("data: [DONE]", ""), &mut r);
+        assert!(!r.complete);
+        let mut r = blank();
+        read_stream(
+            &format!("{whole}data: {{\"error\":{{\"message\":\"x\"}}}}\n\n"),
+            &mut r,
+        );
+        assert!(!r.complete && r.error_event);
+    }
+
+    #[test]
+    fn a_genuine_answer_names_who_served_it() {
+        let mut r = blank();
+        r.content = Some(super::super::upstream::content("fallback", "ctagx1"));
+        assert_eq!(r.served(), Some(("fallback".into(), "ctagx1".into())));
+        r.content = Some("{\"served_by\": \"fall".into());
+        assert_eq!(r.served(), None);
+    }
+}

@@ -1,0 +1,278 @@
+//! One gateway scenario's context: its tag, the scripts it gives the upstreams, the
+//! requests it sends through the gateway, its checks, and the evidence it ends with
+//! (the upstream request counts against what it expected, the revoked candidate's always
+//! zero).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::client::{Client, Received};
+use super::config::{MODELS, REVOKED};
+use super::upstream::{Behaviour, Board};
+use crate::api::Exchange;
+use crate::ctx::{Checked, Failed};
+use crate::evidence::{CheckRecord, Evidence, Outcome, RequestCount};
+use crate::mock::TAG_PREFIX;
+
+/// What every scenario of a run shares.
+pub struct Env {
+    pub board: Board,
+    pub client: Client,
+    /// The timeout the gateway was configured with.
+    pub timeout: Duration,
+    /// The gateway, for the report's header.
+    pub gateway: String,
+}
+
+#[derive(Default)]
+struct Record {
+    checks: Vec<CheckRecord>,
+    notes: Vec<String>,
+    exchanges: Vec<Exchange>,
+    /// By model: the requests the scenario calls for; a model absent is only reported
+    /// (the revoked candidate is always held to zero).
+    expected: BTreeMap<String, usize>,
+}
+
+/// One scenario's context.
+pub struct Ctx {
+    env: Arc<Env>,
+    pub tag: String,
+    scenario: &'static str,
+    about: &'static str,
+    started: Instant,
+    record: Mutex<Record>,
+}
+
+impl Ctx {
+    pub fn new(env: Arc<Env>, scenario: &'static str, about: &'static str) -> Ctx {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let mut record = Record::default();
+        record.expected.insert(REVOKED.to_string(), 0);
+        Ctx {
+            env,
+            tag: format!("{TAG_PREFIX}{nanos:x}"),
+            scenario,
+            about,
+            started: Instant::now(),
+            record: Mutex::new(record),
+        }
+    }
+
+    fn record(&self) -> std::sync::MutexGuard<'_, Record> {
+        self.record.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn env(&self) -> &Env {
+        &self.env
+    }
+
+    /// What `model` does with this scenario's request.
+    pub fn script(&self, model: &str, behaviour: Behaviour) {
+        self.env.board.script(model, &self.tag, behaviour);
+    }
+
+    /// `model` must receive exactly `n` requests for this scenario.
+    pub fn expect(&self, model: &str, n: usize) {
+        self.record().expected.insert(model.to_string(), n);
+    }
+
+    /// Asks the primary through the gateway, and keeps the exchange.
+    pub async fn ask(&self, stream: bool) -> Received {
+        self.ask_model(super::config::PRIMARY, stream).await
+    }
+
+    /// Asks `model` (the gateway's name for it) through the gateway.
+    pub async fn ask_model(&self, model: &str, stream: bool) -> Received {
+        let received = self.env.client.ask(model, &self.tag, stream).await;
+        if let Some(x) = &received.exchange {
+            self.record().exchanges.push(x.clone());
+        }
+        self.note(format!("the client received: {}", received.summary()));
+        received
+    }
+
+    pub fn note(&self, text: impl Into<String>) {
+        self.record().notes.push(text.into());
+    }
+
+    pub fn pass(&self, what: impl Into<String>) {
+        self.record().checks.push(CheckRecord::pass(what));
+    }
+
+    pub fn fail(&self, what: impl Into<String>, detail: Option<String>) -> Failed {
+        let (check, reason) = CheckRecord::fail(what, detail);
+        self.record().checks.push(check);
+        Failed(reason)
+    }
+
+    pub fn check(
+        &self,
+        ok: bool,
+        what: impl Into<String>,
+        detail: impl FnOnce() -> String,
+    ) -> Checked {
+        if ok {
+            self.pass(what);
+            Ok(())
+        } else {
+            Err(self.fail(what, Some(detail())))
+        }
+    }
+
+    /// Waits until every upstream call of this scenario has ended (a hang included), so
+    /// the counts are final.
+    pub async fn settle(&self) {
+        let limit = Instant::now() + self.env.timeout * 4 + Duration::from_secs(5);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        while Instant::now() < limit
+            && self
+                .env
+                .board
+                .arrivals(&self.tag)
+                .iter()
+                .any(|a| a.done_unix_ms.is_none())
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
+    /// Requests `model` received for this scenario so far.
+    pub fn count(&self, model: &str) -> usize {
+        self.env.board.count(model, &self.tag)
+    }
+
+    /// The rule every scenario holds: what reaches the client as complete is an answer an
+    /// upstream finished for this request, and its `model` names the model that served it.
+    pub fn complete_only_if_genuine(&self, received: &Received) -> Checked {
+        if !received.complete {
+            self.pass(format!(
+                "the client was not handed a complete answer ({})",
+                received.summary()
+            ));
+            return Ok(());
+        }
+        let Some((served_by, tag)) = received.served() else {
+            return Err(self.fail(
+                "nothing reaches the client as a complete answer unless an upstream finished it",
+                Some(format!(
+                    "a broken answer was presented as complete: {}",
+                    received.summary()
+                )),
+            ));
+        };
+        self.check(
+            tag == self.tag && self.count(&served_by) > 0,
+            "the complete answer is one an upstream finished for this request",
+            || format!("served_by {served_by} for {tag}: {}", received.summary()),
+        )?;
+        let named = received.model.clone().unwrap_or_default();
+        // The upstream's model (`fallback-mock`) or the gateway's own name for one of its
+        // routes (`fallback`, `primary-anthropic`): each contains the model's name, and no
+        // model's name contains another's.
+        self.check(
+            named.contains(&served_by),
+            format!("the answer's model names the model that served it ({served_by})"),
+            || format!("the answer says model {named:?}, but {served_by} served it"),
+        )?;
+        Ok(())
+    }
+
+    /// The client received a complete answer served by `model`.
+    pub fn served_by(&self, received: &Received, model: &str) -> Checked {
+        self.complete_only_if_genuine(received)?;
+        self.check(
+            received.complete && received.served().is_some_and(|(m, _)| m == model),
+            format!("the client received {model}'s complete answer"),
+            || received.summary(),
+        )
+    }
+
+    /// The evidence: the body's verdict, then the upstream counts against what was
+    /// expected.
+    pub async fn conclude(&self, body: impl std::future::Future<Output = Checked>) -> Evidence {
+        let result = body.await;
+        self.settle().await;
+        let arrivals = self.env.board.arrivals(&self.tag);
+        let expected = self.record().expected.clone();
+        let mut counts = BTreeMap::new();
+        let mut wrong = Vec::new();
+        for model in MODELS {
+            let received = self.count(model);
+            let want = expected.get(model).copied();
+            if let Some(want) = want
+                && want != received
+            {
+                wrong.push(format!(
+                    "{model} received {received} request(s), expected {want}"
+                ));
+            }
+            counts.insert(
+                model.to_string(),
+                RequestCount {
+                    received,
+                    expected: want.unwrap_or(received),
+                },
+            );
+        }
+        let summary: Vec<String> = counts
+            .iter()
+            .map(|(n, c)| format!("{n} {}/{}", c.received, c.expected))
+            .collect();
+        let count_failure = if wrong.is_empty() {
+            self.pass(format!(
+                "each upstream received the requests the scenario calls for ({}; the revoked candidate none)",
+                summary.join(", ")
+            ));
+            None
+        } else {
+            Some(self.fail(
+                "each upstream received the requests the scenario calls for (the revoked candidate none)",
+                Some(wrong.join("; ")),
+            ))
+        };
+        for a in &arrivals {
+            self.note(format!(
+                "upstream {} received a {} request on {} at {} ms, {} ({})",
+                a.model,
+                if a.stream { "streamed" } else { "plain" },
+                a.path,
+                a.at_unix_ms,
+                a.done_unix_ms
+                    .map_or("never finished".to_string(), |d| format!(
+                        "finished {} ms later",
+                        d.saturating_sub(a.at_unix_ms)
+                    )),
+                serde_json::to_string(&a.behaviour).unwrap_or_default()
+            ));
+        }
+        // Traffic to a revoked model is the failure that matters most: it leads.
+        let revoked = self.count(REVOKED);
+        let outcome = match (result, count_failure) {
+            (_, Some(Failed(reason))) if revoked > 0 => Outcome::Failed { reason },
+            (Err(Failed(reason)), _) | (Ok(()), Some(Failed(reason))) => Outcome::Failed { reason },
+            (Ok(()), None) => Outcome::Passed,
+        };
+        let r = self.record();
+        Evidence {
+            scenario: self.scenario.to_string(),
+            about: self.about.to_string(),
+            outcome,
+            seconds: self.started.elapsed().as_secs_f64(),
+            checks: r.checks.clone(),
+            exchanges: r.exchanges.clone(),
+            exchanges_omitted: 0,
+            polls: 0,
+            jobs: Vec::new(),
+            provider_requests: counts,
+            provider_arrivals: Vec::new(),
+            stray_requests: Vec::new(),
+            notes: r.notes.clone(),
+        }
+    }
+}

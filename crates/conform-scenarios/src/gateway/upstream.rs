@@ -1,0 +1,658 @@
+//! The upstreams behind the gateway: one loopback server per model, speaking OpenAI Chat
+//! Completions byte for byte (plain and streamed), so that a fault can be framed exactly
+//! as a real one is: a stream cut by closing the connection, the same cut inside a
+//! chunked body, a reset after the request was read, a hang, a 200 that is not a
+//! completion.
+//!
+//! Every client request carries a tag (as `conform scenarios` jobs do, [`find_tag`]); a
+//! server picks its behaviour by (model, tag) and counts arrivals by (model, tag), so
+//! one gateway process serves every scenario without a restart, and a request nobody
+//! tagged is a stray.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::mock::{find_tag, unix_ms};
+
+/// What an upstream does with a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Behaviour {
+    /// A complete completion: JSON, or an SSE stream ending in a finish reason and
+    /// `[DONE]`, as the request asked.
+    Answer,
+    /// An error status with an OpenAI error body, and `Retry-After` when given.
+    Status {
+        status: u16,
+        retry_after: Option<u32>,
+    },
+    /// 400 `context_length_exceeded`, as OpenAI words it.
+    ContextLength,
+    /// The request is read, then the connection is reset: the work may have started.
+    Reset,
+    /// The answer comes only after this long (the gateway's timeout should pass first).
+    Hang { ms: u64 },
+    /// A 200 stream of part of the answer (no finish reason, no `[DONE]`), ended by
+    /// closing the connection: no length, no chunked framing to say it was cut.
+    CutByClose,
+    /// The same part of the answer in a chunked body that stops without its last chunk.
+    CutInChunked,
+    /// A 200 stream of part of the answer, then an error event, then the end of the body.
+    ErrorEvent,
+    /// A 200 whose body is not a completion.
+    Unreadable { body: Unreadable },
+}
+
+/// A 2xx body that cannot be read as a completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unreadable {
+    BrokenJson,
+    Html,
+    Empty,
+}
+
+/// A request an upstream received.
+#[derive(Debug, Clone, Serialize)]
+pub struct Arrival {
+    pub model: String,
+    /// The request's path: `/v1/chat/completions` (OpenAI) or `/v1/messages` (Anthropic).
+    pub path: String,
+    pub tag: Option<String>,
+    pub at_unix_ms: u64,
+    /// When the upstream finished with it (answered, cut or reset): for a hang, later
+    /// than a fallback's arrival means two upstream calls ran at once for one intent.
+    pub done_unix_ms: Option<u64>,
+    pub stream: bool,
+    pub behaviour: Behaviour,
+}
+
+#[derive(Default)]
+struct Inner {
+    scripts: HashMap<(String, String), Behaviour>,
+    arrivals: Vec<Arrival>,
+}
+
+/// The scripts every upstream reads and the arrivals they report.
+#[derive(Clone, Default)]
+pub struct Board(Arc<Mutex<Inner>>);
+
+impl Board {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What `model` does with requests tagged `tag` (default: it answers).
+    pub fn script(&self, model: &str, tag: &str, behaviour: Behaviour) {
+        self.lock()
+            .scripts
+            .insert((model.to_string(), tag.to_string()), behaviour);
+    }
+
+    /// Requests `model` received for `tag`.
+    pub fn count(&self, model: &str, tag: &str) -> usize {
+        self.arrivals(tag)
+            .iter()
+            .filter(|a| a.model == model)
+            .count()
+    }
+
+    /// Every arrival for `tag`, in order.
+    pub fn arrivals(&self, tag: &str) -> Vec<Arrival> {
+        self.lock()
+            .arrivals
+            .iter()
+            .filter(|a| a.tag.as_deref() == Some(tag))
+            .cloned()
+            .collect()
+    }
+
+    /// Arrivals without a tag: work no client asked for (a gateway's health checks).
+    pub fn strays(&self) -> Vec<Arrival> {
+        self.lock()
+            .arrivals
+            .iter()
+            .filter(|a| a.tag.is_none())
+            .cloned()
+            .collect()
+    }
+
+    fn arrive(
+        &self,
+        model: &str,
+        path: &str,
+        body: &[u8],
+    ) -> (usize, Behaviour, bool, Option<String>) {
+        let tag = find_tag(body);
+        let stream = serde_json::from_slice::<Value>(body)
+            .ok()
+            .and_then(|v| v.get("stream").and_then(Value::as_bool))
+            .unwrap_or(false);
+        let mut inner = self.lock();
+        let behaviour = tag
+            .as_ref()
+            .and_then(|t| inner.scripts.get(&(model.to_string(), t.clone())))
+            .cloned()
+            .unwrap_or(Behaviour::Answer);
+        inner.arrivals.push(Arrival {
+            model: model.to_string(),
+            path: path.to_string(),
+            tag: tag.clone(),
+            at_unix_ms: unix_ms(),
+            done_unix_ms: None,
+            stream,
+            behaviour: behaviour.clone(),
+        });
+        (inner.arrivals.len() - 1, behaviour, stream, tag)
+    }
+
+    fn done(&self, index: usize) {
+        if let Some(a) = self.lock().arrivals.get_mut(index) {
+            a.done_unix_ms = Some(unix_ms());
+        }
+    }
+}
+
+/// The content every genuine answer carries: who served it, for which request. A client
+/// that receives anything else as a complete answer was handed something no upstream
+/// finished.
+pub fn content(model: &str, tag: &str) -> String {
+    json!({"served_by": model, "tag": tag, "total": 12.5}).to_string()
+}
+
+/// Starts `model`'s upstream on `listener`; it serves until the process ends.
+pub fn serve(listener: TcpListener, model: &str, board: Board) {
+    let model = model.to_string();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (model, board) = (model.clone(), board.clone());
+            tokio::spawn(async move { one(stream, &model, &board).await });
+        }
+    });
+}
+
+/// How long an upstream waits for a request's bytes.
+const READ_WITHIN: Duration = Duration::from_secs(30);
+
+async fn one(mut stream: TcpStream, model: &str, board: &Board) {
+    let _ = stream.set_nodelay(true);
+    let Ok(Some((path, body))) = tokio::time::timeout(READ_WITHIN, read_request(&mut stream))
+        .await
+        .map(|r| r.ok().flatten())
+    else {
+        return;
+    };
+    let (index, behaviour, streamed, tag) = board.arrive(model, &path, &body);
+    let tag = tag.unwrap_or_default();
+    // The model the gateway asked for is the one that serves: the answer names it.
+    let asked = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v.get("model").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| model.to_string());
+    let wire = if path.ends_with("/messages") {
+        Wire::Anthropic
+    } else {
+        Wire::OpenAi
+    };
+    let _ = respond(
+        &mut stream,
+        &behaviour,
+        (wire, streamed),
+        model,
+        &asked,
+        &tag,
+    )
+    .await;
+    board.done(index);
+}
+
+/// The request's path and body (Content-Length or chunked); `None` when the peer went
+/// away.
+async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<(String, Vec<u8>)>> {
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    let head_end = loop {
+        if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        got.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&got[..head_end]).to_ascii_lowercase();
+    let path = head
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or("/")
+        .split('?')
+        .next()
+        .unwrap_or("/")
+        .to_string();
+    let length = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    let chunked = head
+        .lines()
+        .any(|l| l.starts_with("transfer-encoding:") && l.contains("chunked"));
+    loop {
+        let body = &got[head_end..];
+        match (length, chunked) {
+            (Some(n), _) if body.len() >= n => return Ok(Some((path, body[..n].to_vec()))),
+            (_, true) if body.ends_with(b"0\r\n\r\n") => return Ok(Some((path, dechunk(body)))),
+            (None, false) => return Ok(Some((path, Vec::new()))),
+            _ => {}
+        }
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(i) = body.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&body[..i])
+            .ok()
+            .and_then(|s| usize::from_str_radix(s.split(';').next().unwrap_or("").trim(), 16).ok())
+            .unwrap_or(0);
+        if size == 0 || body.len() < i + 2 + size {
+            break;
+        }
+        out.extend_from_slice(&body[i + 2..i + 2 + size]);
+        body = &body[(i + 4 + size).min(body.len())..];
+    }
+    out
+}
+
+fn completion(asked: &str, content: &str) -> Value {
+    json!({
+        "id": format!("chatcmpl-{}", unix_ms()),
+        "object": "chat.completion",
+        "created": unix_ms() / 1000,
+        "model": asked,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "logprobs": null,
+            "finish_reason": "stop",
+        }],
+        "usage": {"prompt_tokens": 24, "completion_tokens": 9, "total_tokens": 33},
+    })
+}
+
+fn chunk(asked: &str, delta: Value, finish: Option<&str>) -> String {
+    let event = json!({
+        "id": "chatcmpl-stream",
+        "object": "chat.completion.chunk",
+        "created": unix_ms() / 1000,
+        "model": asked,
+        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+    });
+    format!("data: {event}\n\n")
+}
+
+/// The events of a stream of `content`: the role, the content in two pieces, and (when
+/// `complete`) the finish reason and `[DONE]`.
+fn events(asked: &str, content: &str, complete: bool) -> Vec<String> {
+    let half = content.len() / 2;
+    let (a, b) = content.split_at(
+        content
+            .char_indices()
+            .map(|(i, _)| i)
+            .find(|i| *i >= half)
+            .unwrap_or(0),
+    );
+    let mut out = vec![
+        chunk(asked, json!({"role": "assistant", "content": ""}), None),
+        chunk(asked, json!({"content": a}), None),
+    ];
+    if complete {
+        out.push(chunk(asked, json!({"content": b}), None));
+        out.push(chunk(asked, json!({}), Some("stop")));
+        out.push("data: [DONE]\n\n".to_string());
+    }
+    out
+}
+
+/// Which vendor's wire a request came in on, by its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    OpenAi,
+    Anthropic,
+}
+
+/// An Anthropic Messages answer.
+fn message(asked: &str, content: &str) -> Value {
+    json!({
+        "id": format!("msg_{}", unix_ms()),
+        "type": "message",
+        "role": "assistant",
+        "model": asked,
+        "content": [{"type": "text", "text": content}],
+        "stop_reason": "end_turn",
+        "stop_sequence": null,
+        "usage": {"input_tokens": 24, "output_tokens": 9},
+    })
+}
+
+fn anthropic_event(kind: &str, data: Value) -> String {
+    format!("event: {kind}\ndata: {data}\n\n")
+}
+
+/// An Anthropic Messages stream of `content`; complete, it ends with `message_delta` (the
+/// stop reason) and `message_stop`.
+fn anthropic_events(asked: &str, content: &str, complete: bool) -> Vec<String> {
+    let half = content.len() / 2;
+    let cut = (content.char_indices().map(|(i, _)| i))
+        .find(|i| *i >= half)
+        .unwrap_or(0);
+    let (a, b) = content.split_at(cut);
+    let delta = |text: &str| {
+        anthropic_event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+        )
+    };
+    let mut out = vec![
+        anthropic_event(
+            "message_start",
+            json!({"type": "message_start", "message": {
+                "id": "msg_stream", "type": "message", "role": "assistant", "model": asked,
+                "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 24, "output_tokens": 1}}}),
+        ),
+        anthropic_event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        delta(a),
+    ];
+    if complete {
+        out.push(delta(b));
+        out.push(anthropic_event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ));
+        out.push(anthropic_event(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 9}}),
+        ));
+        out.push(anthropic_event(
+            "message_stop",
+            json!({"type": "message_stop"}),
+        ));
+    }
+    out
+}
+
+/// The vendor's error body for `status`.
+fn error_body(wire: Wire, status: u16, model: &str) -> Value {
+    let message = format!("simulated HTTP {status} from {model}");
+    match wire {
+        Wire::OpenAi => json!({"error": {
+            "message": message,
+            "type": if status >= 500 { "server_error" } else { "rate_limit_error" },
+            "param": null,
+            "code": null,
+        }}),
+        Wire::Anthropic => json!({"type": "error", "error": {
+            "type": match status {
+                529 => "overloaded_error",
+                429 => "rate_limit_error",
+                s if s >= 500 => "api_error",
+                _ => "invalid_request_error",
+            },
+            "message": message,
+        }}),
+    }
+}
+
+fn head(status: u16, content_type: &str, extra: &[String]) -> Vec<u8> {
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Status",
+    };
+    let mut out = format!("HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n");
+    for line in extra {
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    out.into_bytes()
+}
+
+fn sized(status: u16, content_type: &str, extra: &[String], body: &[u8]) -> Vec<u8> {
+    let mut lines = extra.to_vec();
+    lines.push(format!("Content-Length: {}", body.len()));
+    let mut out = head(status, content_type, &lines);
+    out.extend_from_slice(body);
+    out
+}
+
+fn chunked(pieces: &[String]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in pieces {
+        out.extend_from_slice(format!("{:x}\r\n{p}\r\n", p.len()).as_bytes());
+    }
+    out
+}
+
+async fn respond(
+    stream: &mut TcpStream,
+    behaviour: &Behaviour,
+    (wire, streamed): (Wire, bool),
+    model: &str,
+    asked: &str,
+    tag: &str,
+) -> std::io::Result<()> {
+    let text = content(model, tag);
+    let sse = "text/event-stream";
+    let te = ["Transfer-Encoding: chunked".to_string()];
+    let events = |complete: bool| match wire {
+        Wire::OpenAi => events(asked, &text, complete),
+        Wire::Anthropic => anthropic_events(asked, &text, complete),
+    };
+    let answer = |streamed: bool| -> Vec<u8> {
+        if streamed {
+            let mut out = head(200, sse, &te);
+            out.extend_from_slice(&chunked(&events(true)));
+            out.extend_from_slice(b"0\r\n\r\n");
+            out
+        } else {
+            let body = match wire {
+                Wire::OpenAi => completion(asked, &text),
+                Wire::Anthropic => message(asked, &text),
+            };
+            sized(200, "application/json", &[], body.to_string().as_bytes())
+        }
+    };
+    match behaviour {
+        Behaviour::Answer => stream.write_all(&answer(streamed)).await?,
+        Behaviour::Hang { ms } => {
+            tokio::time::sleep(Duration::from_millis(*ms)).await;
+            stream.write_all(&answer(streamed)).await?;
+        }
+        Behaviour::Status {
+            status,
+            retry_after,
+        } => {
+            let extra: Vec<String> = retry_after
+                .iter()
+                .map(|s| format!("Retry-After: {s}"))
+                .collect();
+            let body = error_body(wire, *status, model);
+            stream
+                .write_all(&sized(
+                    *status,
+                    "application/json",
+                    &extra,
+                    body.to_string().as_bytes(),
+                ))
+                .await?;
+        }
+        Behaviour::ContextLength => {
+            let body = match wire {
+                Wire::OpenAi => json!({"error": {
+                    "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.",
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }}),
+                Wire::Anthropic => json!({"type": "error", "error": {
+                    "type": "invalid_request_error",
+                    "message": "prompt is too long: 9000 tokens > 8192 maximum",
+                }}),
+            };
+            stream
+                .write_all(&sized(
+                    400,
+                    "application/json",
+                    &[],
+                    body.to_string().as_bytes(),
+                ))
+                .await?;
+        }
+        Behaviour::Reset => {
+            // SO_LINGER 0: closing sends RST, as a crashed upstream's kernel does. The
+            // deprecation is about a linger that blocks on drop; a zero one never waits.
+            #[allow(deprecated)]
+            let _ = stream.set_linger(Some(Duration::ZERO));
+        }
+        Behaviour::CutByClose => {
+            let mut out = head(200, sse, &[]);
+            out.extend_from_slice(events(false).concat().as_bytes());
+            stream.write_all(&out).await?;
+            stream.flush().await?;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Behaviour::CutInChunked => {
+            let mut out = head(200, sse, &te);
+            out.extend_from_slice(&chunked(&events(false)));
+            stream.write_all(&out).await?;
+            stream.flush().await?;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Behaviour::ErrorEvent => {
+            let mut pieces = events(false);
+            pieces.push(match wire {
+                Wire::OpenAi => format!(
+                    "data: {}\n\n",
+                    json!({"error": {"message": "simulated error mid-stream", "type": "server_error", "code": null}})
+                ),
+                // What Anthropic sends when it is overloaded in the middle of an answer.
+                Wire::Anthropic => anthropic_event(
+                    "error",
+                    json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+                ),
+            });
+            let mut out = head(200, sse, &te);
+            out.extend_from_slice(&chunked(&pieces));
+            out.extend_from_slice(b"0\r\n\r\n");
+            stream.write_all(&out).await?;
+        }
+        Behaviour::Unreadable { body } => {
+            let (content_type, bytes): (&str, &[u8]) = match body {
+                Unreadable::BrokenJson => (
+                    "application/json",
+                    br#"{"id": "chatcmpl-1", "choices": [{"index": 0, "mess"#,
+                ),
+                Unreadable::Html => (
+                    "text/html",
+                    b"<html><body><h1>Welcome to nginx!</h1></body></html>",
+                ),
+                Unreadable::Empty => ("application/json", b""),
+            };
+            stream
+                .write_all(&sized(200, content_type, &[], bytes))
+                .await?;
+        }
+    }
+    stream.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_complete_stream_ends_in_a_finish_reason_and_done_and_a_cut_one_does_not() {
+        let text = content("primary", "ctagabc");
+        let whole = events("m", &text, true).concat();
+        assert!(whole.contains(r#""finish_reason":"stop""#));
+        assert!(whole.trim_end().ends_with("data: [DONE]"));
+        let cut = events("m", &text, false).concat();
+        assert!(!cut.contains(r#""finish_reason":"stop""#));
+        assert!(!cut.contains("[DONE]"));
+    }
+
+    /// What the upstream writes for a request scripted with `behaviour`, whole.
+    async fn raw_answer(behaviour: Behaviour) -> (String, Board) {
+        let board = Board::default();
+        board.script("primary", "ctagframing1", behaviour);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        serve(listener, "primary", board.clone());
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let body = r#"{"model":"primary-mock","stream":true,"messages":[{"role":"user","content":"ctagframing1"}]}"#;
+        let request = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut got = Vec::new();
+        let _ = stream.read_to_end(&mut got).await;
+        (String::from_utf8_lossy(&got).into_owned(), board)
+    }
+
+    #[tokio::test]
+    async fn a_cut_is_framed_as_a_closed_connection_or_a_chunked_body_without_its_last_chunk() {
+        let (closed, board) = raw_answer(Behaviour::CutByClose).await;
+        let head = closed
+            .split("\r\n\r\n")
+            .next()
+            .unwrap()
+            .to_ascii_lowercase();
+        assert!(closed.starts_with("HTTP/1.1 200"), "{closed}");
+        assert!(
+            !head.contains("content-length") && !head.contains("transfer-encoding"),
+            "{head}"
+        );
+        assert!(!closed.contains("[DONE]") && !closed.contains("\"finish_reason\":\"stop\""));
+        assert_eq!(board.count("primary", "ctagframing1"), 1);
+
+        let (chunked, _) = raw_answer(Behaviour::CutInChunked).await;
+        assert!(
+            chunked
+                .to_ascii_lowercase()
+                .contains("transfer-encoding: chunked")
+        );
+        assert!(!chunked.ends_with("0\r\n\r\n"), "{chunked}");
+        assert!(!chunked.contains("[DONE]"));
+
+        let (whole, _) = raw_answer(Behaviour::Answer).await;
+        assert!(whole.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{whole}");
+    }
+
+    #[test]
+    fn chunked_bodies_are_read_back_whole() {
+        let body = chunked(&["{\"a\":".to_string(), "1}".to_string()]);
+        let mut framed = body.clone();
+        framed.extend_from_slice(b"0\r\n\r\n");
+        assert_eq!(dechunk(&framed), b"{\"a\":1}");
+    }
+}
