@@ -350,7 +350,7 @@ pub fn check_fresh(
     now: OffsetDateTime,
 ) -> Result<(), MergeError> {
     let (first, last) = span(reports)?;
-    if last > now + conform_gate::allowlist::decision::CLOCK_SKEW {
+    if last > now + conform_allowlist::CLOCK_SKEW {
         return Err(MergeError::Future {
             at: last.format(&Rfc3339).unwrap_or_default(),
         });

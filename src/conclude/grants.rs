@@ -11,7 +11,7 @@ use std::path::Path;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use conform_allowlist::format::{DifferentialEvidence, Entry, Evidence, Revocation, RulesOut};
+use conform_allowlist::{DifferentialEvidence, Entry, Evidence, Revocation, RulesOut};
 use conform_check::verdict::Verdict;
 use conform_config::{ProviderConfig, ProviderIdentity, Suite};
 use conform_gate::allowlist::Change;

@@ -295,14 +295,14 @@ impl Bound {
 /// let at = datetime!(2026-01-02 12:00 UTC);
 ///
 /// let same = Observed { served_model: Some("mistral-small-2503"), ..Observed::default() };
-/// assert!(list.permits("invoice-extraction", "mistral", at, &same).is_ok());
+/// assert!(list.decide("invoice-extraction", "mistral", at, &same).is_ok());
 ///
 /// let swapped = Observed { served_model: Some("mistral-small-2509"), ..Observed::default() };
-/// let denial = list.permits("invoice-extraction", "mistral", at, &swapped).unwrap_err();
+/// let denial = list.decide("invoice-extraction", "mistral", at, &swapped).unwrap_err();
 /// assert_eq!(denial.reason, Reason::ModelDrift);
 ///
 /// let edited = Observed { suite_digest: Some("sha256:77aa"), ..Observed::default() };
-/// let denial = list.permits("invoice-extraction", "mistral", at, &edited).unwrap_err();
+/// let denial = list.decide("invoice-extraction", "mistral", at, &edited).unwrap_err();
 /// assert_eq!(denial.reason, Reason::SuiteChanged);
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
@@ -507,17 +507,6 @@ impl Allowlist {
             }
         }
         Err(first.unwrap_or_else(|| Denial::new(Reason::NoEntry, "no usable entry")))
-    }
-
-    /// [`Allowlist::decide`] by its older name.
-    pub fn permits(
-        &self,
-        suite: &str,
-        provider: &str,
-        at: OffsetDateTime,
-        observed: &Observed<'_>,
-    ) -> Result<Permit, Denial> {
-        self.decide(suite, provider, at, observed)
     }
 }
 

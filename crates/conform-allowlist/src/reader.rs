@@ -4,59 +4,10 @@ use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::Value;
-use time::OffsetDateTime;
 
-use crate::decision::{Denial, Observed, Permit, Reason};
+use crate::decision::{Denial, Reason};
 use crate::format::{Allowlist, Entry, FORMAT};
 use crate::position;
-
-/// Whether the allowlist at `path` permits failover to `provider` for `suite` at `at`,
-/// holding the evidence to what the caller `observed`; [`super::decide`] with a project
-/// reads the observations from the project's files.
-///
-/// It fails closed: a missing or unreadable file, another format, no entry, an expired
-/// entry, another suite digest, or a served model or fingerprint the evidence never saw
-/// is a [`Denial`] with its [`Reason`]. Read the file at the moment of deciding: it is
-/// replaced atomically, so a read sees the old version or the new one, never a mix.
-///
-/// ```
-/// use conform_allowlist::{Observed, Reason, permits};
-/// use time::macros::datetime;
-/// # let json = r#"{"format": "conform.allowlist/v1", "entries": [{
-/// #   "suite": "invoice-extraction", "provider": "mistral", "model": "mistral-small-latest",
-/// #   "served_models": ["mistral-small-2503"], "system_fingerprints": [],
-/// #   "suite_digest": "sha256:5e1f", "provider_digest": "sha256:9c0d", "tokenizer": "none",
-/// #   "evidence": {"run_id": "r1", "report": "reports/r1/report.json", "conform_version": "0.1.0",
-/// #     "cases": 25, "repeats": 3, "calls": 75, "passed": 75, "pass_rate": 1.0,
-/// #     "first_attempt_pass_rate": 0.96, "checks": {}},
-/// #   "generated_at": "2026-01-01T00:00:00Z", "valid_until": "2026-01-08T00:00:00Z"}]}"#;
-/// let dir = tempfile::tempdir().unwrap();
-/// let path = dir.path().join("allowlist.json");
-/// let at = datetime!(2026-01-02 12:00 UTC);
-///
-/// // No file: no failover.
-/// let denial = permits(&path, "invoice-extraction", "mistral", at, &Observed::default()).unwrap_err();
-/// assert_eq!(denial.reason, Reason::Missing);
-///
-/// std::fs::write(&path, json).unwrap();
-/// let permit = permits(&path, "invoice-extraction", "mistral", at, &Observed::default()).unwrap();
-/// assert_eq!(permit.entry.evidence.run_id, "r1");
-///
-/// // A week later the evidence has expired.
-/// let later = datetime!(2026-01-08 00:00 UTC);
-/// let denial = permits(&path, "invoice-extraction", "mistral", later, &Observed::default()).unwrap_err();
-/// assert_eq!(denial.reason, Reason::Expired);
-/// assert_eq!(denial.reason.code(), "expired");
-/// ```
-pub fn permits(
-    path: &Path,
-    suite: &str,
-    provider: &str,
-    at: OffsetDateTime,
-    observed: &Observed<'_>,
-) -> Result<Permit, Denial> {
-    Allowlist::load(path)?.decide(suite, provider, at, observed)
-}
 
 impl Allowlist {
     /// Reads and parses the file at `path`, failing closed: [`Reason::Missing`] when there
@@ -106,9 +57,9 @@ impl Allowlist {
     /// let list = Allowlist::parse(json.as_bytes()).unwrap();
     /// assert_eq!(list.entries.len(), 1);
     /// let at = datetime!(2026-01-02 12:00 UTC);
-    /// assert!(list.permits("invoice-extraction", "mistral", at, &Observed::default()).is_ok());
+    /// assert!(list.decide("invoice-extraction", "mistral", at, &Observed::default()).is_ok());
     /// // Another task was never proven on this provider.
-    /// let denial = list.permits("ticket-triage", "mistral", at, &Observed::default()).unwrap_err();
+    /// let denial = list.decide("ticket-triage", "mistral", at, &Observed::default()).unwrap_err();
     /// assert_eq!(denial.reason, Reason::NoEntry);
     ///
     /// assert_eq!(Allowlist::parse(b"").unwrap_err().reason, Reason::Unreadable);

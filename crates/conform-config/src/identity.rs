@@ -11,7 +11,7 @@
 /// per-call `timeout`, and `[pricing]`.
 pub const OPERATIONAL: &[&str] = &["limits", "timeout", "pricing"];
 
-pub use conform_allowlist::identity::{CasesIdentity, ProviderIdentity, SuiteIdentity};
+pub use conform_allowlist::{CasesIdentity, ProviderIdentity, SuiteIdentity};
 
 /// The address a `base_url` names, as identity compares it: the whole address a request
 /// goes to, spelled one way. Scheme, user-info, host, port (the scheme's default written

@@ -29,7 +29,7 @@ pub struct Settings {
     pub max_valid_for: Duration,
     /// The failure rate every permit must rule out at 95 % confidence (the default of
     /// `conform gate --max-undetected-failure-rate`); `None`: the reader crate's
-    /// default ([`conform_allowlist::decision::DEFAULT_MAX_UNDETECTED_FAILURE_RATE`]).
+    /// default ([`conform_allowlist::DEFAULT_MAX_UNDETECTED_FAILURE_RATE`]).
     pub max_undetected_failure_rate: Option<f64>,
     /// The drift from a reference every permit judged against one must rule out (the
     /// default of `conform gate --max-undetected-drift`); `None`: none is required.
@@ -111,8 +111,8 @@ impl Settings {
     }
 
     /// What these settings require of every permit, for the reader crate's decision.
-    pub fn bounds(&self) -> conform_allowlist::decision::ProjectBounds {
-        conform_allowlist::decision::ProjectBounds {
+    pub fn bounds(&self) -> conform_allowlist::ProjectBounds {
+        conform_allowlist::ProjectBounds {
             max_undetected_failure_rate: self.max_undetected_failure_rate,
             max_undetected_drift: self.max_undetected_drift,
             max_valid_for: self.max_valid_for,
@@ -124,7 +124,7 @@ impl Settings {
     /// every reader of the project permits.
     pub fn failure_rate_bound(&self) -> f64 {
         self.max_undetected_failure_rate
-            .unwrap_or(conform_allowlist::decision::DEFAULT_MAX_UNDETECTED_FAILURE_RATE)
+            .unwrap_or(conform_allowlist::DEFAULT_MAX_UNDETECTED_FAILURE_RATE)
     }
 }
 

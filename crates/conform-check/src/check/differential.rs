@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::stability::normal_quantile;
-use conform_allowlist::format::{DifferentialEvidence, FieldEvidence};
+use conform_allowlist::{DifferentialEvidence, FieldEvidence};
 use conform_config::{Answer, Case, RecordedAnswer, Suite};
 use conform_wire::provider::Reply;
 
@@ -366,7 +366,7 @@ pub struct Differential {
     /// What the comparison rules out: the largest drift from the reference its pairs
     /// cannot exclude (`None` until [`Differential::finish`], or when no field passed).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub drift_rules_out: Option<conform_allowlist::format::DriftRulesOut>,
+    pub drift_rules_out: Option<conform_allowlist::DriftRulesOut>,
 }
 
 fn is_zero(n: &u64) -> bool {

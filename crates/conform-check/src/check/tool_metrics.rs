@@ -49,7 +49,7 @@ pub struct ToolMetrics {
 }
 
 /// The measures' Wilson lower bounds, as an allowlist entry keeps them.
-pub use conform_allowlist::format::Bounds;
+pub use conform_allowlist::Bounds;
 
 impl ToolMetrics {
     /// Measures judged against `thresholds`, by their Wilson lower bounds at
@@ -180,9 +180,9 @@ fn f1(precision: Option<f64>, recall: Option<f64>) -> Option<f64> {
 }
 
 /// What an allowlist entry keeps of the measures.
-impl From<&ToolMetrics> for conform_allowlist::format::ToolEvidence {
+impl From<&ToolMetrics> for conform_allowlist::ToolEvidence {
     fn from(m: &ToolMetrics) -> Self {
-        conform_allowlist::format::ToolEvidence {
+        conform_allowlist::ToolEvidence {
             answers: m.answers,
             calls: m.calls,
             trigger_precision: m.trigger_precision,

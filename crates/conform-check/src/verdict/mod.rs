@@ -58,7 +58,7 @@ impl Verdict {
 }
 
 /// Pass and fail counts of one check, as an allowlist entry keeps them.
-pub use conform_allowlist::format::CheckCount;
+pub use conform_allowlist::CheckCount;
 
 /// A failure kept to explain the verdict in plain words.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -151,7 +151,7 @@ pub struct Latencies {
 
 impl Latencies {
     /// What an allowlist entry keeps of them; `None` when no call was timed.
-    pub fn evidence(&self) -> Option<conform_allowlist::format::LatencyEvidence> {
+    pub fn evidence(&self) -> Option<conform_allowlist::LatencyEvidence> {
         let round = |p: latency::Percentiles| {
             let r = |v: f64| (v * 10.0).round() / 10.0;
             latency::Percentiles {
@@ -160,7 +160,7 @@ impl Latencies {
                 p99: r(p.p99),
             }
         };
-        Some(conform_allowlist::format::LatencyEvidence {
+        Some(conform_allowlist::LatencyEvidence {
             calls: self.total.count(),
             relative_error: latency::RELATIVE_ERROR,
             total_ms: round(self.total.percentiles()?),

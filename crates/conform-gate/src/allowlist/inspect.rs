@@ -13,12 +13,12 @@ use time::format_description::well_known::Rfc3339;
 
 use super::Seen;
 use super::attest::{Verification, VerifyError};
-use super::decision::{Denial, Permit};
-use super::explain::{list_or_none, sentence, status, time_left};
-use super::format::{Allowlist, Entry, Evidence, LatencyEvidence, Revocation, RulesOut};
 use super::local::suite_names;
 use super::query::{Query, decide, decide_query};
 use super::state::{StateError, keeping};
+use conform_allowlist::{Allowlist, Entry, Evidence, LatencyEvidence, Revocation, RulesOut};
+use conform_allowlist::{Denial, Permit};
+use conform_allowlist::{list_or_none, sentence, status, time_left};
 use conform_config::Paths;
 
 fn stamp(t: OffsetDateTime) -> String {
@@ -494,13 +494,13 @@ pub struct GatePermit {
     pub rules_out: RulesOut,
     /// The failure rate the evidence had to rule out, and who set it (none for the
     /// orchestrator contract's reading).
-    pub required: Option<conform_allowlist::decision::Bound>,
+    pub required: Option<conform_allowlist::Bound>,
     /// What the comparison with a reference rules out, when the evidence has one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub drift_rules_out: Option<conform_allowlist::format::DriftRulesOut>,
+    pub drift_rules_out: Option<conform_allowlist::DriftRulesOut>,
     /// The drift the comparison had to rule out, when one was asked.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub drift_required: Option<conform_allowlist::decision::Bound>,
+    pub drift_required: Option<conform_allowlist::Bound>,
     /// [`Permit::rules_out_words`], for people.
     #[serde(skip)]
     pub words: String,

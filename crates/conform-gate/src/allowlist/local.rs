@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use super::decision::{Denial, Observed, Reason};
 use conform_allowlist::sign::Trust;
+use conform_allowlist::{Denial, Observed, Reason};
 use conform_config::{Paths, ProviderConfig, ProviderIdentity, Settings, Suite, SuiteIdentity};
 
 /// The suite and provider as the project holds them now, and the project's settings.
@@ -32,7 +32,7 @@ pub struct Providers {
     pub paths: Paths,
 }
 
-impl conform_allowlist::decision::References for Providers {
+impl conform_allowlist::References for Providers {
     fn identity(&self, name: &str) -> Result<ProviderIdentity, String> {
         match ProviderFacts::read(&self.paths, name) {
             Ok(facts) => Ok(facts.identity),

@@ -15,12 +15,12 @@
 //!   an older allowlist put back is denied (`superseded`).
 //!
 //! ```
-//! use conform_gate::allowlist::{permits, Observed, Reason};
+//! use conform_gate::allowlist::{Query, Reason, decide};
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("allowlist.json");
 //! // No file: no failover.
-//! let denial = permits(&path, "invoice-extraction", "fallback", time::OffsetDateTime::now_utc(), &Observed::default()).unwrap_err();
-//! assert_eq!(denial.reason, Reason::Missing);
+//! let query = Query::new("invoice-extraction", "fallback", time::OffsetDateTime::now_utc());
+//! assert_eq!(decide(&path, &query).unwrap_err().reason, Reason::Missing);
 //! ```
 
 pub mod inspect;
@@ -29,11 +29,11 @@ pub mod query;
 pub mod state;
 pub mod writer;
 
-pub use conform_allowlist::{attest, decision, explain, format, reader};
+pub use conform_allowlist::attest;
 
 pub use conform_allowlist::{
     Allowlist, Denial, Entry, Evidence, FORMAT, LatencyEvidence, Observed, Permit, Reason,
-    Required, Revocation, RulesOut, SCHEMA, Seen, permits, status,
+    Required, Revocation, RulesOut, SCHEMA, Seen, status,
 };
 pub use local::Local;
 pub use query::{Query, decide, decide_query};

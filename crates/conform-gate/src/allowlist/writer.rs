@@ -6,9 +6,9 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::format::{Allowlist, Entry, Revocation};
 use conform_allowlist::attest::verify;
 use conform_allowlist::sign::Trust;
+use conform_allowlist::{Allowlist, Entry, Revocation};
 
 /// One change to the allowlist.
 #[derive(Debug, Clone, PartialEq)]

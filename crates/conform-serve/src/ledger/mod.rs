@@ -368,7 +368,7 @@ impl Ledger {
     /// per (suite, provider), the later of what is stored and what is stated.
     pub async fn remember_statements(
         &self,
-        stated: &[conform_allowlist::seen::Stated],
+        stated: &[conform_allowlist::Stated],
     ) -> Result<(), LedgerError> {
         let rows: Vec<(&str, &str, i64)> = (stated.iter())
             .filter_map(|s| Some((s.suite.as_str(), s.provider.as_str(), seen::nanos(s.at)?)))

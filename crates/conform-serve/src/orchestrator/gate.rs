@@ -19,8 +19,8 @@ use futures::future::BoxFuture;
 use time::OffsetDateTime;
 
 use crate::ledger::Ledger;
-use conform_allowlist::seen::statements;
 use conform_allowlist::sign::Trust;
+use conform_allowlist::statements;
 use conform_config::Paths;
 use conform_gate::allowlist::{Allowlist, Denial, Query, Reason, Seen, decide, decide_query};
 
