@@ -218,6 +218,9 @@ const VENDORS: &[(&str, &str)] = &[
     ("Anthropic", "provider/anthropic/"),
     ("Gemini", "provider/gemini/"),
     ("Ollama", "provider/ollama/"),
+    ("AzureOpenai", "provider/azure/"),
+    ("Bedrock", "provider/bedrock/"),
+    ("Vertex", "provider/vertex/"),
 ];
 
 /// Where any vendor may be named: its description beside the `Kind` it describes, and the
