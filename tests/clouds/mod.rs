@@ -547,3 +547,45 @@ pub fn google_environment(file: &Path) -> impl Fn(&str) -> Option<String> + use<
 pub async fn sleep_past(seconds: f64) {
     tokio::time::sleep(Duration::from_secs_f64(seconds + 0.1)).await;
 }
+
+/// A server that answers every request with `200`, an event-stream content type and
+/// `bytes` as one chunk of a chunked body, then drops the connection without ending it:
+/// a stream that broke off after `bytes`. Returns its address.
+pub async fn cut_stream_server(bytes: Vec<u8>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    let bytes = Arc::new(bytes);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let bytes = Arc::clone(&bytes);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match stream.read(&mut byte).await {
+                        Ok(1) => head.push(byte[0]),
+                        _ => return,
+                    }
+                }
+                let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                let length: usize = (text.lines())
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+                let mut body = vec![0u8; length];
+                if stream.read_exact(&mut body).await.is_err() {
+                    return;
+                }
+                let mut out = b"HTTP/1.1 200 OK\r\ncontent-type: application/vnd.amazon.eventstream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n".to_vec();
+                out.extend_from_slice(format!("{:x}\r\n", bytes.len()).as_bytes());
+                out.extend_from_slice(&bytes);
+                out.extend_from_slice(b"\r\n");
+                let _ = stream.write_all(&out).await;
+                let _ = stream.flush().await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    address
+}
