@@ -184,6 +184,8 @@ async fn a_faithful_fallback_on_each_cloud_is_granted_by_a_real_run_and_no_secre
         );
     }
 
+    exports_name_each_cloud_as_the_gateways_do(&project);
+
     let issued: Vec<String> = tokens
         .issued
         .lock()
@@ -329,4 +331,82 @@ fn init_scaffolds_a_cloud_fallback_from_its_shipped_file() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     assert!(output_text(&out).contains("azure-openai:https://RESOURCE.openai.azure.com"));
+}
+
+/// `conform export` on the granted clouds: LiteLLM's model_list entries and Portkey's
+/// targets pin the deployment, region and project the evidence was made with.
+fn exports_name_each_cloud_as_the_gateways_do(project: &Project) {
+    let out = project
+        .cmd()
+        .args([
+            "export",
+            "litellm",
+            "--primary",
+            "azure-openai",
+            "--suite",
+            "ticket-triage",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let yaml: Value = serde_norway::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        yaml["router_settings"]["fallbacks"],
+        json!([{"azure-openai": ["bedrock-claude", "vertex-claude", "vertex-gemini"]}])
+    );
+    let models: Vec<&Value> = yaml["model_list"].as_array().unwrap().iter().collect();
+    let params = |name: &str| {
+        models
+            .iter()
+            .find(|m| m["model_name"] == name)
+            .map(|m| m["litellm_params"].clone())
+            .unwrap_or_else(|| panic!("no {name} in {models:?}"))
+    };
+    let azure = params("azure-openai");
+    assert_eq!(azure["model"], "azure/gpt-4o-mini-prod");
+    assert_eq!(azure["api_version"], "2024-10-21");
+    assert_eq!(azure["api_key"], "os.environ/AZURE_OPENAI_API_KEY");
+    assert_eq!(
+        params("bedrock-claude"),
+        json!({"model": "bedrock/converse/anthropic.claude-3-5-haiku-20241022-v1:0", "aws_region_name": "us-east-1"})
+    );
+    assert_eq!(
+        params("vertex-gemini"),
+        json!({"model": "vertex_ai/gemini-2.0-flash-001", "vertex_project": "my-project", "vertex_location": "us-central1"})
+    );
+    assert_eq!(
+        params("vertex-claude")["model"],
+        "vertex_ai/claude-3-5-haiku@20241022"
+    );
+
+    let out = project
+        .cmd()
+        .args([
+            "export",
+            "portkey",
+            "--primary",
+            "azure-openai",
+            "--suite",
+            "ticket-triage",
+            "--name",
+            "bedrock-claude=@aws-prod",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let config: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let targets = config["targets"].as_array().unwrap();
+    assert_eq!(targets[0]["provider"], "azure-openai");
+    assert_eq!(targets[0]["deployment_id"], "gpt-4o-mini-prod");
+    assert_eq!(targets[0]["api_version"], "2024-10-21");
+    assert_eq!(
+        targets[1],
+        json!({"provider": "@aws-prod", "aws_region": "us-east-1",
+        "override_params": {"model": "anthropic.claude-3-5-haiku-20241022-v1:0"}})
+    );
+    assert!(
+        targets
+            .iter()
+            .any(|t| t["provider"] == "vertex-ai" && t["vertex_project_id"] == "my-project")
+    );
 }
