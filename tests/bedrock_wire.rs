@@ -520,7 +520,7 @@ async fn each_documented_failure_is_classified_as_the_other_kinds_classify_their
 }
 
 #[tokio::test]
-async fn streams_fold_from_their_frames_and_a_cut_or_failed_one_is_the_providers_failure() {
+async fn streams_of_both_apis_fold_from_their_frames() {
     let server = MockServer::start().await;
     let converse = bedrock_at(
         &server,
@@ -582,7 +582,10 @@ async fn streams_fold_from_their_frames_and_a_cut_or_failed_one_is_the_providers
         reply.tool_calls[0].arguments,
         Some(json!({"city": "Paris"}))
     );
+}
 
+#[tokio::test]
+async fn a_stream_cut_before_its_stop_is_truncated_the_providers_failure() {
     // Cut before messageStop (Converse) or message_stop (Anthropic's body).
     let converse_frames = frames(&wire("bedrock_converse_stream_events.json"));
     let cut_converse = converse_frames[..converse_frames.len() / 2].to_vec();
@@ -608,8 +611,10 @@ async fn streams_fold_from_their_frames_and_a_cut_or_failed_one_is_the_providers
             "{extra}: {error}"
         );
     }
+}
 
-    // An exception inside the 200: that error, the provider's, never sent again.
+#[tokio::test]
+async fn an_exception_inside_the_stream_is_that_error_the_providers_never_sent_again() {
     for (kind, expected) in [
         ("throttlingException", ErrorKind::RateLimited),
         ("modelStreamErrorException", ErrorKind::ServerError),

@@ -91,47 +91,11 @@ async fn a_faithful_fallback_on_each_cloud_is_granted_by_a_real_run_and_no_secre
     ];
     let project = Project::new(&names);
     let book = answer_book(project.root());
-    let server = MockServer::start().await;
-
-    let chat = OpenAiMock {
-        book: Arc::clone(&book),
-        mode: Mode::Faithful,
-    };
-    let azure = Gate::new(azure_key(KEY, false), Arc::new(move |r| chat.respond(r)));
-    Mock::given(method("POST"))
-        .and(path(
-            "/openai/deployments/gpt-4o-mini-prod/chat/completions",
-        ))
-        .respond_with(azure.clone())
-        .mount(&server)
-        .await;
-    let bedrock = Gate::new(aws_signature(AWS), converse(Arc::clone(&book)));
-    Mock::given(method("POST"))
-        .and(path_regex(
-            "^/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/converse$",
-        ))
-        .respond_with(bedrock.clone())
-        .mount(&server)
-        .await;
-    let tokens = TokenEndpoint::new(3600);
-    *tokens.uri.lock().unwrap() = format!("{}/token", server.uri());
-    Mock::given(method("POST"))
-        .and(path("/token"))
-        .respond_with(tokens.clone())
-        .mount(&server)
-        .await;
-    let vertex_gemini = Gate::new(google_token(&tokens), gemini(Arc::clone(&book)));
-    Mock::given(method("POST"))
-        .and(path("/v1/projects/my-project/locations/us-central1/publishers/google/models/gemini-2.0-flash-001:generateContent"))
-        .respond_with(vertex_gemini.clone())
-        .mount(&server)
-        .await;
-    let vertex_claude = Gate::new(google_token(&tokens), claude(Arc::clone(&book)));
-    Mock::given(method("POST"))
-        .and(path("/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-3-5-haiku@20241022:rawPredict"))
-        .respond_with(vertex_claude.clone())
-        .mount(&server)
-        .await;
+    let Clouds {
+        server,
+        gates,
+        tokens,
+    } = Clouds::start(book).await;
     for name in names {
         project.point(name, &server.uri());
     }
@@ -156,12 +120,7 @@ async fn a_faithful_fallback_on_each_cloud_is_granted_by_a_real_run_and_no_secre
     let cases = std::fs::read_dir(project.path("fixtures/ticket-triage/cases"))
         .unwrap()
         .count();
-    for (name, gate) in [
-        ("azure", &azure),
-        ("bedrock", &bedrock),
-        ("vertex gemini", &vertex_gemini),
-        ("vertex claude", &vertex_claude),
-    ] {
+    for (name, gate) in names.iter().zip(&gates) {
         assert_eq!(
             (gate.passed(), gate.refused()),
             (cases, 0),
@@ -186,37 +145,7 @@ async fn a_faithful_fallback_on_each_cloud_is_granted_by_a_real_run_and_no_secre
 
     exports_name_each_cloud_as_the_gateways_do(&project);
 
-    let issued: Vec<String> = tokens
-        .issued
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(t, _)| t.clone())
-        .collect();
-    let private_key = clouds::service_account_private_key();
-    let key_line = private_key.lines().nth(1).unwrap().to_string();
-    let mut secrets = vec![
-        KEY.to_string(),
-        AWS.secret_access_key.to_string(),
-        AWS.session_token.unwrap().to_string(),
-        key_line,
-    ];
-    secrets.extend(issued);
-    for (file, text) in project.all_text() {
-        if file == key_file {
-            continue;
-        }
-        for secret in &secrets {
-            assert!(
-                !text.contains(secret.as_str()),
-                "a secret reached {}",
-                file.display()
-            );
-        }
-    }
-    for secret in &secrets {
-        assert!(!printed.contains(secret.as_str()), "a secret was printed");
-    }
+    no_secret_is_kept(&project, &printed, &tokens, &key_file);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -409,4 +338,105 @@ fn exports_name_each_cloud_as_the_gateways_do(project: &Project) {
             .iter()
             .any(|t| t["provider"] == "vertex-ai" && t["vertex_project_id"] == "my-project")
     );
+}
+
+/// The four clouds on one mock server, each behind its service's check, and the token
+/// endpoint Vertex's tokens come from.
+struct Clouds {
+    server: MockServer,
+    /// Azure, Bedrock, Gemini on Vertex, Claude on Vertex.
+    gates: [Gate; 4],
+    tokens: TokenEndpoint,
+}
+
+impl Clouds {
+    async fn start(book: Arc<conform::sim::AnswerBook>) -> Clouds {
+        let server = MockServer::start().await;
+
+        let chat = OpenAiMock {
+            book: Arc::clone(&book),
+            mode: Mode::Faithful,
+        };
+        let azure = Gate::new(azure_key(KEY, false), Arc::new(move |r| chat.respond(r)));
+        Mock::given(method("POST"))
+            .and(path(
+                "/openai/deployments/gpt-4o-mini-prod/chat/completions",
+            ))
+            .respond_with(azure.clone())
+            .mount(&server)
+            .await;
+        let bedrock = Gate::new(aws_signature(AWS), converse(Arc::clone(&book)));
+        Mock::given(method("POST"))
+            .and(path_regex(
+                "^/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/converse$",
+            ))
+            .respond_with(bedrock.clone())
+            .mount(&server)
+            .await;
+        let tokens = TokenEndpoint::new(3600);
+        *tokens.uri.lock().unwrap() = format!("{}/token", server.uri());
+        Mock::given(method("POST"))
+            .and(path("/token"))
+            .respond_with(tokens.clone())
+            .mount(&server)
+            .await;
+        let vertex_gemini = Gate::new(google_token(&tokens), gemini(Arc::clone(&book)));
+        Mock::given(method("POST"))
+        .and(path("/v1/projects/my-project/locations/us-central1/publishers/google/models/gemini-2.0-flash-001:generateContent"))
+        .respond_with(vertex_gemini.clone())
+        .mount(&server)
+        .await;
+        let vertex_claude = Gate::new(google_token(&tokens), claude(Arc::clone(&book)));
+        Mock::given(method("POST"))
+        .and(path("/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-3-5-haiku@20241022:rawPredict"))
+        .respond_with(vertex_claude.clone())
+        .mount(&server)
+        .await;
+        Clouds {
+            server,
+            gates: [azure, bedrock, vertex_gemini, vertex_claude],
+            tokens,
+        }
+    }
+}
+
+/// No key, secret, session token, access token or private key in any file the run left
+/// (but the key file itself) or in what it printed.
+fn no_secret_is_kept(
+    project: &Project,
+    printed: &str,
+    tokens: &TokenEndpoint,
+    key_file: &std::path::Path,
+) {
+    let issued: Vec<String> = tokens
+        .issued
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(t, _)| t.clone())
+        .collect();
+    let private_key = clouds::service_account_private_key();
+    let key_line = private_key.lines().nth(1).unwrap().to_string();
+    let mut secrets = vec![
+        KEY.to_string(),
+        AWS.secret_access_key.to_string(),
+        AWS.session_token.unwrap().to_string(),
+        key_line,
+    ];
+    secrets.extend(issued);
+    for (file, text) in project.all_text() {
+        if file == key_file {
+            continue;
+        }
+        for secret in &secrets {
+            assert!(
+                !text.contains(secret.as_str()),
+                "a secret reached {}",
+                file.display()
+            );
+        }
+    }
+    for secret in &secrets {
+        assert!(!printed.contains(secret.as_str()), "a secret was printed");
+    }
 }

@@ -343,7 +343,11 @@ async fn vertex_failures_and_finishes_are_read_as_gemini_and_anthropic_read_thei
     .await
     .unwrap();
     assert_eq!((completion.retries, throttled.passed()), (1, 1));
+}
 
+#[tokio::test]
+async fn gemini_on_vertex_finishes_as_gemini_does() {
+    let route = format!("{GEMINI}:generateContent");
     for (reason, kind) in [
         ("SAFETY", FinishKind::ContentFilter),
         ("RECITATION", FinishKind::ContentFilter),
@@ -370,8 +374,10 @@ async fn vertex_failures_and_finishes_are_read_as_gemini_and_anthropic_read_thei
         .reply;
         assert_eq!(reply.finish.kind, kind, "{reason}");
     }
+}
 
-    // Claude's own errors, through Vertex.
+#[tokio::test]
+async fn claude_on_vertex_fails_as_claude_and_vertex_do() {
     for (file, kind, effect, sent) in [
         (
             "anthropic_error_529_overloaded.json",

@@ -253,6 +253,35 @@ pub fn verify_sigv4(
                 .into(),
         ),
     }
+    let canonical = canonical_request(request, &names, signed_headers)?;
+    let string_to_sign = format!(
+        "AWS4-HMAC-SHA256\n{amz_date}\n{}/{}/{}/aws4_request\n{}",
+        scope[1],
+        scope[2],
+        scope[3],
+        sha256_hex(canonical.as_bytes())
+    );
+    let mut key = hmac_sha256(
+        format!("AWS4{}", account.secret_access_key).as_bytes(),
+        scope[1],
+    );
+    for part in [scope[2], scope[3], "aws4_request"] {
+        key = hmac_sha256(&key, part);
+    }
+    let expected = hex(&hmac_sha256(&key, &string_to_sign));
+    match expected == signature {
+        true => Ok(()),
+        false => Err("InvalidSignatureException: The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.".into()),
+    }
+}
+
+/// The canonical request AWS signs: method, path (each segment encoded again), sorted
+/// query, the signed headers with their values trimmed, their names, the body's digest.
+fn canonical_request(
+    request: &Signed,
+    names: &[&str],
+    signed_headers: &str,
+) -> Result<String, String> {
     let canonical_uri = match request.path.as_str() {
         "" | "/" => "/".to_string(),
         path => path
@@ -275,37 +304,18 @@ pub fn verify_sigv4(
         .collect::<Vec<_>>()
         .join("&");
     let mut canonical_headers = String::new();
-    for name in &names {
+    for name in names {
         let value = request.header(name).ok_or(format!(
             "InvalidSignatureException: signed header {name} not sent"
         ))?;
         let value = value.split_whitespace().collect::<Vec<_>>().join(" ");
         canonical_headers.push_str(&format!("{name}:{value}\n"));
     }
-    let canonical = format!(
+    Ok(format!(
         "{}\n{canonical_uri}\n{canonical_query}\n{canonical_headers}\n{signed_headers}\n{}",
         request.method,
         sha256_hex(&request.body)
-    );
-    let string_to_sign = format!(
-        "AWS4-HMAC-SHA256\n{amz_date}\n{}/{}/{}/aws4_request\n{}",
-        scope[1],
-        scope[2],
-        scope[3],
-        sha256_hex(canonical.as_bytes())
-    );
-    let mut key = hmac_sha256(
-        format!("AWS4{}", account.secret_access_key).as_bytes(),
-        scope[1],
-    );
-    for part in [scope[2], scope[3], "aws4_request"] {
-        key = hmac_sha256(&key, part);
-    }
-    let expected = hex(&hmac_sha256(&key, &string_to_sign));
-    match expected == signature {
-        true => Ok(()),
-        false => Err("InvalidSignatureException: The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.".into()),
-    }
+    ))
 }
 
 /// Bedrock's check: a valid SigV4 signature with `account`, or its 403.
