@@ -228,4 +228,26 @@ mod tests {
         // No key in the encoded request: the transport adds it per attempt.
         assert!(dated.headers.get("api-key").is_none());
     }
+
+    #[test]
+    fn azures_limit_headers_pace_only_where_they_state_the_bucket() {
+        use reqwest::header::HeaderValue;
+        let mut headers = HeaderMap::new();
+        // What Azure sends: what is left, not how big the bucket is.
+        headers.insert(
+            "x-ratelimit-remaining-requests",
+            HeaderValue::from_static("9"),
+        );
+        headers.insert(
+            "x-ratelimit-remaining-tokens",
+            HeaderValue::from_static("0"),
+        );
+        assert!(AzureOpenAi.rate_limits(&headers).is_empty());
+        headers.insert(
+            "x-ratelimit-limit-tokens",
+            HeaderValue::from_static("30000"),
+        );
+        let tokens = AzureOpenAi.rate_limits(&headers).tokens.unwrap();
+        assert_eq!((tokens.limit, tokens.remaining), (30000, 0));
+    }
 }
