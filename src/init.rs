@@ -83,13 +83,15 @@ max_valid_for = \"30d\"
 pub enum InitError {
     #[error(
         "`{0}` is not a fallback: write NAME:URL (an OpenAI-compatible server, e.g. \
-         vllm:http://host:8000/v1), KIND:URL (ollama:http://host:11434) or a vendor's KIND \
-         (anthropic, gemini, openai)"
+         vllm:http://host:8000/v1), KIND:URL (ollama:http://host:11434, \
+         azure-openai:https://RESOURCE.openai.azure.com) or a vendor's KIND (anthropic, gemini, \
+         openai, bedrock, vertex)"
     )]
     Fallback(String),
     #[error(
-        "init cannot scaffold kind `{0}`: use openai, openai-compatible, anthropic, gemini or \
-         ollama, or write providers/NAME.toml by hand (docs/providers.md)"
+        "init cannot scaffold kind `{0}`: use openai, openai-compatible, anthropic, gemini, \
+         ollama, azure-openai, bedrock or vertex, or write providers/NAME.toml by hand \
+         (docs/providers.md)"
     )]
     Kind(String),
     #[error("two providers would be called `{0}`: name one fallback differently (NAME:URL)")]
@@ -174,7 +176,9 @@ impl ProviderSpec {
         let template = template(self.kind).unwrap_or_default();
         let mut out = String::with_capacity(template.len() + 64);
         let mut wrote_url = false;
-        let self_hosted = self.kind.describe().default_base_url.is_none();
+        // A cloud's resource has no default address either, but always its credentials.
+        let described = self.kind.describe();
+        let self_hosted = described.default_base_url.is_none() && described.cloud.is_none();
         for line in template.lines() {
             if let (Some(model), true) = (&self.model, line.starts_with("model = ")) {
                 out.push_str(&format!("model = {}\n", toml_string(model)));

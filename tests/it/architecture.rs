@@ -283,7 +283,7 @@ fn the_module_checker_catches_an_upward_import() {
         "use std::fmt;\n// see crate::report for why\npub x: crate::report::Table,\n",
     )
     .unwrap();
-    fs::write(src.join("report.rs"), "use crate::config::Provider;\n").unwrap();
+    fs::write(src.join("report.rs"), "use conform_config::Provider;\n").unwrap();
     fs::write(src.join("export.rs"), "use crate::history::Run;\n").unwrap();
     fs::write(src.join("history.rs"), "fn f() {}\n").unwrap();
     fs::write(src.join("stray.rs"), "fn f() {}\n").unwrap();
@@ -601,6 +601,9 @@ const VENDORS: &[(&str, &str)] = &[
     ("Anthropic", "crates/conform-wire/src/provider/anthropic/"),
     ("Gemini", "crates/conform-wire/src/provider/gemini/"),
     ("Ollama", "crates/conform-wire/src/provider/ollama/"),
+    ("AzureOpenai", "crates/conform-wire/src/provider/azure/"),
+    ("Bedrock", "crates/conform-wire/src/provider/bedrock/"),
+    ("Vertex", "crates/conform-wire/src/provider/vertex/"),
 ];
 
 /// Where any vendor may be named: its description beside the `Kind` it describes, and the

@@ -2,6 +2,8 @@
 //!
 //! One binary for many test modules: each links the workspace once, not once a file.
 
+#[path = "../clouds/mod.rs"]
+mod clouds;
 #[path = "../common/mod.rs"]
 mod common;
 
@@ -12,6 +14,7 @@ mod ci_script;
 mod cli_check;
 mod cli_faults;
 mod cli_run;
+mod cloud_run;
 mod differential;
 mod docs_examples;
 mod docs_links;

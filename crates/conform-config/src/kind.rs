@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::cloud::{Cloud, CloudApi, Field};
 use super::provider::StructuredOutput;
 
 /// The wire format a provider speaks.
@@ -28,6 +29,12 @@ pub enum Kind {
     Sim,
     /// The OpenAI Responses API (`POST /v1/responses`).
     OpenaiResponses,
+    /// OpenAI Chat Completions on Azure: a resource's deployment, `api-key` or Entra ID.
+    AzureOpenai,
+    /// AWS Bedrock Runtime: Converse, or InvokeModel with the model's own body; SigV4.
+    Bedrock,
+    /// Google Vertex AI: Gemini, or Claude with Anthropic's body; a service account.
+    Vertex,
 }
 
 /// What a provider file may ask of one vendor's wire.
@@ -51,6 +58,8 @@ pub struct Description {
     /// The provider file the repository ships for this wire (`providers/*.toml`), which
     /// `conform init` starts a project's from; `None` where none ships.
     pub example: Option<&'static str>,
+    /// A cloud's own fields and authentication (`super::cloud`); `None` for the others.
+    pub cloud: Option<&'static Cloud>,
 }
 
 impl Description {
@@ -78,13 +87,16 @@ impl Description {
 
 impl Kind {
     /// Every kind, as a provider file names it.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Openai,
         Kind::OpenaiCompatible,
         Kind::OpenaiResponses,
         Kind::Anthropic,
         Kind::Gemini,
         Kind::Ollama,
+        Kind::AzureOpenai,
+        Kind::Bedrock,
+        Kind::Vertex,
         Kind::Sim,
     ];
 
@@ -108,6 +120,7 @@ impl Kind {
                 simulable: true,
                 api_paths: &["/v1"],
                 example: Some(include_str!("../../../providers/openai.toml")),
+                cloud: None,
             },
             Kind::OpenaiCompatible => &Description {
                 name: "openai-compatible",
@@ -118,6 +131,7 @@ impl Kind {
                 simulable: true,
                 api_paths: &["/v1"],
                 example: Some(include_str!("../../../providers/vllm.toml")),
+                cloud: None,
             },
             Kind::OpenaiResponses => &Description {
                 name: "openai-responses",
@@ -128,6 +142,7 @@ impl Kind {
                 simulable: false,
                 api_paths: &["/v1"],
                 example: None,
+                cloud: None,
             },
             Kind::Anthropic => &Description {
                 name: "anthropic",
@@ -141,6 +156,7 @@ impl Kind {
                 simulable: true,
                 api_paths: &["/v1"],
                 example: Some(include_str!("../../../providers/anthropic.toml")),
+                cloud: None,
             },
             Kind::Gemini => &Description {
                 name: "gemini",
@@ -151,6 +167,7 @@ impl Kind {
                 simulable: true,
                 api_paths: &["/v1beta", "/v1"],
                 example: Some(include_str!("../../../providers/gemini.toml")),
+                cloud: None,
             },
             Kind::Ollama => &Description {
                 name: "ollama",
@@ -164,6 +181,75 @@ impl Kind {
                 simulable: true,
                 api_paths: &["/api"],
                 example: Some(include_str!("../../../providers/ollama.toml")),
+                cloud: None,
+            },
+            Kind::AzureOpenai => &Description {
+                name: "azure-openai",
+                // The resource's own endpoint: nothing to default to.
+                default_base_url: None,
+                lacks: &[],
+                section: None,
+                count_endpoint: None,
+                simulable: false,
+                // The deployment or `/v1` path is the wire's, after `/openai`.
+                api_paths: &["/openai/v1", "/openai"],
+                example: Some(include_str!("../../../providers/azure-openai.toml")),
+                cloud: Some(&Cloud {
+                    fields: &[
+                        (Field::Deployment, true),
+                        (Field::ApiVersion, false),
+                        (Field::TokenEnv, false),
+                    ],
+                    auth: "api-key",
+                    environment: &[],
+                    default_api: None,
+                    sections: &[],
+                }),
+            },
+            Kind::Bedrock => &Description {
+                name: "bedrock",
+                default_base_url: Some("https://bedrock-runtime.{region}.amazonaws.com"),
+                lacks: &[(
+                    StructuredOutput::JsonObject,
+                    "Bedrock has no JSON mode: use \"json_schema\" (Converse outputConfig, or Anthropic's output_config with api = \"invoke\"), \"tool\" (a forced tool call) or \"prompt\"",
+                )],
+                section: None,
+                count_endpoint: None,
+                simulable: false,
+                api_paths: &[],
+                example: Some(include_str!("../../../providers/bedrock-claude.toml")),
+                cloud: Some(&Cloud {
+                    fields: &[(Field::Region, true), (Field::Api, false)],
+                    // SigV4, or a Bedrock API key: AWS's own order, the key when it is set.
+                    auth: "aws",
+                    environment: &[
+                        &["AWS_BEARER_TOKEN_BEDROCK"],
+                        &["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"],
+                    ],
+                    default_api: Some(CloudApi::Converse),
+                    sections: &["anthropic"],
+                }),
+            },
+            Kind::Vertex => &Description {
+                name: "vertex",
+                default_base_url: Some("https://{region}-aiplatform.googleapis.com"),
+                lacks: &[],
+                section: None,
+                count_endpoint: None,
+                simulable: false,
+                api_paths: &["/v1"],
+                example: Some(include_str!("../../../providers/vertex-gemini.toml")),
+                cloud: Some(&Cloud {
+                    fields: &[
+                        (Field::Project, true),
+                        (Field::Region, true),
+                        (Field::TokenEnv, false),
+                    ],
+                    auth: "google-service-account",
+                    environment: &[&["GOOGLE_APPLICATION_CREDENTIALS"]],
+                    default_api: None,
+                    sections: &["gemini", "anthropic"],
+                }),
             },
             Kind::Sim => &Description {
                 name: "sim",
@@ -174,6 +260,7 @@ impl Kind {
                 simulable: false,
                 api_paths: &[],
                 example: None,
+                cloud: None,
             },
         }
     }

@@ -6,6 +6,7 @@
 //! returned as a [`Diagnostic`] naming the file, the line and the field.
 
 mod case_reader;
+pub mod cloud;
 pub mod conversation;
 pub mod diagnostic;
 pub mod digest;

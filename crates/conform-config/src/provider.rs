@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
+use super::cloud::{CloudApi, CloudSettings};
 use super::diagnostic::{self, Diagnostic, Diagnostics};
 use super::identity::ProviderIdentity;
 use super::kind::Kind;
@@ -291,6 +292,13 @@ struct ProviderFile {
     anthropic: Option<AnthropicOptions>,
     gemini: Option<GeminiOptions>,
     pricing: Option<Pricing>,
+    // A cloud's own fields (`super::cloud`), each taken only by the kinds that name it.
+    deployment: Option<String>,
+    api_version: Option<String>,
+    token_env: Option<String>,
+    region: Option<String>,
+    api: Option<CloudApi>,
+    project: Option<String>,
 }
 
 fn default_max_output_tokens() -> u32 {
@@ -337,6 +345,9 @@ pub struct ProviderConfig {
     pub anthropic: Option<AnthropicOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gemini: Option<GeminiOptions>,
+    /// A cloud's deployment, region, project, API and token variable, where given.
+    #[serde(flatten)]
+    pub cloud: CloudSettings,
     /// USD per million tokens (`[pricing]`); left out of the digest: a price does not
     /// shape an answer.
     #[serde(skip)]
@@ -350,6 +361,10 @@ pub enum KeyError {
         "provider `{provider}` reads its API key from ${var}, which is not set: export {var}=… (the key is never read from a file)"
     )]
     Missing { provider: String, var: String },
+    #[error(
+        "provider `{provider}` finds its credentials in the environment, and none is set: export {wanted} (credentials are never read from a provider file)"
+    )]
+    Environment { provider: String, wanted: String },
 }
 
 impl ProviderConfig {
@@ -376,7 +391,13 @@ impl ProviderConfig {
                     .near(source, needle),
             );
         };
-        let base_url = file.base_url(&mut problem);
+        let cloud = file.cloud().completed(file.kind.describe());
+        for (field, near, message) in
+            super::cloud::problems(file.kind.describe(), &cloud, file.api_key_env.as_deref())
+        {
+            problem(&field, &near, message);
+        }
+        let base_url = file.base_url(&cloud, &mut problem);
         let temperature = file.check_numbers(&mut problem);
         file.check_wire(&mut problem);
         let slo = Slo {
@@ -418,13 +439,32 @@ impl ProviderConfig {
             slo,
             anthropic: file.anthropic,
             gemini: file.gemini,
+            cloud,
             pricing: file.pricing,
         })
     }
 
-    /// The API key from `api_key_env`, or `None` when the provider needs none.
+    /// The API key from `api_key_env`, or the token from `token_env`, or `None` when the
+    /// provider needs none or its credentials are a cloud's own variables (which must
+    /// then be set: the provider reads them when it sends).
     pub fn api_key(&self) -> Result<Option<Secret>, KeyError> {
-        let Some(var) = &self.api_key_env else {
+        let set = |var: &str| std::env::var_os(var).is_some_and(|v| !v.is_empty());
+        match (self.cloud).missing_credentials(self.kind.describe(), set) {
+            Err(wanted) if self.cloud.token_env.is_some() => {
+                return Err(KeyError::Missing {
+                    provider: self.name.clone(),
+                    var: wanted.join(""),
+                });
+            }
+            Err(wanted) => {
+                return Err(KeyError::Environment {
+                    provider: self.name.clone(),
+                    wanted: wanted.join(", or "),
+                });
+            }
+            Ok(()) => {}
+        }
+        let Some(var) = self.api_key_env.as_ref().or(self.cloud.token_env.as_ref()) else {
             return Ok(None);
         };
         match std::env::var(var) {
@@ -549,6 +589,9 @@ impl ProviderConfig {
             );
         }
         fields.insert("tokenizer".into(), self.tokenizer.identity(&self.file));
+        if let Some(auth) = self.cloud.auth(self.kind.describe()) {
+            fields.insert("auth".into(), auth.into());
+        }
         ProviderIdentity(fields)
     }
 
@@ -677,16 +720,28 @@ mod humantime_serde_compat {
 type Problem<'a> = dyn FnMut(&str, &str, String) + 'a;
 
 impl ProviderFile {
-    /// `base_url` as the wire extends it (its own API path stripped), or the vendor's.
-    fn base_url(&self, problem: &mut Problem<'_>) -> String {
+    /// The cloud fields as given.
+    fn cloud(&self) -> CloudSettings {
+        CloudSettings {
+            deployment: self.deployment.clone(),
+            api_version: self.api_version.clone(),
+            token_env: self.token_env.clone(),
+            region: self.region.clone(),
+            api: self.api,
+            project: self.project.clone(),
+        }
+    }
+
+    /// `base_url` as the wire extends it (its own API path stripped), or the vendor's
+    /// (a cloud's in the file's region).
+    fn base_url(&self, cloud: &CloudSettings, problem: &mut Problem<'_>) -> String {
         let file = self;
-        let base_url = match (
-            &file.base_url,
-            file.kind.describe().default_base_url,
-            file.kind,
-        ) {
+        let default = (file.kind.describe().default_base_url).map(|d| cloud.address(d));
+        let base_url = match (&file.base_url, default, file.kind) {
             (Some(url), _, _) => file.kind.describe().base_url(url),
-            (None, Some(default), _) => default.to_string(),
+            (None, Some(Some(default)), _) => default,
+            // A placeholder without its value (no region) is already a problem of its own.
+            (None, Some(None), _) => String::new(),
             // A simulation's address is its loopback server's, known when it starts.
             (None, None, Kind::Sim) => String::new(),
             (None, None, _) => {
@@ -799,7 +854,10 @@ impl ProviderFile {
             ("anthropic", file.anthropic.is_some()),
             ("gemini", file.gemini.is_some()),
         ] {
-            if present && described.section != Some(section) {
+            let served = described
+                .cloud
+                .is_some_and(|c| c.sections.contains(&section));
+            if present && described.section != Some(section) && !served {
                 problem(
                     section,
                     &format!("[{section}]"),
@@ -1122,6 +1180,137 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.0[0].field.as_deref(), Some("sim.wire"));
+    }
+
+    #[test]
+    fn a_cloud_names_its_missing_fields_at_the_kind_line() {
+        let fields = |src: &str| -> Vec<(String, Option<usize>, Option<usize>)> {
+            parse(src)
+                .unwrap_err()
+                .0
+                .iter()
+                .map(|d| (d.field.clone().unwrap_or_default(), d.line, d.column))
+                .collect()
+        };
+        assert_eq!(
+            fields("model = \"m\"\nkind = \"bedrock\"\n"),
+            [("region".to_string(), Some(2), Some(1))]
+        );
+        assert_eq!(
+            fields("model = \"m\"\nkind = \"vertex\"\n"),
+            [
+                ("region".to_string(), Some(2), Some(1)),
+                ("project".to_string(), Some(2), Some(1))
+            ]
+        );
+        let azure = fields(
+            "kind = \"azure-openai\"\nmodel = \"m\"\nbase_url = \"https://r.openai.azure.com\"\n",
+        );
+        assert_eq!(
+            azure.iter().map(|f| f.0.as_str()).collect::<Vec<_>>(),
+            ["deployment", "api_key_env"]
+        );
+        // A field another kind takes, at its own line.
+        assert_eq!(
+            fields("kind = \"openai\"\nmodel = \"m\"\nregion = \"us-east-1\"\n"),
+            [("region".to_string(), Some(3), Some(1))]
+        );
+        // A region that would change the host, and a key where a variable goes.
+        let err =
+            parse("kind = \"bedrock\"\nmodel = \"m\"\nregion = \"x.evil.example/\"\n").unwrap_err();
+        assert_eq!(err.0[0].field.as_deref(), Some("region"));
+        let err = parse("kind = \"vertex\"\nmodel = \"m\"\nproject = \"p\"\nregion = \"r\"\ntoken_env = \"ya29.a0AfB\"\n")
+            .unwrap_err();
+        assert_eq!(err.0[0].field.as_deref(), Some("token_env"));
+        // Azure: a key or a token, not both; Bedrock: no api_key_env at all.
+        let both = "kind = \"azure-openai\"\nmodel = \"m\"\nbase_url = \"https://r.openai.azure.com\"\ndeployment = \"d\"\napi_key_env = \"K\"\ntoken_env = \"T\"\n";
+        assert_eq!(
+            parse(both).unwrap_err().0[0].field.as_deref(),
+            Some("token_env")
+        );
+        let keyed =
+            "kind = \"bedrock\"\nmodel = \"m\"\nregion = \"us-east-1\"\napi_key_env = \"K\"\n";
+        assert_eq!(
+            parse(keyed).unwrap_err().0[0].field.as_deref(),
+            Some("api_key_env")
+        );
+    }
+
+    #[test]
+    fn a_clouds_fields_and_scheme_are_its_identity_and_its_region_its_address() {
+        let bedrock = |extra: &str| {
+            parse(&format!(
+                "kind = \"bedrock\"\nmodel = \"anthropic.claude-3-5-haiku-20241022-v1:0\"\n{extra}"
+            ))
+            .unwrap()
+        };
+        let east = bedrock("region = \"us-east-1\"\n");
+        assert_eq!(
+            east.base_url,
+            "https://bedrock-runtime.us-east-1.amazonaws.com"
+        );
+        assert_eq!(east.cloud.api, Some(CloudApi::Converse));
+        assert_eq!(east.identity().0["auth"], "aws");
+        assert_eq!(east.identity().0["region"], "us-east-1");
+        // The default API written out is the same evidence.
+        assert_eq!(
+            east.digest(),
+            bedrock("region = \"us-east-1\"\napi = \"converse\"\n").digest()
+        );
+        let west = bedrock("region = \"us-west-2\"\n");
+        assert_ne!(east.digest(), west.digest());
+        let changes = west.identity().changes_since(&east.identity());
+        assert!(
+            changes.iter().any(|c| c.starts_with("region")),
+            "{changes:?}"
+        );
+        assert_ne!(
+            east.digest(),
+            bedrock("region = \"us-east-1\"\napi = \"invoke\"\n").digest()
+        );
+        let vertex = |extra: &str| {
+            parse(&format!(
+                "kind = \"vertex\"\nmodel = \"gemini-2.0-flash-001\"\nproject = \"p\"\n{extra}"
+            ))
+            .unwrap()
+        };
+        let central = vertex("region = \"us-central1\"\n");
+        assert_eq!(
+            central.base_url,
+            "https://us-central1-aiplatform.googleapis.com"
+        );
+        assert_eq!(
+            vertex("region = \"global\"\n").base_url,
+            "https://aiplatform.googleapis.com"
+        );
+        assert_eq!(central.identity().0["auth"], "google-service-account");
+        let token = vertex("region = \"us-central1\"\ntoken_env = \"GCP_TOKEN\"\n");
+        assert_eq!(token.identity().0["auth"], "bearer");
+        assert_ne!(token.digest(), central.digest());
+        let azure = |extra: &str| {
+            parse(&format!("kind = \"azure-openai\"\nmodel = \"gpt-4o-mini\"\nbase_url = \"https://r.openai.azure.com/openai\"\napi_key_env = \"AZ\"\n{extra}")).unwrap()
+        };
+        let prod = azure("deployment = \"prod\"\n");
+        assert_eq!(prod.base_url, "https://r.openai.azure.com");
+        assert_eq!(prod.identity().0["auth"], "api-key");
+        assert_ne!(prod.digest(), azure("deployment = \"canary\"\n").digest());
+        assert_ne!(
+            prod.digest(),
+            azure("deployment = \"prod\"\napi_version = \"2024-10-21\"\n").digest()
+        );
+        // A kind that is no cloud's keeps its identity as it was.
+        let openai = parse("kind = \"openai\"\nmodel = \"m\"\n").unwrap();
+        assert!(!openai.identity().0.contains_key("auth"));
+        // Claude's section on the clouds that serve Claude.
+        assert!(
+            !bedrock("region = \"us-east-1\"\n[anthropic]\nsend_temperature = false\n")
+                .sends_temperature()
+        );
+        assert!(
+            vertex("region = \"r\"\n[gemini]\nschema_field = \"responseSchema\"\n")
+                .gemini
+                .is_some()
+        );
     }
 
     #[test]

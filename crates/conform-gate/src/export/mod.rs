@@ -9,6 +9,7 @@
 //! failover for every selected suite at one instant. An export is a snapshot: the
 //! entries it rests on expire, so regenerate it (in CI, say) before [`Chain::expires`].
 
+pub mod cloud;
 pub mod litellm;
 pub mod portkey;
 pub mod request;

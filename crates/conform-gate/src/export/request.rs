@@ -68,8 +68,25 @@ impl ExportError {
 pub struct Export {
     pub chains: Vec<Chain>,
     pub names: Names,
+    /// The provider files of the primaries and fallbacks that are a cloud's, whose
+    /// deployments the configs pin.
+    pub clouds: super::cloud::Clouds,
     /// The comment lines a config starts with: who made it, from what, until when.
     pub header: Vec<String>,
+}
+
+/// The provider files of `chains`' primaries and fallbacks that are a cloud's.
+fn clouds_of(chains: &[Chain], paths: &Paths) -> super::cloud::Clouds {
+    let names = chains
+        .iter()
+        .flat_map(|c| std::iter::once(&c.primary).chain(c.fallbacks.iter().map(|f| &f.provider)));
+    names
+        .filter_map(|name| {
+            let config =
+                ProviderConfig::load(&paths.providers.join(format!("{name}.toml"))).ok()?;
+            config.kind.describe().cloud.map(|_| (name.clone(), config))
+        })
+        .collect()
 }
 
 impl Export {
@@ -139,9 +156,11 @@ impl Export {
                 "The first entry expires at {first}: export again before then."
             ));
         }
+        let clouds = clouds_of(&chains, paths);
         Ok(Export {
             chains,
             names: request.names,
+            clouds,
             header,
         })
     }
@@ -154,9 +173,26 @@ impl Export {
         Export::prepare(request)
     }
 
-    /// The LiteLLM `config.yaml` fragment.
+    /// The LiteLLM `config.yaml` fragment, with the `model_list` entries of the clouds'
+    /// deployments it names.
     pub fn litellm(&self, section: litellm::Section) -> String {
+        let named = self
+            .routed()
+            .map(|p| (p, self.names.of(p)))
+            .collect::<Vec<_>>();
         litellm::yaml(&self.chains, &self.names, section, &self.header)
+            + &super::cloud::litellm_models(&self.clouds, &named)
+    }
+
+    /// Every primary and permitted fallback, once each.
+    fn routed(&self) -> impl Iterator<Item = &str> {
+        let mut seen = std::collections::BTreeSet::new();
+        (self.chains.iter())
+            .flat_map(|c| {
+                std::iter::once(c.primary.as_str())
+                    .chain(c.fallbacks.iter().map(|f| f.provider.as_str()))
+            })
+            .filter(move |p| seen.insert(*p))
     }
 
     /// The Portkey config of the first primary, its model pinned as its provider file
@@ -167,7 +203,19 @@ impl Export {
         };
         let file = paths.providers.join(format!("{}.toml", chain.primary));
         let primary_model = ProviderConfig::load(&file).ok().map(|c| c.model);
-        portkey::config(chain, primary_model.as_deref(), &self.names)
+        let mut config = portkey::config(chain, primary_model.as_deref(), &self.names);
+        // A cloud's target names its deployment, region or project, as its evidence did.
+        let providers =
+            std::iter::once(&chain.primary).chain(chain.fallbacks.iter().map(|f| &f.provider));
+        let targets = config["targets"].as_array_mut().into_iter().flatten();
+        for (target, provider) in targets.zip(providers) {
+            let pinned = (self.clouds.get(provider))
+                .and_then(|c| super::cloud::portkey_target(c, self.names.of(provider)));
+            if let Some(pinned) = pinned {
+                *target = Value::Object(pinned);
+            }
+        }
+        config
     }
 
     /// Every primary has a permitted fallback.

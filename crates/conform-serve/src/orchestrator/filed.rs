@@ -141,6 +141,13 @@ pub fn announce(providers: &Providers) -> Vec<String> {
                 p.name
             ));
         }
+        if config.kind.describe().cloud.is_some() {
+            lines.push(format!(
+                "warning: {file} is a cloud's (kind `{}`), whose requests conform run authenticates per attempt; conform serve sends them without those credentials yet, so its attempts on `{}` are refused by the cloud",
+                config.kind.as_str(),
+                p.name
+            ));
+        }
     }
     lines
 }

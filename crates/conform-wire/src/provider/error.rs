@@ -23,6 +23,9 @@ pub enum ErrorKind {
     NotFound,
     /// The prompt does not fit the model's context: a conformance failure.
     ContextLength,
+    /// The provider's content filter refused the prompt (Azure's 400 `content_filter`):
+    /// its answer on this case, a conformance failure like a filtered completion.
+    PromptFiltered,
     /// 429 that a wait can cure.
     RateLimited,
     /// 429 that needs a person (billing, a daily quota): never retried; stops the provider.
@@ -88,6 +91,7 @@ impl ErrorKind {
         ErrorKind::BadRequest,
         ErrorKind::NotFound,
         ErrorKind::ContextLength,
+        ErrorKind::PromptFiltered,
         ErrorKind::RateLimited,
         ErrorKind::QuotaExhausted,
         ErrorKind::RequestTooLarge,
@@ -111,6 +115,7 @@ impl ErrorKind {
             ErrorKind::BadRequest => "bad_request",
             ErrorKind::NotFound => "not_found",
             ErrorKind::ContextLength => "context_length_exceeded",
+            ErrorKind::PromptFiltered => "prompt_filtered",
             ErrorKind::RateLimited => "rate_limited",
             ErrorKind::QuotaExhausted => "quota_exhausted",
             ErrorKind::RequestTooLarge => "request_too_large",

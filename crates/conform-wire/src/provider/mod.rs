@@ -7,6 +7,9 @@
 //! recorded payloads, and keeps retries and limits in one place.
 
 pub mod anthropic;
+pub mod auth;
+pub mod azure;
+pub mod bedrock;
 pub mod completion;
 pub mod conversation;
 pub mod count;
@@ -26,6 +29,7 @@ mod streamed;
 pub mod tape;
 mod template;
 pub mod transport;
+pub mod vertex;
 
 use std::sync::Arc;
 
@@ -189,6 +193,18 @@ pub trait WireFormat: Send + Sync {
     fn server(&self) -> Option<&'static dyn server::WireServer> {
         None
     }
+
+    /// How the transport authenticates each attempt ([`auth`]), from `key` (what
+    /// `api_key_env` or `token_env` holds) and `env`; `None`, the default, for a wire
+    /// that puts `key` in the request as it encodes it.
+    fn credentials(
+        &self,
+        _config: &ProviderConfig,
+        _key: Option<&Secret>,
+        _env: &dyn auth::Environment,
+    ) -> Result<auth::Credentials, auth::CredentialError> {
+        Ok(None)
+    }
 }
 
 /// The wire format for a provider kind. Pass [`ProviderConfig::wire_kind`], which
@@ -202,6 +218,9 @@ pub fn wire_format(kind: Kind) -> Arc<dyn WireFormat> {
         Kind::Anthropic => Arc::new(anthropic::AnthropicMessages),
         Kind::Gemini => Arc::new(gemini::GeminiGenerateContent),
         Kind::Ollama => Arc::new(ollama::OllamaChat),
+        Kind::AzureOpenai => Arc::new(azure::AzureOpenAi),
+        Kind::Bedrock => Arc::new(bedrock::Bedrock),
+        Kind::Vertex => Arc::new(vertex::Vertex),
     }
 }
 

@@ -106,6 +106,11 @@ pub const TABLE: &[Row] = &[
         final_(Effect::ConformanceFailure),
     ),
     row(
+        ErrorKind::PromptFiltered,
+        "the provider's content filter refused the prompt (Azure's 400 `content_filter`)",
+        final_(Effect::ConformanceFailure),
+    ),
+    row(
         ErrorKind::RateLimited,
         "a 429 that a wait cures",
         retried(Effect::Transport),

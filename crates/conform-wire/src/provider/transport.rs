@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
 
+use super::auth::{self, Authorize, Environment, Outgoing};
 use super::error::{CallError, ErrorKind};
 use super::limits::{CallSlot, Pace, Pacer, RateLimitInfo};
 use super::tape::{Recorder, Replayer};
@@ -115,6 +116,9 @@ pub struct Endpoint {
     unstreamed: Arc<ProviderConfig>,
     wire: Arc<dyn WireFormat>,
     key: Option<Secret>,
+    /// How each attempt is authenticated, where the wire does not put `key` in the
+    /// request itself; the error every call ends with when the credentials are unusable.
+    auth: Result<auth::Credentials, auth::CredentialError>,
     pacer: Pacer,
     transport: Transport,
     tape: Option<Tape>,
@@ -142,6 +146,7 @@ impl Endpoint {
         transport: Transport,
     ) -> Self {
         let pacer = Pacer::new(&config.limits);
+        let auth = wire.credentials(&config, key.as_ref(), &auth::ProcessEnvironment);
         let unstreamed = if config.stream {
             Arc::new(config.unstreamed())
         } else {
@@ -152,6 +157,7 @@ impl Endpoint {
             unstreamed,
             wire,
             key,
+            auth,
             pacer,
             transport,
             tape: None,
@@ -164,6 +170,55 @@ impl Endpoint {
     /// Whether answers come from a tape (`--replay`) rather than from the provider.
     pub fn replays(&self) -> bool {
         matches!(self.tape, Some(Tape::Replay(_)))
+    }
+
+    /// Authenticates with the credentials `env` holds instead of the process's own
+    /// environment (a test's keys, a service account file of its own).
+    pub fn with_environment(self, env: &dyn Environment) -> Self {
+        let auth = self.wire.credentials(&self.config, self.key.as_ref(), env);
+        Endpoint { auth, ..self }
+    }
+
+    /// Authenticates every attempt with `credentials`.
+    pub fn with_credentials(self, credentials: Arc<dyn Authorize>) -> Self {
+        Endpoint {
+            auth: Ok(Some(credentials)),
+            ..self
+        }
+    }
+
+    /// `error` without any key, token or secret this endpoint holds.
+    fn scrubbed(&self, error: CallError) -> CallError {
+        let error = error.scrub(self.key.as_ref());
+        match &self.auth {
+            Ok(Some(credentials)) => auth::scrub(error, &credentials.secrets()),
+            _ => error,
+        }
+    }
+
+    /// The request's headers with this attempt's authentication, where the transport
+    /// adds it ([`auth`]).
+    async fn authorized(&self, request: &Encoded) -> Result<reqwest::header::HeaderMap, CallError> {
+        let credentials = match &self.auth {
+            Ok(Some(credentials)) => credentials,
+            Ok(None) => return Ok(request.headers.clone()),
+            Err(e) => return Err(e.call_error()),
+        };
+        // A URL that does not parse fails the call as it always has, unsigned.
+        let Ok(url) = &request.url else {
+            return Ok(request.headers.clone());
+        };
+        let outgoing = Outgoing {
+            url,
+            headers: &request.headers,
+            body: &request.bytes,
+        };
+        let added = credentials
+            .authorize(outgoing, &self.transport.client)
+            .await?;
+        let mut headers = request.headers.clone();
+        headers.extend(added);
+        Ok(headers)
     }
 
     /// Records every response to `tape`, or answers from it without the network.
@@ -254,7 +309,7 @@ impl Endpoint {
                     provider = %self.config.name,
                     retry,
                     wait_ms = wait.as_millis() as u64,
-                    error = %e.clone().scrub(self.key.as_ref()),
+                    error = %self.scrubbed(e.clone()),
                     "retrying"
                 );
             })
@@ -270,7 +325,7 @@ impl Endpoint {
             }),
             Err(e) => Err(CallError {
                 retries,
-                ..e.scrub(self.key.as_ref())
+                ..self.scrubbed(e)
             }),
         }
     }
@@ -315,6 +370,8 @@ impl Endpoint {
         request: &Encoded,
         limits: &mut RateLimitInfo,
     ) -> Result<(Reply, Timing), CallError> {
+        // Before the request counts as sent: credentials that cannot be had send nothing.
+        let headers = self.authorized(request).await?;
         self.sent.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let url = &request.url;
@@ -328,7 +385,7 @@ impl Endpoint {
             .transport
             .client
             .post(address.clone())
-            .headers(request.headers.clone())
+            .headers(headers)
             .body(request.bytes.clone())
             .timeout(config.timeout)
             .send()
