@@ -2,6 +2,8 @@
 //!
 //! One binary for many test modules: each links the workspace once, not once a file.
 
+#[path = "../clouds/mod.rs"]
+mod clouds;
 #[path = "../common/mod.rs"]
 mod common;
 #[path = "../suite/mod.rs"]

@@ -165,7 +165,17 @@ impl Drop for Serve {
 /// Starts the real binary with the URL map `map` (none: the provider files alone):
 /// serving, or how it refused (its exit code and what it said).
 fn serve(project: &Project, map: Option<&str>) -> Result<Serve, (Option<i32>, String)> {
+    serve_with(project, map, &[])
+}
+
+/// [`serve`], with these variables set (a cloud's credentials).
+fn serve_with(
+    project: &Project,
+    map: Option<&str>,
+    vars: &[(&str, &str)],
+) -> Result<Serve, (Option<i32>, String)> {
     let mut command = Command::new(env!("CARGO_BIN_EXE_conform"));
+    command.envs(vars.iter().copied());
     command
         .arg("serve")
         .current_dir(project.root())
@@ -503,4 +513,79 @@ async fn readyz_names_the_file_each_provider_is_verified_against() {
     let (status, denial) = fail_over(&serve, &id, "legacy").await;
     assert_eq!(status, 403, "{denial}");
     assert_eq!(denial["reason"], "unknown_provider", "{denial}");
+}
+
+/// Issue 44 in `conform serve`: a failover to a cloud is authenticated as `conform run`
+/// authenticates it. Bedrock's mock verifies every request's SigV4 signature (with the
+/// session token) as the service does, and the failover's one request passes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failover_to_a_cloud_carries_the_credentials_the_service_checks() {
+    use crate::clouds::{AWS, Gate, aws_signature, fixed};
+    let project = Project::new(&["bedrock-claude"]);
+    let refusing = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503))
+        .mount(&refusing)
+        .await;
+    let answer = json!({
+        "output": {"message": {"role": "assistant", "content": [{"text": "{\"ok\": true}"}]}},
+        "stopReason": "end_turn", "usage": {"inputTokens": 5, "outputTokens": 3, "totalTokens": 8},
+        "metrics": {"latencyMs": 5}});
+    let gate = Gate::new(
+        aws_signature(AWS),
+        fixed(ResponseTemplate::new(200).set_body_json(answer)),
+    );
+    let bedrock = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(gate.clone())
+        .mount(&bedrock)
+        .await;
+    project.point("bedrock-claude", &bedrock.uri());
+    let entry = granted(&project, "bedrock-claude");
+    std::fs::write(
+        project.path("allowlist.json"),
+        json!({"format": "conform.allowlist/v1", "entries": [entry]}).to_string(),
+    )
+    .unwrap();
+    let vars = [
+        ("AWS_ACCESS_KEY_ID", AWS.access_key_id),
+        ("AWS_SECRET_ACCESS_KEY", AWS.secret_access_key),
+        ("AWS_SESSION_TOKEN", AWS.session_token.unwrap()),
+    ];
+    let map = format!("primary={}", refusing.uri());
+    let serve = serve_with(&project, Some(&map), &vars).unwrap_or_else(|e| panic!("{e:?}"));
+    let (prompt, _) = first_case(&project);
+    let id = failed_job_on(&serve, "primary", "to-bedrock", input(&prompt, json!({}))).await;
+    let (status, attempt) = fail_over(&serve, &id, "bedrock-claude").await;
+    assert_eq!(status, 202, "{attempt}");
+    let job = settled(&serve, &id).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["result"], json!({"ok": true}));
+    assert_eq!(
+        (gate.passed(), gate.refused()),
+        (1, 0),
+        "signed once, as the service checks"
+    );
+}
+
+/// An entry a conformant run of `provider` on the suite would write now: the project's
+/// pins, 30 of 30 calls passed.
+fn granted(project: &Project, provider: &str) -> Value {
+    let paths = conform_config::Paths::under(project.root());
+    let local = conform_gate::allowlist::Local::observe(&paths, SUITE, provider).unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let stamp = |t: time::OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+    json!({
+        "suite": SUITE, "provider": provider, "model": "m", "served_models": [],
+        "system_fingerprints": [], "suite_digest": local.suite_digest,
+        "provider_digest": local.provider_digest, "suite_identity": local.suite_identity,
+        "provider_identity": local.provider_identity, "tokenizer": "none",
+        "evidence": {"run_id": "r1", "report": "reports/r1/report.json", "conform_version": "0.1.0",
+            "first_call_at": stamp(now - time::Duration::hours(1)), "cases": 30, "repeats": 1,
+            "calls": 30, "passed": 30, "pass_rate": 1.0, "first_attempt_pass_rate": 1.0, "checks": {}},
+        "generated_at": stamp(now), "valid_until": stamp(now + time::Duration::days(1))
+    })
 }

@@ -63,9 +63,10 @@ impl App {
             ));
         }
         let request = request::encode(filed, &config, &read, suite.as_ref()).map_err(refused)?;
-        Ok(match filed.key() {
-            Ok(_) => Sending::Ready(request),
-            Err(_) => Sending::Unsendable("missing_api_key"),
+        Ok(match (filed.key(), filed.credentials()) {
+            (Err(_), _) => Sending::Unsendable("missing_api_key"),
+            (_, Err(_)) => Sending::Unsendable("missing_credentials"),
+            (Ok(_), Ok(_)) => Sending::Ready(request),
         })
     }
 

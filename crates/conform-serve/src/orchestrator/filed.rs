@@ -14,6 +14,7 @@ use super::config::{Provider, Providers, ProvidersError};
 use conform_config::identity::endpoint;
 use conform_config::secret::Secret;
 use conform_config::{Diagnostics, Paths, ProviderConfig};
+use conform_wire::provider::auth::{Credentials, ProcessEnvironment};
 use conform_wire::provider::{WireFormat, wire_format};
 
 /// A provider file as `conform serve` loaded it when it started, with its adapter and
@@ -24,6 +25,9 @@ pub struct Filed {
     /// The key from `api_key_env`, read once; `Err(variable)` when the file names a
     /// variable that is not set.
     key: Result<Option<Secret>, String>,
+    /// What authenticates each attempt of a cloud (SigV4, a service account's token), as
+    /// `conform run`'s transport asks it; `Err(why)` when its credentials are not set.
+    credentials: Result<Credentials, String>,
 }
 
 impl std::fmt::Debug for Filed {
@@ -42,11 +46,26 @@ impl Filed {
             Ok(key) => Ok(key),
             Err(_) => Err(config.api_key_env.clone().unwrap_or_default()),
         };
+        let wire = wire_format(config.wire_kind());
+        let credentials = wire
+            .credentials(
+                &config,
+                key.as_ref().ok().and_then(Option::as_ref),
+                &ProcessEnvironment,
+            )
+            .map_err(|e| e.to_string());
         Filed {
-            wire: wire_format(config.wire_kind()),
+            wire,
             config,
             key,
+            credentials,
         }
+    }
+
+    /// What authenticates each attempt, when the wire needs more than a key in a header;
+    /// `Err` says which credentials are not set.
+    pub fn credentials(&self) -> Result<&Credentials, &str> {
+        self.credentials.as_ref().map_err(String::as_str)
     }
 
     /// The key to send, or the variable that should hold it and does not.
@@ -141,10 +160,9 @@ pub fn announce(providers: &Providers) -> Vec<String> {
                 p.name
             ));
         }
-        if config.kind.describe().cloud.is_some() {
+        if let Err(why) = filed.credentials() {
             lines.push(format!(
-                "warning: {file} is a cloud's (kind `{}`), whose requests conform run authenticates per attempt; conform serve sends them without those credentials yet, so its attempts on `{}` are refused by the cloud",
-                config.kind.as_str(),
+                "warning: {file}: {why}: attempts on `{}` fail at once (missing_credentials) until conform serve is started with them",
                 p.name
             ));
         }

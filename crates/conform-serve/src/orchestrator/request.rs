@@ -306,7 +306,8 @@ pub fn encode(
     };
     let key = filed.key().unwrap_or(None);
     let encoded = filed.wire.encode(&spec, config, key);
-    Ok(Request::wire(encoded, filed.wire.clone(), config.stream))
+    let credentials = filed.credentials().ok().cloned().flatten();
+    Ok(Request::wire(encoded, filed.wire.clone(), config.stream).authorized_by(credentials))
 }
 
 /// A conversation a template case makes: at most one system message, then one user

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
+use conform_wire::provider::auth::{Credentials, Outgoing};
 use futures::future::BoxFuture;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
@@ -41,6 +42,9 @@ pub struct Request {
     pub headers: HeaderMap,
     pub body: Bytes,
     pub reading: Reading,
+    /// What authenticates the attempt once encoded (a cloud's SigV4, a service account's
+    /// token), as `conform run`'s transport asks it: `None` when the headers already do.
+    pub credentials: Credentials,
 }
 
 /// How a 200's body is read.
@@ -82,6 +86,7 @@ impl Request {
             headers,
             body: request_body(provider, input),
             reading: Reading::Contract,
+            credentials: None,
         }
     }
 
@@ -94,7 +99,39 @@ impl Request {
             // Serializing our own Value cannot fail.
             body: Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
             reading: Reading::Wire { wire, stream },
+            credentials: None,
         }
+    }
+
+    /// This request, authenticated by `credentials` when it is sent.
+    pub fn authorized_by(self, credentials: Credentials) -> Request {
+        Request {
+            credentials,
+            ..self
+        }
+    }
+
+    /// The headers that authenticate this attempt, added to the encoded ones: none to
+    /// add without credentials. A refusal (a token the service would not issue) is an
+    /// answer without a result: the request was never sent.
+    async fn authenticated(&self, client: &reqwest::Client) -> Result<HeaderMap, Outcome> {
+        let mut headers = self.headers.clone();
+        let Some(credentials) = &self.credentials else {
+            return Ok(headers);
+        };
+        let url = reqwest::Url::parse(&self.url)
+            .map_err(|_| Outcome::Failed("connection_refused".into()))?;
+        let outgoing = Outgoing {
+            url: &url,
+            headers: &self.headers,
+            body: &self.body,
+        };
+        let added = credentials
+            .authorize(outgoing, client)
+            .await
+            .map_err(|_| Outcome::Failed("auth_failed".into()))?;
+        headers.extend(added);
+        Ok(headers)
     }
 }
 
@@ -134,11 +171,12 @@ impl HttpUpstream {
     }
 
     async fn call_once(&self, request: Request) -> Outcome {
+        let headers = match request.authenticated(&self.client).await {
+            Ok(headers) => headers,
+            Err(outcome) => return outcome,
+        };
         let Request {
-            url,
-            headers,
-            body,
-            reading,
+            url, body, reading, ..
         } = request;
         let length = body.len();
         // A one-chunk stream rather than a reusable body: the client then keeps no copy
