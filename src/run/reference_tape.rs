@@ -10,33 +10,22 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use conform_config::{
-    Diagnostics, ProviderConfig, RecordedAnswer, RecordedCall, Reference, Suite, diagnostic,
-};
-use conform_wire::provider::tape::Exchange;
+use conform_config::{Diagnostics, ProviderConfig, RecordedAnswer, RecordedCall, Reference, Suite};
+use conform_wire::provider::tape::{self, TapeError};
 use conform_wire::provider::{CallSpec, wire_format};
 
 /// Why a tape could not be turned into references.
 #[derive(Debug, thiserror::Error)]
 pub enum ToReferenceError {
-    #[error(
-        "cannot read the tape {path}: {source} (record one with `conform run PRIMARY --record DIR`)"
-    )]
-    Read { path: PathBuf, source: io::Error },
-    #[error("{path}:{line}:{column}: not a recorded exchange: {message}")]
-    Line {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    #[error(transparent)]
+    Tape(#[from] TapeError),
     #[error("{0}")]
     Case(Diagnostics),
     #[error("cannot write {path}: {source}")]
@@ -61,36 +50,19 @@ pub fn tape_to_reference(
     suite: &Suite,
     provider: &ProviderConfig,
 ) -> Result<Converted, ToReferenceError> {
-    let read = |source| ToReferenceError::Read {
-        path: tape.to_path_buf(),
-        source,
-    };
-    let file = File::open(tape).map_err(read)?;
-    let recorded_at = file
-        .metadata()
+    let recorded_at = std::fs::metadata(tape)
         .and_then(|m| m.modified())
         .map(OffsetDateTime::from)
         .unwrap_or_else(|_| OffsetDateTime::now_utc());
     let mut bodies: HashMap<String, Vec<String>> = HashMap::new();
-    for (n, line) in BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(read)?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let exchange: Exchange =
-            serde_json::from_str(&line).map_err(|error| ToReferenceError::Line {
-                path: tape.to_path_buf(),
-                line: n + 1,
-                column: diagnostic::json_error_at(line.as_bytes(), &error).1,
-                message: diagnostic::json_error_message(&error),
-            })?;
+    tape::read(tape, |exchange| {
         if (200..300).contains(&exchange.status) {
             bodies
                 .entry(exchange.request_digest)
                 .or_default()
                 .push(exchange.body);
         }
-    }
+    })?;
 
     let wire = wire_format(provider.wire_kind());
     let schema_name = super::schema_name(&suite.name);

@@ -148,30 +148,13 @@ impl Replayer {
     /// Reads `dir/<provider>.jsonl`.
     pub fn open(dir: &Path, provider: &str) -> Result<Replayer, TapeError> {
         let path = tape_path(dir, provider);
-        let read_error = |source| TapeError::Read {
-            path: path.clone(),
-            source,
-        };
-        let file = File::open(&path).map_err(read_error)?;
         let mut exchanges: HashMap<String, VecDeque<Exchange>> = HashMap::new();
-        for (n, line) in BufReader::new(file).lines().enumerate() {
-            let line = line.map_err(read_error)?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let exchange: Exchange =
-                serde_json::from_str(&line).map_err(|error| TapeError::Line {
-                    path: path.clone(),
-                    line: n + 1,
-                    // One line of the tape, so serde's column is within it.
-                    column: diagnostic::json_error_at(line.as_bytes(), &error).1,
-                    message: diagnostic::json_error_message(&error),
-                })?;
+        read(&path, |exchange| {
             exchanges
                 .entry(exchange.request_digest.clone())
                 .or_default()
                 .push_back(exchange);
-        }
+        })?;
         Ok(Replayer {
             path,
             exchanges: Mutex::new(exchanges),
@@ -202,6 +185,32 @@ impl Replayer {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// The one reader of the tape format: every exchange of the tape at `path`, in the order
+/// recorded, handed to `each`. A line that is not an exchange names its file, line and
+/// column; blank lines are skipped.
+pub fn read(path: &Path, mut each: impl FnMut(Exchange)) -> Result<(), TapeError> {
+    let read_error = |source| TapeError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(read_error)?;
+    for (n, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(read_error)?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let exchange: Exchange = serde_json::from_str(&line).map_err(|error| TapeError::Line {
+            path: path.to_path_buf(),
+            line: n + 1,
+            // One line of the tape, so serde's column is within it.
+            column: diagnostic::json_error_at(line.as_bytes(), &error).1,
+            message: diagnostic::json_error_message(&error),
+        })?;
+        each(exchange);
+    }
+    Ok(())
 }
 
 fn tape_path(dir: &Path, provider: &str) -> PathBuf {
