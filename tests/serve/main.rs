@@ -20,4 +20,5 @@ mod orchestrator_processes;
 mod orchestrator_races;
 mod orchestrator_soak;
 mod scenarios_serve;
+mod serve_gate;
 mod serve_traffic;

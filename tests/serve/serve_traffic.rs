@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-const SUITE: &str = "ticket-triage";
+pub(crate) const SUITE: &str = "ticket-triage";
 
 /// Answers Anthropic Messages with the suite's expected answer, as a forced tool call
 /// (`structured_output = "tool"`), looked up by the last user message.
@@ -150,9 +150,9 @@ async fn proven() -> Proven {
 }
 
 /// `conform serve` as a user starts it in the project, on SQLite.
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 impl Drop for Serve {
@@ -164,7 +164,7 @@ impl Drop for Serve {
 
 /// Starts the real binary with the URL map `map` (none: the provider files alone):
 /// serving, or how it refused (its exit code and what it said).
-fn serve(project: &Project, map: Option<&str>) -> Result<Serve, (Option<i32>, String)> {
+pub(crate) fn serve(project: &Project, map: Option<&str>) -> Result<Serve, (Option<i32>, String)> {
     serve_with(project, map, &[])
 }
 

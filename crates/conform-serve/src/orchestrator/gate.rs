@@ -22,7 +22,9 @@ use crate::ledger::Ledger;
 use conform_allowlist::sign::Trust;
 use conform_allowlist::statements;
 use conform_config::Paths;
-use conform_gate::allowlist::{Allowlist, Denial, Query, Reason, Seen, decide, decide_query};
+use conform_gate::allowlist::{
+    Allowlist, Denial, Permit, Query, Reason, Seen, decide, decide_query,
+};
 
 /// The failover gate seam: whether an attempt may go to a provider other than the job's
 /// own. [`AllowlistGate`] is the real one.
@@ -93,6 +95,41 @@ impl AllowlistGate {
     }
 }
 
+impl AllowlistGate {
+    /// The whole decision, the permit's evidence included: what failover asks
+    /// ([`FailoverGate::permits`]) and what `GET /v1/gate` answers, so both give the same
+    /// answer for the same file, project, ledger and time.
+    pub async fn decide(
+        &self,
+        task: &str,
+        provider: &str,
+        now: OffsetDateTime,
+    ) -> Result<Permit, Denial> {
+        let Some(ledger) = &self.ledger else {
+            return decision(&self.allowlist, task, provider, now, self.project.as_ref());
+        };
+        let mut query = Query::new(task, provider, now);
+        query.project = self.project.as_ref();
+        // Read once: what is remembered and what is decided are the same file.
+        let Ok(list) = Allowlist::load(&self.allowlist) else {
+            return decide(&self.allowlist, &query);
+        };
+        let newest = (self.newest(ledger, &list, (task, provider), now).await).map_err(|e| {
+            Denial::new(
+                Reason::Unreadable,
+                format!(
+                    "the ledger's record of the allowlist statements already read cannot be used: {e}"
+                ),
+            )
+        })?;
+        let mut seen = Seen::default();
+        if let Some(at) = newest {
+            seen.record(task, provider, at);
+        }
+        decide_query(&list, &query.seen(Some(&seen)))
+    }
+}
+
 impl FailoverGate for AllowlistGate {
     fn permits<'a>(
         &'a self,
@@ -100,31 +137,7 @@ impl FailoverGate for AllowlistGate {
         provider: &'a str,
         now: OffsetDateTime,
     ) -> BoxFuture<'a, Result<(), Denial>> {
-        Box::pin(async move {
-            let Some(ledger) = &self.ledger else {
-                return permits(&self.allowlist, task, provider, now, self.project.as_ref());
-            };
-            let mut query = Query::new(task, provider, now);
-            query.project = self.project.as_ref();
-            // Read once: what is remembered and what is decided are the same file.
-            let Ok(list) = Allowlist::load(&self.allowlist) else {
-                return decide(&self.allowlist, &query).map(|_| ());
-            };
-            let newest = (self.newest(ledger, &list, (task, provider), now).await)
-                .map_err(|e| {
-                    Denial::new(
-                        Reason::Unreadable,
-                        format!(
-                            "the ledger's record of the allowlist statements already read cannot be used: {e}"
-                        ),
-                    )
-                })?;
-            let mut seen = Seen::default();
-            if let Some(at) = newest {
-                seen.record(task, provider, at);
-            }
-            decide_query(&list, &query.seen(Some(&seen))).map(|_| ())
-        })
+        Box::pin(async move { self.decide(task, provider, now).await.map(|_| ()) })
     }
 }
 
@@ -137,9 +150,20 @@ pub fn permits(
     now: OffsetDateTime,
     project: Option<&Paths>,
 ) -> Result<(), Denial> {
+    decision(path, task, provider, now, project).map(|_| ())
+}
+
+/// [`permits`], with the permit's evidence.
+fn decision(
+    path: &Path,
+    task: &str,
+    provider: &str,
+    now: OffsetDateTime,
+    project: Option<&Paths>,
+) -> Result<Permit, Denial> {
     let mut query = Query::new(task, provider, now);
     query.project = project;
-    decide(path, &query).map(|_| ())
+    decide(path, &query)
 }
 
 #[cfg(test)]

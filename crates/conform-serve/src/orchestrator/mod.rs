@@ -4,6 +4,7 @@
 //! - [`config`]: the `CONFORM_*` settings and the provider list; [`filed`]: in verified
 //!   mode, the providers called through their provider files, the URL map held to them;
 //! - [`gate`]: the allowlist, read at every failover decision, failing closed;
+//!   `question`: the same decision asked over HTTP (`GET /v1/gate`), for gateways;
 //! - [`identity`]: `X-Owner-Id` and the `Idempotency-Key` rules;
 //! - [`problem`]: RFC 9457 errors with the contract's codes;
 //! - `listen`: accepting connections and graceful shutdown; `connection`: each
@@ -40,6 +41,7 @@ mod listen;
 pub mod overload;
 pub mod parser;
 pub mod problem;
+mod question;
 pub mod request;
 mod routes;
 pub mod store;
@@ -73,6 +75,9 @@ pub struct Seams {
     pub store: Arc<dyn JobStore>,
     pub upstream: Arc<dyn Upstream>,
     pub gate: Arc<dyn FailoverGate>,
+    /// The allowlist as `GET /v1/gate` reads it: the real gate, which `gate` is too unless
+    /// a decorator replaced it (a test's broken failover changes failover alone).
+    pub allowlist: Arc<AllowlistGate>,
     pub parser: Arc<dyn BodyParser>,
     pub intake: Arc<dyn BodyIntake>,
     pub overload: Arc<dyn Overload>,
@@ -88,12 +93,15 @@ impl Seams {
             acquire_timeout: config.database_timeout,
         };
         let ledger = Ledger::connect(&config.database_url, &options).await?;
+        // One gate for both: what it remembered for one is remembered for the other.
+        let allowlist = Arc::new(AllowlistGate::new(
+            config.allowlist.clone(),
+            config.project.clone(),
+            Some(ledger.clone()),
+        ));
         Ok(Seams {
-            gate: Arc::new(AllowlistGate::new(
-                config.allowlist.clone(),
-                config.project.clone(),
-                Some(ledger.clone()),
-            )),
+            gate: allowlist.clone(),
+            allowlist,
             store: Arc::new(ledger),
             upstream: Arc::new(HttpUpstream::new()?),
             parser: Arc::new(StrictJson),
@@ -109,6 +117,7 @@ pub(crate) struct App {
     pub(crate) store: Arc<dyn JobStore>,
     pub(crate) upstream: Arc<dyn Upstream>,
     pub(crate) gate: Arc<dyn FailoverGate>,
+    pub(crate) allowlist: Arc<AllowlistGate>,
     pub(crate) parser: Arc<dyn BodyParser>,
     /// Request bodies, read within the limits and the memory budget.
     pub(crate) intake: Arc<dyn BodyIntake>,
@@ -191,6 +200,7 @@ impl Server {
             store,
             upstream,
             gate,
+            allowlist,
             parser,
             intake,
             overload,
@@ -206,6 +216,7 @@ impl Server {
                 store,
                 upstream,
                 gate,
+                allowlist,
                 parser,
                 intake,
                 overload,

@@ -20,6 +20,7 @@ use tower::limit::GlobalConcurrencyLimitLayer;
 use super::identity::{MAX_OWNER_LEN, idempotency_key, owner};
 use super::intake;
 use super::problem::Problem;
+use super::question;
 use super::{App, attempt, view};
 use crate::ledger::fingerprint::fingerprint;
 use crate::ledger::{AttemptCancel, Created, JobCancel, LedgerError, NewJob, Started};
@@ -62,8 +63,10 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         )
         .route(
             "/v1/attempts/{id}/cancel",
-            post(cancel_attempt.layer(admit)),
+            post(cancel_attempt.layer(admit.clone())),
         )
+        // Not in the contract: the failover gate's decision, for gateways to ask.
+        .route("/v1/gate", get(question::gate.layer(admit)))
         .fallback(|| async { Problem::not_found("resource") })
         .method_not_allowed_fallback(|| async {
             Problem::new(
@@ -135,7 +138,7 @@ fn path_id(id: Result<Path<String>, PathRejection>) -> Result<String, Problem> {
     }
 }
 
-fn json(status: StatusCode, body: &Value) -> Response {
+pub(super) fn json(status: StatusCode, body: &Value) -> Response {
     (
         status,
         [(
