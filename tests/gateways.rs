@@ -29,6 +29,10 @@ use axum::routing::{get, post};
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 
+#[allow(dead_code)]
+mod common;
+mod gate_callback;
+
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
 /// A pinned gateway and what it gives today.
@@ -115,6 +119,7 @@ fn main() {
             }
         })
         .collect();
+    trials.push(gate_callback_trial(required));
     trials.push(Trial::test(
         "a_gateway_that_does_not_start_is_reported_inconclusive_with_its_log",
         || {
@@ -130,6 +135,30 @@ fn main() {
         },
     ));
     libtest_mimic::run(&args, trials).exit();
+}
+
+/// `integrations/litellm/`'s callback in the pinned LiteLLM proxy: ignored when LiteLLM
+/// is not installed, failed when it must be.
+fn gate_callback_trial(required: bool) -> Trial {
+    let name = "litellm_the_gate_callback_sees_a_revocation_at_the_next_request";
+    let script = Path::new(REPO).join("scripts/gateways.sh");
+    let litellm = Command::new(&script)
+        .args(["path", "litellm"])
+        .output()
+        .ok()
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .filter(|p| p.exists());
+    match litellm {
+        Some(litellm) => Trial::test(name, move || {
+            gate_callback::a_revocation_reaches_the_running_proxys_next_request(&litellm)
+        }),
+        None => Trial::test(name, move || {
+            Err(Failed::from(
+                "not installed: run `scripts/gateways.sh install`",
+            ))
+        })
+        .with_ignored_flag(!required),
+    }
 }
 
 /// The `--spawn` command of an installed gateway, or `None`.

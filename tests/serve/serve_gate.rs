@@ -9,7 +9,7 @@ use crate::serve_traffic::{SUITE, Serve, serve};
 use common::{Mode, Project};
 use serde_json::{Value, json};
 use wiremock::matchers::method;
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::{Mock, ResponseTemplate};
 
 const FALLBACK: &str = "fb-local";
 
