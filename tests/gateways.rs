@@ -13,6 +13,9 @@
 //! streams buffered and checked), correct as written, and wrong in one way per variant:
 //! it fails over to the revoked candidate, it presents a cut stream as complete, it
 //! retries a 2xx. The correct one passes every scenario; each variant is caught.
+//!
+//! The call-time gate (`gate_callback/`): `integrations/litellm/`'s callback in the pinned
+//! LiteLLM proxy, asking a real `conform serve`, sees a revocation at the next request.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
