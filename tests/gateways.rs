@@ -32,7 +32,6 @@ use axum::routing::{get, post};
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 
-#[allow(dead_code)]
 mod common;
 mod gate_callback;
 

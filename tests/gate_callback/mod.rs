@@ -36,28 +36,30 @@ impl Drop for Running {
 
 /// `conform serve` in the project on `port`, once it listens.
 fn serve(project: &Project, port: u16) -> Running {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_conform"))
-        .arg("serve")
-        .current_dir(project.root())
-        .env("CONFORM_ROOT", project.root())
-        .env("CONFORM_LISTEN", format!("127.0.0.1:{port}"))
-        .env("CONFORM_ALLOWLIST", project.path("allowlist.json"))
-        .env(
-            "CONFORM_DATABASE_URL",
-            format!("sqlite://{}", project.path("ledger.db").display()),
-        )
-        .env_remove("CONFORM_PROVIDERS")
-        .env_remove("CONFORM_UNVERIFIED_ALLOWLIST")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    // Held from the start, so that every path waits for the process.
+    let mut serving = Running(
+        Command::new(env!("CARGO_BIN_EXE_conform"))
+            .arg("serve")
+            .current_dir(project.root())
+            .env("CONFORM_ROOT", project.root())
+            .env("CONFORM_LISTEN", format!("127.0.0.1:{port}"))
+            .env("CONFORM_ALLOWLIST", project.path("allowlist.json"))
+            .env(
+                "CONFORM_DATABASE_URL",
+                format!("sqlite://{}", project.path("ledger.db").display()),
+            )
+            .env_remove("CONFORM_PROVIDERS")
+            .env_remove("CONFORM_UNVERIFIED_ALLOWLIST")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stderr = BufReader::new(serving.0.stderr.take().unwrap());
     let mut said = String::new();
     loop {
         let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            let _ = child.wait();
+        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
             panic!("conform serve did not start:\n{said}");
         }
         if line.contains("conform serve: listening on ") {
@@ -65,7 +67,7 @@ fn serve(project: &Project, port: u16) -> Running {
                 let mut rest = String::new();
                 let _ = stderr.read_to_string(&mut rest);
             });
-            return Running(child);
+            return serving;
         }
         said.push_str(&line);
     }
@@ -75,20 +77,21 @@ fn serve(project: &Project, port: u16) -> Running {
 /// `gate`; its log goes to `log`.
 fn proxy(litellm: &Path, config: &Path, port: u16, gate: &str, log: &Path) -> Running {
     let log = std::fs::File::create(log).unwrap();
-    let child = Command::new(litellm)
-        .args(["--config"])
-        .arg(config)
-        .args(["--port", &port.to_string(), "--host", "127.0.0.1"])
-        .env("LITELLM_MASTER_KEY", KEY)
-        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        .env("PYTHONPATH", Path::new(REPO).join("integrations/litellm"))
-        .env("CONFORM_GATE_URL", gate)
-        .env("CONFORM_GATE_SUITE", SUITE)
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    Running(child)
+    Running(
+        Command::new(litellm)
+            .args(["--config"])
+            .arg(config)
+            .args(["--port", &port.to_string(), "--host", "127.0.0.1"])
+            .env("LITELLM_MASTER_KEY", KEY)
+            .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            .env("PYTHONPATH", Path::new(REPO).join("integrations/litellm"))
+            .env("CONFORM_GATE_URL", gate)
+            .env("CONFORM_GATE_SUITE", SUITE)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    )
 }
 
 /// A chat completion naming `model`, as an upstream answers.
