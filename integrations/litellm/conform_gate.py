@@ -131,7 +131,8 @@ def _names(fallbacks: list) -> Iterable[str]:
             yield item["model"]
         elif isinstance(item, dict):
             for chain in item.values():
-                yield from (n for n in chain if isinstance(n, str)) if isinstance(chain, list) else ()
+                if isinstance(chain, list):
+                    yield from (n for n in chain if isinstance(n, str))
 
 
 def _filtered(fallbacks: list, permitted: set[str]) -> list:
