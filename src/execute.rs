@@ -24,7 +24,7 @@ use crate::run::assemble::{AssembleError, Assembly, Setup, TapeMode, assemble};
 use crate::run::budget::Budget;
 use crate::run::resume::{Asked, Given, Pins};
 use crate::run::schedule::Schedule;
-use crate::run::shard::{Manifest, Plan as ShardPlan, PlanOptions, Shard};
+use crate::run::shard::{Manifest, PlanOptions, Shard, ShardedRun};
 use crate::run::shard_signature::{self, ShardSignatureError};
 use crate::run::{self, PreparedSuite, RunError, RunOptions, RunResult, Target};
 use conform_allowlist::sign::{SignError, SigningKey, Trust};
@@ -334,7 +334,7 @@ impl Ready {
 }
 
 /// With a budget and prices: the limit beside the plan's cost range.
-fn budget_line(budget: Option<f64>, estimate: Option<&plan::Plan>) -> Option<String> {
+fn budget_line(budget: Option<f64>, estimate: Option<&plan::RunPlan>) -> Option<String> {
     let (limit, high) = (budget?, estimate?.cost?);
     Some(format!(
         "budget: {} USD; the plan costs {} – {}{}",
@@ -568,7 +568,7 @@ pub async fn merge(dirs: &[PathBuf], to: &MergeTo) -> Result<Merged, ExecuteErro
         Err(e) => return Err(ExecuteError::Assemble(e)),
     };
     let configs: Vec<_> = targets.iter().map(|t| t.endpoint.config.as_ref()).collect();
-    let here = ShardPlan::new(&suites, &configs, plan.options.clone());
+    let here = ShardedRun::new(&suites, &configs, plan.options.clone());
     merge::check_workspace(first, &here, &here.digest(&suites)).map_err(ExecuteError::Refused)?;
     merge::check_fresh(&reports, to.valid_for, OffsetDateTime::now_utc())
         .map_err(ExecuteError::Refused)?;

@@ -14,12 +14,14 @@
 //! - `conform_serve`: the ledger and the reference orchestrator;
 //! - `conform_scenarios`: the race, timeout and gateway scenarios.
 //!
-//! Here, as the pipeline reads: [`run`] (the schedule, the calls, the tallies), [`plan`]
-//! (calls and cost before sending), [`report`] (`report.json`, JUnit, Markdown, HTML,
-//! the terminal), [`outcome`] (what a run did to the allowlist, pair by pair), [`conclude`] (the reports, the allowlist update and the history a
-//! finished run writes), [`merge`] (shards joined), [`history`], [`tape`], [`ci`],
-//! [`init`], [`execute`] (`run`, `demo` and `merge` end to end) and [`error`] (errors
-//! for people). See `ARCHITECTURE.md` for the invariants each part keeps.
+//! Here, as the pipeline reads: [`run`] (the schedule, the calls, the tallies), [`results`]
+//! (`results.jsonl`: its one writer and its readers), [`plan`] (calls and cost before
+//! sending), [`report`] (`report.json`, JUnit, Markdown, HTML, the terminal), [`outcome`]
+//! (what a run did to the allowlist, pair by pair), [`conclude`] (the reports, the
+//! allowlist update and the history a finished run writes), [`merge`] (shards joined),
+//! [`history`], [`tape`], [`ci`], [`init`], [`execute`] (`run`, `demo` and `merge` end to
+//! end) and [`error`] (errors for people). See `ARCHITECTURE.md` for the invariants each
+//! part keeps.
 
 pub mod ci;
 pub mod conclude;
@@ -31,5 +33,6 @@ pub mod merge;
 pub mod outcome;
 pub mod plan;
 pub mod report;
+pub mod results;
 pub mod run;
 pub mod tape;

@@ -18,8 +18,6 @@
 //! about providers.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use std::collections::HashMap;
@@ -28,12 +26,12 @@ use std::sync::Arc;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::results::{self, CallRecord, ReadError, Records};
 use crate::run::judge::{CaseIndex, rejudge};
 use crate::run::schedule::Schedule;
-use crate::run::shard::{MANIFEST, Manifest, ManifestError, Plan};
+use crate::run::shard::{MANIFEST, Manifest, ManifestError, ShardedRun};
 use crate::run::tallies::Tallies;
 use crate::run::{PreparedSuite, RunResult, Target};
-use conform_check::check::record::CallRecord;
 
 /// One shard report folder and its manifest.
 #[derive(Debug, Clone)]
@@ -116,12 +114,9 @@ pub enum MergeError {
         found: u64,
         planned: u64,
     },
-    #[error("{path}:{line}: not a call record: {message}")]
-    Record {
-        path: PathBuf,
-        line: usize,
-        message: String,
-    },
+    /// A line of a shard's `results.jsonl` that is not a call record.
+    #[error(transparent)]
+    Record(ReadError),
     #[error(
         "{path}:{line}: this record was answered from a tape, but the shard's manifest says its answers came from the provider: the shard report was changed; run the shard again"
     )]
@@ -157,6 +152,17 @@ pub enum MergeError {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+impl From<ReadError> for MergeError {
+    /// A shard's records that cannot be read are refused as any file merge cannot read;
+    /// a line that is not a record, naming its file and line.
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Io { path, source } => MergeError::Io { path, source },
+            e @ ReadError::Record { .. } => MergeError::Record(e),
+        }
+    }
 }
 
 /// The shard reports named on the command line: each path is a shard folder, or a
@@ -308,7 +314,7 @@ fn mixed_replay(reports: &[ShardReport]) -> MergeError {
 /// the verdicts would be made with suites or providers the answers never met.
 pub fn check_workspace(
     report: &ShardReport,
-    plan: &Plan,
+    plan: &ShardedRun,
     plan_digest: &str,
 ) -> Result<(), MergeError> {
     if report.manifest.plan_digest == plan_digest {
@@ -455,7 +461,7 @@ pub fn join(
     let _ = std::fs::remove_dir_all(&making);
     std::fs::create_dir_all(&making).map_err(io(&making))?;
     let mut tallies = Tallies::new(suites, targets, schedule);
-    let copied = copy_records(reports, &making.join("results.jsonl"), |shard, record| {
+    let copied = copy_records(reports, &results::path(&making), |shard, record| {
         let p = provider_index.get(record.provider.as_str());
         let s = suite_index.get(record.suite.as_str());
         let (Some(&p), Some(&s)) = (p, s) else {
@@ -508,11 +514,10 @@ pub fn copy_records(
         let path = path.to_path_buf();
         move |source| MergeError::Io { path, source }
     };
-    let mut writer = BufWriter::new(File::create(out).map_err(io(out))?);
+    let mut writer = results::Writer::create(out).map_err(io(out))?;
     let mut total = 0;
     for report in reports {
-        let path = report.dir.join("results.jsonl");
-        let reader = BufReader::new(File::open(&path).map_err(io(&path))?);
+        let path = results::path(&report.dir);
         let shard = ShardOf {
             now: OffsetDateTime::parse(&report.manifest.started_at, &Rfc3339)
                 .map(OffsetDateTime::unix_timestamp)
@@ -523,43 +528,30 @@ pub fn copy_records(
         };
         let live = report.manifest.replayed_from.is_none();
         let mut found = 0u64;
-        for (i, line) in reader.lines().enumerate() {
-            let line = line.map_err(io(&path))?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let mut record: CallRecord =
-                serde_json::from_str(&line).map_err(|e| MergeError::Record {
-                    path: path.clone(),
-                    line: i + 1,
-                    message: e.to_string(),
-                })?;
+        for read in Records::open_file(&path)? {
+            let (line, mut record) = read?;
             if live && record.replayed {
-                return Err(MergeError::Replayed {
-                    path: path.clone(),
-                    line: i + 1,
-                });
+                return Err(MergeError::Replayed { path, line });
             }
             match each(&shard, &mut record) {
                 Ok(true) => {}
                 Ok(false) => {
                     return Err(MergeError::Foreign {
-                        path: path.clone(),
-                        line: i + 1,
+                        path,
+                        line,
                         suite: record.suite,
                         provider: record.provider,
                     });
                 }
                 Err(message) => {
                     return Err(MergeError::Rejudge {
-                        path: path.clone(),
-                        line: i + 1,
+                        path,
+                        line,
                         message,
                     });
                 }
             }
-            serde_json::to_writer(&mut writer, &record).map_err(|e| io(out)(e.into()))?;
-            writer.write_all(b"\n").map_err(io(out))?;
+            writer.write(&record).map_err(io(out))?;
             found += 1;
         }
         if found != report.manifest.calls {
@@ -571,8 +563,7 @@ pub fn copy_records(
         }
         total += found;
     }
-    writer.flush().map_err(io(out))?;
-    writer.get_ref().sync_all().map_err(io(out))?;
+    writer.finish().map_err(io(out))?;
     Ok(total)
 }
 
@@ -587,7 +578,7 @@ mod tests {
             shard: Shard { k, n },
             conform_version: "1.0.0".into(),
             plan_digest: "sha256:plan".into(),
-            plan: Plan {
+            plan: ShardedRun {
                 suites: Vec::new(),
                 providers: Vec::new(),
                 options: PlanOptions {

@@ -13,13 +13,13 @@ use conform_gate::allowlist::{Change, Updated};
 /// The allowlist after a run: which file, whether the run touched it at all, and what
 /// became of each (suite, provider) the run judged, in the run's order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunOutcome {
+pub struct AllowlistEffect {
     pub path: PathBuf,
     /// Set when the run left the whole file alone, saying why.
     pub untouched: Option<Untouched>,
     /// Set when the previous file could not be read and was replaced.
     pub replaced_unreadable: Option<String>,
-    pub pairs: Vec<PairOutcome>,
+    pub pairs: Vec<EntryEffect>,
     /// The file is `conform demo`'s own: its grants are simulated evidence and permit no
     /// real failover.
     pub simulated: bool,
@@ -27,7 +27,7 @@ pub struct RunOutcome {
 
 /// What became of one (suite, provider).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PairOutcome {
+pub struct EntryEffect {
     pub suite: String,
     pub provider: String,
     #[serde(flatten)]
@@ -121,23 +121,23 @@ impl Unchanged {
     }
 }
 
-impl RunOutcome {
+impl AllowlistEffect {
     /// A run that did not touch the file: every pair is unchanged for the same reason.
-    pub fn untouched(path: &Path, result: &RunResult, why: Untouched) -> RunOutcome {
+    pub fn untouched(path: &Path, result: &RunResult, why: Untouched) -> AllowlistEffect {
         let each = match why {
             Untouched::Replayed { .. } => Unchanged::Replayed,
             Untouched::Interrupted => Unchanged::Interrupted,
             Untouched::OverBudget => Unchanged::OverBudget,
             Untouched::Failed { .. } => Unchanged::UpdateFailed,
         };
-        RunOutcome {
+        AllowlistEffect {
             path: path.to_path_buf(),
             untouched: Some(why),
             replaced_unreadable: None,
             pairs: result
                 .verdicts
                 .iter()
-                .map(|v| PairOutcome {
+                .map(|v| EntryEffect {
                     suite: v.tally.suite.clone(),
                     provider: v.tally.provider.clone(),
                     effect: PairEffect::Unchanged { why: each.clone() },
@@ -156,7 +156,7 @@ impl RunOutcome {
         targets: &[Arc<Target>],
         changes: &[Change],
         updated: &Updated,
-    ) -> RunOutcome {
+    ) -> AllowlistEffect {
         let pairs = result
             .verdicts
             .iter()
@@ -198,14 +198,14 @@ impl RunOutcome {
                         why: Unchanged::NoChange,
                     },
                 };
-                PairOutcome {
+                EntryEffect {
                     suite: suite.clone(),
                     provider: provider.clone(),
                     effect,
                 }
             })
             .collect();
-        RunOutcome {
+        AllowlistEffect {
             path: path.to_path_buf(),
             untouched: None,
             replaced_unreadable: updated.replaced_unreadable.clone(),
@@ -215,28 +215,28 @@ impl RunOutcome {
     }
 
     /// Pairs whose failover is now permitted.
-    pub fn granted(&self) -> impl Iterator<Item = &PairOutcome> {
+    pub fn granted(&self) -> impl Iterator<Item = &EntryEffect> {
         self.pairs
             .iter()
             .filter(|p| matches!(p.effect, PairEffect::Granted { .. }))
     }
 
     /// Pairs whose failover is no longer permitted.
-    pub fn revoked(&self) -> impl Iterator<Item = &PairOutcome> {
+    pub fn revoked(&self) -> impl Iterator<Item = &EntryEffect> {
         self.pairs
             .iter()
             .filter(|p| matches!(p.effect, PairEffect::Revoked { .. }))
     }
 
     /// Pairs left as they were.
-    pub fn unchanged(&self) -> impl Iterator<Item = &PairOutcome> {
+    pub fn unchanged(&self) -> impl Iterator<Item = &EntryEffect> {
         self.pairs
             .iter()
             .filter(|p| matches!(p.effect, PairEffect::Unchanged { .. }))
     }
 
     /// What happened to (`suite`, `provider`), if the run judged it.
-    pub fn pair(&self, suite: &str, provider: &str) -> Option<&PairOutcome> {
+    pub fn pair(&self, suite: &str, provider: &str) -> Option<&EntryEffect> {
         self.pairs
             .iter()
             .find(|p| p.suite == suite && p.provider == provider)
@@ -377,7 +377,7 @@ mod tests {
                 attestation: None,
             }),
         ];
-        let d = RunOutcome::applied(
+        let d = AllowlistEffect::applied(
             Path::new("al.json"),
             &result,
             &targets,
@@ -420,7 +420,7 @@ mod tests {
         assert_eq!(d.counts(), "granted 1, revoked 1, unchanged 3");
         assert_eq!(d.untouched, None);
 
-        let replay = RunOutcome::untouched(
+        let replay = AllowlistEffect::untouched(
             Path::new("al.json"),
             &result,
             Untouched::Replayed { tapes: "t".into() },

@@ -16,7 +16,7 @@ use conform_check::verdict::Verdict;
 use conform_config::{ProviderConfig, ProviderIdentity, Suite};
 use conform_gate::allowlist::Change;
 
-use crate::run::{PreparedSuite, RunResult, Target};
+use crate::run::{PairVerdict, PreparedSuite, RunResult, Target};
 
 /// Which allowlist a run writes, and so what it may put there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,96 +45,124 @@ pub fn changes_from_run(
     if !result.complete {
         return Vec::new();
     }
-    let stamp = |t: OffsetDateTime| t.format(&Rfc3339).unwrap_or_default();
-    let report = report.display().to_string();
-    result
-        .verdicts
-        .iter()
+    let run = Concluded {
+        result,
+        targets,
+        report: report.display().to_string(),
+        validity,
+    };
+    (result.verdicts.iter())
         .filter_map(|v| {
             let suite = &suites[v.suite_index].suite;
             let config = &targets[v.provider_index].endpoint.config;
-            let t = &v.tally;
-            let simulated = config.is_simulated();
-            if simulated && destination == Destination::Real {
+            if config.is_simulated() && destination == Destination::Real {
                 return None;
             }
-            let repeats = if suite.cases.is_empty() {
-                0
-            } else {
-                (t.planned / suite.cases.len() as u64) as u32
-            };
             match v.verdict {
                 Verdict::Inconclusive => None,
-                Verdict::Nonconformant => Some(Change::Revoke(Revocation {
-                    suite: suite.name.clone(),
-                    provider: config.name.clone(),
-                    run_id: result.run_id.clone(),
-                    at: stamp(result.finished_at),
-                    reasons: conform_check::verdict::Reason::names(&v.reasons),
-                    report: report.clone(),
-                    suite_digest: Some(suite.digest().to_string()),
-                    provider_digest: Some(config.identity().digest()),
-                    attestation: None,
-                })),
-                Verdict::Conformant => {
-                    let reference = reference_of(t, targets);
-                    let why = withheld(config, suite, repeats)
-                        .or_else(|| reference.and_then(withheld_reference));
-                    if let Some(why) = why {
-                        return Some(Change::Withhold {
-                            suite: suite.name.clone(),
-                            provider: config.name.clone(),
-                            why,
-                        });
-                    }
-                    let provider_identity = config.identity();
-                    Some(Change::Grant(Box::new(Entry {
-                        suite: suite.name.clone(),
-                        provider: config.name.clone(),
-                        model: config.model.clone(),
-                        served_models: t.served_models.iter().cloned().collect(),
-                        system_fingerprints: t.system_fingerprints.iter().cloned().collect(),
-                        suite_digest: suite.digest().to_string(),
-                        provider_digest: provider_identity.digest(),
-                        suite_identity: Some(suite.identity().clone()),
-                        tokenizer: tokenizer_words(&provider_identity),
-                        provider_identity: Some(provider_identity),
-                        evidence: Evidence {
-                            run_id: result.run_id.clone(),
-                            report: report.clone(),
-                            conform_version: env!("CARGO_PKG_VERSION").to_string(),
-                            first_call_at: Some(stamp(result.started_at)),
-                            cases: suite.cases.len() as u64,
-                            repeats,
-                            calls: t.planned,
-                            passed: t.passed,
-                            pass_rate: t.pass_rate(),
-                            first_attempt_pass_rate: t.first_attempt_pass_rate(),
-                            checks: t.checks.clone(),
-                            rules_out: Some(RulesOut::of(t.planned, t.passed)),
-                            latency: t.latency.evidence(),
-                            tool_calls: t
-                                .tool_calls
-                                .as_ref()
-                                .filter(|m| m.answers > 0)
-                                .map(Into::into),
-                            differential: t
-                                .differential
-                                .as_ref()
-                                .map(|d| pinned_comparison(d.into(), reference, &result.run_id)),
-                        },
-                        generated_at: stamp(result.finished_at),
-                        // Counted from the first call, not from when the evidence was
-                        // written down: a merge of old shards earns no more time.
-                        valid_until: stamp(result.started_at + validity),
-                        simulated,
-                        contract_only: false,
-                        attestation: None,
-                    })))
-                }
+                Verdict::Nonconformant => Some(Change::Revoke(run.revocation(v, suite, config))),
+                Verdict::Conformant => Some(run.grant(v, suite, config)),
             }
         })
         .collect()
+}
+
+/// A run's time as the allowlist writes it.
+fn stamp(t: OffsetDateTime) -> String {
+    t.format(&Rfc3339).unwrap_or_default()
+}
+
+/// A complete run, as its changes name it.
+struct Concluded<'a> {
+    result: &'a RunResult,
+    targets: &'a [Arc<Target>],
+    /// Its `report.json`, the evidence each change points to.
+    report: String,
+    validity: Duration,
+}
+
+impl Concluded<'_> {
+    /// The revocation of a nonconformant pair, with its reasons.
+    fn revocation(&self, v: &PairVerdict, suite: &Suite, config: &ProviderConfig) -> Revocation {
+        let result = self.result;
+        Revocation {
+            suite: suite.name.clone(),
+            provider: config.name.clone(),
+            run_id: result.run_id.clone(),
+            at: stamp(result.finished_at),
+            reasons: conform_check::verdict::Reason::names(&v.reasons),
+            report: self.report.clone(),
+            suite_digest: Some(suite.digest().to_string()),
+            provider_digest: Some(config.identity().digest()),
+            attestation: None,
+        }
+    }
+
+    /// The grant of a conformant pair, or why it is withheld.
+    fn grant(&self, v: &PairVerdict, suite: &Suite, config: &ProviderConfig) -> Change {
+        let (result, report, validity) = (self.result, &self.report, self.validity);
+        let t = &v.tally;
+        let simulated = config.is_simulated();
+        let repeats = if suite.cases.is_empty() {
+            0
+        } else {
+            (t.planned / suite.cases.len() as u64) as u32
+        };
+        let reference = reference_of(t, self.targets);
+        let why =
+            withheld(config, suite, repeats).or_else(|| reference.and_then(withheld_reference));
+        if let Some(why) = why {
+            return Change::Withhold {
+                suite: suite.name.clone(),
+                provider: config.name.clone(),
+                why,
+            };
+        }
+        let provider_identity = config.identity();
+        Change::Grant(Box::new(Entry {
+            suite: suite.name.clone(),
+            provider: config.name.clone(),
+            model: config.model.clone(),
+            served_models: t.served_models.iter().cloned().collect(),
+            system_fingerprints: t.system_fingerprints.iter().cloned().collect(),
+            suite_digest: suite.digest().to_string(),
+            provider_digest: provider_identity.digest(),
+            suite_identity: Some(suite.identity().clone()),
+            tokenizer: tokenizer_words(&provider_identity),
+            provider_identity: Some(provider_identity),
+            evidence: Evidence {
+                run_id: result.run_id.clone(),
+                report: report.clone(),
+                conform_version: env!("CARGO_PKG_VERSION").to_string(),
+                first_call_at: Some(stamp(result.started_at)),
+                cases: suite.cases.len() as u64,
+                repeats,
+                calls: t.planned,
+                passed: t.passed,
+                pass_rate: t.pass_rate(),
+                first_attempt_pass_rate: t.first_attempt_pass_rate(),
+                checks: t.checks.clone(),
+                rules_out: Some(RulesOut::of(t.planned, t.passed)),
+                latency: t.latency.evidence(),
+                tool_calls: t
+                    .tool_calls
+                    .as_ref()
+                    .filter(|m| m.answers > 0)
+                    .map(Into::into),
+                differential: t
+                    .differential
+                    .as_ref()
+                    .map(|d| pinned_comparison(d.into(), reference, &result.run_id)),
+            },
+            generated_at: stamp(result.finished_at),
+            // Counted from the first call, not from when the evidence was
+            // written down: a merge of old shards earns no more time.
+            valid_until: stamp(result.started_at + validity),
+            simulated,
+            contract_only: false,
+            attestation: None,
+        }))
+    }
 }
 
 /// The live reference a pair was judged against, when it was: a provider of the run.

@@ -15,7 +15,7 @@ pub mod grants;
 
 pub use grants::{Destination, changes_from_run, withheld};
 
-use crate::outcome::{RunOutcome, Untouched};
+use crate::outcome::{AllowlistEffect, Untouched};
 
 use crate::report;
 use crate::run::{PreparedSuite, RunResult, Target};
@@ -73,7 +73,7 @@ pub struct Conclusion {
     /// `report.html`.
     pub page: PathBuf,
     /// What the run did to each pair's allowlist entry.
-    pub outcome: RunOutcome,
+    pub outcome: AllowlistEffect,
     /// What went wrong that did not stop anything (an unreadable allowlist replaced,
     /// entries without evidence dropped, the history not appended).
     pub warnings: Vec<String>,
@@ -121,7 +121,7 @@ impl Conclusion {
         let _ = writeln!(
             out,
             "results: {}",
-            result.dir.join("results.jsonl").display()
+            crate::results::path(&result.dir).display()
         );
         for tape in tapes {
             let _ = writeln!(out, "tape: {}", tape.display());
@@ -191,100 +191,28 @@ pub fn conclude(
     targets: &[Arc<Target>],
     how: &Conclude,
 ) -> Result<Conclusion, ConcludeError> {
-    let write = |what: &'static str| {
-        let dir = result.dir.clone();
-        move |source| ConcludeError::Write { what, dir, source }
-    };
-    // One pass over `results.jsonl` feeds the three reports that read it. report.html
-    // needs the allowlist's outcome, so its failures are only gathered here.
-    let mut json =
-        report::json::JsonReport::start(result, suites, targets).map_err(write("report.json"))?;
-    let mut junit = report::junit::JunitReport::start(&result.dir);
-    let mut examples = report::html::Examples::new(&report::json::verdict_views(result, targets));
-    let results = report::ResultLines::path(&result.dir);
-    let read = |source| ConcludeError::Read {
-        path: results.clone(),
-        source,
-    };
-    let mut lines = report::ResultLines::open(&result.dir).map_err(read)?;
-    while let Some(line) = lines.next_line().map_err(read)? {
-        json.call(line).map_err(write("report.json"))?;
-        // A call junit.xml read as passed has no failure to show.
-        if junit.call(line).map_err(write("junit.xml"))? != Some(true) {
-            examples.call(line);
-        }
-    }
-    let report_path = json.finish().map_err(write("report.json"))?;
-    junit.finish(&result.run_id).map_err(write("junit.xml"))?;
-
+    let (report_path, examples) = read_results(result, suites, targets)?;
     // The demo's evidence is about simulations: it goes beside its report, never into the
     // allowlist production reads.
     let allowlist_path = match how.destination {
         Destination::Real => how.allowlist.clone(),
         Destination::Demo => result.dir.join("allowlist.json"),
     };
-    let changes = || {
-        let mut changes = grants::changes_from_run(
-            result,
-            suites,
-            targets,
-            &report_path,
-            how.valid_for,
-            how.destination,
-        );
-        if let Some(key) = &how.signing {
-            for change in &mut changes {
-                match change {
-                    allowlist::Change::Grant(entry) => allowlist::attest::sign(&mut **entry, key),
-                    allowlist::Change::Revoke(r) => allowlist::attest::sign(r, key),
-                    allowlist::Change::Withhold { .. } => {}
-                }
-            }
-        }
-        changes
-    };
+    let changes = || signed_changes(result, suites, targets, &report_path, how);
     let mut warnings = Vec::new();
-    let mut update_error = None;
-    let outcome = if let Some(tapes) = &how.replayed {
-        write_replayed_allowlist(&allowlist_path, &result.dir, &changes())?;
-        RunOutcome::untouched(
-            &allowlist_path,
-            result,
-            Untouched::Replayed {
-                tapes: tapes.clone(),
-            },
-        )
-    } else if result.complete {
-        let changes = changes();
-        match update(&allowlist_path, &changes, how, &mut warnings)? {
-            Ok(updated) => {
-                RunOutcome::applied(&allowlist_path, result, targets, &changes, &updated)
-            }
-            // The file is replaced by rename or not at all: a failed update left it as it
-            // was. The reports still say so before the error ends the command.
-            Err(e) => {
-                let outcome = RunOutcome::untouched(
-                    &allowlist_path,
-                    result,
-                    Untouched::Failed {
-                        error: e.to_string(),
-                    },
-                );
-                update_error = Some(e);
-                outcome
-            }
-        }
-    } else {
-        let why = match result.over_budget {
-            true => Untouched::OverBudget,
-            false => Untouched::Interrupted,
-        };
-        RunOutcome::untouched(&allowlist_path, result, why)
-    };
-    let outcome = RunOutcome {
+    let (outcome, update_error) = apply(
+        result,
+        targets,
+        &allowlist_path,
+        changes,
+        how,
+        &mut warnings,
+    )?;
+    let outcome = AllowlistEffect {
         simulated: how.destination == Destination::Demo,
         ..outcome
     };
+    let write = |what| write_error(result, what);
     report::markdown::write(&result.dir, result, &outcome).map_err(write("summary.md"))?;
     let page =
         report::html::write(result, targets, &outcome, examples).map_err(write("report.html"))?;
@@ -304,17 +232,123 @@ pub fn conclude(
         warnings,
         update_error,
         destination: how.destination,
-        compared: suites
-            .iter()
-            .filter(|s| {
-                result
-                    .verdicts
-                    .iter()
-                    .any(|v| v.tally.suite == s.suite.name)
-            })
-            .map(|s| (s.suite.name.clone(), s.suite.agree.clone()))
-            .collect(),
+        compared: compared(result, suites),
     })
+}
+
+/// The error of a report of `result` that cannot be written.
+fn write_error(result: &RunResult, what: &'static str) -> impl FnOnce(io::Error) -> ConcludeError {
+    let dir = result.dir.clone();
+    move |source| ConcludeError::Write { what, dir, source }
+}
+
+/// One pass over `results.jsonl` feeds the three reports that read it: `report.json` and
+/// `junit.xml` are written, and `report.html`'s failures gathered (the page needs the
+/// allowlist's outcome, so it is written later). Returns `report.json`'s path.
+fn read_results(
+    result: &RunResult,
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+) -> Result<(PathBuf, report::html::Examples), ConcludeError> {
+    let write = |what| write_error(result, what);
+    let mut json =
+        report::json::JsonReport::start(result, suites, targets).map_err(write("report.json"))?;
+    let mut junit = report::junit::JunitReport::start(&result.dir);
+    let mut examples = report::html::Examples::new(&report::json::verdict_views(result, targets));
+    let results = crate::results::path(&result.dir);
+    let read = |source| ConcludeError::Read {
+        path: results.clone(),
+        source,
+    };
+    let mut lines = crate::results::Lines::open(&result.dir).map_err(read)?;
+    while let Some(line) = lines.next_line().map_err(read)? {
+        json.call(line).map_err(write("report.json"))?;
+        // A call junit.xml read as passed has no failure to show.
+        if junit.call(line).map_err(write("junit.xml"))? != Some(true) {
+            examples.call(line);
+        }
+    }
+    let report_path = json.finish().map_err(write("report.json"))?;
+    junit.finish(&result.run_id).map_err(write("junit.xml"))?;
+    Ok((report_path, examples))
+}
+
+/// The changes the run implies, each signed with the CI's key when there is one.
+fn signed_changes(
+    result: &RunResult,
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    report_path: &Path,
+    how: &Conclude,
+) -> Vec<allowlist::Change> {
+    let mut changes = grants::changes_from_run(
+        result,
+        suites,
+        targets,
+        report_path,
+        how.valid_for,
+        how.destination,
+    );
+    if let Some(key) = &how.signing {
+        for change in &mut changes {
+            match change {
+                allowlist::Change::Grant(entry) => allowlist::attest::sign(&mut **entry, key),
+                allowlist::Change::Revoke(r) => allowlist::attest::sign(r, key),
+                allowlist::Change::Withhold { .. } => {}
+            }
+        }
+    }
+    changes
+}
+
+/// What the run does to the allowlist at `path`: a replay writes only the allowlist it
+/// would have written, beside its report; a complete run applies its `changes`; an
+/// interrupted one touches nothing. The error beside it is the update's, which left the
+/// file as it was: the reports still say so before the error ends the command.
+fn apply(
+    result: &RunResult,
+    targets: &[Arc<Target>],
+    path: &Path,
+    changes: impl FnOnce() -> Vec<allowlist::Change>,
+    how: &Conclude,
+    warnings: &mut Vec<String>,
+) -> Result<(AllowlistEffect, Option<UpdateError>), ConcludeError> {
+    if let Some(tapes) = &how.replayed {
+        write_replayed_allowlist(path, &result.dir, &changes())?;
+        let why = Untouched::Replayed {
+            tapes: tapes.clone(),
+        };
+        return Ok((AllowlistEffect::untouched(path, result, why), None));
+    }
+    if !result.complete {
+        let why = match result.over_budget {
+            true => Untouched::OverBudget,
+            false => Untouched::Interrupted,
+        };
+        return Ok((AllowlistEffect::untouched(path, result, why), None));
+    }
+    let changes = changes();
+    Ok(match update(path, &changes, how, warnings)? {
+        Ok(updated) => (
+            AllowlistEffect::applied(path, result, targets, &changes, &updated),
+            None,
+        ),
+        // The file is replaced by rename or not at all: a failed update left it as it was.
+        Err(e) => {
+            let why = Untouched::Failed {
+                error: e.to_string(),
+            };
+            (AllowlistEffect::untouched(path, result, why), Some(e))
+        }
+    })
+}
+
+/// Per suite that ran, the fields of `expected` an answer is compared on.
+fn compared(result: &RunResult, suites: &[Arc<PreparedSuite>]) -> Vec<(String, Vec<String>)> {
+    (suites.iter())
+        .filter(|s| (result.verdicts.iter()).any(|v| v.tally.suite == s.suite.name))
+        .map(|s| (s.suite.name.clone(), s.suite.agree.clone()))
+        .collect()
 }
 
 /// Applies a conclusive run's `changes` to the allowlist at `path`, guarding production's

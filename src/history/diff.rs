@@ -8,12 +8,13 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::results::{self, CallRecord, ReadError, Records};
 use conform_check::verdict::Verdict;
+use conform_wire::provider::ErrorKind;
 
 /// How many flipped calls a pair lists; the rest are counted.
 pub const MAX_LISTED: usize = 20;
@@ -121,49 +122,24 @@ struct VerdictHead {
     verdict: Verdict,
 }
 
-#[derive(Deserialize)]
-struct Call {
-    suite: String,
-    provider: String,
-    case: String,
-    repeat: u32,
-    passed: bool,
-    #[serde(default)]
-    checks: Vec<CheckOut>,
-    #[serde(default)]
-    error: Option<ErrorOut>,
-    #[serde(default)]
-    not_run: Option<String>,
+/// A call's finding codes, as `conform diff` lists them: every check's findings, the
+/// error's kind as the record writes it, and `not_sent` for a call not sent.
+fn codes_of(call: &CallRecord) -> Vec<String> {
+    let mut codes: Vec<String> = (call.checks.iter())
+        .flat_map(|c| c.findings.iter().map(|f| f.code.as_str().to_string()))
+        .chain(call.error.iter().map(|e| kind_name(e.kind)))
+        .chain(call.not_run.iter().map(|_| "not_sent".to_string()))
+        .collect();
+    codes.sort();
+    codes.dedup();
+    codes
 }
 
-#[derive(Deserialize)]
-struct CheckOut {
-    #[serde(default)]
-    findings: Vec<FindingOut>,
-}
-
-#[derive(Deserialize)]
-struct FindingOut {
-    code: String,
-}
-
-#[derive(Deserialize)]
-struct ErrorOut {
-    kind: String,
-}
-
-impl Call {
-    fn codes(&self) -> Vec<String> {
-        let mut codes: Vec<String> = self
-            .checks
-            .iter()
-            .flat_map(|c| c.findings.iter().map(|f| f.code.clone()))
-            .chain(self.error.iter().map(|e| e.kind.clone()))
-            .chain(self.not_run.iter().map(|_| "not_sent".to_string()))
-            .collect();
-        codes.sort();
-        codes.dedup();
-        codes
+/// The error kind's name in `results.jsonl` (`auth`, not the finding code `auth_failed`).
+fn kind_name(kind: ErrorKind) -> String {
+    match serde_json::to_value(kind) {
+        Ok(serde_json::Value::String(name)) => name,
+        _ => kind.code().to_string(),
     }
 }
 
@@ -213,8 +189,8 @@ pub fn diff(a: &Path, b: &Path) -> Result<RunDiff, DiffError> {
     // Run A's outcome of every call, then B's streamed against it.
     let mut outcome_a: HashMap<(PairKey, String, u32), (bool, Vec<String>)> = HashMap::new();
     let mut codes_a: BTreeMap<PairKey, BTreeSet<String>> = BTreeMap::new();
-    each_call(&a.join("results.jsonl"), |call| {
-        let codes = call.codes();
+    each_call(&results::path(a), |call| {
+        let codes = codes_of(&call);
         let key = (call.suite.clone(), call.provider.clone());
         codes_a
             .entry(key.clone())
@@ -224,8 +200,8 @@ pub fn diff(a: &Path, b: &Path) -> Result<RunDiff, DiffError> {
     })?;
     let mut codes_b: BTreeMap<PairKey, BTreeSet<String>> = BTreeMap::new();
     let mut flips: BTreeMap<PairKey, (Vec<Flip>, Vec<Flip>)> = BTreeMap::new();
-    each_call(&b.join("results.jsonl"), |call| {
-        let codes = call.codes();
+    each_call(&results::path(b), |call| {
+        let codes = codes_of(&call);
         let key = (call.suite.clone(), call.provider.clone());
         codes_b
             .entry(key.clone())
@@ -301,23 +277,16 @@ fn head(dir: &Path) -> Result<ReportHead, DiffError> {
     })
 }
 
-fn each_call(path: &Path, mut f: impl FnMut(Call)) -> Result<(), DiffError> {
-    let file = File::open(path).map_err(|source| DiffError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    for (i, line) in BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|source| DiffError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let call: Call = serde_json::from_str(&line).map_err(|e| DiffError::Report {
-            path: path.to_path_buf(),
-            message: format!("line {}: {e}", i + 1),
-        })?;
+fn each_call(path: &Path, mut f: impl FnMut(CallRecord)) -> Result<(), DiffError> {
+    let unreadable = |e: ReadError| match e {
+        ReadError::Io { path, source } => DiffError::Read { path, source },
+        ReadError::Record { path, line, source } => DiffError::Report {
+            path,
+            message: format!("line {line}: {source}"),
+        },
+    };
+    for read in Records::open_file(path).map_err(unreadable)? {
+        let (_, call) = read.map_err(unreadable)?;
         f(call);
     }
     Ok(())

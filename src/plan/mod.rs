@@ -58,7 +58,7 @@ pub struct PairPlan {
 
 /// The plan of a run: every pair, and the total cost range when every provider is priced.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Plan {
+pub struct RunPlan {
     pub pairs: Vec<PairPlan>,
     /// Over every pair; `None` when some provider has no `[pricing]`.
     pub cost: Option<CostRange>,
@@ -72,7 +72,7 @@ pub fn for_providers(
     providers: &[Arc<ProviderConfig>],
     repeats: Option<u32>,
     shard: Option<Shard>,
-) -> Result<Plan, Diagnostics> {
+) -> Result<RunPlan, Diagnostics> {
     let mut problems = Diagnostics::default();
     let mut counted = Vec::new();
     for config in providers {
@@ -94,7 +94,7 @@ pub fn estimate(
     suites: &[Arc<PreparedSuite>],
     targets: &[Arc<Target>],
     schedule: &Schedule<'_>,
-) -> Result<Option<Plan>, Diagnostics> {
+) -> Result<Option<RunPlan>, Diagnostics> {
     if !targets.iter().any(|t| t.endpoint.config.pricing.is_some()) {
         return Ok(None);
     }
@@ -112,7 +112,7 @@ pub fn plan(
     providers: &[(Arc<ProviderConfig>, Counter)],
     repeats: Option<u32>,
     shard: Option<Shard>,
-) -> Result<Plan, Diagnostics> {
+) -> Result<RunPlan, Diagnostics> {
     let schedule = Schedule::new(
         suites.iter().map(|s| &s.suite),
         providers.iter().map(|(c, _)| c.as_ref()),
@@ -127,7 +127,7 @@ fn scheduled(
     suites: &[Arc<PreparedSuite>],
     providers: &[(Arc<ProviderConfig>, Counter)],
     schedule: &Schedule<'_>,
-) -> Result<Plan, Diagnostics> {
+) -> Result<RunPlan, Diagnostics> {
     let mut problems = Diagnostics::default();
     let mut pairs = Vec::new();
     for (p, (config, counter)) in providers.iter().enumerate() {
@@ -209,7 +209,7 @@ fn scheduled(
         }
         total
     });
-    Ok(Plan {
+    Ok(RunPlan {
         pairs,
         cost,
         unpriced,
@@ -218,7 +218,7 @@ fn scheduled(
 
 /// Sets each verdict's cost estimate from the plan, so the reports show it beside the
 /// actual cost.
-pub fn attach_estimates(verdicts: &mut [PairVerdict], plan: &Plan) {
+pub fn attach_estimates(verdicts: &mut [PairVerdict], plan: &RunPlan) {
     for v in verdicts {
         let estimate = plan
             .pairs
@@ -232,7 +232,7 @@ pub fn attach_estimates(verdicts: &mut [PairVerdict], plan: &Plan) {
 }
 
 /// The plan as a table for a terminal or a CI log.
-pub fn render(plan: &Plan) -> String {
+pub fn render(plan: &RunPlan) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let ws = plan
@@ -338,7 +338,7 @@ mod tests {
             low: 0.0002,
             high: 0.00024,
         };
-        let priced = Plan {
+        let priced = RunPlan {
             pairs: vec![pair("a", Some(range), true)],
             cost: Some(range),
             unpriced: Vec::new(),
@@ -352,7 +352,7 @@ mod tests {
         );
         assert!(text.contains("total: 2 calls, $0.0002 – $0.0002"), "{text}");
         assert!(!text.contains('≈'), "{text}");
-        let unpriced = Plan {
+        let unpriced = RunPlan {
             pairs: vec![pair("b", None, false)],
             cost: None,
             unpriced: vec!["b".into()],
@@ -372,7 +372,7 @@ mod tests {
             low: 1.0,
             high: 2.0,
         };
-        let plan = Plan {
+        let plan = RunPlan {
             pairs: vec![pair("a", Some(range), true)],
             cost: Some(range),
             unpriced: Vec::new(),

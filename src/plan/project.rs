@@ -13,7 +13,7 @@ pub fn of_workspace(
     workspace: Workspace,
     repeats: Option<u32>,
     shard: Option<Shard>,
-) -> Result<super::Plan, Diagnostics> {
+) -> Result<super::RunPlan, Diagnostics> {
     let suites = run::prepare(workspace.suites, Keep::CaseBytes)?;
     let providers: Vec<_> = workspace.providers.into_iter().map(Arc::new).collect();
     super::for_providers(&suites, &providers, repeats, shard)

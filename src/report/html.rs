@@ -18,7 +18,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::json::{VerdictView, seconds_text, to_second, to_second_text, verdict_views};
-use crate::outcome::{PairEffect, RunOutcome, Unchanged};
+use crate::outcome::{AllowlistEffect, PairEffect, Unchanged};
 use crate::run::{RunResult, Target};
 
 /// Examples kept for each finding code of a pair: the first ones in case order.
@@ -371,7 +371,7 @@ fn anchor(i: usize) -> String {
 }
 
 fn allowlist_view(
-    decision: &RunOutcome,
+    decision: &AllowlistEffect,
     index: &HashMap<(String, String), usize>,
 ) -> AllowlistView {
     let mut ends = decision.pairs.iter().filter_map(|p| match &p.effect {
@@ -497,7 +497,7 @@ impl Examples {
 pub fn render(
     result: &RunResult,
     views: Vec<VerdictView<'_>>,
-    decision: &RunOutcome,
+    decision: &AllowlistEffect,
     examples: Examples,
 ) -> io::Result<String> {
     let Examples { index, failures } = examples;
@@ -605,7 +605,7 @@ pub fn render(
 pub fn write(
     result: &RunResult,
     targets: &[Arc<Target>],
-    decision: &RunOutcome,
+    decision: &AllowlistEffect,
     examples: Examples,
 ) -> io::Result<PathBuf> {
     let path = result.dir.join("report.html");
@@ -619,7 +619,7 @@ pub fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::PairOutcome;
+    use crate::outcome::EntryEffect;
     use conform_check::check::Code;
     use conform_check::verdict::{Reason, Tally, Verdict};
     use serde_json::json;
@@ -628,10 +628,10 @@ mod tests {
     fn rendered(
         result: &RunResult,
         views: Vec<VerdictView<'_>>,
-        decision: &RunOutcome,
+        decision: &AllowlistEffect,
     ) -> io::Result<String> {
         let mut examples = Examples::new(&views);
-        crate::report::ResultLines::each(&result.dir, |line| {
+        crate::results::Lines::each(&result.dir, |line| {
             examples.call(line);
             Ok(())
         })?;
@@ -686,8 +686,8 @@ mod tests {
         }
     }
 
-    fn decision(pairs: Vec<PairOutcome>) -> RunOutcome {
-        RunOutcome {
+    fn decision(pairs: Vec<EntryEffect>) -> AllowlistEffect {
+        AllowlistEffect {
             path: "allow<list>.json".into(),
             untouched: None,
             replaced_unreadable: None,
@@ -696,8 +696,8 @@ mod tests {
         }
     }
 
-    fn pair(suite: &str, provider: &str, effect: PairEffect) -> PairOutcome {
-        PairOutcome {
+    fn pair(suite: &str, provider: &str, effect: PairEffect) -> EntryEffect {
+        EntryEffect {
             suite: suite.into(),
             provider: provider.into(),
             effect,

@@ -60,7 +60,7 @@ pub fn write(
     targets: &[std::sync::Arc<Target>],
 ) -> io::Result<PathBuf> {
     let mut report = JsonReport::start(result, suites, targets)?;
-    super::ResultLines::each(&result.dir, |line| report.call(line))?;
+    crate::results::Lines::each(&result.dir, |line| report.call(line))?;
     report.finish()
 }
 

@@ -114,7 +114,7 @@ pub fn write(dir: &Path, run_id: &str) -> io::Result<PathBuf> {
 /// files it made.
 fn write_within(dir: &Path, run_id: &str, limit: usize) -> io::Result<(PathBuf, usize)> {
     let mut report = JunitReport::within(dir, limit);
-    super::ResultLines::each(dir, |line| report.call(line).map(drop))?;
+    crate::results::Lines::each(dir, |line| report.call(line).map(drop))?;
     let files = report.spools.files;
     Ok((report.finish(run_id)?, files))
 }

@@ -6,11 +6,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::json::to_second_text;
-use crate::outcome::{PairEffect, RunOutcome};
+use crate::outcome::{AllowlistEffect, PairEffect};
 use crate::run::RunResult;
 use conform_check::verdict::{Reason, Verdict};
 
-pub fn render(result: &RunResult, decision: &RunOutcome) -> String {
+pub fn render(result: &RunResult, decision: &AllowlistEffect) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## conform run `{}`\n", result.run_id);
     if !result.complete {
@@ -110,7 +110,7 @@ pub fn render(result: &RunResult, decision: &RunOutcome) -> String {
     out
 }
 
-pub fn write(dir: &Path, result: &RunResult, decision: &RunOutcome) -> io::Result<PathBuf> {
+pub fn write(dir: &Path, result: &RunResult, decision: &AllowlistEffect) -> io::Result<PathBuf> {
     let path = dir.join("summary.md");
     std::fs::write(&path, render(result, decision))?;
     Ok(path)

@@ -4,14 +4,14 @@
 use std::fmt::Write;
 
 use super::json::to_second_text;
-use crate::outcome::{PairEffect, RunOutcome};
+use crate::outcome::{AllowlistEffect, PairEffect};
 use crate::run::RunResult;
 use conform_check::verdict::Reason;
 
 /// The allowlist in one line, `allowlist: PATH: granted N, revoked M, unchanged K`, and
 /// one more line per pair saying what became of it and why: with `verbose` for every
 /// pair, else for the conformant pairs the run withheld.
-pub fn allowlist(decision: &RunOutcome, verbose: bool) -> String {
+pub fn allowlist(decision: &AllowlistEffect, verbose: bool) -> String {
     let mut out = format!(
         "allowlist: {}: {}",
         decision.path.display(),
@@ -23,7 +23,7 @@ pub fn allowlist(decision: &RunOutcome, verbose: bool) -> String {
     out.push('\n');
     // A conformant pair that grants nothing surprises whoever reads only the verdicts:
     // it is always said why.
-    let shown = |p: &&crate::outcome::PairOutcome| {
+    let shown = |p: &&crate::outcome::EntryEffect| {
         verbose
             || matches!(
                 p.effect,
@@ -291,15 +291,15 @@ fn as_it_came(text: &str, indent: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::{allowlist, as_it_came};
-    use crate::outcome::{PairEffect, PairOutcome, RunOutcome, Unchanged, Untouched};
+    use crate::outcome::{AllowlistEffect, EntryEffect, PairEffect, Unchanged, Untouched};
 
-    fn decision() -> RunOutcome {
-        let pair = |suite: &str, provider: &str, effect| PairOutcome {
+    fn decision() -> AllowlistEffect {
+        let pair = |suite: &str, provider: &str, effect| EntryEffect {
             suite: suite.into(),
             provider: provider.into(),
             effect,
         };
-        RunOutcome {
+        AllowlistEffect {
             path: "allowlist.json".into(),
             untouched: None,
             replaced_unreadable: None,

@@ -25,8 +25,9 @@ enum Source {
     Recorded,
 }
 
+/// How one suite's answers are compared with its reference's.
 #[derive(Debug)]
-struct Plan {
+struct SuiteComparison {
     source: Source,
     /// The targets that run the suite.
     providers: Vec<usize>,
@@ -49,7 +50,7 @@ struct Pending {
 /// The collector of one run.
 #[derive(Debug)]
 pub struct Collector {
-    plans: Vec<Plan>,
+    comparisons: Vec<SuiteComparison>,
     pending: HashMap<(usize, String), Pending>,
     results: HashMap<(usize, usize), Differential>,
     /// Cases the live reference gave no answer to, per suite.
@@ -64,7 +65,7 @@ impl Collector {
     /// `names[p]` is target `p`'s provider name, `runs[s]` the targets that run suite
     /// `s`, and `repeats[s]` its repeats.
     pub fn new(suites: &[&Suite], names: &[&str], runs: &[Vec<usize>], repeats: &[u32]) -> Self {
-        let plans = suites
+        let comparisons = suites
             .iter()
             .enumerate()
             .map(|(s, suite)| {
@@ -78,7 +79,7 @@ impl Collector {
                 let providers = runs.get(s).cloned().unwrap_or_default();
                 let r = repeats.get(s).copied().unwrap_or(1);
                 let name = suite.reference.clone().unwrap_or_else(|| "recorded".into());
-                Plan {
+                SuiteComparison {
                     name,
                     source,
                     per_case: r.saturating_mul(providers.len() as u32),
@@ -90,7 +91,7 @@ impl Collector {
             })
             .collect();
         Collector {
-            plans,
+            comparisons,
             pending: HashMap::new(),
             results: HashMap::new(),
             unanswered: HashMap::new(),
@@ -101,21 +102,23 @@ impl Collector {
     /// Whether target `p` is the live reference of suite `s`: the candidates are judged
     /// against its answers, so its calls are never saved.
     pub fn is_live_reference(&self, p: usize, s: usize) -> bool {
-        self.plans
+        self.comparisons
             .get(s)
-            .is_some_and(|plan| plan.source == Source::Live(p))
+            .is_some_and(|comparison| comparison.source == Source::Live(p))
     }
 
     /// Counts one record of target `p` on suite `s`.
     pub fn add(&mut self, p: usize, s: usize, record: &mut CallRecord) {
-        let Some(plan) = self.plans.get(s) else {
+        let Some(comparison) = self.comparisons.get(s) else {
             return;
         };
         let observed = record.differential.take();
         let key = (s, record.case.clone());
         // A recorded-reference suite compares only the cases that carry a reference; a
         // live one compares every case.
-        if plan.source == Source::Recorded && observed.is_none() && !self.pending.contains_key(&key)
+        if comparison.source == Source::Recorded
+            && observed.is_none()
+            && !self.pending.contains_key(&key)
         {
             if record.saved {
                 *self.saved_before.entry(key).or_default() += 1;
@@ -136,7 +139,7 @@ impl Collector {
                 pending.recorded = o.recorded;
             }
         }
-        if pending.seen >= plan.per_case {
+        if pending.seen >= comparison.per_case {
             let key = (s, record.case.clone());
             if let Some(done) = self.pending.remove(&key) {
                 self.compare(s, &key.1, done);
@@ -145,25 +148,30 @@ impl Collector {
     }
 
     fn compare(&mut self, s: usize, case: &str, done: Pending) {
-        let plan = &self.plans[s];
-        let reference: &[Signature] = match &plan.source {
+        let comparison = &self.comparisons[s];
+        let reference: &[Signature] = match &comparison.source {
             Source::Live(r) => done.answers.get(r).map(Vec::as_slice).unwrap_or(&[]),
             Source::Missing(_) => &[],
             Source::Recorded => done.recorded.as_deref().unwrap_or(&[]),
         };
-        let name = &plan.name;
-        if reference.is_empty() && matches!(plan.source, Source::Live(_)) {
+        let name = &comparison.name;
+        if reference.is_empty() && matches!(comparison.source, Source::Live(_)) {
             *self.unanswered.entry(s).or_default() += 1;
         }
-        for &p in &plan.providers {
-            if plan.source == Source::Live(p) {
+        for &p in &comparison.providers {
+            if comparison.source == Source::Live(p) {
                 continue;
             }
             let candidate = done.answers.get(&p).map(Vec::as_slice).unwrap_or(&[]);
             self.results
                 .entry((s, p))
                 .or_insert_with(|| {
-                    Differential::new(name, plan.fields.clone(), plan.margin, plan.confidence)
+                    Differential::new(
+                        name,
+                        comparison.fields.clone(),
+                        comparison.margin,
+                        comparison.confidence,
+                    )
                 })
                 .add_case(case, reference, candidate);
         }
@@ -171,28 +179,28 @@ impl Collector {
 
     /// The evidence of every (suite, candidate) with a reference, each field judged.
     pub fn finish(mut self) -> HashMap<(usize, usize), Differential> {
-        for (s, plan) in self.plans.iter().enumerate() {
+        for (s, comparison) in self.comparisons.iter().enumerate() {
             // A live or missing reference judges every candidate, answered or not.
-            if plan.source == Source::Recorded {
+            if comparison.source == Source::Recorded {
                 continue;
             }
-            for &p in &plan.providers {
-                if plan.source == Source::Live(p) {
+            for &p in &comparison.providers {
+                if comparison.source == Source::Live(p) {
                     continue;
                 }
                 self.results.entry((s, p)).or_insert_with(|| {
                     Differential::new(
-                        &plan.name,
-                        plan.fields.clone(),
-                        plan.margin,
-                        plan.confidence,
+                        &comparison.name,
+                        comparison.fields.clone(),
+                        comparison.margin,
+                        comparison.confidence,
                     )
                 });
             }
         }
         for ((s, _), d) in self.results.iter_mut() {
-            let plan = &self.plans[*s];
-            d.unavailable = match &plan.source {
+            let comparison = &self.comparisons[*s];
+            d.unavailable = match &comparison.source {
                 Source::Missing(name) => Some(format!(
                     "the reference `{name}` was not run: add it to the providers of the run"
                 )),

@@ -11,7 +11,6 @@
 pub mod assemble;
 pub mod budget;
 pub mod differential;
-pub mod journal;
 pub mod judge;
 pub mod preflight;
 pub mod progress;
@@ -22,14 +21,16 @@ pub mod shard;
 pub mod shard_signature;
 pub mod tallies;
 
+use std::collections::HashSet;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::stream::{self, StreamExt};
 use time::OffsetDateTime;
 
+use crate::results;
 use conform_check::check::record::CallRecord;
 use conform_check::check::{CallFacts, Checks};
 use conform_check::verdict::{Reason, Tally, Verdict};
@@ -38,7 +39,6 @@ use conform_config::{Case, CaseRef, Diagnostics, HeldCases, Rendered, Suite};
 use conform_wire::provider::transport::Endpoint;
 use conform_wire::provider::{CallError, CallSpec, Completion, Effect, Encoded};
 use conform_wire::tokenize::Counter;
-use journal::ResultsWriter;
 use progress::Progress;
 use schedule::{Call, Schedule};
 use tallies::Tallies;
@@ -365,151 +365,45 @@ pub async fn execute_scheduled(
         options.shard,
         "a schedule of another shard"
     );
-    let io = |path: &PathBuf| {
-        let path = path.clone();
-        move |source| RunError::Io { path, source }
-    };
-    std::fs::create_dir_all(&options.dir).map_err(io(&options.dir))?;
-    // A continued run is the same run: it started when the earlier one did, so the
-    // evidence's first call, and the validity window anchored to it, are the earlier run's.
-    let started_at = match &options.resume {
-        Some(resume) => resume.pins.started_at,
-        None => {
-            let pins = resume::Pins {
-                started_at: OffsetDateTime::now_utc(),
-                suites: (suites.iter())
-                    .map(|s| (s.suite.name.clone(), s.suite.digest().to_string()))
-                    .collect(),
-                providers: (targets.iter())
-                    .map(|t| (t.endpoint.config.name.clone(), t.endpoint.config.digest()))
-                    .collect(),
-                asked: options.asked.clone(),
-            };
-            let path = options.dir.join(resume::Pins::FILE);
-            pins.write(&options.dir).map_err(io(&path))?;
-            pins.started_at
-        }
-    };
-    let results_path = options.dir.join("results.jsonl");
-    // The calls of this schedule that the earlier run's records answer.
+    std::fs::create_dir_all(&options.dir).map_err(io_at(&options.dir))?;
+    let started_at = start(suites, targets, options)?;
+    let results_path = results::path(&options.dir);
     let answered = match &options.resume {
-        Some(resume) => {
-            let kept = resume.keys();
-            let mut answered = std::collections::HashSet::new();
-            for p in 0..targets.len() {
-                for call in schedule.calls_of(p) {
-                    // An answer to a suite or provider changed since counts for nothing.
-                    let (suite, config) = (&suites[call.suite].suite, &targets[p].endpoint.config);
-                    let pinned = (resume.pins).holds(
-                        &suite.name,
-                        suite.digest(),
-                        &config.name,
-                        &config.digest(),
-                    );
-                    let key = call_key(suites, targets, call);
-                    if pinned && kept.contains(&key) {
-                        answered.insert(key);
-                    }
-                }
-            }
-            // The earlier records stay beside the new file until the run has written
-            // them into it.
-            let before = options.dir.join("results.before-resume.jsonl");
-            std::fs::rename(&results_path, &before).map_err(io(&results_path))?;
-            answered
-        }
-        None => std::collections::HashSet::new(),
+        Some(resume) => answered(suites, targets, schedule, resume, &options.dir)?,
+        None => HashSet::new(),
     };
-    let answered = &answered;
-    let mut writer = ResultsWriter::create(&results_path).map_err(io(&results_path))?;
-
-    let mut tallies = Tallies::new(suites, targets, schedule);
+    let writer = results::Writer::create(&results_path).map_err(io_at(&results_path))?;
+    // One flag per (provider, suite), set once its verdict is decided: its later calls
+    // are saved, not sent.
+    let decided: Vec<AtomicBool> = (0..targets.len() * suites.len())
+        .map(|_| AtomicBool::new(false))
+        .collect();
+    let mut journal = Journal {
+        writer,
+        tallies: Tallies::new(suites, targets, schedule),
+        progress: Progress::new(schedule.total_calls(), options.progress).with_pacing(targets),
+        decided: &decided,
+        n_suites: suites.len(),
+        every_call: options.every_call || options.shard.is_some(),
+    };
+    if let Some(resume) = &options.resume {
+        (journal.keep(suites, targets, resume, &answered)).map_err(io_at(&results_path))?;
+    }
     // Rules see the run's start, never the wall clock of each call: a replay of the
     // same answers gives the same verdicts.
     let now = started_at.unix_timestamp();
-    let mut progress = Progress::new(schedule.total_calls(), options.progress).with_pacing(targets);
-
-    // One flag per (provider, suite), set once its verdict is decided: its later calls
-    // are saved, not sent.
-    let n_suites = suites.len();
-    let decided: Vec<AtomicBool> = (0..targets.len() * n_suites)
-        .map(|_| AtomicBool::new(false))
-        .collect();
-    let decided = &decided;
-    let every_call = options.every_call || options.shard.is_some();
-    if let Some(resume) = &options.resume {
-        for mut record in resume.records(answered) {
-            let p = targets
-                .iter()
-                .position(|t| t.endpoint.config.name == record.provider);
-            let s = suites.iter().position(|s| s.suite.name == record.suite);
-            let (Some(p), Some(s)) = (p, s) else {
-                continue;
-            };
-            writer.write(&record).map_err(io(&results_path))?;
-            progress.record(&record);
-            if tallies.add(p, s, &mut record) && !every_call {
-                decided[p * n_suites + s].store(true, Ordering::SeqCst);
-            }
-        }
-    }
-    let streams = targets.iter().enumerate().map(|(p, target)| {
-        // The pacer decides how many of these are in flight; the buffer only bounds it.
-        let concurrency = target.endpoint.max_in_flight();
-        // The schedule is an iterator: the calls are made as the stream asks for them.
-        stream::iter(schedule.calls_of(p))
-            .filter(move |call| {
-                let send =
-                    answered.is_empty() || !answered.contains(&call_key(suites, targets, *call));
-                std::future::ready(send)
-            })
-            .map(move |call| {
-                let prepared = &suites[call.suite];
-                let budget = options.budget.as_deref();
-                let decided = &decided[call.provider * n_suites + call.suite];
-                async move {
-                    let record = call_one(prepared, target, call, now, budget, decided).await;
-                    (call.provider, call.suite, record)
-                }
-            })
-            .buffer_unordered(concurrency)
-            .boxed()
-    });
-    let mut merged = stream::select_all(streams);
-
-    let consume = async {
-        // When the oldest buffered record must be on disk; none while nothing waits.
-        let mut flush_by: Option<tokio::time::Instant> = None;
-        loop {
-            let next = match flush_by {
-                Some(deadline) => match tokio::time::timeout_at(deadline, merged.next()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        writer.flush()?;
-                        flush_by = None;
-                        continue;
-                    }
-                },
-                None => merged.next().await,
-            };
-            let Some((p, s, mut record)) = next else {
-                break;
-            };
-            writer.write(&record)?;
-            flush_by =
-                flush_by.or_else(|| Some(tokio::time::Instant::now() + journal::FLUSH_INTERVAL));
-            progress.record(&record);
-            if tallies.add(p, s, &mut record) && !every_call {
-                decided[p * n_suites + s].store(true, Ordering::SeqCst);
-            }
-        }
-        Ok::<(), std::io::Error>(())
-    };
+    let sent = send_all(suites, targets, schedule, options, &answered, &decided, now);
     let complete = tokio::select! {
-        done = consume => { done.map_err(io(&results_path))?; true }
+        done = journal.consume(sent) => { done.map_err(io_at(&results_path))?; true }
         () = interrupt => false,
     };
-    writer.finish().map_err(io(&results_path))?;
+    let Journal {
+        writer,
+        tallies,
+        progress,
+        ..
+    } = journal;
+    writer.finish().map_err(io_at(&results_path))?;
     // Calls the budget did not let start leave the run incomplete: nothing is concluded.
     let over_budget = options.budget.as_ref().is_some_and(|b| b.stopped());
     let complete = complete && !over_budget;
@@ -530,6 +424,180 @@ pub async fn execute_scheduled(
         over_budget,
         verdicts,
     })
+}
+
+/// The error of a run that cannot write `path`.
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + use<> {
+    let path = path.to_path_buf();
+    move |source| RunError::Io { path, source }
+}
+
+/// When the run started. A continued run is the same run: it started when the earlier one
+/// did, so the evidence's first call, and the validity window anchored to it, are the
+/// earlier run's. A new run starts now, and pins what it tests in `run.json`.
+fn start(
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    options: &RunOptions,
+) -> Result<OffsetDateTime, RunError> {
+    if let Some(resume) = &options.resume {
+        return Ok(resume.pins.started_at);
+    }
+    let pins = resume::Pins {
+        started_at: OffsetDateTime::now_utc(),
+        suites: (suites.iter())
+            .map(|s| (s.suite.name.clone(), s.suite.digest().to_string()))
+            .collect(),
+        providers: (targets.iter())
+            .map(|t| (t.endpoint.config.name.clone(), t.endpoint.config.digest()))
+            .collect(),
+        asked: options.asked.clone(),
+    };
+    let path = options.dir.join(resume::Pins::FILE);
+    pins.write(&options.dir).map_err(io_at(&path))?;
+    Ok(pins.started_at)
+}
+
+/// The calls of `schedule` that the earlier run's records answer. An answer to a suite
+/// or provider changed since counts for nothing. The earlier records are moved aside, to
+/// stay beside the new file until the run has written them into it.
+fn answered(
+    suites: &[Arc<PreparedSuite>],
+    targets: &[Arc<Target>],
+    schedule: &Schedule<'_>,
+    resume: &resume::Resume,
+    dir: &Path,
+) -> Result<HashSet<resume::CallKey>, RunError> {
+    let kept = resume.keys();
+    let mut answered = HashSet::new();
+    for p in 0..targets.len() {
+        for call in schedule.calls_of(p) {
+            let (suite, config) = (&suites[call.suite].suite, &targets[p].endpoint.config);
+            let pinned =
+                (resume.pins).holds(&suite.name, suite.digest(), &config.name, &config.digest());
+            let key = call_key(suites, targets, call);
+            if pinned && kept.contains(&key) {
+                answered.insert(key);
+            }
+        }
+    }
+    let results_path = results::path(dir);
+    let before = dir.join("results.before-resume.jsonl");
+    std::fs::rename(&results_path, &before).map_err(io_at(&results_path))?;
+    Ok(answered)
+}
+
+/// A call made (or saved, or not sent), with its provider's and suite's indexes.
+type Made = (usize, usize, CallRecord);
+
+/// Every call of `schedule` not `answered` already, made as the streams are polled: the
+/// schedule is an iterator, and each provider's pacer decides how many are in flight.
+fn send_all<'a>(
+    suites: &'a [Arc<PreparedSuite>],
+    targets: &'a [Arc<Target>],
+    schedule: &'a Schedule<'_>,
+    options: &'a RunOptions,
+    answered: &'a HashSet<resume::CallKey>,
+    decided: &'a [AtomicBool],
+    now: i64,
+) -> stream::SelectAll<futures::stream::BoxStream<'a, Made>> {
+    let n_suites = suites.len();
+    let streams = targets.iter().enumerate().map(move |(p, target)| {
+        // The pacer decides how many of these are in flight; the buffer only bounds it.
+        let concurrency = target.endpoint.max_in_flight();
+        stream::iter(schedule.calls_of(p))
+            .filter(move |call| {
+                let send =
+                    answered.is_empty() || !answered.contains(&call_key(suites, targets, *call));
+                std::future::ready(send)
+            })
+            .map(move |call| {
+                let prepared = &suites[call.suite];
+                let budget = options.budget.as_deref();
+                let decided = &decided[call.provider * n_suites + call.suite];
+                async move {
+                    let record = call_one(prepared, target, call, now, budget, decided).await;
+                    (call.provider, call.suite, record)
+                }
+            })
+            .buffer_unordered(concurrency)
+            .boxed()
+    });
+    stream::select_all(streams)
+}
+
+/// Where every record of a run goes as it arrives: the file, the tallies, the progress
+/// display, and the flag that saves a decided pair's later calls.
+struct Journal<'a> {
+    writer: results::Writer,
+    tallies: Tallies,
+    progress: Progress,
+    decided: &'a [AtomicBool],
+    n_suites: usize,
+    /// Send every planned call even once a pair is decided.
+    every_call: bool,
+}
+
+impl Journal<'_> {
+    /// Buffers `record` for the file, and counts it.
+    fn add(&mut self, p: usize, s: usize, mut record: CallRecord) -> std::io::Result<()> {
+        self.writer.write(&record)?;
+        self.progress.record(&record);
+        if self.tallies.add(p, s, &mut record) && !self.every_call {
+            self.decided[p * self.n_suites + s].store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// The earlier run's records that answer calls of this one, written and counted
+    /// first, each once.
+    fn keep(
+        &mut self,
+        suites: &[Arc<PreparedSuite>],
+        targets: &[Arc<Target>],
+        resume: &resume::Resume,
+        answered: &HashSet<resume::CallKey>,
+    ) -> std::io::Result<()> {
+        for record in resume.records(answered) {
+            let p = targets
+                .iter()
+                .position(|t| t.endpoint.config.name == record.provider);
+            let s = suites.iter().position(|s| s.suite.name == record.suite);
+            if let (Some(p), Some(s)) = (p, s) {
+                self.add(p, s, record)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes every call `made` as it completes, flushing the file at most
+    /// [`results::FLUSH_INTERVAL`] after the oldest record it holds.
+    async fn consume(
+        &mut self,
+        mut made: impl futures::Stream<Item = Made> + Unpin,
+    ) -> std::io::Result<()> {
+        // When the oldest buffered record must be on disk; none while nothing waits.
+        let mut flush_by: Option<tokio::time::Instant> = None;
+        loop {
+            let next = match flush_by {
+                Some(deadline) => match tokio::time::timeout_at(deadline, made.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        self.writer.flush()?;
+                        flush_by = None;
+                        continue;
+                    }
+                },
+                None => made.next().await,
+            };
+            let Some((p, s, record)) = next else {
+                return Ok(());
+            };
+            self.add(p, s, record)?;
+            flush_by =
+                flush_by.or_else(|| Some(tokio::time::Instant::now() + results::FLUSH_INTERVAL));
+        }
+    }
 }
 
 /// The key of `call`, as its record names it.
@@ -627,7 +695,7 @@ async fn call_one(
     if let Some(budget) = budget {
         cost.settle(budget, config, &result);
     }
-    keep_outcome(&mut record, result, config);
+    keep_answer(&mut record, result, config);
     record
 }
 
@@ -732,7 +800,7 @@ async fn send(
 /// What came back, in the record: the answer and its timings, or the error with what a
 /// failed call still said (its retries, and for a processed body of the wrong shape what
 /// it cost, which model served it, how long it took and the answer so far).
-fn keep_outcome(
+fn keep_answer(
     record: &mut CallRecord,
     result: Result<Completion, CallError>,
     config: &ProviderConfig,

@@ -26,7 +26,56 @@ pub struct Preflight {
 /// `primary` narrows its warnings to keywords this provider enforces.
 pub fn preflight(workspace: Workspace, probes_path: &Path, primary: Option<&str>) -> Preflight {
     let mut found = Preflight::default();
-    // What each provider's structured-output mode would reject, before a token is spent.
+    lint_providers(&workspace, &mut found);
+    // What the last probes say a failover would lose (schema_keyword_ignored): of the
+    // suites' own schemas here, of the tools a case declares as the pre-flight reads it.
+    let probes = load_probes(probes_path, &mut found);
+    let all: Vec<&ProviderConfig> = workspace.providers.iter().collect();
+    let warn_ignored = |schemas: Vec<SchemaSource>, found: &mut Preflight| {
+        let Some(probes) = &probes else { return };
+        for schema in schemas {
+            found
+                .warnings
+                .extend(keywords_ignored(probes, &schema, &all, primary));
+        }
+    };
+    for suite in &workspace.suites {
+        warn_ignored(own_schemas(suite), &mut found);
+    }
+    // Each case is read once, by the pre-flight a run makes, and looked into here.
+    let (counters, unloaded) = counters(&workspace.providers);
+    found.problems.extend(unloaded);
+    let providers = &workspace.providers;
+    let mut uncompared = Uncompared::default();
+    let mut uncomparable = Uncomparable::default();
+    let prepared = super::prepare_visiting(workspace.suites, super::Keep::Nothing, |visit| {
+        uncomparable.visit(&visit);
+        uncompared.visit(&visit);
+        request_problems(&visit, providers, &mut found);
+        warn_ignored(case_schemas(visit.case_ref, visit.case), &mut found);
+        let Some(rendered) = visit.rendered else {
+            return;
+        };
+        for (provider, counter) in &counters {
+            if let Some(d) = budget_problem(provider, counter, rendered, visit.case_ref) {
+                found.problems.push(d);
+            }
+        }
+    });
+    if let Err(more) = prepared {
+        found.problems.extend(more);
+    }
+    // A run may still be given `--reference`: here, a warning; in the run, a refusal.
+    found
+        .warnings
+        .extend(uncomparable.diagnostics(Stage::Check));
+    found.warnings.extend(uncompared.diagnostics());
+    found
+}
+
+/// What each provider's structured-output mode would reject in each suite's schema and
+/// tools, before a token is spent.
+fn lint_providers(workspace: &Workspace, found: &mut Preflight) {
     for provider in &workspace.providers {
         for suite in &workspace.suites {
             for lint in portability::lint(&suite.schema, provider) {
@@ -51,95 +100,74 @@ pub fn preflight(workspace: Workspace, probes_path: &Path, primary: Option<&str>
             }
         }
     }
-    // What the last probes say a failover would lose (schema_keyword_ignored): of the
-    // suites' own schemas here, of the tools a case declares as the pre-flight reads it.
-    let probes = match conform_wire::probe::file::load(probes_path) {
+}
+
+/// The last probes, or a warning that keywords are not compared without them.
+fn load_probes(path: &Path, found: &mut Preflight) -> Option<Probes> {
+    match conform_wire::probe::file::load(path) {
         Ok(probes) => Some(probes),
         Err(e) => {
             found.warnings.push(Diagnostic::new(
-                probes_path,
+                path,
                 format!("the last probes cannot be read, so schema keywords are not compared: {e}"),
             ));
             None
         }
-    };
-    let all: Vec<&ProviderConfig> = workspace.providers.iter().collect();
-    let warn_ignored = |schemas: Vec<SchemaSource>, found: &mut Preflight| {
-        let Some(probes) = &probes else { return };
-        for schema in schemas {
-            found
-                .warnings
-                .extend(keywords_ignored(probes, &schema, &all, primary));
-        }
-    };
-    for suite in &workspace.suites {
-        warn_ignored(own_schemas(suite), &mut found);
     }
-    // Each case is read once, by the pre-flight a run makes, and looked into here.
-    let (counters, unloaded) = counters(&workspace.providers);
-    found.problems.extend(unloaded);
-    let providers = &workspace.providers;
-    // Per suite: each field of `expected` no `agree` pointer compares, and in how many
-    // cases: a case expecting `"fr"` there passes with `"en"`.
-    let mut uncompared: Vec<(
+}
+
+/// Per suite: each field of `expected` no `agree` pointer compares, and in how many
+/// cases: a case expecting `"fr"` there passes with `"en"`. Gathered as the pre-flight
+/// reads the cases, suite after suite.
+#[derive(Debug, Default)]
+struct Uncompared(
+    Vec<(
         std::path::PathBuf,
         String,
         std::collections::BTreeMap<String, u64>,
-    )> = Vec::new();
-    let mut uncomparable = Uncomparable::default();
-    let prepared = super::prepare_visiting(workspace.suites, super::Keep::Nothing, |visit| {
-        uncomparable.visit(&visit);
-        if let Some(expected) = &visit.case.expected {
-            let fields = visit.suite.uncompared(expected);
-            if !fields.is_empty() {
-                if uncompared
-                    .last()
-                    .is_none_or(|(file, _, _)| *file != visit.suite.file)
-                {
-                    let source = visit.suite.source.clone();
-                    uncompared.push((visit.suite.file.clone(), source, Default::default()));
-                }
-                if let Some((_, _, counts)) = uncompared.last_mut() {
-                    for field in fields {
-                        *counts.entry(field.to_string()).or_default() += 1;
-                    }
-                }
-            }
-        }
-        request_problems(&visit, providers, &mut found);
-        warn_ignored(case_schemas(visit.case_ref, visit.case), &mut found);
-        let Some(rendered) = visit.rendered else {
+    )>,
+);
+
+impl Uncompared {
+    fn visit(&mut self, visit: &Visit<'_>) {
+        let Some(expected) = &visit.case.expected else {
             return;
         };
-        for (provider, counter) in &counters {
-            if let Some(d) = budget_problem(provider, counter, rendered, visit.case_ref) {
-                found.problems.push(d);
+        let fields = visit.suite.uncompared(expected);
+        if fields.is_empty() {
+            return;
+        }
+        if (self.0.last()).is_none_or(|(file, _, _)| *file != visit.suite.file) {
+            let source = visit.suite.source.clone();
+            (self.0).push((visit.suite.file.clone(), source, Default::default()));
+        }
+        if let Some((_, _, counts)) = self.0.last_mut() {
+            for field in fields {
+                *counts.entry(field.to_string()).or_default() += 1;
             }
         }
-    });
-    if let Err(more) = prepared {
-        found.problems.extend(more);
     }
-    // A run may still be given `--reference`: here, a warning; in the run, a refusal.
-    found
-        .warnings
-        .extend(uncomparable.diagnostics(Stage::Check));
-    for (file, source, counts) in uncompared {
-        for (field, cases) in counts {
-            found.warnings.push(
-                Diagnostic::new(
-                    &file,
-                    format!(
-                        "`expected` holds {field} in {cases} case{}, and no agree pointer compares it: it is not checked; add \"/{field}\" to agree, or to not_compared if it only shows the whole answer",
-                        if cases == 1 { "" } else { "s" }
-                    ),
-                )
-                .field("agree")
-                .near(&source, "agree"),
-            );
+
+    /// One warning a field, at its suite's `agree` line.
+    fn diagnostics(self) -> Diagnostics {
+        let mut out = Diagnostics::default();
+        for (file, source, counts) in self.0 {
+            for (field, cases) in counts {
+                out.push(
+                    Diagnostic::new(
+                        &file,
+                        format!(
+                            "`expected` holds {field} in {cases} case{}, and no agree pointer compares it: it is not checked; add \"/{field}\" to agree, or to not_compared if it only shows the whole answer",
+                            if cases == 1 { "" } else { "s" }
+                        ),
+                    )
+                    .field("agree")
+                    .near(&source, "agree"),
+                );
+            }
         }
+        out
     }
-    found
 }
 
 /// Where [`Uncomparable`] is reported: `conform check`, which cannot know whether the

@@ -7,15 +7,14 @@
 //! that was in flight when the earlier run was cut has no record, and is sent).
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::results::{CallRecord, ReadError, Records};
 use crate::run::shard::Shard;
-use conform_check::check::record::CallRecord;
 use conform_wire::provider::Effect;
 
 /// Which earlier records a continued run keeps.
@@ -383,11 +382,15 @@ pub enum ResumeError {
 impl Resume {
     /// Reads `dir/results.jsonl` and keeps what `keep` says.
     pub fn read(dir: &Path, keep: Keep) -> Result<Resume, ResumeError> {
-        let path = dir.join("results.jsonl");
-        let file = std::fs::File::open(&path).map_err(|source| ResumeError::Read {
-            path: path.clone(),
-            source,
-        })?;
+        // A line that is not a record is counted below; this is for the file itself.
+        let unreadable = |e: ReadError| match e {
+            ReadError::Io { path, source } => ResumeError::Read { path, source },
+            ReadError::Record { path, source, .. } => ResumeError::Read {
+                path,
+                source: source.into(),
+            },
+        };
+        let records = Records::open(dir).map_err(unreadable)?;
         let pins = Pins::read(dir).ok_or_else(|| ResumeError::Unpinned {
             dir: dir.to_path_buf(),
         })?;
@@ -398,17 +401,15 @@ impl Resume {
             pins,
         };
         let mut seen = HashSet::new();
-        for line in std::io::BufReader::new(file).lines() {
-            let line = line.map_err(|source| ResumeError::Read {
-                path: path.clone(),
-                source,
-            })?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let Ok(record) = serde_json::from_str::<CallRecord>(&line) else {
-                resume.unreadable += 1;
-                continue;
+        for read in records {
+            let record = match read {
+                Ok((_, record)) => record,
+                // A line cut short by a crash: its call is sent again.
+                Err(ReadError::Record { .. }) => {
+                    resume.unreadable += 1;
+                    continue;
+                }
+                Err(e) => return Err(unreadable(e)),
             };
             if !keeps(&record, keep) || !seen.insert(key_of(&record)) {
                 resume.dropped += 1;

@@ -19,7 +19,7 @@
 //!   collector was given each suite's providers (`runs_suite`) and repeats separately,
 //!   and `Tallies::verdicts` filtered the pairs by `runs_suite` once more;
 //! - shards and merge: `Shard::owns` was the filter the three above each applied,
-//!   `shard::Plan::new` applied the repeats override once more, `merge::join` planned
+//!   `shard::ShardedRun::new` applied the repeats override once more, `merge::join` planned
 //!   the whole run's tallies with its own call, `rejudge` had its own twin rule, and
 //!   nothing checked a shard's record count against the calls the plan gives it.
 //!

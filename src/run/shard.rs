@@ -97,19 +97,19 @@ pub struct PlannedProvider {
 
 /// The run a shard belongs to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Plan {
+pub struct ShardedRun {
     pub suites: Vec<PlannedSuite>,
     pub providers: Vec<PlannedProvider>,
     pub options: PlanOptions,
 }
 
-impl Plan {
+impl ShardedRun {
     pub fn new(
         suites: &[Arc<PreparedSuite>],
         providers: &[&ProviderConfig],
         options: PlanOptions,
-    ) -> Plan {
-        Plan {
+    ) -> ShardedRun {
+        ShardedRun {
             suites: suites
                 .iter()
                 .map(|s| PlannedSuite {
@@ -142,8 +142,8 @@ impl Plan {
 
     /// What differs between two plans, in words, for a refusal to say: the first
     /// suite or provider whose digest, cases or repeats differ, or the options.
-    pub fn difference(&self, other: &Plan) -> String {
-        let names = |p: &Plan| -> Vec<String> {
+    pub fn difference(&self, other: &ShardedRun) -> String {
+        let names = |p: &ShardedRun| -> Vec<String> {
             p.suites
                 .iter()
                 .map(|s| format!("suite {}", s.name))
@@ -196,7 +196,7 @@ pub struct Manifest {
     pub shard: Shard,
     pub conform_version: String,
     pub plan_digest: String,
-    pub plan: Plan,
+    pub plan: ShardedRun,
     pub run_id: String,
     pub started_at: String,
     pub finished_at: String,
@@ -241,7 +241,7 @@ impl Manifest {
         replayed: Option<PathBuf>,
     ) -> Manifest {
         let configs: Vec<_> = targets.iter().map(|t| t.endpoint.config.as_ref()).collect();
-        let plan = Plan::new(suites, &configs, options);
+        let plan = ShardedRun::new(suites, &configs, options);
         let calls: u64 = (result.verdicts.iter())
             .map(|v| v.tally.passed + v.tally.failed + v.tally.not_run)
             .sum();
