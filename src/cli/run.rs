@@ -119,6 +119,9 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
         Ok(ready) => ready,
         Err(e) => return failed(e),
     };
+    if let Some(note) = execute::base_url_note(&asked) {
+        println!("{note}");
+    }
     if args.dry_run {
         return Ok(super::plan::print(
             workspace,
@@ -157,13 +160,17 @@ fn given(common: &Common) -> Given {
 }
 
 pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
-    let Some(mut workspace) = load(global, &[], &args.common.suites) else {
-        return Ok(Exit::Usage);
-    };
+    let project = global.paths();
+    let (mut workspace, paths, source) =
+        match execute::demo_workspace(&project, &args.common.suites) {
+            Ok(loaded) => loaded,
+            Err(e) => return failed(e),
+        };
+    println!("{}", source.describe(&project));
     if let Some(note) = execute::demo_note(global.allowlist.as_deref()) {
         eprintln!("{note}");
     }
-    let asked = match execute::for_demo(&mut workspace, &global.paths(), given(&args.common)) {
+    let asked = match execute::for_demo(&mut workspace, &paths, given(&args.common)) {
         Ok(asked) => asked,
         Err(e) => return failed(e),
     };
