@@ -194,17 +194,18 @@ fn names(workspace: &Workspace) -> (Vec<String>, Vec<String>) {
     )
 }
 
-/// The simulated providers of `workspace`, for `conform demo`, with their live
-/// references, and the arguments (`given`) the demo runs with.
+/// The workspace `conform demo` runs ([`demo_workspace`]: the project's simulations or
+/// the embedded ones), its simulated providers with their live references, the
+/// arguments (`given`) it runs with, and whose simulations they are.
 pub fn for_demo(
-    workspace: &mut Workspace,
-    paths: &Paths,
+    project: &Paths,
     given: Given,
-) -> Result<Asked, ExecuteError> {
+) -> Result<(Workspace, Asked, DemoSource), ExecuteError> {
+    let (mut workspace, paths, source) = demo_workspace(project, &given.suites)?;
     workspace.providers.retain(|p| p.is_simulated());
     let mut asked = given.fresh();
-    (asked.providers, asked.suites) = names(workspace);
-    conform_config::reference::add_live_references(workspace, paths, None)
+    (asked.providers, asked.suites) = names(&workspace);
+    conform_config::reference::add_live_references(&mut workspace, &paths, None)
         .map_err(ExecuteError::Problems)?;
     if workspace.providers.is_empty() {
         return Err(ExecuteError::Usage(format!(
@@ -212,7 +213,7 @@ pub fn for_demo(
             paths.providers.display()
         )));
     }
-    Ok(asked)
+    Ok((workspace, asked, source))
 }
 
 /// Where the demo's simulated providers come from.

@@ -119,9 +119,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
         Ok(ready) => ready,
         Err(e) => return failed(e),
     };
-    if let Some(note) = execute::base_url_note(&asked) {
-        println!("{note}");
-    }
+    (execute::base_url_note(&asked).iter()).for_each(|note| println!("{note}"));
     if args.dry_run {
         return Ok(super::plan::print(
             workspace,
@@ -161,19 +159,14 @@ fn given(common: &Common) -> Given {
 
 pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
     let project = global.paths();
-    let (mut workspace, paths, source) =
-        match execute::demo_workspace(&project, &args.common.suites) {
-            Ok(loaded) => loaded,
-            Err(e) => return failed(e),
-        };
+    let (workspace, asked, source) = match execute::for_demo(&project, given(&args.common)) {
+        Ok(demo) => demo,
+        Err(e) => return failed(e),
+    };
     println!("{}", source.describe(&project));
     if let Some(note) = execute::demo_note(global.allowlist.as_deref()) {
         eprintln!("{note}");
     }
-    let asked = match execute::for_demo(&mut workspace, &paths, given(&args.common)) {
-        Ok(asked) => asked,
-        Err(e) => return failed(e),
-    };
     let how = how(global, asked, args.common.no_progress, None, None);
     let to = conclude_to(global, Destination::Demo, &how);
     let result = match run_and_conclude(global, workspace.clone(), &how, to).await {
