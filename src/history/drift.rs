@@ -118,14 +118,14 @@ pub fn flags(runs: &[Line], policy: &Policy) -> Vec<Flag> {
         if matches!(run.verdict, Verdict::Conformant | Verdict::Nonconformant) {
             decided = Some(k);
         }
-        if k > 0 {
-            if let Some(what) = changed(&runs[k - 1], run) {
-                out.push(Flag::Reset {
-                    at_run: run.run_id.clone(),
-                    what,
-                });
-                start = k;
-            }
+        if k > 0
+            && let Some(what) = changed(&runs[k - 1], run)
+        {
+            out.push(Flag::Reset {
+                at_run: run.run_id.clone(),
+                what,
+            });
+            start = k;
         }
         if let Some(before) = previous_models
             && !run.served_models.is_empty()

@@ -310,7 +310,11 @@ mod tests {
             pairs: 1,
             ..FieldDisagreement::default()
         };
-        side_by_side(&mut field, &[reference.clone()], &[candidate.clone()]);
+        side_by_side(
+            &mut field,
+            std::slice::from_ref(&reference),
+            std::slice::from_ref(&candidate),
+        );
         assert_eq!(
             (field.reference, field.candidate),
             (vec!["\"p2\"".to_string()], vec!["\"p3\"".to_string()])
@@ -322,7 +326,7 @@ mod tests {
         // The candidate's first answer agrees; its second is the one that differs.
         side_by_side(
             &mut whole,
-            &[reference.clone()],
+            std::slice::from_ref(&reference),
             &[reference.clone(), candidate],
         );
         assert_eq!(whole.difference.len(), 2, "{:?}", whole.difference);
