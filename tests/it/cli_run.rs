@@ -869,8 +869,11 @@ fn the_demo_runs_from_an_empty_folder_and_from_a_new_project() {
                 && stdout.contains("every simulated provider earned the verdict"),
             "{stdout}"
         );
-        let run = std::fs::read_dir(dir.join("reports")).unwrap().next();
-        let report = read_json(&run.unwrap().unwrap().path().join("report.json"));
+        let run = (std::fs::read_dir(dir.join("reports")).unwrap())
+            .map(|e| e.unwrap().path())
+            .find(|p| p.is_dir())
+            .unwrap();
+        let report = read_json(&run.join("report.json"));
         let ran = report.to_string();
         for sim in &sims {
             assert!(ran.contains(&format!("\"{sim}\"")), "{sim} did not run");
