@@ -59,6 +59,8 @@ pub enum ExecuteError {
     },
     #[error(transparent)]
     Tape(#[from] TapeError),
+    #[error("cannot unpack the demo's simulated providers: {0}")]
+    Unpack(std::io::Error),
     #[error(transparent)]
     Conclude(#[from] ConcludeError),
     #[error(transparent)]
@@ -161,12 +163,27 @@ pub fn for_run(
         asked.reference.as_deref(),
     )
     .map_err(ExecuteError::Problems)?;
+    // The one provider named, never the reference added beside it: the reference is what
+    // the candidate is judged against, sent as its own file says.
     if let Some(url) = &asked.base_url {
         for p in &mut workspace.providers {
-            p.override_base_url(url);
+            if asked.providers.contains(&p.name) {
+                p.override_base_url(url);
+            }
         }
     }
     Ok((workspace, asked))
+}
+
+/// Which provider `--base-url` sent elsewhere, when a reference runs beside it: the URL
+/// replaces the candidate's address, not the reference's.
+pub fn base_url_note(asked: &Asked) -> Option<String> {
+    let (url, reference) = (asked.base_url.as_ref()?, asked.reference.as_ref()?);
+    Some(format!(
+        "--base-url {url} replaces the address of `{}` only; the reference `{reference}` is \
+         sent where providers/{reference}.toml says",
+        asked.providers.join("`, `")
+    ))
 }
 
 /// The names of the providers and suites of `workspace`.
@@ -177,17 +194,18 @@ fn names(workspace: &Workspace) -> (Vec<String>, Vec<String>) {
     )
 }
 
-/// The simulated providers of `workspace`, for `conform demo`, with their live
-/// references, and the arguments (`given`) the demo runs with.
+/// The workspace `conform demo` runs ([`demo_workspace`]: the project's simulations or
+/// the embedded ones), its simulated providers with their live references, the
+/// arguments (`given`) it runs with, and whose simulations they are.
 pub fn for_demo(
-    workspace: &mut Workspace,
-    paths: &Paths,
+    project: &Paths,
     given: Given,
-) -> Result<Asked, ExecuteError> {
+) -> Result<(Workspace, Asked, DemoSource), ExecuteError> {
+    let (mut workspace, paths, source) = demo_workspace(project, &given.suites)?;
     workspace.providers.retain(|p| p.is_simulated());
     let mut asked = given.fresh();
-    (asked.providers, asked.suites) = names(workspace);
-    conform_config::reference::add_live_references(workspace, paths, None)
+    (asked.providers, asked.suites) = names(&workspace);
+    conform_config::reference::add_live_references(&mut workspace, &paths, None)
         .map_err(ExecuteError::Problems)?;
     if workspace.providers.is_empty() {
         return Err(ExecuteError::Usage(format!(
@@ -195,7 +213,82 @@ pub fn for_demo(
             paths.providers.display()
         )));
     }
-    Ok(asked)
+    Ok((workspace, asked, source))
+}
+
+/// Where the demo's simulated providers come from.
+#[derive(Debug)]
+pub enum DemoSource {
+    /// The project's own (`kind = "sim"` in its providers folder), by name, run on its
+    /// own suites.
+    Project(Vec<String>),
+    /// Those the binary carries ([`crate::embedded`]), unpacked here for as long as the
+    /// demo runs, with the demo's suites and no project settings.
+    Embedded(tempfile::TempDir),
+}
+
+impl DemoSource {
+    /// What a person reads first: whose simulations these are.
+    pub fn describe(&self, project: &Paths) -> String {
+        match self {
+            DemoSource::Project(names) => format!(
+                "demo: this project's own simulated providers in {}: {}",
+                project.providers.display(),
+                names.join(", ")
+            ),
+            DemoSource::Embedded(_) => format!(
+                "demo: no simulated provider (kind = \"sim\") in {}: running the ones built \
+                 into conform on its demo suites",
+                project.providers.display()
+            ),
+        }
+    }
+}
+
+/// The demo's workspace, with the paths it was read from: the project's own simulations
+/// and suites where its providers folder has any, else the ones the binary carries, so
+/// the demo runs from any folder (an empty one, a project `conform init` made).
+pub fn demo_workspace(
+    project: &Paths,
+    suites: &[String],
+) -> Result<(Workspace, Paths, DemoSource), ExecuteError> {
+    let own = own_simulations(&project.providers);
+    if !own.is_empty() {
+        let selection = Selection {
+            providers: Vec::new(),
+            suites: suites.to_vec(),
+        };
+        return Ok((
+            load(project, selection)?,
+            project.clone(),
+            DemoSource::Project(own),
+        ));
+    }
+    let dir = tempfile::tempdir().map_err(ExecuteError::Unpack)?;
+    crate::embedded::unpack(dir.path()).map_err(ExecuteError::Unpack)?;
+    let paths = Paths::under(dir.path());
+    let selection = Selection {
+        providers: Vec::new(),
+        suites: suites.to_vec(),
+    };
+    Ok((load(&paths, selection)?, paths, DemoSource::Embedded(dir)))
+}
+
+/// The names of the simulated providers in `dir`; a file that does not load is left to
+/// the full load to report.
+fn own_simulations(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|x| x == "toml"))
+        .filter_map(|path| conform_config::ProviderConfig::load(&path).ok())
+        .filter(|p| p.is_simulated())
+        .map(|p| p.name)
+        .collect();
+    names.sort();
+    names
 }
 
 /// Simulated evidence permits nothing, so the demo never writes the allowlist production
@@ -322,6 +415,7 @@ impl Ready {
         if let Some(plan) = &estimate {
             plan::attach_estimates(&mut result.verdicts, plan);
         }
+        crate::report::evidence::attach(&mut result, &suites);
         Ok(Ran {
             replayed: Assembly::replayed(&self.setup),
             result,
@@ -580,6 +674,7 @@ pub async fn merge(dirs: &[PathBuf], to: &MergeTo) -> Result<Merged, ExecuteErro
     if let Some(estimate) = &estimate {
         plan::attach_estimates(&mut result.verdicts, estimate);
     }
+    crate::report::evidence::attach(&mut result, &suites);
     let line = format!(
         "merged {} shard{} of {} into run {}",
         reports.len(),

@@ -20,50 +20,19 @@ fn template(kind: Kind) -> Option<&'static str> {
     kind.describe().example
 }
 
-/// `(path, text)` of files embedded from a folder of the repository, as a table.
-macro_rules! embedded {
-    ($dir:literal: $($rel:literal),* $(,)?) => {
-        [$(($rel, include_str!(concat!("../", $dir, "/", $rel)))),*]
-    };
-}
+/// Servers speaking Chat Completions whose name says which one they are, with the shipped
+/// file for each (its comment, a model that server serves): a `llamacpp` fallback is not
+/// "a vLLM server" serving Qwen. Names compare without case, `-`, `_` or `.`.
+const SERVERS: [(&str, &str); 1] = [("llamacpp", include_str!("../providers/llamacpp.toml"))];
 
-/// The shipped `ticket-triage`, whole: its 30 cases sent twice (the starter's
-/// `suite.toml` asks for [`STARTER_REPEATS`]) are 60 calls, what a pass needs to rule out
-/// the 5 % failure rate `conform.toml` asks for ([`STARTER_SETTINGS`]).
-const STARTER: [(&str, &str); 32] = embedded!("fixtures/ticket-triage":
-    "suite.toml",
-    "schema.json",
-    "cases/001-leaked-api-keys-on-github.json",
-    "cases/002-enterprise-full-outage.json",
-    "cases/003-pro-full-outage-is-p2.json",
-    "cases/004-double-charge.json",
-    "cases/005-enterprise-invoice-seat-dispute.json",
-    "cases/006-gdpr-deletion-request.json",
-    "cases/007-feature-request-dark-mode.json",
-    "cases/008-password-reset-link-expired.json",
-    "cases/009-shipping-delay-angry.json",
-    "cases/010-spam-seo-offer.json",
-    "cases/011-bug-stack-trace-partial.json",
-    "cases/012-api-429-sync-stopped.json",
-    "cases/013-cancellation-threat-price-increase.json",
-    "cases/014-spanish-login-after-email-change.json",
-    "cases/015-forwarded-thread-charged-after-cancel.json",
-    "cases/016-polite-sso-how-to.json",
-    "cases/017-account-takeover.json",
-    "cases/018-non-native-english-shipping.json",
-    "cases/019-praise-no-request.json",
-    "cases/020-phishing-impersonation.json",
-    "cases/021-enterprise-partial-pdf-issue.json",
-    "cases/022-report-spam-accounts.json",
-    "cases/023-ccpa-data-access-request.json",
-    "cases/024-angry-enterprise-feature-request.json",
-    "cases/025-xss-vulnerability-report.json",
-    "cases/026-french-invoice-copy-request.json",
-    "cases/027-webhook-signature-invalid-after-rotation.json",
-    "cases/028-german-parcel-damaged.json",
-    "cases/029-add-seats-question.json",
-    "cases/030-suspicious-login-alert.json",
-);
+/// The shipped file for a server called `name`, when its name says which one it is.
+fn server_template(name: &str) -> Option<&'static str> {
+    let plain: String = (name.chars())
+        .filter(|c| !matches!(c, '-' | '_' | '.'))
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    SERVERS.iter().find(|(n, _)| *n == plain).map(|(_, t)| *t)
+}
 
 /// How often the starter suite sends each case.
 const STARTER_REPEATS: u32 = 2;
@@ -173,7 +142,10 @@ impl ProviderSpec {
     /// `free_text`: the suite's answers are not a JSON object (imported traffic that
     /// asked for no schema), so nothing is asked of the wire but the prompt.
     pub fn file(&self, free_text: bool) -> String {
-        let template = template(self.kind).unwrap_or_default();
+        let server = (self.kind == Kind::ADDRESSED_BY_DEFAULT)
+            .then(|| server_template(&self.name))
+            .flatten();
+        let template = server.or(template(self.kind)).unwrap_or_default();
         let mut out = String::with_capacity(template.len() + 64);
         let mut wrote_url = false;
         // A cloud's resource has no default address either, but always its credentials.
@@ -338,7 +310,10 @@ pub fn scaffold(root: &Path, plan: &Plan) -> Result<Scaffolded, InitError> {
     files.push((workflow_path, workflow(&providers, free_text, &next)));
     files.push((settings_path, STARTER_SETTINGS.to_string()));
     if plan.traffic.is_none() {
-        for (rel, text) in STARTER {
+        // The shipped `ticket-triage`, whole: its 30 cases sent twice (the starter's
+        // `suite.toml` asks for [`STARTER_REPEATS`]) are 60 calls, what a pass needs to rule
+        // out the 5 % failure rate `conform.toml` asks for ([`STARTER_SETTINGS`]).
+        for (rel, text) in crate::embedded::suite(STARTER_SUITE) {
             let text = match rel {
                 "suite.toml" => starter_suite_toml(text),
                 _ => text.to_string(),

@@ -19,12 +19,14 @@
 //! sending), [`report`] (`report.json`, JUnit, Markdown, HTML, the terminal), [`outcome`]
 //! (what a run did to the allowlist, pair by pair), [`conclude`] (the reports, the
 //! allowlist update and the history a finished run writes), [`merge`] (shards joined),
-//! [`history`], [`tape`], [`ci`], [`init`], [`execute`] (`run`, `demo` and `merge` end to
+//! [`history`], [`tape`], [`ci`], [`init`], [`embedded`] (the demo's
+//! files the binary carries), [`execute`] (`run`, `demo` and `merge` end to
 //! end) and [`error`] (errors for people). See `ARCHITECTURE.md` for the invariants each
 //! part keeps.
 
 pub mod ci;
 pub mod conclude;
+pub mod embedded;
 pub mod error;
 pub mod execute;
 pub mod history;

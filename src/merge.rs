@@ -364,7 +364,7 @@ pub fn check_fresh(
     if first + valid_for <= now {
         return Err(MergeError::Stale {
             first_call: first.format(&Rfc3339).unwrap_or_default(),
-            valid_for: humantime::format_duration(valid_for).to_string(),
+            valid_for: conform_config::project::days(valid_for),
         });
     }
     Ok(())

@@ -136,8 +136,9 @@ allowlist could not be written (a full disk, a read-only folder).")]
     Run(run::RunArgs),
     /// The embedded default: simulated providers on loopback, no keys, no network.
     #[command(
-        after_help = "Each simulated provider in providers/ declares the verdict it should earn \
-(`[sim] expect`). The demo exits 0 when every verdict is the expected one: the drifting \
+        after_help = "Runs from any folder: providers/'s simulations (kind = \"sim\") on the \
+project's suites, or else those built into conform on its demo suites. Each declares the \
+verdict it should earn (`[sim] expect`). The demo exits 0 when every verdict is the expected one: the drifting \
 providers must be caught, the faithful ones allowlisted."
     )]
     Demo(run::DemoArgs),

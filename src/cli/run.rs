@@ -119,6 +119,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<Exit> {
         Ok(ready) => ready,
         Err(e) => return failed(e),
     };
+    (execute::base_url_note(&asked).iter()).for_each(|note| println!("{note}"));
     if args.dry_run {
         return Ok(super::plan::print(
             workspace,
@@ -157,16 +158,15 @@ fn given(common: &Common) -> Given {
 }
 
 pub async fn demo(global: &Global, args: DemoArgs) -> anyhow::Result<Exit> {
-    let Some(mut workspace) = load(global, &[], &args.common.suites) else {
-        return Ok(Exit::Usage);
+    let project = global.paths();
+    let (workspace, asked, source) = match execute::for_demo(&project, given(&args.common)) {
+        Ok(demo) => demo,
+        Err(e) => return failed(e),
     };
+    println!("{}", source.describe(&project));
     if let Some(note) = execute::demo_note(global.allowlist.as_deref()) {
         eprintln!("{note}");
     }
-    let asked = match execute::for_demo(&mut workspace, &global.paths(), given(&args.common)) {
-        Ok(asked) => asked,
-        Err(e) => return failed(e),
-    };
     let how = how(global, asked, args.common.no_progress, None, None);
     let to = conclude_to(global, Destination::Demo, &how);
     let result = match run_and_conclude(global, workspace.clone(), &how, to).await {

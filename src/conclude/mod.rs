@@ -343,10 +343,16 @@ fn apply(
     })
 }
 
-/// Per suite that ran, the fields of `expected` an answer is compared on.
+/// Per suite that ran and has cases with `expected`, the fields compared with it.
 fn compared(result: &RunResult, suites: &[Arc<PreparedSuite>]) -> Vec<(String, Vec<String>)> {
     (suites.iter())
         .filter(|s| (result.verdicts.iter()).any(|v| v.tally.suite == s.suite.name))
+        // Cases without `expected` are compared with a reference, if anything: a suite
+        // none of whose cases has one has nothing to list here.
+        .filter(|s| {
+            (0..s.suite.cases.len())
+                .any(|i| (s.load_request(i)).is_ok_and(|(case, _)| case.expected.is_some()))
+        })
         .map(|s| (s.suite.name.clone(), s.suite.agree.clone()))
         .collect()
 }

@@ -159,6 +159,20 @@ pub fn run_dir(reports: &Path, run: &str) -> std::path::PathBuf {
 pub fn diff(a: &Path, b: &Path) -> Result<RunDiff, DiffError> {
     let head_a = head(a)?;
     let head_b = head(b)?;
+    let mut pairs = verdict_pairs(&head_a, &head_b);
+    let mut calls = compare_calls(a, b)?;
+    for (key, pair) in &mut pairs {
+        calls.settle(key, pair);
+    }
+    Ok(RunDiff {
+        run_a: head_a.run.id,
+        run_b: head_b.run.id,
+        pairs: pairs.into_values().filter(PairDiff::changed).collect(),
+    })
+}
+
+/// Every pair either run decided, with its two verdicts and nothing else yet.
+fn verdict_pairs(head_a: &ReportHead, head_b: &ReportHead) -> BTreeMap<PairKey, PairDiff> {
     let mut pairs: BTreeMap<PairKey, PairDiff> = BTreeMap::new();
     let blank = |suite: &str, provider: &str| PairDiff {
         suite: suite.to_string(),
@@ -173,46 +187,49 @@ pub fn diff(a: &Path, b: &Path) -> Result<RunDiff, DiffError> {
         new_codes: Vec::new(),
         gone_codes: Vec::new(),
     };
-    for v in &head_a.verdicts {
-        pairs
-            .entry((v.suite.clone(), v.provider.clone()))
-            .or_insert_with(|| blank(&v.suite, &v.provider))
-            .verdict_a = Some(v.verdict);
+    for (heads, in_b) in [(&head_a.verdicts, false), (&head_b.verdicts, true)] {
+        for v in heads {
+            let pair = pairs
+                .entry((v.suite.clone(), v.provider.clone()))
+                .or_insert_with(|| blank(&v.suite, &v.provider));
+            match in_b {
+                false => pair.verdict_a = Some(v.verdict),
+                true => pair.verdict_b = Some(v.verdict),
+            }
+        }
     }
-    for v in &head_b.verdicts {
-        pairs
-            .entry((v.suite.clone(), v.provider.clone()))
-            .or_insert_with(|| blank(&v.suite, &v.provider))
-            .verdict_b = Some(v.verdict);
-    }
+    pairs
+}
 
-    // Run A's outcome of every call, then B's streamed against it.
+/// What the two runs' calls say, per pair: the codes each run found, and the calls that
+/// flipped (`(now failing, now passing)`).
+#[derive(Default)]
+struct Calls {
+    codes_a: BTreeMap<PairKey, BTreeSet<String>>,
+    codes_b: BTreeMap<PairKey, BTreeSet<String>>,
+    flips: BTreeMap<PairKey, (Vec<Flip>, Vec<Flip>)>,
+}
+
+/// Run A's outcome of every call, then B's streamed against it.
+fn compare_calls(a: &Path, b: &Path) -> Result<Calls, DiffError> {
+    let mut calls = Calls::default();
     let mut outcome_a: HashMap<(PairKey, String, u32), (bool, Vec<String>)> = HashMap::new();
-    let mut codes_a: BTreeMap<PairKey, BTreeSet<String>> = BTreeMap::new();
     each_call(&results::path(a), |call| {
         let codes = codes_of(&call);
         let key = (call.suite.clone(), call.provider.clone());
-        codes_a
-            .entry(key.clone())
-            .or_default()
-            .extend(codes.iter().cloned());
+        (calls.codes_a.entry(key.clone()).or_default()).extend(codes.iter().cloned());
         outcome_a.insert((key, call.case, call.repeat), (call.passed, codes));
     })?;
-    let mut codes_b: BTreeMap<PairKey, BTreeSet<String>> = BTreeMap::new();
-    let mut flips: BTreeMap<PairKey, (Vec<Flip>, Vec<Flip>)> = BTreeMap::new();
     each_call(&results::path(b), |call| {
         let codes = codes_of(&call);
         let key = (call.suite.clone(), call.provider.clone());
-        codes_b
-            .entry(key.clone())
-            .or_default()
-            .extend(codes.iter().cloned());
+        (calls.codes_b.entry(key.clone()).or_default()).extend(codes.iter().cloned());
         let Some((passed_a, codes_then)) =
             outcome_a.get(&(key.clone(), call.case.clone(), call.repeat))
         else {
             return;
         };
-        let (failing, passing) = flips.entry(key).or_default();
+        let (failing, passing) = calls.flips.entry(key).or_default();
         if *passed_a && !call.passed {
             failing.push(Flip {
                 case: call.case,
@@ -227,12 +244,16 @@ pub fn diff(a: &Path, b: &Path) -> Result<RunDiff, DiffError> {
             });
         }
     })?;
+    Ok(calls)
+}
 
-    for (key, pair) in &mut pairs {
+impl Calls {
+    /// Fills in `pair`'s codes, entry change and flipped calls.
+    fn settle(&mut self, key: &PairKey, pair: &mut PairDiff) {
         let none = BTreeSet::new();
         let (was, now) = (
-            codes_a.get(key).unwrap_or(&none),
-            codes_b.get(key).unwrap_or(&none),
+            self.codes_a.get(key).unwrap_or(&none),
+            self.codes_b.get(key).unwrap_or(&none),
         );
         pair.new_codes = now.difference(was).cloned().collect();
         pair.gone_codes = was.difference(now).cloned().collect();
@@ -245,7 +266,7 @@ pub fn diff(a: &Path, b: &Path) -> Result<RunDiff, DiffError> {
             }
             _ => EntryChange::Same,
         };
-        if let Some((mut failing, mut passing)) = flips.remove(key) {
+        if let Some((mut failing, mut passing)) = self.flips.remove(key) {
             for list in [&mut failing, &mut passing] {
                 list.sort_by(|x, y| (&x.case, x.repeat).cmp(&(&y.case, y.repeat)));
             }
@@ -257,11 +278,6 @@ pub fn diff(a: &Path, b: &Path) -> Result<RunDiff, DiffError> {
             pair.now_passing = passing;
         }
     }
-    Ok(RunDiff {
-        run_a: head_a.run.id,
-        run_b: head_b.run.id,
-        pairs: pairs.into_values().filter(PairDiff::changed).collect(),
-    })
 }
 
 fn head(dir: &Path) -> Result<ReportHead, DiffError> {

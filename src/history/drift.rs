@@ -21,6 +21,7 @@
 use serde::Serialize;
 
 use super::Line;
+use conform_check::verdict::Verdict;
 
 /// How sensitive the detector is.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -82,6 +83,17 @@ pub enum Flag {
     },
     /// The suite or the provider configuration changed: the baseline starts again here.
     Reset { at_run: String, what: &'static str },
+    /// The verdict went from conformant to nonconformant or back since the last run that
+    /// decided either (`since_run`): at an unchanged pass rate, a sign that the evidence,
+    /// not the provider, decides. `changed` names what changed in between (the suite or
+    /// the provider configuration), if anything did.
+    VerdictFlipped {
+        at_run: String,
+        since_run: String,
+        from: Verdict,
+        to: Verdict,
+        changed: Option<&'static str>,
+    },
 }
 
 impl Flag {
@@ -97,23 +109,23 @@ pub fn flags(runs: &[Line], policy: &Policy) -> Vec<Flag> {
     // Where the current baseline starts: after a reset, or after the last flagged window.
     let mut start = 0;
     let mut previous_models: Option<&[String]> = None;
+    // The last run that decided conformant or nonconformant.
+    let mut decided: Option<usize> = None;
     for (k, run) in runs.iter().enumerate() {
-        if k > 0 {
-            let before = &runs[k - 1];
-            let what = if before.suite_digest != run.suite_digest {
-                Some("suite")
-            } else if before.provider_digest != run.provider_digest {
-                Some("provider configuration")
-            } else {
-                None
-            };
-            if let Some(what) = what {
-                out.push(Flag::Reset {
-                    at_run: run.run_id.clone(),
-                    what,
-                });
-                start = k;
-            }
+        if let Some(flip) = flipped(runs, decided, k) {
+            out.push(flip);
+        }
+        if matches!(run.verdict, Verdict::Conformant | Verdict::Nonconformant) {
+            decided = Some(k);
+        }
+        if k > 0
+            && let Some(what) = changed(&runs[k - 1], run)
+        {
+            out.push(Flag::Reset {
+                at_run: run.run_id.clone(),
+                what,
+            });
+            start = k;
         }
         if let Some(before) = previous_models
             && !run.served_models.is_empty()
@@ -166,6 +178,35 @@ pub fn flags(runs: &[Line], policy: &Policy) -> Vec<Flag> {
         }
     }
     out
+}
+
+/// What changed from `before` to `run` that makes them different evidence, if anything.
+fn changed(before: &Line, run: &Line) -> Option<&'static str> {
+    if before.suite_digest != run.suite_digest {
+        Some("suite")
+    } else if before.provider_digest != run.provider_digest {
+        Some("provider configuration")
+    } else {
+        None
+    }
+}
+
+/// The flip at run `k` from the last run that decided conformant or nonconformant
+/// (`decided`), if its verdict is the other one; an inconclusive run decides nothing.
+fn flipped(runs: &[Line], decided: Option<usize>, k: usize) -> Option<Flag> {
+    let (since, run) = (&runs[decided?], &runs[k]);
+    let decisive = matches!(run.verdict, Verdict::Conformant | Verdict::Nonconformant);
+    if !decisive || since.verdict == run.verdict {
+        return None;
+    }
+    let between = &runs[decided?..=k];
+    Some(Flag::VerdictFlipped {
+        at_run: run.run_id.clone(),
+        since_run: since.run_id.clone(),
+        from: since.verdict,
+        to: run.verdict,
+        changed: between.windows(2).find_map(|w| changed(&w[0], &w[1])),
+    })
 }
 
 fn span(runs: &[Line]) -> Span {
@@ -245,6 +286,23 @@ impl std::fmt::Display for Flag {
                 Flag::Reset { at_run, what } => {
                     format!("note: the {what} changed at {at_run}; earlier runs are not compared")
                 }
+                Flag::VerdictFlipped {
+                    at_run,
+                    since_run,
+                    from,
+                    to,
+                    changed,
+                } => format!(
+                    "verdict flipped at {at_run}: {} at {since_run}, {} now, {}",
+                    from.as_str(),
+                    to.as_str(),
+                    match changed {
+                        Some(what) => format!("after the {what} changed in between"),
+                        None => "with the same suite and provider configuration: \
+                                 the evidence does not settle the verdict"
+                            .to_string(),
+                    }
+                ),
             }
         };
         f.write_str(&line)
@@ -387,5 +445,58 @@ mod tests {
             at_run: "run-4".into(),
             what: "suite",
         }));
+    }
+
+    /// Issue 46: nonconformant, conformant, conformant, nonconformant at 100 % each, and
+    /// nothing flagged. Each flip is flagged now, saying whether the provider or suite
+    /// changed in between; an inconclusive run between two agreeing verdicts is no flip.
+    #[test]
+    fn a_verdict_that_flips_at_the_same_pass_rate_is_flagged() {
+        let verdicts = [
+            Verdict::Nonconformant,
+            Verdict::Conformant,
+            Verdict::Inconclusive,
+            Verdict::Conformant,
+            Verdict::Nonconformant,
+        ];
+        let mut runs: Vec<Line> = (1..=5).map(|i| run(i, 120, 0)).collect();
+        for (run, verdict) in runs.iter_mut().zip(verdicts) {
+            run.verdict = verdict;
+        }
+        let flips = |runs: &[Line]| -> Vec<Flag> {
+            (flags(runs, &Policy::default()).into_iter())
+                .filter(|f| matches!(f, Flag::VerdictFlipped { .. }))
+                .collect()
+        };
+        let flip = |at: usize, since: usize, from, to, changed| Flag::VerdictFlipped {
+            at_run: format!("run-{at}"),
+            since_run: format!("run-{since}"),
+            from,
+            to,
+            changed,
+        };
+        let (c, n) = (Verdict::Conformant, Verdict::Nonconformant);
+        assert_eq!(
+            flips(&runs),
+            [flip(2, 1, n, c, None), flip(5, 4, c, n, None)]
+        );
+        assert!(flips(&runs)[1].is_warning());
+        assert!(
+            flips(&runs)[1].to_string().contains(
+                "verdict flipped at run-5: conformant at run-4, nonconformant now, with the same suite and provider configuration"
+            ),
+            "{}",
+            flips(&runs)[1]
+        );
+        // The provider's file changed between run 1 and run 2, and back at run 3.
+        runs[1].provider_digest = "sha256:changed".into();
+        let flagged = flips(&runs);
+        assert_eq!(flagged[0], flip(2, 1, n, c, Some("provider configuration")));
+        assert!(
+            flagged[0]
+                .to_string()
+                .contains("after the provider configuration changed in between")
+        );
+        assert_eq!(flagged[1], flip(5, 4, c, n, None));
     }
 }

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use crate::run::RunResult;
-use conform_check::check::differential::{Differential, FieldVerdict};
+use conform_check::check::differential::{CaseRow, Differential, FieldVerdict};
 
 fn percent(rate: Option<f64>) -> String {
     rate.map_or_else(|| "–".into(), |r| format!("{:.1}%", r * 100.0))
@@ -74,28 +74,51 @@ pub fn text(result: &RunResult) -> String {
             );
         }
         if !d.worst_cases.is_empty() {
-            let listed: Vec<String> = d
-                .worst_cases
-                .iter()
-                .take(5)
-                .map(|c| {
-                    format!(
-                        "{} ({}/{} pairs{})",
-                        c.case,
-                        c.disagreeing,
-                        c.pairs,
-                        if c.fields.is_empty() {
-                            String::new()
-                        } else {
-                            format!(": {}", c.fields.join(", "))
-                        }
-                    )
-                })
-                .collect();
-            let _ = writeln!(out, "  most disagreeing: {}", listed.join("; "));
+            let _ = writeln!(out, "  most disagreeing:");
+        }
+        for c in d.worst_cases.iter().take(TERMINAL_CASES) {
+            let _ = writeln!(out, "    {} ({})", c.case, field_pairs(c));
+            for line in evidence(c, &d.reference, provider) {
+                let _ = writeln!(out, "      {line}");
+            }
         }
         if let Some(r) = &d.drift_rules_out {
             let _ = writeln!(out, "  rules out {}", r.words(&d.reference));
+        }
+    }
+    out
+}
+
+/// The worst cases the terminal lists per (suite, candidate); the reports list them all.
+const TERMINAL_CASES: usize = 5;
+
+/// A case's disagreeing pairs, field by field: `answer 6/9 pairs, /priority 3/9 pairs`.
+pub fn field_pairs(c: &CaseRow) -> String {
+    if c.per_field.is_empty() {
+        return format!("{}/{} pairs", c.disagreeing, c.pairs);
+    }
+    let each: Vec<String> = (c.per_field.iter())
+        .map(|f| format!("{} {}/{} pairs", f.field, f.disagreeing, f.pairs))
+        .collect();
+    each.join(", ")
+}
+
+/// What the candidate answered beside the reference in case `c`, a line per disagreeing
+/// field: `/priority: `claude` "p2", `local` "p3"`, and for the whole answer its
+/// difference (`answer: added /confidence: 0.93`).
+pub fn evidence(c: &CaseRow, reference: &str, candidate: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in &c.per_field {
+        for line in &f.difference {
+            out.push(format!("{}: {line}", f.field));
+        }
+        if !f.reference.is_empty() || !f.candidate.is_empty() {
+            out.push(format!(
+                "{}: `{reference}` {}, `{candidate}` {}",
+                f.field,
+                f.reference.join(" | "),
+                f.candidate.join(" | ")
+            ));
         }
     }
     out
@@ -130,14 +153,13 @@ pub fn markdown(result: &RunResult) -> String {
             );
         }
         if !d.worst_cases.is_empty() {
-            out.push_str("\nMost disagreeing cases: ");
-            let listed: Vec<String> = d
-                .worst_cases
-                .iter()
-                .map(|c| format!("`{}` ({}/{} pairs)", c.case, c.disagreeing, c.pairs))
-                .collect();
-            out.push_str(&listed.join(", "));
-            out.push('\n');
+            out.push_str("\nMost disagreeing cases:\n\n");
+        }
+        for c in &d.worst_cases {
+            let _ = writeln!(out, "- `{}` ({})", c.case, field_pairs(c));
+            for line in evidence(c, &d.reference, provider) {
+                let _ = writeln!(out, "  - `{}`", line.replace('`', "'"));
+            }
         }
         if let Some(r) = &d.drift_rules_out {
             let _ = writeln!(out, "\nRules out {}.", r.words(&d.reference));

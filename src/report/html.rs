@@ -548,35 +548,7 @@ pub fn render(
             ungrouped: failed.ungrouped,
         });
     }
-    let by_provider = providers.len() > suites.len();
-    let (row_names, column_names) = if by_provider {
-        (&providers, &suites)
-    } else {
-        (&suites, &providers)
-    };
-    let matrix = Matrix {
-        rows_are: if by_provider { "provider" } else { "suite" },
-        columns_are: if by_provider { "suite" } else { "provider" },
-        columns: column_names.clone(),
-        rows: row_names
-            .iter()
-            .map(|row| MatrixRow {
-                head: row.clone(),
-                cells: column_names
-                    .iter()
-                    .map(|column| {
-                        let key = if by_provider {
-                            (column.clone(), row.clone())
-                        } else {
-                            (row.clone(), column.clone())
-                        };
-                        cells.get(&key).cloned()
-                    })
-                    .collect(),
-            })
-            .collect(),
-    };
-
+    let matrix = matrix(&suites, &providers, &cells);
     let page = Page {
         run: RunView {
             id: &result.run_id,
@@ -598,6 +570,42 @@ pub fn render(
         .and_then(|()| env.get_template("report.html"))
         .and_then(|t| t.render(minijinja::Value::from(minijinja::value::Serde(&page))))
         .map_err(io::Error::other)
+}
+
+/// The verdicts as a grid: the longer list (suites or providers) down the side.
+fn matrix(
+    suites: &[String],
+    providers: &[String],
+    cells: &HashMap<(String, String), Cell>,
+) -> Matrix {
+    let by_provider = providers.len() > suites.len();
+    let (row_names, column_names) = if by_provider {
+        (providers, suites)
+    } else {
+        (suites, providers)
+    };
+    Matrix {
+        rows_are: if by_provider { "provider" } else { "suite" },
+        columns_are: if by_provider { "suite" } else { "provider" },
+        columns: column_names.to_vec(),
+        rows: row_names
+            .iter()
+            .map(|row| MatrixRow {
+                head: row.clone(),
+                cells: column_names
+                    .iter()
+                    .map(|column| {
+                        let key = if by_provider {
+                            (column.clone(), row.clone())
+                        } else {
+                            (row.clone(), column.clone())
+                        };
+                        cells.get(&key).cloned()
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
 }
 
 /// Writes `report.html` beside `results.jsonl`, with the failures `examples` gathered

@@ -5,6 +5,7 @@
 
 pub mod cost;
 pub mod differential;
+pub mod evidence;
 pub mod html;
 pub mod json;
 pub mod junit;

@@ -127,6 +127,16 @@ pub fn summary(result: &RunResult) -> String {
         );
     }
     out.push_str(&saved_calls(result));
+    out.push_str(&stability(result));
+    out.push_str(&super::cost::text(result));
+    out.push_str(&super::differential::text(result));
+    out.push_str(&why(result));
+    out
+}
+
+/// How often each pair's repeats agreed, for the suites that ask.
+fn stability(result: &RunResult) -> String {
+    let mut out = String::new();
     let stable: Vec<_> = result
         .verdicts
         .iter()
@@ -168,8 +178,12 @@ pub fn summary(result: &RunResult) -> String {
         }
         out.push('\n');
     }
-    out.push_str(&super::cost::text(result));
-    out.push_str(&super::differential::text(result));
+    out
+}
+
+/// Why each pair that is not conformant is not, with the first failures' examples.
+fn why(result: &RunResult) -> String {
+    let mut out = String::new();
     if result.not_conformant().next().is_some() {
         out.push_str("\nWhy:\n");
     }

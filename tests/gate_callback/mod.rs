@@ -85,8 +85,8 @@ fn proxy(litellm: &Path, config: &Path, port: u16, gate: &str, log: &Path) -> Ru
             .env("LITELLM_MASTER_KEY", KEY)
             .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             .env("PYTHONPATH", Path::new(REPO).join("integrations/litellm"))
-        // The callback is imported from the repository: no bytecode cache left in it.
-        .env("PYTHONDONTWRITEBYTECODE", "1")
+            // The callback is imported from the repository: no bytecode cache left in it.
+            .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("CONFORM_GATE_URL", gate)
             .env("CONFORM_GATE_SUITE", SUITE)
             .stdout(log.try_clone().unwrap())

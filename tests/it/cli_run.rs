@@ -65,6 +65,12 @@ fn demo_allowlists_exactly_the_simulated_providers_that_behaved() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The project's own simulations, and it says so.
+    assert!(
+        stdout.contains("demo: this project's own simulated providers in ")
+            && stdout.contains("sim-steady"),
+        "{stdout}"
+    );
     // A screen a person reads: the latency in the table's columns, not a line per pair,
     // and each example of a failure with how often its code occurred.
     assert!(!stdout.contains("Latency p50 / p95 / p99"), "{stdout}");
@@ -825,6 +831,57 @@ async fn a_result_that_cannot_be_written_is_its_own_exit_and_names_the_path_once
     }
 }
 
+/// `conform demo` from any folder: the binary carries the simulated providers and the
+/// demo's suites, so an empty folder and a project `conform init` made (no simulations of
+/// its own) both get every simulated provider's verdict, and no allowlist is written.
+#[test]
+fn the_demo_runs_from_an_empty_folder_and_from_a_new_project() {
+    let sims = std::fs::read_dir(format!("{}/providers", common::REPO))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_str().unwrap().to_string())
+        .filter(|name| name.starts_with("sim-"))
+        .map(|name| name.trim_end_matches(".toml").to_string())
+        .collect::<Vec<_>>();
+    let conform = |dir: &std::path::Path, args: &[&str]| {
+        let mut cmd = assert_cmd::Command::cargo_bin("conform").unwrap();
+        cmd.current_dir(dir).args(args);
+        for var in [
+            "CONFORM_ROOT",
+            "CONFORM_ALLOWLIST",
+            "CONFORM_TRUST",
+            "RUST_LOG",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.output().unwrap()
+    };
+    let empty = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let init = conform(project.path(), &["init", "--fallback", "anthropic"]);
+    assert_eq!(init.status.code(), Some(0), "{init:?}");
+    for dir in [empty.path(), project.path()] {
+        let out = conform(dir, &["demo", "--no-progress"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+        assert!(
+            stdout.contains("running the ones built into conform")
+                && stdout.contains("every simulated provider earned the verdict"),
+            "{stdout}"
+        );
+        let run = (std::fs::read_dir(dir.join("reports")).unwrap())
+            .map(|e| e.unwrap().path())
+            .find(|p| p.is_dir())
+            .unwrap();
+        let report = read_json(&run.join("report.json"));
+        let ran = report.to_string();
+        for sim in &sims {
+            assert!(ran.contains(&format!("\"{sim}\"")), "{sim} did not run");
+        }
+        assert!(!dir.join("allowlist.json").exists());
+    }
+}
+
 /// `demo --allowlist F` is not silently ignored: the demo says it never writes F, and
 /// does not.
 #[test]
@@ -930,6 +987,39 @@ async fn agree_with_nothing_to_compare_with_is_refused_before_anything_is_sent()
         .find(|v| v["provider"] == "local")
         .unwrap();
     assert_ne!(local["verdict"], "nonconformant", "{local}");
+    // No case has `expected`: nothing is said to be compared with it.
+    assert!(
+        !text.contains("compared with each case's `expected`"),
+        "{text}"
+    );
+}
+
+/// With `--reference`, `--base-url` replaces the candidate's address, says so, and
+/// leaves the reference as its file says: the comparison is not withheld for it.
+#[tokio::test(flavor = "multi_thread")]
+async fn base_url_beside_a_reference_says_which_provider_it_replaced() {
+    let (project, server) = labels_project(&["local", "primary"]).await;
+    let out = project
+        .cmd()
+        .args(["run", "local", "--suite", "labels", "--no-progress"])
+        .args(["--reference", "primary", "--repeats", "2"])
+        .args(["--base-url", &server.uri()])
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert_ne!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(&format!(
+            "--base-url {} replaces the address of `local` only; the reference `primary` is sent where providers/primary.toml says",
+            server.uri()
+        )),
+        "{text}"
+    );
+    assert!(
+        !text.contains("judged against the reference `primary`, run with"),
+        "{text}"
+    );
+    assert!(text.contains("run with --base-url"), "{text}");
 }
 
 /// Issue 42: a pair decided early said `36 failed` on its progress line though one call

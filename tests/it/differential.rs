@@ -1066,3 +1066,78 @@ async fn an_answer_that_is_not_strict_json_takes_part_in_no_pair() {
         );
     }
 }
+
+/// Issue 46: a reference failure said "agrees in 86.7 % of pairs" and `examples: []`,
+/// and nowhere what differed. A fallback that adds a key and one that changes a field,
+/// revoked against the reference, show the values side by side, field by field with
+/// their own pair counts, in the terminal, `report.json` and report.html.
+#[test]
+fn a_drifting_fallback_shows_the_values_that_differed_in_every_report() {
+    let project = project(
+        &[
+            ("primary", "steady", "expect = \"conformant\""),
+            ("extra", "extra-key", "expect = \"nonconformant\""),
+            (
+                "flipper",
+                "flips-enum",
+                "expect = \"nonconformant\"\nrate = 0.5\nseed = 3",
+            ),
+        ],
+        1,
+    );
+    let out = project
+        .cmd()
+        .args(["run", "extra", "flipper", "--reference", "primary"])
+        .args(["--suite", "tickets", "--no-progress", "--every-call"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    // The terminal: the added key with its value, the changed field with both values,
+    // and each field's own pairs.
+    assert!(stdout.contains("answer: added /confidence: "), "{stdout}");
+    assert!(stdout.contains("answer 9/9 pairs"), "{stdout}");
+    let changed = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("/category: `primary` \""))
+        .unwrap_or_else(|| panic!("no /category values in {stdout}"));
+    assert!(changed.contains(", `flipper` \""), "{changed}");
+    assert!(stdout.contains("answer: changed /category: \""), "{stdout}");
+
+    let run = project.last_run();
+    let report = read_json(&run.join("report.json"));
+    let worst =
+        |provider: &str| verdict_in(&report, provider)["differential"]["worst_cases"][0].clone();
+    let extra = worst("extra");
+    let answer = &extra["per_field"][0];
+    assert_eq!(answer["field"], "answer", "{extra}");
+    assert_eq!(
+        (answer["disagreeing"].as_u64(), answer["pairs"].as_u64()),
+        (Some(9), Some(9))
+    );
+    assert!(
+        answer["difference"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("added /confidence: "),
+        "{extra}"
+    );
+    let flipper = worst("flipper");
+    let category = (flipper["per_field"].as_array().unwrap().iter())
+        .find(|f| f["field"] == "/category")
+        .unwrap_or_else(|| panic!("{flipper}"));
+    let (reference, candidate) = (&category["reference"], &category["candidate"]);
+    assert_eq!(reference.as_array().unwrap().len(), 1, "{category}");
+    assert!(
+        (candidate.as_array().unwrap().iter()).any(|c| c != &reference[0]),
+        "{category}"
+    );
+
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(html.contains("<code>added &#x2f;confidence: "), "{html}");
+    let shown = reference[0].as_str().unwrap().replace('"', "&quot;");
+    assert!(
+        html.contains(&format!("<td><code>{shown}</code></td>")),
+        "{html}"
+    );
+}

@@ -130,3 +130,48 @@ fn every_command_line_shown_names_a_command_and_options_conform_has() {
         }
     }
 }
+
+/// Every `--spawn` docs/gateways.md shows in a command block runs what
+/// `scripts/gateways.sh install` installed: the script's `spawn` command, which names the
+/// executable its `path` prints (the install's place, not `PATH`).
+#[test]
+fn the_gateways_page_spawns_what_the_install_script_installs() {
+    let page = std::fs::read_to_string(Path::new(REPO).join("docs/gateways.md")).unwrap();
+    let mut spawned = 0;
+    for (_, body) in blocks(&page, "sh") {
+        for line in body.lines().filter(|l| l.contains("--spawn")) {
+            let gateway = ["litellm", "portkey"]
+                .into_iter()
+                .find(|g| line.contains(&format!("--spawn \"$(scripts/gateways.sh spawn {g})\"")));
+            assert!(
+                gateway.is_some(),
+                "not the install script's command: {line}"
+            );
+            spawned += 1;
+        }
+    }
+    assert_eq!(spawned, 2, "{page}");
+    let cache = tempfile::tempdir().unwrap();
+    let script = |args: &[&str]| {
+        let out = std::process::Command::new(Path::new(REPO).join("scripts/gateways.sh"))
+            .args(args)
+            .env("CONFORM_CACHE", cache.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    for gateway in ["litellm", "portkey"] {
+        let (path, spawn) = (script(&["path", gateway]), script(&["spawn", gateway]));
+        assert!(
+            path.starts_with(&cache.path().display().to_string()),
+            "{path}"
+        );
+        assert!(spawn.contains(&format!("'{path}'")), "{spawn}");
+        assert!(
+            spawn.contains("{config}") || gateway == "portkey",
+            "{spawn}"
+        );
+        assert!(spawn.contains("{port}"), "{spawn}");
+    }
+}

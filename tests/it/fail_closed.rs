@@ -786,11 +786,7 @@ fn nothing_to_test_is_a_usage_error_naming_the_folder() {
 
     // No providers.
     let project = Project::new(&[]);
-    for args in [
-        &["check"][..],
-        &["run", "--no-progress"][..],
-        &["demo", "--no-progress"][..],
-    ] {
+    for args in [&["check"][..], &["run", "--no-progress"][..]] {
         let (code, text) = output(project.cmd().args(args));
         assert_eq!(code, Some(2), "{args:?}: {text}");
         assert!(
@@ -798,6 +794,18 @@ fn nothing_to_test_is_a_usage_error_naming_the_folder() {
             "{args:?}: {text}"
         );
     }
+    // The demo needs none of the project's (issue 46): it names the folder it found no
+    // simulation in and runs those built into conform.
+    let demo = ["demo", "--no-progress", "--suite", "ticket-triage"];
+    let (code, text) = output(project.cmd().args(demo));
+    assert_eq!(code, Some(0), "{text}");
+    let providers = project.path("providers").display().to_string();
+    assert!(
+        text.contains(&format!(
+            "no simulated provider (kind = \"sim\") in {providers}"
+        )),
+        "{text}"
+    );
 
     // A suite without cases.
     let project = project_with_empty_suite();

@@ -129,3 +129,32 @@ fn a_fallback_that_is_neither_an_address_nor_a_vendor_says_what_to_write() {
     assert!(text(&out.stderr).contains("docs/providers.md"));
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// A fallback called `llamacpp` is written as a llama.cpp server serving a model llama.cpp
+/// serves, at the address given: not "A vLLM server" serving Qwen.
+#[test]
+fn a_llamacpp_fallback_is_written_as_a_llama_cpp_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = conform(
+        dir.path(),
+        &["init", "--fallback", "llamacpp:http://127.0.0.1:8090"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let file = std::fs::read_to_string(dir.path().join("providers/llamacpp.toml")).unwrap();
+    assert!(file.starts_with("# llama.cpp's llama-server."), "{file}");
+    assert!(file.contains("model = \"SmolLM2-135M-Instruct\""), "{file}");
+    assert!(
+        file.contains("base_url = \"http://127.0.0.1:8090\""),
+        "{file}"
+    );
+    assert!(!file.contains("vLLM") && !file.contains("Qwen"), "{file}");
+    // Any other server is still written from the shipped vLLM file.
+    let other = tempfile::tempdir().unwrap();
+    let out = conform(
+        other.path(),
+        &["init", "--fallback", "vllm:http://h:8000/v1"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let file = std::fs::read_to_string(other.path().join("providers/vllm.toml")).unwrap();
+    assert!(file.contains("vLLM"), "{file}");
+}

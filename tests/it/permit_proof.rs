@@ -241,7 +241,9 @@ async fn path_6_lowered_effort_grants_nothing_and_validity_is_capped() {
     let century = run(&project, &["--valid-for", "36500d"]);
     assert_eq!(century.status.code(), Some(2), "{}", text(&century));
     assert!(
-        text(&century).contains("max_valid_for"),
+        text(&century).contains("max_valid_for")
+            && text(&century)
+                .contains("--valid-for 36500d is longer than the project allows (30d)"),
         "{}",
         text(&century)
     );

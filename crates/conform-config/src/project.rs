@@ -137,9 +137,28 @@ impl Settings {
         }
         Err(format!(
             "--valid-for {} is longer than the project allows ({}): evidence goes stale as providers change; raise `max_valid_for` under [evidence] in {FILE} if you mean it",
-            humantime::format_duration(valid_for),
-            humantime::format_duration(self.max_valid_for)
+            days(valid_for),
+            days(self.max_valid_for)
         ))
+    }
+}
+
+/// A validity as people write it: days, hours, minutes and seconds (`365d`, `1d 12h`),
+/// never the months and years humantime counts in 30.44 and 365.25 days, which turn
+/// `365d` into `11months 30days 3h 50m 24s`.
+pub fn days(d: Duration) -> String {
+    const UNITS: [(u64, &str); 4] = [(86_400, "d"), (3_600, "h"), (60, "m"), (1, "s")];
+    let mut left = d.as_secs();
+    let mut parts = Vec::new();
+    for (size, unit) in UNITS {
+        if left >= size {
+            parts.push(format!("{}{unit}", left / size));
+            left %= size;
+        }
+    }
+    match parts.is_empty() {
+        true => format!("{}ms", d.as_millis()),
+        false => parts.join(" "),
     }
 }
 
@@ -168,7 +187,22 @@ mod tests {
             .allow_valid_for(Duration::from_secs(36_500 * 86_400))
             .unwrap_err();
         assert!(
-            err.contains("max_valid_for") && err.contains("30days"),
+            err.contains("--valid-for 36500d is longer") && err.contains("(30d)"),
+            "{err}"
+        );
+    }
+
+    /// `365d` is said as `365d`, not as humantime's months and years.
+    #[test]
+    fn a_validity_is_said_in_days_as_it_was_given() {
+        let parse = |s| humantime::parse_duration(s).unwrap();
+        for given in ["365d", "30d", "1d 12h", "7d 3h 20m 5s", "90m"] {
+            let expected = if given == "90m" { "1h 30m" } else { given };
+            assert_eq!(days(parse(given)), expected);
+        }
+        let err = (Settings::default().allow_valid_for(parse("365d"))).unwrap_err();
+        assert!(
+            err.starts_with("--valid-for 365d is longer than the project allows (30d)"),
             "{err}"
         );
     }

@@ -343,6 +343,30 @@ pub struct CaseRow {
     pub pairs: u64,
     /// The fields the candidate disagreed on beyond the reference's own disagreement.
     pub fields: Vec<String>,
+    /// Each field the candidate disagreed with the reference on in this case, with its
+    /// own pairs: a count over all fields at once says nothing of which one drifted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_field: Vec<FieldDisagreement>,
+}
+
+/// One field of one case the candidate disagreed with the reference on: its pairs, and
+/// (filled in from the answers once the run is over) the values side by side.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FieldDisagreement {
+    pub field: String,
+    /// Disagreeing candidate × reference pairs of this field.
+    pub disagreeing: u64,
+    pub pairs: u64,
+    /// The reference's distinct values of the field, as JSON.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reference: Vec<String>,
+    /// The candidate's distinct values of the field, as JSON.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidate: Vec<String>,
+    /// For the whole answer: how the candidate's first answer differs from the
+    /// reference's (`added /confidence: 0.93`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub difference: Vec<String>,
 }
 
 /// The differential evidence of one (suite, candidate). Its size does not depend on
@@ -410,13 +434,23 @@ impl Differential {
             disagreeing: 0,
             pairs: 0,
             fields: Vec::new(),
+            per_field: Vec::new(),
         };
         for (f, field) in self.fields.iter_mut().enumerate() {
             let p = pairs(reference, candidate, f);
             field.reference.add(p.reference);
             field.candidate.add(p.candidate);
+            let disagreeing = p.candidate.pairs - p.candidate.agreeing;
             row.pairs += p.candidate.pairs;
-            row.disagreeing += p.candidate.pairs - p.candidate.agreeing;
+            row.disagreeing += disagreeing;
+            if disagreeing > 0 {
+                row.per_field.push(FieldDisagreement {
+                    field: field.field.clone(),
+                    disagreeing,
+                    pairs: p.candidate.pairs,
+                    ..FieldDisagreement::default()
+                });
+            }
             // Worse than the reference is with itself, in this case.
             let worse = match (p.candidate.rate(), p.reference.rate()) {
                 (Some(c), Some(r)) => c < r,
@@ -649,6 +683,16 @@ mod tests {
         assert_eq!(d.worst_cases.len(), MAX_CASES);
         assert_eq!(d.worst_cases[0].case, "c000");
         assert_eq!(d.worst_cases[0].fields, [ANSWER]);
+        // Its pairs are counted per field, not over all fields at once.
+        assert_eq!(
+            d.worst_cases[0].per_field,
+            [FieldDisagreement {
+                field: ANSWER.into(),
+                disagreeing: 9,
+                pairs: 9,
+                ..FieldDisagreement::default()
+            }]
+        );
         d.unavailable = Some("stopped".into());
         assert_eq!(d.judgement(), Err(Undecided::Unavailable));
     }
