@@ -545,7 +545,7 @@ impl Ctx {
             (r.jobs.clone(), r.tags.clone(), r.expected.clone())
         };
         let read_back = self.read_back(&jobs).await;
-        let (counts, count_failures, arrivals) = counted(&board, &tags, &expected);
+        let (counts, count_failures, arrivals) = counted(board, &tags, &expected);
         let summary: Vec<String> = counts
             .iter()
             .map(|(n, c)| format!("{n} {}/{}", c.received, c.expected))

@@ -280,8 +280,8 @@ async fn denied_with(
 ) -> Checked {
     {
         let written = match make() {
-            Some(bytes) => gatefile::write(&path, &bytes),
-            None => gatefile::remove(&path),
+            Some(bytes) => gatefile::write(path, &bytes),
+            None => gatefile::remove(path),
         };
         ctx.check(
             written.is_ok(),

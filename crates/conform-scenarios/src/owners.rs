@@ -148,22 +148,19 @@ async fn unowned_calls_are_refused(
     let unowned = [
         ("a creation without X-Owner-Id", anonymous(alice.create())),
         ("a creation with an empty X-Owner-Id", empty(alice.create())),
-        ("a read without X-Owner-Id", anonymous(job::get("", &a_id))),
-        (
-            "a read with an empty X-Owner-Id",
-            empty(job::get("", &a_id)),
-        ),
+        ("a read without X-Owner-Id", anonymous(job::get("", a_id))),
+        ("a read with an empty X-Owner-Id", empty(job::get("", a_id))),
         (
             "an attempt without X-Owner-Id",
-            anonymous(job::attempt("", &a_id, PRIMARY)),
+            anonymous(job::attempt("", a_id, PRIMARY)),
         ),
         (
             "an attempt cancel without X-Owner-Id",
-            anonymous(job::cancel_attempt("", &attempt_a)),
+            anonymous(job::cancel_attempt("", attempt_a)),
         ),
         (
             "a job cancel without X-Owner-Id",
-            anonymous(job::cancel_job("", &a_id)),
+            anonymous(job::cancel_job("", a_id)),
         ),
     ];
     for (what, call) in unowned {
@@ -175,7 +172,7 @@ async fn unowned_calls_are_refused(
             &format!("{what}: 401 owner_required"),
         )?;
     }
-    let after = ctx.read(&alice.owner, &a_id).await?;
+    let after = ctx.read(&alice.owner, a_id).await?;
     ctx.check_eq(
         (job::state(&after), job::attempts(&after).len()),
         (Some("unknown"), 1),

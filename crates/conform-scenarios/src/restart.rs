@@ -100,7 +100,7 @@ async fn still_blocks_after_the_restart(
     id: &str,
     attempt: &str,
 ) -> Checked {
-    let after = ctx.read(&inflight.owner, &id).await?;
+    let after = ctx.read(&inflight.owner, id).await?;
     ctx.check(
         job::is_open(job::attempt_state(&after, 0)) && job::attempts(&after).len() == 1,
         format!(
@@ -109,7 +109,7 @@ async fn still_blocks_after_the_restart(
         ),
     )?;
     for (kind, provider) in [("a retry", PRIMARY), ("a failover", FALLBACK)] {
-        let next = ctx.send(job::attempt(&inflight.owner, &id, provider)).await;
+        let next = ctx.send(job::attempt(&inflight.owner, id, provider)).await;
         ctx.problem(
             &next,
             409,
@@ -137,7 +137,7 @@ async fn unknown_past_its_deadline(
     let unknown = ctx
         .poll(
             &inflight.owner,
-            &id,
+            id,
             "past its original deadline the attempt turns unknown",
             t.attempt_timeout + t.slack(),
             |j| job::attempt_state(j, 0) != Some("starting"),
@@ -153,13 +153,13 @@ async fn unknown_past_its_deadline(
         "the attempt and the job are unknown (error timeout), not failed, not retried",
     )?;
     ctx.sleep_until(created_at + t.window_closed()).await;
-    let later = ctx.read(&inflight.owner, &id).await?;
+    let later = ctx.read(&inflight.owner, id).await?;
     ctx.check_eq(
         (job::attempt_state(&later, 0), job::attempts(&later).len()),
         (Some("unknown"), 1),
         "after the late window it is still unknown and alone",
     )?;
-    let blocked = ctx.send(job::attempt(&inflight.owner, &id, PRIMARY)).await;
+    let blocked = ctx.send(job::attempt(&inflight.owner, id, PRIMARY)).await;
     ctx.problem(
         &blocked,
         409,

@@ -267,7 +267,7 @@ fn write_config(
     let auth = vec![("authorization".to_string(), format!("Bearer {GATEWAY_KEY}"))];
     let (text, headers, per_model) = match request.kind {
         Kind::Litellm => (
-            config::litellm(&chains, &upstreams, request.timeout.as_secs_f64()),
+            config::litellm(&chains, upstreams, request.timeout.as_secs_f64()),
             auth,
             Vec::new(),
         ),
@@ -275,7 +275,7 @@ fn write_config(
             let timeout = request.timeout.as_millis() as u64;
             let configs: Vec<(String, serde_json::Value)> = chains
                 .iter()
-                .map(|c| (c.primary.clone(), config::portkey(c, &upstreams, timeout)))
+                .map(|c| (c.primary.clone(), config::portkey(c, upstreams, timeout)))
                 .collect();
             let header =
                 |v: &serde_json::Value| vec![("x-portkey-config".to_string(), v.to_string())];
