@@ -212,6 +212,65 @@ fn assert_revoked_untouched(report: &Value) {
     }
 }
 
+/// Each scenario's JSON lists every upstream request it counted, with its timing.
+fn assert_arrivals_listed(report: &Value) {
+    for (name, s) in &by_name(report) {
+        let arrivals = s["provider_arrivals"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for (model, count) in s["provider_requests"].as_object().into_iter().flatten() {
+            let listed = (arrivals.iter())
+                .filter(|a| a["model"] == model.as_str())
+                .inspect(|a| assert!(a["at_unix_ms"].is_u64(), "{name}: {a}"))
+                .count();
+            assert_eq!(
+                count["received"].as_u64(),
+                Some(listed as u64),
+                "{name}: {model}'s requests are counted but not listed in provider_arrivals"
+            );
+        }
+    }
+}
+
+/// Live processes (not zombies) whose environment names `work`: what a spawned gateway
+/// left running after `conform scenarios` ended (the run gives its gateway the config's
+/// path, in the working folder, in `CONFORM_GATEWAY_CONFIG`).
+fn survivors(work: &Path) -> Vec<String> {
+    let needle = work.display().to_string().into_bytes();
+    let scan = || -> Vec<String> {
+        let entries = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+        entries
+            .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+            .filter(|e| {
+                let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+                let state = stat.rsplit(')').next().unwrap_or_default().trim_start();
+                !state.is_empty() && !state.starts_with('Z')
+            })
+            .filter(|e| {
+                let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+                environ.windows(needle.len()).any(|w| w == needle)
+            })
+            .map(|e| {
+                let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                format!(
+                    "{}: {}",
+                    e.file_name().to_string_lossy(),
+                    String::from_utf8_lossy(&cmdline).replace('\0', " ")
+                )
+            })
+            .collect()
+    };
+    // A process killed a moment ago may take that moment to go.
+    for _ in 0..50 {
+        if scan().is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    scan()
+}
+
 fn known_results(pinned: &Pinned, spawn: &str) -> Result<(), Failed> {
     let work = tempfile::tempdir().unwrap();
     let started = Instant::now();
@@ -235,6 +294,14 @@ fn known_results(pinned: &Pinned, spawn: &str) -> Result<(), Failed> {
         )));
     }
     assert_revoked_untouched(&report);
+    assert_arrivals_listed(&report);
+    let survivors = survivors(work.path());
+    assert!(
+        survivors.is_empty(),
+        "{} {}: processes of the gateway outlived conform scenarios: {survivors:?}",
+        pinned.kind,
+        pinned.version
+    );
     let scenarios = by_name(&report);
     let failed: Vec<&str> = scenarios
         .iter()

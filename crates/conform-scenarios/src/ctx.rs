@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::api::{Api, Call, Exchange};
-use super::evidence::{CheckRecord, Evidence, Outcome, RequestCount};
+use super::evidence::{CheckRecord, Evidence, Outcome, ProviderArrival, RequestCount};
 use super::gatefile::TASK;
 use super::job;
-use super::mock::{Arrival, Step};
+use super::mock::{Arrival, Board, Step};
 use super::providers::{NAMES, Providers};
 use super::spawn::Spawned;
 
@@ -520,6 +520,20 @@ impl Ctx {
         }
     }
 
+    /// Every job the scenario created, as read back now (or why it could not be).
+    async fn read_back(&self, jobs: &[(String, String)]) -> Vec<Value> {
+        let mut read_back = Vec::new();
+        for (owner, id) in jobs {
+            let exchange = self.env.api.send(&job::get(owner, id)).await;
+            read_back.push(if exchange.status == 200 {
+                exchange.answer
+            } else {
+                json!({"id": id, "read_back": exchange.summary()})
+            });
+        }
+        read_back
+    }
+
     /// Runs the scenario's body, then lets stray work arrive, reads every job back and
     /// checks every provider's request count.
     pub async fn conclude(&self, body: impl Future<Output = Checked>) -> Evidence {
@@ -530,45 +544,8 @@ impl Ctx {
             let r = self.record();
             (r.jobs.clone(), r.tags.clone(), r.expected.clone())
         };
-        let mut read_back = Vec::new();
-        for (owner, id) in &jobs {
-            let exchange = self.env.api.send(&job::get(owner, id)).await;
-            read_back.push(if exchange.status == 200 {
-                exchange.answer
-            } else {
-                json!({"id": id, "read_back": exchange.summary()})
-            });
-        }
-        let mut counts: BTreeMap<String, RequestCount> = NAMES
-            .iter()
-            .map(|n| (n.to_string(), RequestCount::default()))
-            .collect();
-        let mut count_failures = Vec::new();
-        let mut arrivals: Vec<Arrival> = Vec::new();
-        for tag in &tags {
-            for name in NAMES {
-                let received = board.count(name, tag);
-                let want = expected
-                    .get(&(name.to_string(), tag.clone()))
-                    .copied()
-                    .unwrap_or(0);
-                let entry = counts.entry(name.to_string()).or_default();
-                entry.received += received;
-                entry.expected += want;
-                if received != want {
-                    count_failures.push(format!(
-                        "{name} received {received} request(s) for job {tag}, expected {want}"
-                    ));
-                }
-                arrivals.extend(board.arrivals(name, tag));
-            }
-        }
-        arrivals.sort_by_key(|a| a.at_unix_ms);
-        for (i, a) in arrivals.iter_mut().enumerate() {
-            if i >= KEPT_ARRIVALS {
-                a.body = Value::Null;
-            }
-        }
+        let read_back = self.read_back(&jobs).await;
+        let (counts, count_failures, arrivals) = counted(board, &tags, &expected);
         let summary: Vec<String> = counts
             .iter()
             .map(|(n, c)| format!("{n} {}/{}", c.received, c.expected))
@@ -620,9 +597,49 @@ impl Ctx {
             polls: r.polls,
             jobs: read_back,
             provider_requests: counts,
-            provider_arrivals: arrivals,
+            provider_arrivals: arrivals.into_iter().map(ProviderArrival::Job).collect(),
             stray_requests: strays,
             notes: r.notes.clone(),
         }
     }
+}
+
+/// By provider: the requests received for `tags` against those `expected`, each
+/// mismatch said, and the arrivals in order (bodies kept only for the first few).
+fn counted(
+    board: &Board,
+    tags: &[String],
+    expected: &BTreeMap<(String, String), usize>,
+) -> (BTreeMap<String, RequestCount>, Vec<String>, Vec<Arrival>) {
+    let mut counts: BTreeMap<String, RequestCount> = NAMES
+        .iter()
+        .map(|n| (n.to_string(), RequestCount::default()))
+        .collect();
+    let mut count_failures = Vec::new();
+    let mut arrivals: Vec<Arrival> = Vec::new();
+    for tag in tags {
+        for name in NAMES {
+            let received = board.count(name, tag);
+            let want = expected
+                .get(&(name.to_string(), tag.clone()))
+                .copied()
+                .unwrap_or(0);
+            let entry = counts.entry(name.to_string()).or_default();
+            entry.received += received;
+            entry.expected += want;
+            if received != want {
+                count_failures.push(format!(
+                    "{name} received {received} request(s) for job {tag}, expected {want}"
+                ));
+            }
+            arrivals.extend(board.arrivals(name, tag));
+        }
+    }
+    arrivals.sort_by_key(|a| a.at_unix_ms);
+    for (i, a) in arrivals.iter_mut().enumerate() {
+        if i >= KEPT_ARRIVALS {
+            a.body = Value::Null;
+        }
+    }
+    (counts, count_failures, arrivals)
 }

@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::api::Exchange;
+use super::gateway::upstream::Arrival as UpstreamArrival;
 use super::mock::Arrival;
 
 /// A scenario's verdict.
@@ -85,13 +86,23 @@ pub struct Evidence {
     pub jobs: Vec<Value>,
     /// By provider name.
     pub provider_requests: BTreeMap<String, RequestCount>,
-    /// Requests the providers received for this scenario's jobs, in order (bodies
-    /// included only for the first few).
-    pub provider_arrivals: Vec<Arrival>,
+    /// Requests the providers received for this scenario, in order: for the jobs of an
+    /// orchestrator (bodies included only for the first few), or from a gateway (with
+    /// when each upstream finished with it).
+    pub provider_arrivals: Vec<ProviderArrival>,
     /// Requests carrying no tag any scenario handed out: work nobody asked for.
     pub stray_requests: Vec<Arrival>,
     /// Things worth knowing that are not checks (timings, which attempt won).
     pub notes: Vec<String>,
+}
+
+/// A request a provider received: a mock provider behind an orchestrator, or an
+/// upstream behind a gateway.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum ProviderArrival {
+    Job(Arrival),
+    Upstream(UpstreamArrival),
 }
 
 fn is_zero(n: &usize) -> bool {

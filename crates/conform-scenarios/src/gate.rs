@@ -55,7 +55,13 @@ fn failing_primary(ctx: &Ctx, task: &str) -> Intent {
 }
 
 async fn failover_gate_body(ctx: &Ctx) -> Checked {
-    // Allowed: failover to fallback for the task.
+    failover_allowed(ctx).await?;
+    failover_denied(ctx).await?;
+    open_attempt_refused_first(ctx).await
+}
+
+/// Allowed: failover to fallback for the task.
+async fn failover_allowed(ctx: &Ctx) -> Checked {
     let allowed = failing_primary(ctx, TASK);
     ctx.expect(&allowed, FALLBACK, 1);
     let id = failed_job(ctx, &allowed, "a job for the allowlisted task").await?;
@@ -85,9 +91,11 @@ async fn failover_gate_body(ctx: &Ctx) -> Checked {
         done.get("result"),
         Some(&want),
         "the result is the fallback's",
-    )?;
+    )
+}
 
-    // Denied: no entry for the provider, or for the task.
+/// Denied: no entry for the provider, or for the task.
+async fn failover_denied(ctx: &Ctx) -> Checked {
     for (what, task, provider) in [
         ("to rogue (no entry)", TASK, ROGUE),
         (
@@ -135,8 +143,11 @@ async fn failover_gate_body(ctx: &Ctx) -> Checked {
             .await?;
         }
     }
+    Ok(())
+}
 
-    // An open attempt is refused before the allowlist is consulted.
+/// An open attempt is refused before the allowlist is consulted.
+async fn open_attempt_refused_first(ctx: &Ctx) -> Checked {
     let intent = ctx.intent(PRIMARY);
     ctx.script(
         &intent,
@@ -183,32 +194,34 @@ pub fn fail_closed() -> Def {
     }
 }
 
-async fn fail_closed_body(ctx: &Ctx) -> Checked {
-    let path = ctx.env().allowlist.clone();
+/// Makes one allowlist file's bytes when it is written (`None`: the file is removed).
+type Make<'a> = Box<dyn Fn() -> Option<Vec<u8>> + Send + Sync + 'a>;
+
+/// Each broken allowlist: what it is, how it is made, and the reason a denial gives.
+fn broken_files() -> Vec<(&'static str, Make<'static>, &'static str)> {
     let entry = |valid_until: &str| gatefile::allowlist(TASK, &[(FALLBACK, valid_until)]);
     let v1 = "conform.allowlist/v1";
     // Each file is made when it is written, so that "expires during the wait" does.
-    type Make<'a> = Box<dyn Fn() -> Option<Vec<u8>> + Send + Sync + 'a>;
-    let files: Vec<(&str, Make, &str)> = vec![
-        ("missing", Box::new(|| None), "missing"),
+    vec![
+        ("missing", Box::new(move || None), "missing"),
         (
             "not JSON",
-            Box::new(|| Some(format!("{{\"format\": \"{v1}\", \"entries\": [").into_bytes())),
+            Box::new(move || Some(format!("{{\"format\": \"{v1}\", \"entries\": [").into_bytes())),
             "unreadable",
         ),
         (
             "without an entries list",
-            Box::new(|| Some(json!({"format": v1}).to_string().into_bytes())),
+            Box::new(move || Some(json!({"format": v1}).to_string().into_bytes())),
             "unreadable",
         ),
         (
             "not an object",
-            Box::new(|| Some(json!([v1]).to_string().into_bytes())),
+            Box::new(move || Some(json!([v1]).to_string().into_bytes())),
             "unknown_format",
         ),
         (
             "of another format",
-            Box::new(|| {
+            Box::new(move || {
                 let valid = entry(&gatefile::in_seconds(86_400));
                 Some(
                     String::from_utf8_lossy(&valid)
@@ -220,20 +233,25 @@ async fn fail_closed_body(ctx: &Ctx) -> Checked {
         ),
         (
             "with an expired entry",
-            Box::new(|| Some(entry(&gatefile::in_seconds(-60)))),
+            Box::new(move || Some(entry(&gatefile::in_seconds(-60)))),
             "expired",
         ),
         (
             "with an unparseable valid_until",
-            Box::new(|| Some(entry("next tuesday"))),
+            Box::new(move || Some(entry("next tuesday"))),
             "expired",
         ),
         (
             "with an entry that expires during the wait",
-            Box::new(|| Some(entry(&gatefile::in_seconds(1)))),
+            Box::new(move || Some(entry(&gatefile::in_seconds(1)))),
             "expired",
         ),
-    ];
+    ]
+}
+
+async fn fail_closed_body(ctx: &Ctx) -> Checked {
+    let path = ctx.env().allowlist.clone();
+    let files = broken_files();
     let labels: Vec<String> = files
         .iter()
         .map(|(what, _, _)| format!("an allowlist {what}"))
@@ -246,10 +264,24 @@ async fn fail_closed_body(ctx: &Ctx) -> Checked {
     .await
     .into_iter()
     .collect::<Checked<Vec<_>>>()?;
-    for ((what, make, reason), (intent, id)) in files.iter().zip(&jobs) {
+    for (file, job) in files.iter().zip(&jobs) {
+        denied_with(ctx, &path, file, job).await?;
+    }
+    failover_after_restore(ctx, &path).await
+}
+
+/// With `file` written in place of the allowlist, `job`'s failover is a 403 naming its
+/// reason.
+async fn denied_with(
+    ctx: &Ctx,
+    path: &std::path::Path,
+    (what, make, reason): &(&'static str, Make<'static>, &'static str),
+    (intent, id): &(Intent, String),
+) -> Checked {
+    {
         let written = match make() {
-            Some(bytes) => gatefile::write(&path, &bytes),
-            None => gatefile::remove(&path),
+            Some(bytes) => gatefile::write(path, &bytes),
+            None => gatefile::remove(path),
         };
         ctx.check(
             written.is_ok(),
@@ -270,7 +302,12 @@ async fn fail_closed_body(ctx: &Ctx) -> Checked {
             format!("with the allowlist {what}: reason {reason}"),
         )?;
     }
-    let restored = gatefile::write(&path, &gatefile::standard());
+    Ok(())
+}
+
+/// The valid allowlist written back, failover works again.
+async fn failover_after_restore(ctx: &Ctx, path: &std::path::Path) -> Checked {
+    let restored = gatefile::write(path, &gatefile::standard());
     ctx.check(restored.is_ok(), "the valid allowlist is written back")?;
     ctx.sleep_until(Instant::now() + ctx.timing().allowlist_refresh())
         .await;

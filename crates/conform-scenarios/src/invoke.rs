@@ -175,14 +175,18 @@ async fn gateways(
         out(&format!("{}\n", session.header(selected.len())));
     }
     let json = options.json;
-    let report = session
-        .run(&selected, options.fail_fast, |e| {
-            if !json {
-                out(&Progress(e).to_string());
-            }
-        })
-        .await;
-    session.stop().await;
+    let progress = |e: &_| {
+        if !json {
+            out(&Progress(e).to_string());
+        }
+    };
+    let Some(report) = session.run(&selected, options.fail_fast, progress).await else {
+        err(&format!(
+            "interrupted; working directory kept: {}",
+            work.keep().display()
+        ));
+        return Ok(Ended::Inconclusive);
+    };
     let summary = format!(
         "{} passed, {} failed, {} skipped in {:.1} s\n",
         report.passed, report.failed, report.skipped, report.seconds

@@ -9,6 +9,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::Def;
+use super::api::Exchange;
 use super::ctx::{Checked, Ctx, Intent};
 use super::job;
 use super::mock::{Reply, Step, answer_content};
@@ -53,79 +54,103 @@ async fn provider_request_body(ctx: &Ctx) -> Checked {
         ctx.status(&created, &[201], &format!("input with {what}: 201"))?;
         job_shape(ctx, &intent, &created.answer, what)?;
         ctx.arrivals(&intent, PRIMARY, 1).await?;
-        let arrival = ctx
-            .env()
-            .providers
-            .board()
-            .arrivals(PRIMARY, &intent.tag)
-            .remove(0);
-        ctx.check_eq(
-            (arrival.method.as_str(), arrival.path.as_str()),
-            ("POST", "/v1/chat/completions"),
-            format!("input with {what}: the provider got POST /v1/chat/completions"),
-        )?;
-        let want_model = match &model {
-            Some(Value::String(m)) => m.clone(),
-            _ => PRIMARY.to_string(),
-        };
-        ctx.check_eq(
-            arrival.body.get("model").and_then(Value::as_str),
-            Some(want_model.as_str()),
-            format!("input with {what}: the upstream model is {want_model:?}"),
-        )?;
-        ctx.check_eq(
-            (
-                arrival.body.get("messages"),
-                arrival.body.get("temperature"),
-            ),
-            (
-                intent.body["input"].get("messages"),
-                intent.body["input"].get("temperature"),
-            ),
-            format!("input with {what}: messages and temperature passed through unchanged"),
-        )?;
-        let id = job::id(&created.answer).unwrap_or_default();
-        let done = ctx
-            .poll(
-                &intent.owner,
-                id,
-                &format!("input with {what}: the job succeeds"),
-                ctx.timing().slack(),
-                |j| job::state(j) == Some("succeeded"),
-            )
-            .await?;
-        let want_result =
-            serde_json::from_str::<Value>(content).unwrap_or(Value::String(content.to_string()));
-        ctx.check_eq(
-            done.get("result"),
-            Some(&want_result),
-            format!("input with {what}: the result is the content, parsed when JSON"),
-        )?;
-        let winner = job::attempt_id(&done, 0);
-        ctx.check_eq(
-            job::completed_by(&done),
-            winner,
-            "completed_by is the winning attempt's id",
-        )?;
-        ctx.check_eq(
-            job::attempt_state(&done, 0),
-            Some("succeeded"),
-            "the attempt succeeded",
-        )?;
-        let ended = job::attempt_at(&done, 0)
-            .and_then(|a| a.get("ended_at"))
-            .and_then(Value::as_str);
-        ctx.check(
-            ended.is_some_and(is_rfc3339),
-            "the finished attempt has an RFC 3339 ended_at",
-        )?;
-        ctx.check_eq(
-            job::version(&done),
-            job::version(&created.answer).map(|v| v + 1),
-            "claiming the result incremented the version once",
-        )?;
+        upstream_request(ctx, &intent, what, model.as_ref())?;
+        let done = succeeded_with(ctx, &intent, &created.answer, what, content).await?;
+        finished_attempt(ctx, &done, &created.answer)?;
     }
     Ok(())
+}
+
+/// What the provider got for `intent`: POST /v1/chat/completions, the model asked (the
+/// provider's name when none), the messages and temperature unchanged.
+fn upstream_request(ctx: &Ctx, intent: &Intent, what: &str, model: Option<&Value>) -> Checked {
+    let arrival = ctx
+        .env()
+        .providers
+        .board()
+        .arrivals(PRIMARY, &intent.tag)
+        .remove(0);
+    ctx.check_eq(
+        (arrival.method.as_str(), arrival.path.as_str()),
+        ("POST", "/v1/chat/completions"),
+        format!("input with {what}: the provider got POST /v1/chat/completions"),
+    )?;
+    let want_model = match model {
+        Some(Value::String(m)) => m.clone(),
+        _ => PRIMARY.to_string(),
+    };
+    ctx.check_eq(
+        arrival.body.get("model").and_then(Value::as_str),
+        Some(want_model.as_str()),
+        format!("input with {what}: the upstream model is {want_model:?}"),
+    )?;
+    ctx.check_eq(
+        (
+            arrival.body.get("messages"),
+            arrival.body.get("temperature"),
+        ),
+        (
+            intent.body["input"].get("messages"),
+            intent.body["input"].get("temperature"),
+        ),
+        format!("input with {what}: messages and temperature passed through unchanged"),
+    )
+}
+
+/// The job succeeds, its result the content (parsed when JSON); returns the job.
+async fn succeeded_with(
+    ctx: &Ctx,
+    intent: &Intent,
+    created: &Value,
+    what: &str,
+    content: &str,
+) -> Checked<Value> {
+    let id = job::id(created).unwrap_or_default();
+    let done = ctx
+        .poll(
+            &intent.owner,
+            id,
+            &format!("input with {what}: the job succeeds"),
+            ctx.timing().slack(),
+            |j| job::state(j) == Some("succeeded"),
+        )
+        .await?;
+    let want_result =
+        serde_json::from_str::<Value>(content).unwrap_or(Value::String(content.to_string()));
+    ctx.check_eq(
+        done.get("result"),
+        Some(&want_result),
+        format!("input with {what}: the result is the content, parsed when JSON"),
+    )?;
+    Ok(done)
+}
+
+/// The finished attempt completed the job, at an RFC 3339 time, incrementing the
+/// version once.
+fn finished_attempt(ctx: &Ctx, done: &Value, created: &Value) -> Checked {
+    let winner = job::attempt_id(done, 0);
+    ctx.check_eq(
+        job::completed_by(done),
+        winner,
+        "completed_by is the winning attempt's id",
+    )?;
+    ctx.check_eq(
+        job::attempt_state(done, 0),
+        Some("succeeded"),
+        "the attempt succeeded",
+    )?;
+    let ended = job::attempt_at(done, 0)
+        .and_then(|a| a.get("ended_at"))
+        .and_then(Value::as_str);
+    ctx.check(
+        ended.is_some_and(is_rfc3339),
+        "the finished attempt has an RFC 3339 ended_at",
+    )?;
+    ctx.check_eq(
+        job::version(done),
+        job::version(created).map(|v| v + 1),
+        "claiming the result incremented the version once",
+    )
 }
 
 /// The 201's job has the contract's members.
@@ -349,8 +374,34 @@ async fn classify_one(ctx: &Ctx, row: &Expected) -> Checked {
         .send(job::attempt(&intent.owner, &id, row.provider))
         .await;
     if retries_allowed {
-        ctx.status(
+        new_attempt_ends(ctx, row, &intent, &id, &next).await
+    } else {
+        ctx.problem(
             &next,
+            409,
+            "attempt_in_progress",
+            &format!("{what}: a new attempt is refused 409 attempt_in_progress"),
+        )?;
+        ctx.check_eq(
+            next.text("attempt_id"),
+            Some(first.as_str()),
+            format!("{what}: the 409 names the open attempt"),
+        )
+    }
+}
+
+/// After a failed attempt a new one starts (202) and ends, leaving the job's result.
+async fn new_attempt_ends(
+    ctx: &Ctx,
+    row: &Expected,
+    intent: &Intent,
+    id: &str,
+    next: &Exchange,
+) -> Checked {
+    let what = &row.what;
+    {
+        ctx.status(
+            next,
             &[202],
             &format!("{what}: a new attempt may start (202)"),
         )?;
@@ -365,7 +416,7 @@ async fn classify_one(ctx: &Ctx, row: &Expected) -> Checked {
         let done = ctx
             .poll(
                 &intent.owner,
-                &id,
+                id,
                 &format!("{what}: the new attempt ends and the job is {state}"),
                 ctx.timing().attempt_timeout + ctx.timing().slack(),
                 |j| {
@@ -379,21 +430,8 @@ async fn classify_one(ctx: &Ctx, row: &Expected) -> Checked {
             done.get("result"),
             Some(&result),
             format!("{what}: the job's result"),
-        )?;
-    } else {
-        ctx.problem(
-            &next,
-            409,
-            "attempt_in_progress",
-            &format!("{what}: a new attempt is refused 409 attempt_in_progress"),
-        )?;
-        ctx.check_eq(
-            next.text("attempt_id"),
-            Some(first.as_str()),
-            format!("{what}: the 409 names the open attempt"),
-        )?;
+        )
     }
-    Ok(())
 }
 
 pub fn no_hidden_retries() -> Def {

@@ -236,10 +236,22 @@ async fn three_way_one(ctx: &Ctx, n: usize) -> Checked {
             },
         )
         .await?;
+    one_winner(ctx, &label, &done, &attempts, v0)
+}
+
+/// Of `attempts` (each id and the content its result carries), exactly one won `done`,
+/// which holds its result at version `v0 + 1`.
+fn one_winner(
+    ctx: &Ctx,
+    label: &str,
+    done: &Value,
+    attempts: &[(String, String)],
+    v0: i64,
+) -> Checked {
     let winners: Vec<&(String, String)> = attempts
         .iter()
         .filter(|(attempt, _)| {
-            job::attempt_by_id(&done, attempt).and_then(job::state) == Some("succeeded")
+            job::attempt_by_id(done, attempt).and_then(job::state) == Some("succeeded")
         })
         .collect();
     ctx.check_eq(
@@ -251,10 +263,10 @@ async fn three_way_one(ctx: &Ctx, n: usize) -> Checked {
     let want: Value = serde_json::from_str(content).unwrap_or(Value::Null);
     ctx.check_eq(
         (
-            job::state(&done),
-            job::completed_by(&done),
+            job::state(done),
+            job::completed_by(done),
             done.get("result"),
-            job::version(&done),
+            job::version(done),
         ),
         (
             Some("succeeded"),

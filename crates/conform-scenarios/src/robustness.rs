@@ -437,10 +437,21 @@ pub fn stalled_connections() -> Def {
 /// How fast the orchestrator must answer others while connections stall.
 const PROMPT: Duration = Duration::from_secs(1);
 
+/// How many connections stall.
+const STALLED: usize = 64;
+
 async fn stalled_body(ctx: &Ctx) -> Checked {
-    const STALLED: usize = 64;
-    let addr = addr(ctx);
     let owner = ctx.fresh("owner");
+    let (stalled, cut_keys) = stall(ctx, &owner).await?;
+    others_served_promptly(ctx).await?;
+    stalled_answers_are_refusals(ctx, stalled, &owner).await?;
+    cut_keys_are_free(ctx, &owner, &cut_keys).await
+}
+
+/// Opens the stalled connections for `owner`: half cut inside their headers, half inside
+/// their body. Returns the streams and the keys of the requests cut in their body.
+async fn stall(ctx: &Ctx, owner: &str) -> Checked<(Vec<tokio::net::TcpStream>, Vec<String>)> {
+    let addr = addr(ctx);
     let mut stalled = Vec::new();
     let mut cut_keys = Vec::new();
     for i in 0..STALLED {
@@ -488,6 +499,11 @@ async fn stalled_body(ctx: &Ctx) -> Checked {
         STALLED / 2,
         STALLED / 2
     ));
+    Ok((stalled, cut_keys))
+}
+
+/// While connections stall, /healthz and a new job answer within [`PROMPT`].
+async fn others_served_promptly(ctx: &Ctx) -> Checked {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
     let health = tokio::time::timeout(PROMPT * 3, ctx.env().api.healthy()).await;
@@ -531,9 +547,17 @@ async fn stalled_body(ctx: &Ctx) -> Checked {
         ),
     )?;
     let id = job::id(&created.answer).unwrap_or_default().to_string();
-    ctx.read(&intent.owner, &id).await?;
-    // Whatever was answered on a stalled connection so far must be a refusal of the
-    // contract's shape; then the clients give up.
+    ctx.read(&intent.owner, &id).await.map(|_| ())
+}
+
+/// Whatever was answered on a stalled connection so far must be a refusal of the
+/// contract's shape; then the clients give up.
+async fn stalled_answers_are_refusals(
+    ctx: &Ctx,
+    stalled: Vec<tokio::net::TcpStream>,
+    owner: &str,
+) -> Checked {
+    let owner = owner.to_string();
     let mut answered = 0;
     for stream in stalled {
         let (read, _write) = stream.into_split();
@@ -549,10 +573,14 @@ async fn stalled_body(ctx: &Ctx) -> Checked {
     ctx.note(format!(
         "{answered} of {STALLED} stalled connections had an answer when the clients gave up"
     ));
-    // A body that was cut off bound nothing: its key creates a job (a different body).
+    Ok(())
+}
+
+/// A body that was cut off bound nothing: its key creates a job (a different body).
+async fn cut_keys_are_free(ctx: &Ctx, owner: &str, cut_keys: &[String]) -> Checked {
     for key in cut_keys.iter().take(3) {
         let mut other = ctx.intent(PRIMARY);
-        other.owner = owner.clone();
+        other.owner = owner.to_string();
         other.key = key.clone();
         ctx.expect(&other, PRIMARY, 1);
         let created = ctx.create(&other).await;
@@ -577,17 +605,52 @@ pub fn creation_burst() -> Def {
     }
 }
 
+/// Connections that send the burst's body, and those that send another under its key.
+const SAME: usize = 200;
+const OTHER: usize = 10;
+
 async fn burst_body(ctx: &Ctx) -> Checked {
-    const SAME: usize = 200;
-    const OTHER: usize = 10;
-    let addr = addr(ctx);
     let a = ctx.intent(PRIMARY);
     let b = a.with("/input/temperature", json!(0.9));
     ctx.script(&a, PRIMARY, vec![Step::now(Reply::answer(PRIMARY, 1))]);
     ctx.expect(&a, PRIMARY, 1);
+    let mut exchanges = release_burst(ctx, &a, &b).await?;
+    // Every answer: a job, a key-reuse refusal, or a 503 problem.
+    for (_, e) in &exchanges {
+        if e.status == 503 {
+            refused(ctx, e, "a burst request shed with 503")?;
+        } else if !matches!(e.status, 200 | 201 | 409 | 422) {
+            return Err(ctx.fail(
+                "every burst request is answered 201, 200, 409/422 or 503",
+                Some(job::describe(e)),
+            ));
+        }
+    }
+    retry_shed(ctx, &mut exchanges, &a, &b).await?;
+    let (winner, id) = one_job(ctx, &exchanges)?;
+    let winning = if winner { &a } else { &b };
+    let read = ctx.read(&winning.owner, &id).await?;
+    ctx.check_eq(job::attempts(&read).len(), 1, "the job has one attempt")?;
+    ctx.arrivals(&a, PRIMARY, 1).await?;
+    // The same burst again, now all replays, on fresh connections through the client.
+    let again = ctx.send_all(vec![winning.create(); 32]).await;
+    ctx.check(
+        again
+            .iter()
+            .all(|e| e.status == 200 && e.replayed() && job::id(&e.answer) == Some(id.as_str())),
+        "32 more creations afterwards are all 200 replays of the job",
+    )?;
+    Ok(())
+}
+
+/// Writes `a`'s creation on [`SAME`] connections and `b`'s on [`OTHER`] more, all but
+/// their last byte, then releases the last bytes together: each answer, `true` for
+/// `a`'s body.
+async fn release_burst(ctx: &Ctx, a: &Intent, b: &Intent) -> Checked<Vec<(bool, Exchange)>> {
+    let addr = addr(ctx);
     let body_a = a.body.to_string().into_bytes();
     let body_b = b.body.to_string().into_bytes();
-    let headers = creation_headers(&a);
+    let headers = creation_headers(a);
     // Every request is written but its last byte, on its own connection; then the last
     // bytes go out together, so the orchestrator has them all at one instant.
     let mut pending = Vec::new();
@@ -625,7 +688,7 @@ async fn burst_body(ctx: &Ctx) -> Checked {
         answers.len(),
         released.elapsed().as_secs_f64()
     ));
-    let mut exchanges: Vec<(bool, Exchange)> = answers
+    let exchanges: Vec<(bool, Exchange)> = answers
         .into_iter()
         .map(|(same, answer)| {
             let sent = if same {
@@ -642,18 +705,16 @@ async fn burst_body(ctx: &Ctx) -> Checked {
     for (_, e) in &exchanges {
         ctx.keep(e);
     }
-    // Every answer: a job, a key-reuse refusal, or a 503 problem.
-    for (_, e) in &exchanges {
-        if e.status == 503 {
-            refused(ctx, e, "a burst request shed with 503")?;
-        } else if !matches!(e.status, 200 | 201 | 409 | 422) {
-            return Err(ctx.fail(
-                "every burst request is answered 201, 200, 409/422 or 503",
-                Some(job::describe(e)),
-            ));
-        }
-    }
-    // A shed request is retried, as its Retry-After says, until it has a real answer.
+    Ok(exchanges)
+}
+
+/// A shed request is retried, as its Retry-After says, until it has a real answer.
+async fn retry_shed(
+    ctx: &Ctx,
+    exchanges: &mut [(bool, Exchange)],
+    a: &Intent,
+    b: &Intent,
+) -> Checked {
     for round in 0..5 {
         let shed: Vec<usize> = (0..exchanges.len())
             .filter(|&i| exchanges[i].1.status == 503)
@@ -667,7 +728,7 @@ async fn burst_body(ctx: &Ctx) -> Checked {
         ));
         tokio::time::sleep(Duration::from_secs(1)).await;
         for i in shed {
-            let intent = if exchanges[i].0 { &a } else { &b };
+            let intent = if exchanges[i].0 { a } else { b };
             let again = ctx.send(intent.create()).await;
             if again.status == 503 {
                 refused(ctx, &again, "a retried burst request shed again")?;
@@ -675,6 +736,13 @@ async fn burst_body(ctx: &Ctx) -> Checked {
             exchanges[i].1 = again;
         }
     }
+    Ok(())
+}
+
+/// Exactly one 201, every 2xx naming the same job, the winning body answered with the
+/// job everywhere and the other refused: which body won (`true` for the burst's) and the
+/// job's id.
+fn one_job(ctx: &Ctx, exchanges: &[(bool, Exchange)]) -> Checked<(bool, String)> {
     let created: Vec<&(bool, Exchange)> =
         exchanges.iter().filter(|(_, e)| e.status == 201).collect();
     let histogram =
@@ -687,7 +755,7 @@ async fn burst_body(ctx: &Ctx) -> Checked {
         .filter_map(|(_, e)| job::id(&e.answer))
         .collect();
     ctx.check_eq(ids.len(), 1, "every 2xx names the same job")?;
-    for (same, e) in &exchanges {
+    for (same, e) in exchanges {
         if *same == winner {
             let ok = e.status == 201 || (e.status == 200 && e.replayed());
             if !ok {
@@ -704,18 +772,6 @@ async fn burst_body(ctx: &Ctx) -> Checked {
         }
     }
     ctx.pass("the winning body got the job on every connection, the other body a 409/422");
-    let winning = if winner { &a } else { &b };
     let id = ids.into_iter().next().unwrap_or_default().to_string();
-    let read = ctx.read(&winning.owner, &id).await?;
-    ctx.check_eq(job::attempts(&read).len(), 1, "the job has one attempt")?;
-    ctx.arrivals(&a, PRIMARY, 1).await?;
-    // The same burst again, now all replays, on fresh connections through the client.
-    let again = ctx.send_all(vec![winning.create(); 32]).await;
-    ctx.check(
-        again
-            .iter()
-            .all(|e| e.status == 200 && e.replayed() && job::id(&e.answer) == Some(id.as_str())),
-        "32 more creations afterwards are all 200 replays of the job",
-    )?;
-    Ok(())
+    Ok((winner, id))
 }

@@ -1,7 +1,9 @@
 //! Running the orchestrator under test: `sh -c COMMAND` in its own process group with
 //! the contract's `CONFORM_*` variables, its output appended to a log file, ready once
 //! `/healthz` answers 200. A restart kills the whole group with SIGKILL, the way a crash
-//! would, and starts the same command again.
+//! would, and starts the same command again. Every way out (a stop, a restart, a drop
+//! on an error or a panic) signals the whole group, by the id it was started with: the
+//! server `sh` started may outlive `sh`, and a reaped `sh` has no id left to ask.
 
 use std::fs::OpenOptions;
 use std::path::PathBuf;
@@ -62,7 +64,13 @@ pub struct Launch {
 pub struct Spawned {
     launch: Launch,
     api: Api,
-    child: Mutex<Option<Child>>,
+    child: Mutex<Option<Running>>,
+}
+
+/// The `sh` started, and its process group's id (its pid when it started).
+struct Running {
+    child: Child,
+    group: Option<u32>,
 }
 
 impl Spawned {
@@ -111,8 +119,10 @@ impl Spawned {
             command: self.launch.command.clone(),
             source,
         })?;
+        let group = child.id();
         loop {
             if let Ok(Some(status)) = child.try_wait() {
+                signal_group(group, "KILL");
                 return Err(SpawnError::Exited {
                     status: status.to_string(),
                     log: self.launch.log.clone(),
@@ -123,7 +133,7 @@ impl Spawned {
                 break;
             }
             if started.elapsed() > self.launch.startup {
-                signal_group(&child, "KILL");
+                signal_group(group, "KILL");
                 let _ = child.wait().await;
                 return Err(SpawnError::Unhealthy {
                     url: self.api.health_url(),
@@ -134,7 +144,7 @@ impl Spawned {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        *self.child.lock().await = Some(child);
+        *self.child.lock().await = Some(Running { child, group });
         Ok(started.elapsed())
     }
 
@@ -150,8 +160,8 @@ impl Spawned {
     /// If the orchestrator has exited on its own, how.
     pub async fn exited(&self) -> Option<ExitStatus> {
         let mut guard = self.child.lock().await;
-        let child = guard.as_mut()?;
-        child.try_wait().ok().flatten()
+        let running = guard.as_mut()?;
+        running.child.try_wait().ok().flatten()
     }
 
     /// Starts it again after it exited on its own.
@@ -160,26 +170,27 @@ impl Spawned {
         self.launch().await
     }
 
-    /// Stops it: SIGTERM, then SIGKILL if it is still there after three seconds.
+    /// Stops it: SIGTERM to the group, then SIGKILL to whatever of the group is still
+    /// there after three seconds (`sh` may be gone while the server it started is not).
     pub async fn stop(&self) {
         let mut guard = self.child.lock().await;
-        if let Some(mut child) = guard.take() {
-            signal_group(&child, "TERM");
-            if tokio::time::timeout(Duration::from_secs(3), child.wait())
-                .await
-                .is_err()
-            {
-                signal_group(&child, "KILL");
-                let _ = child.wait().await;
+        if let Some(mut running) = guard.take() {
+            signal_group(running.group, "TERM");
+            let deadline = Instant::now() + Duration::from_secs(3);
+            let _ = tokio::time::timeout(Duration::from_secs(3), running.child.wait()).await;
+            while group_alive(running.group) && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
+            signal_group(running.group, "KILL");
+            let _ = running.child.wait().await;
         }
     }
 
     async fn kill(&self, signal: &str) {
         let mut guard = self.child.lock().await;
-        if let Some(mut child) = guard.take() {
-            signal_group(&child, signal);
-            let _ = child.wait().await;
+        if let Some(mut running) = guard.take() {
+            signal_group(running.group, signal);
+            let _ = running.child.wait().await;
         }
     }
 
@@ -195,24 +206,126 @@ impl Drop for Spawned {
     /// A suite that stops unexpectedly (a panic) must not leave the orchestrator running.
     fn drop(&mut self) {
         if let Ok(guard) = self.child.try_lock()
-            && let Some(child) = guard.as_ref()
+            && let Some(running) = guard.as_ref()
         {
-            signal_group(child, "KILL");
+            signal_group(running.group, "KILL");
         }
     }
 }
 
-/// Sends `signal` to the child's whole process group (the group id is the child's pid,
-/// since it was started with `process_group(0)`).
-fn signal_group(child: &Child, signal: &str) {
-    if let Some(pid) = child.id() {
-        let _ = std::process::Command::new("kill")
-            .arg("-s")
-            .arg(signal)
-            .arg("--")
-            .arg(format!("-{pid}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+/// Sends `signal` to the whole process group `group` (the child's pid when it started,
+/// since it was started with `process_group(0)`); whether any process received it.
+fn signal_group(group: Option<u32>, signal: &str) -> bool {
+    let Some(group) = group else { return false };
+    std::process::Command::new("kill")
+        .arg("-s")
+        .arg(signal)
+        .arg("--")
+        .arg(format!("-{group}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether any process of `group` is left.
+fn group_alive(group: Option<u32>) -> bool {
+    signal_group(group, "0")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A health check that answers 200 to anything.
+    async fn healthy_api() -> Api {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = stream.read(&mut buf).await;
+                    let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+                    let _ = stream.write_all(ok).await;
+                });
+            }
+        });
+        Api::new(&format!("http://{addr}")).unwrap()
+    }
+
+    /// Whether `pid` is a live process (a zombie nobody reaped yet is not).
+    fn alive(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            let state = stat.rsplit(')').next().unwrap_or_default().trim_start();
+            !state.starts_with('Z')
+        })
+    }
+
+    /// Starts `sh -c` running, in the background, a server that ignores SIGTERM (as a
+    /// gateway busy shutting down does), then `then`; answers the server's pid.
+    async fn start(dir: &Path, then: &str) -> (Spawned, u32) {
+        let pidfile = dir.join("server.pid");
+        let _ = std::fs::remove_file(&pidfile);
+        let launch = Launch {
+            command: format!(
+                "sh -c 'trap \"\" TERM; echo $$ > {}; exec sleep 300' & {then}",
+                pidfile.display()
+            ),
+            vars: Vec::new(),
+            log: dir.join("log"),
+            startup: Duration::from_secs(10),
+        };
+        let spawned = Spawned::start(launch, healthy_api().await).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let pid = std::fs::read_to_string(&pidfile).unwrap_or_default();
+            if let Ok(pid) = pid.trim().parse::<u32>() {
+                assert!(alive(pid));
+                return (spawned, pid);
+            }
+            assert!(Instant::now() < deadline, "the server never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn gone(pid: u32) -> bool {
+        for _ in 0..100 {
+            if !alive(pid) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn no_process_of_the_group_survives_a_stop_a_drop_or_its_shell() {
+        let dir = tempfile::tempdir().unwrap();
+        // A stop: `sh` dies of SIGTERM at once, the server ignores it.
+        let (spawned, pid) = start(dir.path(), "wait").await;
+        spawned.stop().await;
+        assert!(gone(pid).await, "a stop left {pid} running");
+
+        // A drop without a stop: an error or a panic on the way out.
+        let (spawned, pid) = start(dir.path(), "wait").await;
+        drop(spawned);
+        assert!(gone(pid).await, "a drop left {pid} running");
+
+        // `sh` exits on its own (and is reaped), the server it started does not.
+        let (spawned, pid) = start(dir.path(), "sleep 0.3").await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while spawned.exited().await.is_none() {
+            assert!(Instant::now() < deadline, "sh never exited");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(alive(pid));
+        spawned.stop().await;
+        assert!(gone(pid).await, "a stop after sh exited left {pid} running");
     }
 }

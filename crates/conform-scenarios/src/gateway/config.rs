@@ -6,6 +6,8 @@
 //! the gateway's timeout, and its key. The revoked candidate is in LiteLLM's model list
 //! (a team's config lists every model it may call) but in no fallback list.
 
+use std::path::Path;
+
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
@@ -39,9 +41,14 @@ pub fn upstream_model(provider: &str) -> String {
     format!("{provider}-mock")
 }
 
+/// The file, in the run's working folder, that holds the allowlist behind the export:
+/// the revocation's evidence, which the config's comment cites.
+pub const ALLOWLIST_FILE: &str = "allowlist.json";
+
 /// The allowlist behind the export: `fallback` permitted, `revoked` revoked, for the
-/// scenarios' task.
-pub fn allowlist() -> Allowlist {
+/// scenarios' task. The revocation cites `evidence`, the file the run writes it to (no
+/// run made it, so there is no run report to cite).
+pub fn allowlist(evidence: &Path) -> Allowlist {
     let mut list = Allowlist::parse(&gatefile::standard()).unwrap_or_default();
     list.revocations.push(Revocation {
         suite: gatefile::TASK.to_string(),
@@ -49,7 +56,7 @@ pub fn allowlist() -> Allowlist {
         run_id: "conform-gateway-scenarios".to_string(),
         at: gatefile::in_seconds(-60),
         reasons: vec!["schema_additional_property".to_string()],
-        report: "reports/conform-gateway-scenarios/report.json".to_string(),
+        report: evidence.display().to_string(),
         suite_digest: None,
         provider_digest: None,
         attestation: None,
@@ -58,9 +65,8 @@ pub fn allowlist() -> Allowlist {
 }
 
 /// The export's chains for the primaries, [`PRIMARY`], [`UNREACHABLE`] and
-/// [`ANTHROPIC_PRIMARY`]: the decision `conform export` makes.
-pub fn chains() -> Vec<Chain> {
-    let list = allowlist();
+/// [`ANTHROPIC_PRIMARY`]: the decision `conform export` makes from `list`.
+pub fn chains(list: &Allowlist) -> Vec<Chain> {
     let plan = Plan {
         primaries: vec![
             PRIMARY.to_string(),
@@ -76,7 +82,7 @@ pub fn chains() -> Vec<Chain> {
         project: None,
         seen: None,
     };
-    export::chains(&list, &plan)
+    export::chains(list, &plan)
 }
 
 /// Where each model's upstream listens: `(provider, base URL ending in /v1)`.
@@ -176,6 +182,10 @@ pub fn portkey(chain: &Chain, upstreams: &Upstreams, timeout_ms: u64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn chains() -> Vec<Chain> {
+        super::chains(&allowlist(Path::new("/work/allowlist.json")))
+    }
 
     fn upstreams() -> Upstreams {
         MODELS

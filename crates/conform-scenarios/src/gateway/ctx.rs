@@ -12,7 +12,7 @@ use super::config::{MODELS, REVOKED};
 use super::upstream::{Behaviour, Board};
 use crate::api::Exchange;
 use crate::ctx::{Checked, Failed};
-use crate::evidence::{CheckRecord, Evidence, Outcome, RequestCount};
+use crate::evidence::{CheckRecord, Evidence, Outcome, ProviderArrival, RequestCount};
 use crate::mock::TAG_PREFIX;
 
 /// What every scenario of a run shares.
@@ -270,9 +270,64 @@ impl Ctx {
             polls: 0,
             jobs: Vec::new(),
             provider_requests: counts,
-            provider_arrivals: Vec::new(),
+            provider_arrivals: arrivals
+                .into_iter()
+                .map(ProviderArrival::Upstream)
+                .collect(),
             stray_requests: Vec::new(),
             notes: r.notes.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::super::config::{FALLBACK, PRIMARY};
+    use super::*;
+
+    /// The JSON evidence lists each upstream request (which model, when it came, when the
+    /// upstream finished), not only prose notes.
+    #[tokio::test]
+    async fn the_evidence_lists_each_upstream_request_with_its_timing() {
+        let board = Board::default();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        super::super::upstream::serve(listener, PRIMARY, board.clone());
+        let client = Client::new("http://127.0.0.1:9/v1/chat/completions".into(), Vec::new());
+        let env = Arc::new(Env {
+            board,
+            client: client.unwrap(),
+            timeout: Duration::from_millis(100),
+            gateway: "a test".into(),
+        });
+        let ctx = Ctx::new(env, "one-request", "one request reaches the primary");
+        ctx.expect(PRIMARY, 1);
+        ctx.expect(FALLBACK, 0);
+        let body = format!(
+            r#"{{"model":"primary-mock","messages":[{{"role":"user","content":"{}"}}]}}"#,
+            ctx.tag
+        );
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let request = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let _ = stream.read_to_end(&mut Vec::new()).await;
+
+        let evidence = ctx.conclude(async { Ok(()) }).await;
+        assert!(evidence.passed(), "{:?}", evidence.outcome);
+        let arrivals = serde_json::to_value(&evidence.provider_arrivals).unwrap();
+        let arrivals = arrivals.as_array().unwrap();
+        assert_eq!(arrivals.len(), 1, "{arrivals:?}");
+        assert_eq!(arrivals[0]["model"], PRIMARY);
+        assert_eq!(arrivals[0]["tag"], ctx.tag.as_str());
+        let at = arrivals[0]["at_unix_ms"].as_u64().unwrap();
+        let done = arrivals[0]["done_unix_ms"].as_u64().unwrap();
+        assert!(done >= at, "{arrivals:?}");
+        assert_eq!(evidence.provider_requests[PRIMARY].received, 1);
     }
 }

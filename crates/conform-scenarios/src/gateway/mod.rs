@@ -192,112 +192,10 @@ impl Session {
     /// Starts the upstreams, writes the config, and starts or reaches the gateway.
     pub async fn start(request: &Request, work: &Path) -> Result<Session, GatewayError> {
         let board = upstream::Board::default();
-        let mut upstreams = Vec::new();
-        for model in MODELS {
-            let port = request
-                .mock_ports
-                .as_ref()
-                .and_then(|p| p.get(model))
-                .copied()
-                .unwrap_or(0);
-            let listener = TcpListener::bind(("127.0.0.1", port))
-                .await
-                .map_err(|source| GatewayError::Listen { model, source })?;
-            let addr = listener
-                .local_addr()
-                .map_err(|source| GatewayError::Listen { model, source })?;
-            upstream::serve(listener, model, board.clone());
-            upstreams.push((model.to_string(), format!("http://{addr}/v1")));
-        }
-        // Nothing listens on the unreachable primary's port: a request to it is refused
-        // before it is sent.
-        let fixed = (request.mock_ports.as_ref()).and_then(|p| p.get(config::UNREACHABLE));
-        let dead = match fixed {
-            Some(port) => format!("127.0.0.1:{port}"),
-            None => free_port().map_err(|source| GatewayError::Listen {
-                model: config::UNREACHABLE,
-                source,
-            })?,
-        };
-        upstreams.push((config::UNREACHABLE.to_string(), format!("http://{dead}/v1")));
-        let chains = config::chains();
+        let upstreams = start_upstreams(request, &board).await?;
         let path = work.join(request.kind.config_file());
-        let auth = vec![("authorization".to_string(), format!("Bearer {GATEWAY_KEY}"))];
-        let (text, headers, per_model) = match request.kind {
-            Kind::Litellm => (
-                config::litellm(&chains, &upstreams, request.timeout.as_secs_f64()),
-                auth,
-                Vec::new(),
-            ),
-            Kind::Portkey => {
-                let timeout = request.timeout.as_millis() as u64;
-                let configs: Vec<(String, serde_json::Value)> = chains
-                    .iter()
-                    .map(|c| (c.primary.clone(), config::portkey(c, &upstreams, timeout)))
-                    .collect();
-                let header =
-                    |v: &serde_json::Value| vec![("x-portkey-config".to_string(), v.to_string())];
-                let text = serde_json::to_string_pretty(
-                    &configs.iter().cloned().collect::<serde_json::Map<_, _>>(),
-                )
-                .unwrap_or_default();
-                let per_model = configs
-                    .iter()
-                    .map(|(m, v)| (m.clone(), header(v)))
-                    .collect();
-                (text, Vec::new(), per_model)
-            }
-        };
-        std::fs::write(&path, &text).map_err(|source| GatewayError::Config {
-            path: path.clone(),
-            source,
-        })?;
-        let (url, spawned) = match (&request.spawn, &request.target) {
-            (Some(command), _) => {
-                let listen = free_port().map_err(|source| GatewayError::Listen {
-                    model: "gateway",
-                    source,
-                })?;
-                let port = listen.rsplit(':').next().unwrap_or_default().to_string();
-                let url = format!("http://{listen}");
-                let api = Api::new(&url)
-                    .map_err(GatewayError::Client)?
-                    .with_health(request.kind.health());
-                let launch = Launch {
-                    command: command
-                        .replace("{config}", &path.display().to_string())
-                        .replace("{port}", &port),
-                    vars: vec![
-                        // LiteLLM refuses to start without a master key, and fetches
-                        // its cost map from the network unless told not to.
-                        ("LITELLM_MASTER_KEY".into(), GATEWAY_KEY.into()),
-                        ("LITELLM_LOCAL_MODEL_COST_MAP".into(), "True".into()),
-                        ("CONFORM_GATEWAY_CONFIG".into(), path.display().to_string()),
-                        ("CONFORM_GATEWAY_PORT".into(), port),
-                    ],
-                    log: work.join("gateway.log"),
-                    startup: request.startup,
-                };
-                let spawned = Spawned::start(launch, api)
-                    .await
-                    .map_err(GatewayError::Spawn)?;
-                (url, Some(spawned))
-            }
-            (None, target) => {
-                let url = target.clone().unwrap_or_default();
-                let url = url.trim_end_matches('/').to_string();
-                let api = Api::new(&url)
-                    .map_err(GatewayError::Client)?
-                    .with_health(request.kind.health());
-                if !api.healthy().await {
-                    return Err(GatewayError::Unhealthy {
-                        url,
-                        health: request.kind.health(),
-                    });
-                }
-                (url, None)
-            }
-        };
+        let (headers, per_model) = write_config(request, &upstreams, &path)?;
+        let (url, spawned) = reach(request, &path, work).await?;
         let mut client = client::Client::new(format!("{url}/v1/chat/completions"), headers)
             .map_err(GatewayError::Client)?;
         for (model, headers) in per_model {
@@ -316,7 +214,154 @@ impl Session {
             timeout: request.timeout,
         })
     }
+}
 
+/// Headers for every request, and per model.
+type Headers = Vec<(String, String)>;
+
+/// Starts an upstream for every model (on its fixed port, if any) and picks the
+/// unreachable primary's address: each model's name and base URL.
+async fn start_upstreams(
+    request: &Request,
+    board: &upstream::Board,
+) -> Result<config::Upstreams, GatewayError> {
+    let mut upstreams = Vec::new();
+    for model in MODELS {
+        let port = request
+            .mock_ports
+            .as_ref()
+            .and_then(|p| p.get(model))
+            .copied()
+            .unwrap_or(0);
+        let listener = TcpListener::bind(("127.0.0.1", port))
+            .await
+            .map_err(|source| GatewayError::Listen { model, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| GatewayError::Listen { model, source })?;
+        upstream::serve(listener, model, board.clone());
+        upstreams.push((model.to_string(), format!("http://{addr}/v1")));
+    }
+    // Nothing listens on the unreachable primary's port: a request to it is refused
+    // before it is sent.
+    let fixed = (request.mock_ports.as_ref()).and_then(|p| p.get(config::UNREACHABLE));
+    let dead = match fixed {
+        Some(port) => format!("127.0.0.1:{port}"),
+        None => free_port().map_err(|source| GatewayError::Listen {
+            model: config::UNREACHABLE,
+            source,
+        })?,
+    };
+    upstreams.push((config::UNREACHABLE.to_string(), format!("http://{dead}/v1")));
+    Ok(upstreams)
+}
+
+/// Writes the gateway's config to `path`: the headers every request carries, and those
+/// each model's requests carry.
+fn write_config(
+    request: &Request,
+    upstreams: &config::Upstreams,
+    path: &Path,
+) -> Result<(Headers, Vec<(String, Headers)>), GatewayError> {
+    let chains = write_allowlist(path.with_file_name(config::ALLOWLIST_FILE))?;
+    let auth = vec![("authorization".to_string(), format!("Bearer {GATEWAY_KEY}"))];
+    let (text, headers, per_model) = match request.kind {
+        Kind::Litellm => (
+            config::litellm(&chains, upstreams, request.timeout.as_secs_f64()),
+            auth,
+            Vec::new(),
+        ),
+        Kind::Portkey => {
+            let timeout = request.timeout.as_millis() as u64;
+            let configs: Vec<(String, serde_json::Value)> = chains
+                .iter()
+                .map(|c| (c.primary.clone(), config::portkey(c, upstreams, timeout)))
+                .collect();
+            let header =
+                |v: &serde_json::Value| vec![("x-portkey-config".to_string(), v.to_string())];
+            let text = serde_json::to_string_pretty(
+                &configs.iter().cloned().collect::<serde_json::Map<_, _>>(),
+            )
+            .unwrap_or_default();
+            let per_model = configs
+                .iter()
+                .map(|(m, v)| (m.clone(), header(v)))
+                .collect();
+            (text, Vec::new(), per_model)
+        }
+    };
+    std::fs::write(path, &text).map_err(|source| GatewayError::Config {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok((headers, per_model))
+}
+
+/// Writes the allowlist the export decides from to `path`, which its revocation cites,
+/// and returns the export's chains.
+fn write_allowlist(path: PathBuf) -> Result<Vec<conform_gate::export::Chain>, GatewayError> {
+    let list = config::allowlist(&path);
+    let text = serde_json::to_vec_pretty(&list).unwrap_or_default();
+    std::fs::write(&path, text).map_err(|source| GatewayError::Config { path, source })?;
+    Ok(config::chains(&list))
+}
+
+/// Starts the gateway (`--spawn`) or checks the one at `--target` is up: its URL, and the
+/// process when spawned.
+async fn reach(
+    request: &Request,
+    path: &Path,
+    work: &Path,
+) -> Result<(String, Option<Spawned>), GatewayError> {
+    match (&request.spawn, &request.target) {
+        (Some(command), _) => {
+            let listen = free_port().map_err(|source| GatewayError::Listen {
+                model: "gateway",
+                source,
+            })?;
+            let port = listen.rsplit(':').next().unwrap_or_default().to_string();
+            let url = format!("http://{listen}");
+            let api = Api::new(&url)
+                .map_err(GatewayError::Client)?
+                .with_health(request.kind.health());
+            let launch = Launch {
+                command: command
+                    .replace("{config}", &path.display().to_string())
+                    .replace("{port}", &port),
+                vars: vec![
+                    // LiteLLM refuses to start without a master key, and fetches
+                    // its cost map from the network unless told not to.
+                    ("LITELLM_MASTER_KEY".into(), GATEWAY_KEY.into()),
+                    ("LITELLM_LOCAL_MODEL_COST_MAP".into(), "True".into()),
+                    ("CONFORM_GATEWAY_CONFIG".into(), path.display().to_string()),
+                    ("CONFORM_GATEWAY_PORT".into(), port),
+                ],
+                log: work.join("gateway.log"),
+                startup: request.startup,
+            };
+            let spawned = Spawned::start(launch, api)
+                .await
+                .map_err(GatewayError::Spawn)?;
+            Ok((url, Some(spawned)))
+        }
+        (None, target) => {
+            let url = target.clone().unwrap_or_default();
+            let url = url.trim_end_matches('/').to_string();
+            let api = Api::new(&url)
+                .map_err(GatewayError::Client)?
+                .with_health(request.kind.health());
+            if !api.healthy().await {
+                return Err(GatewayError::Unhealthy {
+                    url,
+                    health: request.kind.health(),
+                });
+            }
+            Ok((url, None))
+        }
+    }
+}
+
+impl Session {
     /// What is tested, for the header line.
     pub fn header(&self, count: usize) -> String {
         format!(
@@ -331,8 +376,23 @@ impl Session {
         )
     }
 
-    /// Runs the scenarios one after another; `progress` sees each evidence as it comes.
+    /// Runs the scenarios one after another (`progress` sees each evidence as it comes)
+    /// and stops the gateway the run started; `None` when Ctrl-C stopped them first.
     pub async fn run(
+        &self,
+        selected: &[scenarios::Def],
+        fail_fast: bool,
+        progress: impl FnMut(&Evidence),
+    ) -> Option<SuiteReport> {
+        let report = tokio::select! {
+            report = self.run_all(selected, fail_fast, progress) => Some(report),
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        self.stop().await;
+        report
+    }
+
+    async fn run_all(
         &self,
         selected: &[scenarios::Def],
         fail_fast: bool,
@@ -396,5 +456,42 @@ impl Session {
     /// The last lines of the spawned gateway's log.
     pub fn log_tail(&self) -> Option<String> {
         self.spawned.as_ref().map(Spawned::log_tail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The config's comment cites the revocation's evidence: a file the run wrote, which
+    /// holds the revocation, not a report no run made.
+    #[test]
+    fn the_litellm_config_cites_the_allowlist_it_was_made_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let request = Request {
+            kind: Kind::Litellm,
+            spawn: Some("litellm".into()),
+            target: None,
+            mock_ports: None,
+            timeout: Duration::from_secs(2),
+            startup: Duration::from_secs(1),
+        };
+        let upstreams: config::Upstreams = (MODELS.iter().chain(&[config::UNREACHABLE]))
+            .map(|m| (m.to_string(), "http://127.0.0.1:9/v1".to_string()))
+            .collect();
+        let path = dir.path().join(Kind::Litellm.config_file());
+        write_config(&request, &upstreams, &path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let cited = text
+            .split("; report ")
+            .nth(1)
+            .and_then(|rest| rest.split(')').next())
+            .unwrap_or_else(|| panic!("no report cited:\n{text}"));
+        let evidence = std::fs::read(cited).unwrap_or_else(|e| panic!("{cited}: {e}\n{text}"));
+        let list = conform_gate::allowlist::Allowlist::parse(&evidence).unwrap();
+        assert!(
+            (list.revocations.iter()).any(|r| r.provider == config::REVOKED && r.report == cited),
+            "{cited}"
+        );
     }
 }

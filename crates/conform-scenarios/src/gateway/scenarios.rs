@@ -19,6 +19,7 @@ use super::upstream::{Behaviour, Unreadable};
 use crate::ctx::Checked;
 
 /// One gateway scenario.
+#[derive(Clone, Copy)]
 pub struct Def {
     pub name: &'static str,
     pub about: &'static str,
@@ -37,155 +38,158 @@ macro_rules! def {
 
 /// Every gateway scenario, in the order they run.
 pub fn all() -> Vec<Def> {
-    vec![
-        def!(
-            "primary-answers",
-            "the primary answers: the client gets its answer, one request, nothing else called",
-            |ctx| primary_answers(ctx, false)
-        ),
-        def!(
-            "primary-answers-streamed",
-            "the primary streams its answer: the client gets the whole stream, one request",
-            |ctx| primary_answers(ctx, true)
-        ),
-        def!(
-            "failover-on-500",
-            "the primary answers 500: the allowlisted fallback answers, one request each",
-            |ctx| failover_on(ctx, 500)
-        ),
-        def!(
-            "failover-on-503",
-            "the primary answers 503: the allowlisted fallback answers, one request each",
-            |ctx| failover_on(ctx, 503)
-        ),
-        def!(
-            "failover-on-529",
-            "the primary answers 529 (overloaded): the allowlisted fallback answers",
-            |ctx| failover_on(ctx, 529)
-        ),
-        def!(
-            "rate-limited-429",
-            "the primary answers 429 with Retry-After: the client gets the fallback's answer \
-             or an error, never a broken answer; the primary gets one request",
-            rate_limited
-        ),
-        def!(
-            "connection-refused",
-            "a primary whose upstream refuses the connection (the request never sent): the \
-             allowlisted fallback answers, one request",
-            connection_refused
-        ),
-        def!(
-            "connection-reset",
-            "the primary resets the connection after reading the request: the client gets the \
-             fallback's answer or an error; the duplicate work this may be is reported",
-            connection_reset
-        ),
-        def!(
-            "hang-past-timeout",
-            "the primary answers only after three gateway timeouts: what the client gets, and \
-             whether the fallback ran while the primary was still working, is reported",
-            hang_past_timeout
-        ),
-        def!(
-            "cut-stream-closed",
-            "the primary's stream stops before its finish reason and [DONE], ended by closing \
-             the connection: the client must not receive it as a complete stream",
-            |ctx| broken_stream(ctx, Behaviour::CutByClose)
-        ),
-        def!(
-            "cut-stream-chunked",
-            "the same cut inside a chunked body (no last chunk): the client must not receive it \
-             as a complete stream",
-            |ctx| broken_stream(ctx, Behaviour::CutInChunked)
-        ),
-        def!(
-            "error-event-mid-stream",
-            "the primary's stream carries an error event after part of the answer: the client \
-             must not receive it as a complete stream",
-            |ctx| broken_stream(ctx, Behaviour::ErrorEvent)
-        ),
-        def!(
-            "unreadable-2xx-broken-json",
-            "the primary answers 200 with JSON cut short: the client must not receive a complete \
-             answer that no upstream finished",
-            |ctx| unreadable(ctx, Unreadable::BrokenJson, false)
-        ),
-        def!(
-            "unreadable-2xx-html",
-            "the primary answers 200 with an HTML page: no complete answer from it",
-            |ctx| unreadable(ctx, Unreadable::Html, false)
-        ),
-        def!(
-            "unreadable-2xx-empty",
-            "the primary answers 200 with an empty body: no complete answer from it",
-            |ctx| unreadable(ctx, Unreadable::Empty, false)
-        ),
-        def!(
-            "unreadable-2xx-broken-json-streamed",
-            "a streamed request answered 200 with JSON cut short: no complete stream from it",
-            |ctx| unreadable(ctx, Unreadable::BrokenJson, true)
-        ),
-        def!(
-            "unreadable-2xx-html-streamed",
-            "a streamed request answered 200 with an HTML page: no complete stream from it",
-            |ctx| unreadable(ctx, Unreadable::Html, true)
-        ),
-        def!(
-            "unreadable-2xx-empty-streamed",
-            "a streamed request answered 200 with an empty body: no complete stream from it",
-            |ctx| unreadable(ctx, Unreadable::Empty, true)
-        ),
-        def!(
-            "context-length",
-            "the primary answers 400 context_length_exceeded: the client gets the fallback's \
-             answer or the error, the primary one request",
-            context_length
-        ),
-        def!(
-            "anthropic-primary-answers",
-            "the primary answers on Anthropic's Messages wire (the gateway translating): the \
-             client gets its answer, one request",
-            |ctx| anthropic(ctx, Behaviour::Answer, false)
-        ),
-        def!(
-            "anthropic-primary-streams",
-            "the primary streams its answer as Anthropic does (message_stop last): the client \
-             gets the whole stream",
-            |ctx| anthropic(ctx, Behaviour::Answer, true)
-        ),
-        def!(
-            "anthropic-failover-on-529",
-            "the Anthropic primary answers 529 overloaded_error: the allowlisted fallback answers",
-            |ctx| anthropic(
-                ctx,
-                Behaviour::Status {
-                    status: 529,
-                    retry_after: None
-                },
-                false
-            )
-        ),
-        def!(
-            "anthropic-cut-stream-chunked",
-            "the Anthropic primary's stream stops before message_delta and message_stop: the \
-             client must not receive it as a complete stream",
-            |ctx| anthropic(ctx, Behaviour::CutInChunked, true)
-        ),
-        def!(
-            "anthropic-overloaded-mid-stream",
-            "the Anthropic primary sends an overloaded_error event after part of the answer: \
-             the client must not receive it as a complete stream",
-            |ctx| anthropic(ctx, Behaviour::ErrorEvent, true)
-        ),
-        def!(
-            "every-fallback-fails",
-            "the primary and the fallback both answer 503: the client gets an error, one \
-             request each, and the revoked candidate still nothing",
-            every_fallback_fails
-        ),
-    ]
+    ALL.to_vec()
 }
+
+/// The scenarios, in the order they run: a table.
+static ALL: &[Def] = &[
+    def!(
+        "primary-answers",
+        "the primary answers: the client gets its answer, one request, nothing else called",
+        |ctx| primary_answers(ctx, false)
+    ),
+    def!(
+        "primary-answers-streamed",
+        "the primary streams its answer: the client gets the whole stream, one request",
+        |ctx| primary_answers(ctx, true)
+    ),
+    def!(
+        "failover-on-500",
+        "the primary answers 500: the allowlisted fallback answers, one request each",
+        |ctx| failover_on(ctx, 500)
+    ),
+    def!(
+        "failover-on-503",
+        "the primary answers 503: the allowlisted fallback answers, one request each",
+        |ctx| failover_on(ctx, 503)
+    ),
+    def!(
+        "failover-on-529",
+        "the primary answers 529 (overloaded): the allowlisted fallback answers",
+        |ctx| failover_on(ctx, 529)
+    ),
+    def!(
+        "rate-limited-429",
+        "the primary answers 429 with Retry-After: the client gets the fallback's answer \
+             or an error, never a broken answer; the primary gets one request",
+        rate_limited
+    ),
+    def!(
+        "connection-refused",
+        "a primary whose upstream refuses the connection (the request never sent): the \
+             allowlisted fallback answers, one request",
+        connection_refused
+    ),
+    def!(
+        "connection-reset",
+        "the primary resets the connection after reading the request: the client gets the \
+             fallback's answer or an error; the duplicate work this may be is reported",
+        connection_reset
+    ),
+    def!(
+        "hang-past-timeout",
+        "the primary answers only after three gateway timeouts: what the client gets, and \
+             whether the fallback ran while the primary was still working, is reported",
+        hang_past_timeout
+    ),
+    def!(
+        "cut-stream-closed",
+        "the primary's stream stops before its finish reason and [DONE], ended by closing \
+             the connection: the client must not receive it as a complete stream",
+        |ctx| broken_stream(ctx, Behaviour::CutByClose)
+    ),
+    def!(
+        "cut-stream-chunked",
+        "the same cut inside a chunked body (no last chunk): the client must not receive it \
+             as a complete stream",
+        |ctx| broken_stream(ctx, Behaviour::CutInChunked)
+    ),
+    def!(
+        "error-event-mid-stream",
+        "the primary's stream carries an error event after part of the answer: the client \
+             must not receive it as a complete stream",
+        |ctx| broken_stream(ctx, Behaviour::ErrorEvent)
+    ),
+    def!(
+        "unreadable-2xx-broken-json",
+        "the primary answers 200 with JSON cut short: the client must not receive a complete \
+             answer that no upstream finished",
+        |ctx| unreadable(ctx, Unreadable::BrokenJson, false)
+    ),
+    def!(
+        "unreadable-2xx-html",
+        "the primary answers 200 with an HTML page: no complete answer from it",
+        |ctx| unreadable(ctx, Unreadable::Html, false)
+    ),
+    def!(
+        "unreadable-2xx-empty",
+        "the primary answers 200 with an empty body: no complete answer from it",
+        |ctx| unreadable(ctx, Unreadable::Empty, false)
+    ),
+    def!(
+        "unreadable-2xx-broken-json-streamed",
+        "a streamed request answered 200 with JSON cut short: no complete stream from it",
+        |ctx| unreadable(ctx, Unreadable::BrokenJson, true)
+    ),
+    def!(
+        "unreadable-2xx-html-streamed",
+        "a streamed request answered 200 with an HTML page: no complete stream from it",
+        |ctx| unreadable(ctx, Unreadable::Html, true)
+    ),
+    def!(
+        "unreadable-2xx-empty-streamed",
+        "a streamed request answered 200 with an empty body: no complete stream from it",
+        |ctx| unreadable(ctx, Unreadable::Empty, true)
+    ),
+    def!(
+        "context-length",
+        "the primary answers 400 context_length_exceeded: the client gets the fallback's \
+             answer or the error, the primary one request",
+        context_length
+    ),
+    def!(
+        "anthropic-primary-answers",
+        "the primary answers on Anthropic's Messages wire (the gateway translating): the \
+             client gets its answer, one request",
+        |ctx| anthropic(ctx, Behaviour::Answer, false)
+    ),
+    def!(
+        "anthropic-primary-streams",
+        "the primary streams its answer as Anthropic does (message_stop last): the client \
+             gets the whole stream",
+        |ctx| anthropic(ctx, Behaviour::Answer, true)
+    ),
+    def!(
+        "anthropic-failover-on-529",
+        "the Anthropic primary answers 529 (overloaded): the allowlisted fallback answers",
+        |ctx| anthropic(
+            ctx,
+            Behaviour::Status {
+                status: 529,
+                retry_after: None
+            },
+            false
+        )
+    ),
+    def!(
+        "anthropic-cut-stream-chunked",
+        "the Anthropic primary's stream stops before message_delta and message_stop: the \
+             client must not receive it as a complete stream",
+        |ctx| anthropic(ctx, Behaviour::CutInChunked, true)
+    ),
+    def!(
+        "anthropic-overloaded-mid-stream",
+        "the Anthropic primary sends an error event (overloaded) after part of the answer: \
+             the client must not receive it as a complete stream",
+        |ctx| anthropic(ctx, Behaviour::ErrorEvent, true)
+    ),
+    def!(
+        "every-fallback-fails",
+        "the primary and the fallback both answer 503: the client gets an error, one \
+             request each, and the revoked candidate still nothing",
+        every_fallback_fails
+    ),
+];
 
 async fn primary_answers(ctx: &Ctx, stream: bool) -> Checked {
     ctx.expect(PRIMARY, 1);
@@ -346,18 +350,64 @@ async fn every_fallback_fails(ctx: &Ctx) -> Checked {
     )
 }
 
-/// Says what the gateway did: failed over, or passed an error on.
+/// Says what the gateway did: failed over, passed an error on, or handed over as
+/// complete something no upstream finished (what `complete_only_if_genuine` fails).
 fn report_choice(ctx: &Ctx, received: &super::client::Received) {
-    let text = match received.served() {
-        Some((m, _)) if received.complete => format!("the client got {m}'s complete answer"),
-        _ => format!("the client got no complete answer: {}", received.summary()),
-    };
-    ctx.note(text);
+    ctx.note(choice(received));
+}
+
+fn choice(received: &super::client::Received) -> String {
+    match (received.complete, received.served()) {
+        (true, Some((m, _))) => format!("the client got {m}'s complete answer"),
+        (true, None) => format!(
+            "the client got a broken answer presented as complete: {}",
+            received.summary()
+        ),
+        (false, _) => format!("the client got no complete answer: {}", received.summary()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
+
+    use super::super::client::Received;
+
+    fn received(complete: bool, content: &str) -> Received {
+        Received {
+            status: 200,
+            content: Some(content.to_string()),
+            model: Some("primary-mock".into()),
+            complete,
+            finish_reason: None,
+            done: complete,
+            error_event: false,
+            transfer_error: None,
+            ms: 5,
+            exchange: None,
+        }
+    }
+
+    /// The note says what the check found: a broken answer presented as complete is not
+    /// "no complete answer".
+    #[test]
+    fn the_note_says_a_broken_answer_was_presented_as_complete() {
+        let broken = super::choice(&received(true, "{\"id\": \"x\", \"cho"));
+        assert!(
+            broken.starts_with("the client got a broken answer presented as complete"),
+            "{broken}"
+        );
+        let genuine = super::super::upstream::content("primary", "ctagabc");
+        assert_eq!(
+            super::choice(&received(true, &genuine)),
+            "the client got primary's complete answer"
+        );
+        let none = super::choice(&received(false, ""));
+        assert!(
+            none.starts_with("the client got no complete answer"),
+            "{none}"
+        );
+    }
 
     #[test]
     fn names_are_unique_kebab_case_and_not_the_orchestrator_scenarios() {

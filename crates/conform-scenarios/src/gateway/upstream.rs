@@ -18,6 +18,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use conform_wire::provider::server::{Answer, Response, WireServer, stream_events};
+use conform_wire::provider::server_for_path;
+
 use crate::mock::{find_tag, unix_ms};
 
 /// What an upstream does with a request.
@@ -195,20 +198,16 @@ async fn one(mut stream: TcpStream, model: &str, board: &Board) {
         .ok()
         .and_then(|v| v.get("model").and_then(Value::as_str).map(str::to_string))
         .unwrap_or_else(|| model.to_string());
-    let wire = if path.ends_with("/messages") {
-        Wire::Anthropic
-    } else {
-        Wire::OpenAi
+    let answer = Answer {
+        content: content(model, &tag),
+        cut_off: false,
+        model: &asked,
+        n: unix_ms(),
+        prompt_tokens: 24,
+        tool: None,
     };
-    let _ = respond(
-        &mut stream,
-        &behaviour,
-        (wire, streamed),
-        model,
-        &asked,
-        &tag,
-    )
-    .await;
+    let server = server_for_path(&path);
+    let _ = respond(&mut stream, &behaviour, (server, streamed), &answer).await;
     board.done(index);
 }
 
@@ -275,149 +274,6 @@ fn dechunk(mut body: &[u8]) -> Vec<u8> {
     out
 }
 
-fn completion(asked: &str, content: &str) -> Value {
-    json!({
-        "id": format!("chatcmpl-{}", unix_ms()),
-        "object": "chat.completion",
-        "created": unix_ms() / 1000,
-        "model": asked,
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": content},
-            "logprobs": null,
-            "finish_reason": "stop",
-        }],
-        "usage": {"prompt_tokens": 24, "completion_tokens": 9, "total_tokens": 33},
-    })
-}
-
-fn chunk(asked: &str, delta: Value, finish: Option<&str>) -> String {
-    let event = json!({
-        "id": "chatcmpl-stream",
-        "object": "chat.completion.chunk",
-        "created": unix_ms() / 1000,
-        "model": asked,
-        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
-    });
-    format!("data: {event}\n\n")
-}
-
-/// The events of a stream of `content`: the role, the content in two pieces, and (when
-/// `complete`) the finish reason and `[DONE]`.
-fn events(asked: &str, content: &str, complete: bool) -> Vec<String> {
-    let half = content.len() / 2;
-    let (a, b) = content.split_at(
-        content
-            .char_indices()
-            .map(|(i, _)| i)
-            .find(|i| *i >= half)
-            .unwrap_or(0),
-    );
-    let mut out = vec![
-        chunk(asked, json!({"role": "assistant", "content": ""}), None),
-        chunk(asked, json!({"content": a}), None),
-    ];
-    if complete {
-        out.push(chunk(asked, json!({"content": b}), None));
-        out.push(chunk(asked, json!({}), Some("stop")));
-        out.push("data: [DONE]\n\n".to_string());
-    }
-    out
-}
-
-/// Which vendor's wire a request came in on, by its path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wire {
-    OpenAi,
-    Anthropic,
-}
-
-/// An Anthropic Messages answer.
-fn message(asked: &str, content: &str) -> Value {
-    json!({
-        "id": format!("msg_{}", unix_ms()),
-        "type": "message",
-        "role": "assistant",
-        "model": asked,
-        "content": [{"type": "text", "text": content}],
-        "stop_reason": "end_turn",
-        "stop_sequence": null,
-        "usage": {"input_tokens": 24, "output_tokens": 9},
-    })
-}
-
-fn anthropic_event(kind: &str, data: Value) -> String {
-    format!("event: {kind}\ndata: {data}\n\n")
-}
-
-/// An Anthropic Messages stream of `content`; complete, it ends with `message_delta` (the
-/// stop reason) and `message_stop`.
-fn anthropic_events(asked: &str, content: &str, complete: bool) -> Vec<String> {
-    let half = content.len() / 2;
-    let cut = (content.char_indices().map(|(i, _)| i))
-        .find(|i| *i >= half)
-        .unwrap_or(0);
-    let (a, b) = content.split_at(cut);
-    let delta = |text: &str| {
-        anthropic_event(
-            "content_block_delta",
-            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
-        )
-    };
-    let mut out = vec![
-        anthropic_event(
-            "message_start",
-            json!({"type": "message_start", "message": {
-                "id": "msg_stream", "type": "message", "role": "assistant", "model": asked,
-                "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": 24, "output_tokens": 1}}}),
-        ),
-        anthropic_event(
-            "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-        ),
-        delta(a),
-    ];
-    if complete {
-        out.push(delta(b));
-        out.push(anthropic_event(
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": 0}),
-        ));
-        out.push(anthropic_event(
-            "message_delta",
-            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 9}}),
-        ));
-        out.push(anthropic_event(
-            "message_stop",
-            json!({"type": "message_stop"}),
-        ));
-    }
-    out
-}
-
-/// The vendor's error body for `status`.
-fn error_body(wire: Wire, status: u16, model: &str) -> Value {
-    let message = format!("simulated HTTP {status} from {model}");
-    match wire {
-        Wire::OpenAi => json!({"error": {
-            "message": message,
-            "type": if status >= 500 { "server_error" } else { "rate_limit_error" },
-            "param": null,
-            "code": null,
-        }}),
-        Wire::Anthropic => json!({"type": "error", "error": {
-            "type": match status {
-                529 => "overloaded_error",
-                429 => "rate_limit_error",
-                s if s >= 500 => "api_error",
-                _ => "invalid_request_error",
-            },
-            "message": message,
-        }}),
-    }
-}
-
 fn head(status: u16, content_type: &str, extra: &[String]) -> Vec<u8> {
     let reason = match status {
         200 => "OK",
@@ -452,134 +308,130 @@ fn chunked(pieces: &[String]) -> Vec<u8> {
     out
 }
 
-async fn respond(
-    stream: &mut TcpStream,
+/// `server`'s answer for `answer`, whole: a stream in a chunked body ending in its last
+/// chunk, or a sized JSON document.
+fn whole(server: &dyn WireServer, answer: &Answer<'_>, streamed: bool) -> Vec<u8> {
+    if streamed {
+        let (content_type, body) = server.stream(answer);
+        let mut out = head(200, content_type, &[CHUNKED.to_string()]);
+        out.extend_from_slice(&chunked(&stream_events(content_type, &body)));
+        out.extend_from_slice(LAST_CHUNK);
+        out
+    } else {
+        let body = server.success(answer).to_string();
+        sized(200, "application/json", &[], body.as_bytes())
+    }
+}
+
+/// A response the vendor's server shaped, with `extra` header lines.
+fn shaped(response: &Response, extra: &[String]) -> Vec<u8> {
+    let mut lines: Vec<String> = (response.headers.iter())
+        .map(|(name, value)| format!("{name}: {value}"))
+        .collect();
+    lines.extend_from_slice(extra);
+    sized(
+        response.status,
+        response.content_type,
+        &lines,
+        &response.body,
+    )
+}
+
+const CHUNKED: &str = "Transfer-Encoding: chunked";
+const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+/// What the upstream writes for `behaviour`, in `server`'s wire; `None` for a reset,
+/// which writes nothing.
+fn framed(
     behaviour: &Behaviour,
-    (wire, streamed): (Wire, bool),
-    model: &str,
-    asked: &str,
-    tag: &str,
-) -> std::io::Result<()> {
-    let text = content(model, tag);
-    let sse = "text/event-stream";
-    let te = ["Transfer-Encoding: chunked".to_string()];
-    let events = |complete: bool| match wire {
-        Wire::OpenAi => events(asked, &text, complete),
-        Wire::Anthropic => anthropic_events(asked, &text, complete),
-    };
-    let answer = |streamed: bool| -> Vec<u8> {
-        if streamed {
-            let mut out = head(200, sse, &te);
-            out.extend_from_slice(&chunked(&events(true)));
-            out.extend_from_slice(b"0\r\n\r\n");
-            out
-        } else {
-            let body = match wire {
-                Wire::OpenAi => completion(asked, &text),
-                Wire::Anthropic => message(asked, &text),
-            };
-            sized(200, "application/json", &[], body.to_string().as_bytes())
-        }
-    };
-    match behaviour {
-        Behaviour::Answer => stream.write_all(&answer(streamed)).await?,
-        Behaviour::Hang { ms } => {
-            tokio::time::sleep(Duration::from_millis(*ms)).await;
-            stream.write_all(&answer(streamed)).await?;
-        }
+    server: &dyn WireServer,
+    answer: &Answer<'_>,
+    streamed: bool,
+) -> Option<Vec<u8>> {
+    let (content_type, cut) = server.stream_cut(answer);
+    let cut_events = stream_events(content_type, &cut);
+    Some(match behaviour {
+        Behaviour::Answer | Behaviour::Hang { .. } => whole(server, answer, streamed),
         Behaviour::Status {
             status,
             retry_after,
         } => {
-            let extra: Vec<String> = retry_after
-                .iter()
+            let message = format!("simulated HTTP {status} from {}", answer.model);
+            let extra: Vec<String> = (retry_after.iter())
                 .map(|s| format!("Retry-After: {s}"))
                 .collect();
-            let body = error_body(wire, *status, model);
-            stream
-                .write_all(&sized(
-                    *status,
-                    "application/json",
-                    &extra,
-                    body.to_string().as_bytes(),
-                ))
-                .await?;
+            shaped(&server.failure(*status, &message), &extra)
         }
-        Behaviour::ContextLength => {
-            let body = match wire {
-                Wire::OpenAi => json!({"error": {
-                    "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.",
-                    "type": "invalid_request_error",
-                    "param": "messages",
-                    "code": "context_length_exceeded",
-                }}),
-                Wire::Anthropic => json!({"type": "error", "error": {
-                    "type": "invalid_request_error",
-                    "message": "prompt is too long: 9000 tokens > 8192 maximum",
-                }}),
-            };
-            stream
-                .write_all(&sized(
-                    400,
-                    "application/json",
-                    &[],
-                    body.to_string().as_bytes(),
-                ))
-                .await?;
+        Behaviour::ContextLength => shaped(&server.context_exceeded(), &[]),
+        Behaviour::Reset => return None,
+        Behaviour::CutByClose => {
+            let mut out = head(200, content_type, &[]);
+            out.extend_from_slice(cut.as_bytes());
+            out
         }
-        Behaviour::Reset => {
+        Behaviour::CutInChunked => {
+            let mut out = head(200, content_type, &[CHUNKED.to_string()]);
+            out.extend_from_slice(&chunked(&cut_events));
+            out
+        }
+        Behaviour::ErrorEvent => {
+            let mut pieces = cut_events;
+            pieces.push(server.stream_failure());
+            let mut out = head(200, content_type, &[CHUNKED.to_string()]);
+            out.extend_from_slice(&chunked(&pieces));
+            out.extend_from_slice(LAST_CHUNK);
+            out
+        }
+        Behaviour::Unreadable { body } => {
+            let (content_type, bytes) = unreadable(*body, server, answer);
+            sized(200, content_type, &[], &bytes)
+        }
+    })
+}
+
+/// A 2xx body that is not the answer: the vendor's own document cut in half, a web
+/// server's page, nothing.
+fn unreadable(
+    body: Unreadable,
+    server: &dyn WireServer,
+    answer: &Answer<'_>,
+) -> (&'static str, Vec<u8>) {
+    match body {
+        Unreadable::BrokenJson => {
+            let document = server.success(answer).to_string().into_bytes();
+            ("application/json", document[..document.len() / 2].to_vec())
+        }
+        Unreadable::Html => (
+            "text/html",
+            b"<html><body><h1>Welcome to nginx!</h1></body></html>".to_vec(),
+        ),
+        Unreadable::Empty => ("application/json", Vec::new()),
+    }
+}
+
+async fn respond(
+    stream: &mut TcpStream,
+    behaviour: &Behaviour,
+    (server, streamed): (&dyn WireServer, bool),
+    answer: &Answer<'_>,
+) -> std::io::Result<()> {
+    if let Behaviour::Hang { ms } = behaviour {
+        tokio::time::sleep(Duration::from_millis(*ms)).await;
+    }
+    match framed(behaviour, server, answer, streamed) {
+        Some(bytes) => {
+            stream.write_all(&bytes).await?;
+            if matches!(behaviour, Behaviour::CutByClose | Behaviour::CutInChunked) {
+                // The cut stays a cut: the connection closes a moment after its last byte.
+                stream.flush().await?;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        None => {
             // SO_LINGER 0: closing sends RST, as a crashed upstream's kernel does. The
             // deprecation is about a linger that blocks on drop; a zero one never waits.
             #[allow(deprecated)]
             let _ = stream.set_linger(Some(Duration::ZERO));
-        }
-        Behaviour::CutByClose => {
-            let mut out = head(200, sse, &[]);
-            out.extend_from_slice(events(false).concat().as_bytes());
-            stream.write_all(&out).await?;
-            stream.flush().await?;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Behaviour::CutInChunked => {
-            let mut out = head(200, sse, &te);
-            out.extend_from_slice(&chunked(&events(false)));
-            stream.write_all(&out).await?;
-            stream.flush().await?;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Behaviour::ErrorEvent => {
-            let mut pieces = events(false);
-            pieces.push(match wire {
-                Wire::OpenAi => format!(
-                    "data: {}\n\n",
-                    json!({"error": {"message": "simulated error mid-stream", "type": "server_error", "code": null}})
-                ),
-                // What Anthropic sends when it is overloaded in the middle of an answer.
-                Wire::Anthropic => anthropic_event(
-                    "error",
-                    json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
-                ),
-            });
-            let mut out = head(200, sse, &te);
-            out.extend_from_slice(&chunked(&pieces));
-            out.extend_from_slice(b"0\r\n\r\n");
-            stream.write_all(&out).await?;
-        }
-        Behaviour::Unreadable { body } => {
-            let (content_type, bytes): (&str, &[u8]) = match body {
-                Unreadable::BrokenJson => (
-                    "application/json",
-                    br#"{"id": "chatcmpl-1", "choices": [{"index": 0, "mess"#,
-                ),
-                Unreadable::Html => (
-                    "text/html",
-                    b"<html><body><h1>Welcome to nginx!</h1></body></html>",
-                ),
-                Unreadable::Empty => ("application/json", b""),
-            };
-            stream
-                .write_all(&sized(200, content_type, &[], bytes))
-                .await?;
         }
     }
     stream.shutdown().await
@@ -589,15 +441,39 @@ async fn respond(
 mod tests {
     use super::*;
 
+    /// On each wire the gateway may call, a cut stream is the start of the whole one:
+    /// part of the answer, and none of what ends it.
     #[test]
-    fn a_complete_stream_ends_in_a_finish_reason_and_done_and_a_cut_one_does_not() {
-        let text = content("primary", "ctagabc");
-        let whole = events("m", &text, true).concat();
-        assert!(whole.contains(r#""finish_reason":"stop""#));
-        assert!(whole.trim_end().ends_with("data: [DONE]"));
-        let cut = events("m", &text, false).concat();
-        assert!(!cut.contains(r#""finish_reason":"stop""#));
-        assert!(!cut.contains("[DONE]"));
+    fn a_cut_stream_is_the_start_of_the_whole_one_on_each_wire() {
+        let text = "abcdefghijklmnopqrstuvwxyz0123456789";
+        let answer = Answer {
+            content: text.to_string(),
+            cut_off: false,
+            model: "primary-mock",
+            n: 1,
+            prompt_tokens: 24,
+            tool: None,
+        };
+        for path in [
+            "/v1/chat/completions",
+            "/v1/messages",
+            "/prefix/v1/messages",
+        ] {
+            let server = server_for_path(path);
+            let (_, whole) = server.stream(&answer);
+            let (_, cut) = server.stream_cut(&answer);
+            assert!(whole.starts_with(&cut), "{path}: {cut}");
+            assert!(cut.contains(&text[..4]), "{path}: {cut}");
+            assert!(!cut.contains(&text[text.len() - 4..]), "{path}: {cut}");
+        }
+        for (path, route) in [
+            ("/v1/messages", "/v1/messages"),
+            ("/anthropic/v1/messages", "/v1/messages"),
+            ("/v1/chat/completions", "/v1/chat/completions"),
+            ("/somewhere/else", "/v1/chat/completions"),
+        ] {
+            assert!(server_for_path(path).on_route(route), "{path}");
+        }
     }
 
     /// What the upstream writes for a request scripted with `behaviour`, whole.

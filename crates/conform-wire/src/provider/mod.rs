@@ -224,6 +224,26 @@ pub fn wire_format(kind: Kind) -> Arc<dyn WireFormat> {
     }
 }
 
+/// The server side of every wire a simulation speaks.
+static SERVERS: &[&dyn server::WireServer] = &[
+    &openai::server::ChatServer,
+    &anthropic::server::MessagesServer,
+    &gemini::server::GenerateServer,
+    &ollama::server::ChatServer,
+];
+
+/// The server side of the wire whose route `path` ends in (a gateway may put a prefix
+/// before it), and Chat Completions, which most gateways speak, when none does: what a
+/// mock upstream behind a gateway answers with.
+pub fn server_for_path(path: &str) -> &'static dyn server::WireServer {
+    let tails = path.match_indices('/').map(|(at, _)| &path[at..]);
+    tails
+        .flat_map(|tail| SERVERS.iter().filter(move |s| s.on_route(tail)))
+        .next()
+        .copied()
+        .unwrap_or(SERVERS[0])
+}
+
 /// The headers of a JSON request, with the credential (`(header, value)`, the value in
 /// that header's form) marked sensitive so that no debug print or log shows it.
 pub(crate) fn json_headers(credential: Option<(HeaderName, String)>) -> HeaderMap {

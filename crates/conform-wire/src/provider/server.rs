@@ -33,6 +33,55 @@ pub trait WireServer: Send + Sync {
 
     /// A 4xx in the vendor's error shape.
     fn error(&self, status: u16, message: &str) -> Response;
+
+    /// The vendor's answer when it fails with `status` (a 429, a 5xx, an overload), with
+    /// the error type it gives that status; by default its 4xx shape.
+    fn failure(&self, status: u16, message: &str) -> Response {
+        self.error(status, message)
+    }
+
+    /// A 400 for a prompt longer than the model's context, as the vendor words it.
+    fn context_exceeded(&self) -> Response {
+        self.error(
+            400,
+            "the prompt (9000 tokens) is longer than the model's context (8192 tokens)",
+        )
+    }
+
+    /// `answer`'s stream as a connection dropped in the middle of it leaves it: its
+    /// opening and part of the content, none of the events that end it. By default the
+    /// first half of the content's events, for a wire that opens with content.
+    fn stream_cut(&self, answer: &Answer<'_>) -> (&'static str, String) {
+        cut_stream(self, answer, 0)
+    }
+
+    /// The event the vendor sends when it fails in the middle of a stream (overloaded,
+    /// say), framed as its stream frames events.
+    fn stream_failure(&self) -> String;
+}
+
+/// A stream's events, each with its end: a server-sent event ends in a blank line, a
+/// line of NDJSON in a line break.
+pub fn stream_events(content_type: &str, body: &str) -> Vec<String> {
+    let end = if content_type == "text/event-stream" {
+        "\n\n"
+    } else {
+        "\n"
+    };
+    body.split_inclusive(end).map(str::to_string).collect()
+}
+
+/// The first `opening` events of `answer`'s stream, then those of the first half of its
+/// pieces of content.
+pub fn cut_stream<S: WireServer + ?Sized>(
+    server: &S,
+    answer: &Answer<'_>,
+    opening: usize,
+) -> (&'static str, String) {
+    let (content_type, whole) = server.stream(answer);
+    let keep = opening + pieces(&answer.content).len() / 2;
+    let events = stream_events(content_type, &whole);
+    (content_type, events.into_iter().take(keep).collect())
 }
 
 /// An HTTP answer, before it is sent.

@@ -143,6 +143,40 @@ impl WireServer for MessagesServer {
                 "error": {"type": "invalid_request_error", "message": message}, "request_id": "req_sim"}),
         )
     }
+
+    fn failure(&self, status: u16, message: &str) -> Response {
+        let kind = match status {
+            529 => "overloaded_error",
+            429 => "rate_limit_error",
+            s if s >= 500 => "api_error",
+            _ => "invalid_request_error",
+        };
+        let failed = Response::json(
+            status,
+            &json!({"type": "error", "error": {"type": kind, "message": message},
+                "request_id": "req_sim"}),
+        );
+        // As recorded: a 429 and a 529 say the request may be retried.
+        match status {
+            429 | 529 => failed.header("x-should-retry", "true"),
+            _ => failed,
+        }
+    }
+
+    fn context_exceeded(&self) -> Response {
+        self.error(400, "prompt is too long: 9000 tokens > 8192 maximum")
+    }
+
+    /// The stream opens with `message_start`, the block's start and a ping.
+    fn stream_cut(&self, answer: &Answer<'_>) -> (&'static str, String) {
+        crate::provider::server::cut_stream(self, answer, 3)
+    }
+
+    /// What Anthropic sends when it is overloaded in the middle of an answer.
+    fn stream_failure(&self) -> String {
+        let event = json!({"type": "error", "error": {"details": null, "type": "overloaded_error", "message": "Overloaded"}});
+        format!("event: error\ndata: {event}\n\n")
+    }
 }
 
 #[cfg(test)]
@@ -157,5 +191,41 @@ mod tests {
         assert_eq!(limited.status, 429);
         assert!(limited.headers.contains(&("x-should-retry", "true")));
         assert!(limited.headers.contains(&("retry-after", "1")));
+    }
+
+    /// What a mock upstream behind a gateway sends: the vendor's own client reads a cut
+    /// stream as truncated, a stream ending in the failure event as failed, the whole
+    /// stream as the answer, and each failure status as the error it is.
+    #[test]
+    fn a_cut_or_failed_stream_reads_as_the_vendors_client_reads_it() {
+        use crate::provider::{ErrorKind, WireFormat};
+        let wire = crate::provider::anthropic::AnthropicMessages;
+        let answer = Answer {
+            content: "{\"served_by\": \"primary\", \"tag\": \"ctagabc\"}".into(),
+            cut_off: false,
+            model: "primary-mock",
+            n: 7,
+            prompt_tokens: 24,
+            tool: None,
+        };
+        let (_, whole) = MessagesServer.stream(&answer);
+        let reply = wire.decode_stream(whole.as_bytes()).unwrap();
+        assert_eq!(reply.text, answer.content);
+        let (_, cut) = MessagesServer.stream_cut(&answer);
+        assert!(whole.starts_with(&cut) && cut.len() < whole.len());
+        let truncated = wire.decode_stream(cut.as_bytes()).unwrap_err();
+        assert_eq!(truncated.kind, ErrorKind::StreamTruncated, "{cut}");
+        let failed = cut.clone() + &MessagesServer.stream_failure();
+        let error = wire.decode_stream(failed.as_bytes()).unwrap_err();
+        assert_ne!(error.kind, ErrorKind::StreamTruncated, "{failed}");
+        for status in [429, 500, 503, 529] {
+            let failure = MessagesServer.failure(status, "simulated");
+            let headers = reqwest::header::HeaderMap::new();
+            let error = wire.classify(status, &headers, &failure.body);
+            assert!(error.kind.retryable(), "{status}: {:?}", error.kind);
+        }
+        let too_long = MessagesServer.context_exceeded();
+        let error = wire.classify(400, &reqwest::header::HeaderMap::new(), &too_long.body);
+        assert_eq!(error.kind, ErrorKind::ContextLength);
     }
 }

@@ -168,6 +168,14 @@ impl WireServer for GenerateServer {
             &json!({"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}}),
         )
     }
+
+    /// As recorded on Vertex: an error chunk after part of the answer.
+    fn stream_failure(&self) -> String {
+        sse(&[
+            json!({"error": {"code": 503, "message": "The model is overloaded. Please try again later.",
+            "status": "UNAVAILABLE"}}),
+        ])
+    }
 }
 
 #[cfg(test)]

@@ -77,6 +77,14 @@ impl WireServer for ChatServer {
     fn error(&self, status: u16, message: &str) -> Response {
         Response::json(status, &json!({"error": message}))
     }
+
+    /// As recorded: a line that is only an error, after part of the answer.
+    fn stream_failure(&self) -> String {
+        format!(
+            "{}\n",
+            json!({"error": "an error was encountered while running the model"})
+        )
+    }
 }
 
 #[cfg(test)]

@@ -149,6 +149,40 @@ impl WireServer for ChatServer {
                 "message": message, "type": "invalid_request_error", "param": null, "code": null}}),
         )
     }
+
+    fn failure(&self, status: u16, message: &str) -> Response {
+        let (kind, code) = match status {
+            429 => ("requests", json!("rate_limit_exceeded")),
+            s if s >= 500 => ("server_error", Value::Null),
+            _ => ("invalid_request_error", Value::Null),
+        };
+        Response::json(
+            status,
+            &json!({"error": {"message": message, "type": kind, "param": null, "code": code}}),
+        )
+    }
+
+    fn context_exceeded(&self) -> Response {
+        Response::json(
+            400,
+            &json!({"error": {
+                "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.",
+                "type": "invalid_request_error", "param": "messages",
+                "code": "context_length_exceeded"}}),
+        )
+    }
+
+    /// The stream opens with the role, then the content.
+    fn stream_cut(&self, answer: &Answer<'_>) -> (&'static str, String) {
+        crate::provider::server::cut_stream(self, answer, 1)
+    }
+
+    fn stream_failure(&self) -> String {
+        sse(&[
+            json!({"error": {"message": "The server had an error while processing your request.",
+            "type": "server_error", "param": null, "code": null}}),
+        ])
+    }
 }
 
 #[cfg(test)]
@@ -164,5 +198,41 @@ mod tests {
         assert_eq!(bad.content_type, "application/json");
         let body: Value = serde_json::from_slice(&bad.body).unwrap_or_default();
         assert_eq!(body["error"]["message"], "bad");
+    }
+
+    /// What a mock upstream behind a gateway sends: the vendor's own client reads a cut
+    /// stream as truncated, a stream ending in the failure event as failed, the whole
+    /// stream as the answer, and each failure status as the error it is.
+    #[test]
+    fn a_cut_or_failed_stream_reads_as_the_vendors_client_reads_it() {
+        use crate::provider::{ErrorKind, WireFormat};
+        let wire = crate::provider::openai::OpenAiChat::official();
+        let answer = Answer {
+            content: "{\"served_by\": \"primary\", \"tag\": \"ctagabc\"}".into(),
+            cut_off: false,
+            model: "primary-mock",
+            n: 7,
+            prompt_tokens: 24,
+            tool: None,
+        };
+        let (_, whole) = ChatServer.stream(&answer);
+        let reply = wire.decode_stream(whole.as_bytes()).unwrap();
+        assert_eq!(reply.text, answer.content);
+        let (_, cut) = ChatServer.stream_cut(&answer);
+        assert!(whole.starts_with(&cut) && cut.len() < whole.len());
+        let truncated = wire.decode_stream(cut.as_bytes()).unwrap_err();
+        assert_eq!(truncated.kind, ErrorKind::StreamTruncated, "{cut}");
+        let failed = cut.clone() + &ChatServer.stream_failure();
+        let error = wire.decode_stream(failed.as_bytes()).unwrap_err();
+        assert_ne!(error.kind, ErrorKind::StreamTruncated, "{failed}");
+        for status in [429, 500, 503, 529] {
+            let failure = ChatServer.failure(status, "simulated");
+            let headers = reqwest::header::HeaderMap::new();
+            let error = wire.classify(status, &headers, &failure.body);
+            assert!(error.kind.retryable(), "{status}: {:?}", error.kind);
+        }
+        let too_long = ChatServer.context_exceeded();
+        let error = wire.classify(400, &reqwest::header::HeaderMap::new(), &too_long.body);
+        assert_eq!(error.kind, ErrorKind::ContextLength);
     }
 }
