@@ -1,11 +1,11 @@
-//! `conform export litellm | portkey`: the allowlist as the fallback config of the gateway
+//! `conform export litellm | portkey | tensorzero`: the allowlist as the fallback config of the gateway
 //! a team already runs, listing only fallbacks whose entries are valid now.
 
 use clap::{Args, Subcommand, ValueEnum};
 use time::OffsetDateTime;
 
 use conform_gate::export::request::{Export, Request};
-use conform_gate::export::{Names, litellm};
+use conform_gate::export::{Names, litellm, tensorzero};
 
 use super::{Exit, Global};
 
@@ -32,6 +32,14 @@ openai=@openai-prod\n\nTargets name Portkey integration slugs (`@slug`) and pin 
 model to the one its evidence was made with."
     )]
     Portkey(PortkeyArgs),
+    /// A TensorZero model per primary (TOML, to merge): its `routing` and its providers.
+    #[command(
+        after_help = "Example:\n  conform export tensorzero --primary openai --name openai=gpt-4o \
+--name vllm=llama-local\n\nPrints [models.\"gpt-4o\"] with routing = [\"gpt-4o\", \"llama-local\"] \
+and a providers table for each, its model_name pinned and its timeouts set; add each provider's \
+type, api_base and api_key_location. Names are TensorZero model and provider names."
+    )]
+    Tensorzero(TensorzeroArgs),
 }
 
 #[derive(Debug, Args)]
@@ -67,6 +75,16 @@ pub struct PortkeyArgs {
     pub common: Common,
 }
 
+#[derive(Debug, Args)]
+pub struct TensorzeroArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Each provider's `non_streaming.total_ms` and `streaming.ttft_ms`: keep it the
+    /// `--gateway-timeout` that `conform scenarios --gateway tensorzero` was run with.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub timeout: std::time::Duration,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum SectionArg {
     RouterSettings,
@@ -97,6 +115,10 @@ pub fn export(global: &Global, args: ExportArgs) -> anyhow::Result<Exit> {
             let config = serde_json::to_string_pretty(&export.portkey(&paths));
             println!("{}", config.unwrap_or_default());
             eprint!("{}", export.routes());
+        }),
+        Gateway::Tensorzero(args) => Export::prepare(request(args.common)).inspect(|export| {
+            let ms = args.timeout.as_millis() as u64;
+            print!("{}", export.tensorzero(&paths, tensorzero::Timeouts::both(ms)));
         }),
     };
     match prepared {

@@ -17,9 +17,10 @@ use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct ScenariosArgs {
-    /// Test a gateway instead of an orchestrator: LiteLLM's proxy or Portkey's gateway,
-    /// configured as `conform export` configures it. --spawn's COMMAND may hold
-    /// {config} (the config file conform writes) and {port} (where to listen).
+    /// Test a gateway instead of an orchestrator: LiteLLM's proxy, Portkey's gateway or
+    /// TensorZero's, configured as `conform export` configures it. --spawn's COMMAND may
+    /// hold {config} (the config file conform writes) and {port} (where to listen); a
+    /// command without {port} must print the URL it listens on to stdout.
     #[arg(long, value_enum, value_name = "GATEWAY")]
     pub gateway: Option<GatewayArg>,
     /// With --gateway: the per-request timeout written into the gateway's config (the
@@ -85,6 +86,7 @@ pub struct ScenariosArgs {
 pub enum GatewayArg {
     Litellm,
     Portkey,
+    Tensorzero,
 }
 
 pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<Exit> {
@@ -93,6 +95,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<E
             kind: match kind {
                 GatewayArg::Litellm => gw::Kind::Litellm,
                 GatewayArg::Portkey => gw::Kind::Portkey,
+                GatewayArg::Tensorzero => gw::Kind::Tensorzero,
             },
             spawn: args.spawn,
             target: args.target,
