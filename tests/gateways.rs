@@ -42,7 +42,7 @@ struct Pinned {
     evidence: &'static [(&'static str, &'static str)],
 }
 
-const PINNED: [Pinned; 2] = [
+const PINNED: [Pinned; 3] = [
     Pinned {
         kind: "litellm",
         version: "1.108.7",
@@ -82,6 +82,43 @@ const PINNED: [Pinned; 2] = [
             ("cut-stream-closed", "HTTP 500"),
             ("failover-on-503", "fallback's complete answer"),
             ("anthropic-failover-on-529", "on /v1/messages"),
+        ],
+    },
+    Pinned {
+        kind: "tensorzero",
+        version: "2026.6.0",
+        // Every answer names the model the client asked for: after failover the client
+        // is told the primary served it. A cut stream ends in TensorZero's own [DONE]
+        // (without a finish reason, so the client sees it incomplete).
+        fails: &[
+            "failover-on-500",
+            "failover-on-503",
+            "failover-on-529",
+            "rate-limited-429",
+            "connection-refused",
+            "connection-reset",
+            "hang-past-timeout",
+            "unreadable-2xx-broken-json",
+            "unreadable-2xx-html",
+            "unreadable-2xx-empty",
+            "unreadable-2xx-broken-json-streamed",
+            "unreadable-2xx-html-streamed",
+            "unreadable-2xx-empty-streamed",
+            "context-length",
+            "anthropic-failover-on-529",
+        ],
+        evidence: &[
+            ("rate-limited-429", "fallback's complete answer"),
+            (
+                "failover-on-500",
+                "model tensorzero::model_name::primary, finish_reason stop",
+            ),
+            ("failover-on-500", "but fallback served it"),
+            ("cut-stream-closed", "model tensorzero::model_name::primary, [DONE], content"),
+            ("cut-stream-chunked", "[DONE], an error event"),
+            ("hang-past-timeout", "duplicate work"),
+            ("anthropic-primary-streams", "on /v1/messages"),
+            ("every-fallback-fails", "HTTP 502"),
         ],
     },
 ];
