@@ -1,4 +1,4 @@
-//! `conform scenarios --gateway litellm|portkey`: does the gateway that carries the
+//! `conform scenarios --gateway litellm|portkey|tensorzero`: does the gateway that carries the
 //! traffic fail over only to proven fallbacks, and never hand the client a broken answer
 //! as complete?
 //!
@@ -8,6 +8,7 @@
 //!   decision (plus a revoked candidate in the model list and in no fallback list);
 //! - [`client`]: the application in front of the gateway, and when what it received is
 //!   complete;
+//! - [`tensorzero`]: TensorZero's config, and how its client names a model;
 //! - [`ctx`] and [`scenarios`]: one scenario's context and evidence, and the scenarios;
 //! - this file: the run: upstreams, config, the gateway started (`--spawn`, with
 //!   `{config}` and `{port}` filled) or reached (`--target`), the scenarios one after
