@@ -114,7 +114,10 @@ const PINNED: [Pinned; 3] = [
                 "model tensorzero::model_name::primary, finish_reason stop",
             ),
             ("failover-on-500", "but fallback served it"),
-            ("cut-stream-closed", "model tensorzero::model_name::primary, [DONE], content"),
+            (
+                "cut-stream-closed",
+                "model tensorzero::model_name::primary, [DONE], content",
+            ),
             ("cut-stream-chunked", "[DONE], an error event"),
             ("hang-past-timeout", "duplicate work"),
             ("anthropic-primary-streams", "on /v1/messages"),

@@ -118,7 +118,10 @@ pub fn export(global: &Global, args: ExportArgs) -> anyhow::Result<Exit> {
         }),
         Gateway::Tensorzero(args) => Export::prepare(request(args.common)).inspect(|export| {
             let ms = args.timeout.as_millis() as u64;
-            print!("{}", export.tensorzero(&paths, tensorzero::Timeouts::both(ms)));
+            print!(
+                "{}",
+                export.tensorzero(&paths, tensorzero::Timeouts::both(ms))
+            );
         }),
     };
     match prepared {

@@ -413,13 +413,22 @@ fn tensorzero_routes_only_fallbacks_valid_for_every_suite_in_the_documented_shap
     );
     let primary_model = |p: &str| (p == "openai").then(|| "gpt-4o-mini".to_string());
     let timeouts = tensorzero::Timeouts::both(2000);
-    let text = tensorzero::toml(&chains, &names, &["header".into()], &primary_model, timeouts);
+    let text = tensorzero::toml(
+        &chains,
+        &names,
+        &["header".into()],
+        &primary_model,
+        timeouts,
+    );
     let models = tensorzero_models(&text);
     let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert_eq!(
         tensorzero_routing(&models),
         [
-            ("gpt-4o".to_string(), strings(&["gpt-4o", "groq", "mistral"])),
+            (
+                "gpt-4o".to_string(),
+                strings(&["gpt-4o", "groq", "mistral"])
+            ),
             // A primary is never its own fallback, and routes to itself first.
             ("mistral".to_string(), strings(&["mistral", "groq"])),
         ]
@@ -447,8 +456,14 @@ fn tensorzero_routes_only_fallbacks_valid_for_every_suite_in_the_documented_shap
             let ours = keys(provider);
             assert!(ours.iter().all(|k| documented_keys.contains(k)), "{ours:?}");
             assert_eq!(ours, ["non_streaming.total_ms", "streaming.ttft_ms"]);
-            assert_eq!(provider["timeouts"]["non_streaming"]["total_ms"].as_integer(), Some(2000));
-            assert_eq!(provider["timeouts"]["streaming"]["ttft_ms"].as_integer(), Some(2000));
+            assert_eq!(
+                provider["timeouts"]["non_streaming"]["total_ms"].as_integer(),
+                Some(2000)
+            );
+            assert_eq!(
+                provider["timeouts"]["streaming"]["ttft_ms"].as_integer(),
+                Some(2000)
+            );
         }
     }
     let gpt = &models["gpt-4o"]["providers"];
@@ -595,14 +610,20 @@ fn export_commands_on_a_real_allowlist() {
         )]
     );
     let providers = &models["gpt-4o"]["providers"];
-    assert_eq!(providers["gpt-4o"]["model_name"].as_str(), Some("gpt-4o-mini"));
+    assert_eq!(
+        providers["gpt-4o"]["model_name"].as_str(),
+        Some("gpt-4o-mini")
+    );
     assert_eq!(providers["steady"]["model_name"].as_str(), Some("steady"));
     assert_eq!(
         providers["steady"]["timeouts"]["non_streaming"]["total_ms"].as_integer(),
         Some(5000)
     );
     let config = uncommented(&text);
-    assert!(!config.contains("fenced") && !config.contains("sim-steady"), "{text}");
+    assert!(
+        !config.contains("fenced") && !config.contains("sim-steady"),
+        "{text}"
+    );
     assert!(text.contains("-/-> fenced: revoked"), "{text}");
 
     // No fallback for the primary: the config is still printed, failover off, exit 1.

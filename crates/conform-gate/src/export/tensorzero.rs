@@ -58,7 +58,9 @@ pub fn toml(
     primary_model: &dyn Fn(&str) -> Option<String>,
     timeouts: Timeouts,
 ) -> String {
-    toml_with(chains, names, header, primary_model, timeouts, &|_, _| Vec::new())
+    toml_with(chains, names, header, primary_model, timeouts, &|_, _| {
+        Vec::new()
+    })
 }
 
 /// As [`toml`], each provider table with the lines `extra` gives it.
@@ -77,12 +79,9 @@ pub fn toml_with(
     for chain in chains {
         let model = names.of(&chain.primary);
         let mut routed = vec![(chain.primary.as_str(), primary_model(&chain.primary))];
-        routed.extend(
-            (chain.fallbacks.iter()).map(|f| (f.provider.as_str(), Some(f.model.clone()))),
-        );
-        let routing: Vec<String> = (routed.iter())
-            .map(|(p, _)| quoted(names.of(p)))
-            .collect();
+        routed
+            .extend((chain.fallbacks.iter()).map(|f| (f.provider.as_str(), Some(f.model.clone()))));
+        let routing: Vec<String> = (routed.iter()).map(|(p, _)| quoted(names.of(p))).collect();
         out.push_str(&format!(
             "\n[models.{}]\nrouting = [{}]\n",
             quoted(model),

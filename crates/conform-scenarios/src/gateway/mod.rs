@@ -280,7 +280,11 @@ impl Session {
             }
             Kind::Tensorzero => {
                 let ms = request.timeout.as_millis() as u64;
-                (tensorzero::config(&chains, &upstreams, ms), auth, Vec::new())
+                (
+                    tensorzero::config(&chains, &upstreams, ms),
+                    auth,
+                    Vec::new(),
+                )
             }
         };
         std::fs::write(&path, &text).map_err(|source| GatewayError::Config {

@@ -45,7 +45,10 @@ fn lines(upstreams: &Upstreams, provider: &str) -> Vec<String> {
     vec![
         format!("type = {}", quoted(wire)),
         format!("api_base = {}", quoted(base)),
-        format!("api_key_location = {}", quoted(&format!("env::{KEY_VARIABLE}"))),
+        format!(
+            "api_key_location = {}",
+            quoted(&format!("env::{KEY_VARIABLE}"))
+        ),
     ]
 }
 
