@@ -118,7 +118,11 @@ pub fn quoted(text: &str) -> String {
 impl super::request::Export {
     /// The `tensorzero.toml` fragment of every chain, each primary's `model_name` pinned
     /// as its provider file names it (when the file reads), as the Portkey config pins it.
-    pub fn tensorzero(&self, paths: &conform_config::Paths, timeouts: Timeouts) -> String {
+    pub fn tensorzero(
+        &self,
+        paths: &conform_config::Paths,
+        timeout: std::time::Duration,
+    ) -> String {
         let primary_model = |provider: &str| {
             let file = paths.providers.join(format!("{provider}.toml"));
             conform_config::ProviderConfig::load(&file)
@@ -130,7 +134,7 @@ impl super::request::Export {
             &self.names,
             &self.header,
             &primary_model,
-            timeouts,
+            Timeouts::both(timeout.as_millis() as u64),
         )
     }
 }

@@ -61,6 +61,9 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every gateway, in the order the command line lists them.
+    pub const ALL: [Kind; 3] = [Kind::Litellm, Kind::Portkey, Kind::Tensorzero];
+
     pub fn name(self) -> &'static str {
         match self {
             Kind::Litellm => "litellm",
