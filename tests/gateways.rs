@@ -295,6 +295,25 @@ fn a_gateway_that_does_not_start_is_reported_inconclusive_with_its_log() {
         "{stderr}"
     );
     assert!(stderr.contains("working directory kept"), "{stderr}");
+    // A command without {port} must announce its URL on stdout: one that never does is
+    // not started, and what it printed (stderr included) is shown.
+    let (code, _, stderr) = scenarios(
+        "tensorzero",
+        &[
+            "--spawn",
+            "echo config error at line 3 >&2; echo starting; sleep 30",
+            "--startup-timeout",
+            "2s",
+        ],
+        work.path(),
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("printed no http:// URL on stdout"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("config error at line 3"), "{stderr}");
+    assert!(stderr.contains("starting"), "{stderr}");
     // Neither a gateway nor a way to reach one: a usage error.
     let (code, _, stderr) = scenarios("portkey", &[], work.path());
     assert_eq!(code, 2, "{stderr}");
