@@ -48,7 +48,7 @@ struct Pinned {
     evidence: &'static [(&'static str, &'static str)],
 }
 
-const PINNED: [Pinned; 2] = [
+const PINNED: [Pinned; 3] = [
     Pinned {
         kind: "litellm",
         version: "1.108.7",
@@ -88,6 +88,46 @@ const PINNED: [Pinned; 2] = [
             ("cut-stream-closed", "HTTP 500"),
             ("failover-on-503", "fallback's complete answer"),
             ("anthropic-failover-on-529", "on /v1/messages"),
+        ],
+    },
+    Pinned {
+        kind: "tensorzero",
+        version: "2026.6.0",
+        // Every answer names the model the client asked for: after failover the client
+        // is told the primary served it. A cut stream ends in TensorZero's own [DONE]
+        // (without a finish reason, so the client sees it incomplete).
+        fails: &[
+            "failover-on-500",
+            "failover-on-503",
+            "failover-on-529",
+            "rate-limited-429",
+            "connection-refused",
+            "connection-reset",
+            "hang-past-timeout",
+            "unreadable-2xx-broken-json",
+            "unreadable-2xx-html",
+            "unreadable-2xx-empty",
+            "unreadable-2xx-broken-json-streamed",
+            "unreadable-2xx-html-streamed",
+            "unreadable-2xx-empty-streamed",
+            "context-length",
+            "anthropic-failover-on-529",
+        ],
+        evidence: &[
+            ("rate-limited-429", "fallback's complete answer"),
+            (
+                "failover-on-500",
+                "model tensorzero::model_name::primary, finish_reason stop",
+            ),
+            ("failover-on-500", "but fallback served it"),
+            (
+                "cut-stream-closed",
+                "model tensorzero::model_name::primary, [DONE], content",
+            ),
+            ("cut-stream-chunked", "[DONE], an error event"),
+            ("hang-past-timeout", "duplicate work"),
+            ("anthropic-primary-streams", "on /v1/messages"),
+            ("every-fallback-fails", "HTTP 502"),
         ],
     },
 ];
@@ -353,6 +393,25 @@ fn a_gateway_that_does_not_start_is_reported_inconclusive_with_its_log() {
         "{stderr}"
     );
     assert!(stderr.contains("working directory kept"), "{stderr}");
+    // A command without {port} must announce its URL on stdout: one that never does is
+    // not started, and what it printed (stderr included) is shown.
+    let (code, _, stderr) = scenarios(
+        "tensorzero",
+        &[
+            "--spawn",
+            "echo config error at line 3 >&2; echo starting; sleep 30",
+            "--startup-timeout",
+            "2s",
+        ],
+        work.path(),
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("printed no http:// URL on stdout"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("config error at line 3"), "{stderr}");
+    assert!(stderr.contains("starting"), "{stderr}");
     // Neither a gateway nor a way to reach one: a usage error.
     let (code, _, stderr) = scenarios("portkey", &[], work.path());
     assert_eq!(code, 2, "{stderr}");

@@ -1,5 +1,5 @@
-//! `conform export litellm | portkey`: the allowlist as the fallback config of the gateway
-//! a team already runs, listing only fallbacks whose entries are valid now.
+//! `conform export litellm | portkey | tensorzero`: the allowlist as the fallback config of
+//! the gateway a team already runs, listing only fallbacks whose entries are valid now.
 
 use clap::{Args, Subcommand, ValueEnum};
 use time::OffsetDateTime;
@@ -19,19 +19,19 @@ pub struct ExportArgs {
 pub enum Gateway {
     /// The `fallbacks` setting of a LiteLLM proxy config.yaml (YAML, to merge).
     #[command(
-        after_help = "Example:\n  conform export litellm --primary openai --name openai=gpt-4o \
---name vllm=llama-local\n\nPrints a YAML fragment such as\n  router_settings:\n    fallbacks: \
-[{\"gpt-4o\": [\"llama-local\"]}]\nwith comments naming the evidence and every excluded \
-candidate. Names are LiteLLM model_name values; a provider without --name keeps its conform name."
+        after_help = "Example:\n  conform export litellm --primary openai --name openai=gpt-4o --name vllm=llama-local\n\n\
+Prints a YAML fragment such as\n  router_settings:\n    fallbacks: [{\"gpt-4o\": [\"llama-local\"]}]\nwith comments \
+naming the evidence and every excluded candidate. Names are LiteLLM model_name values; a provider without --name keeps its conform name."
     )]
     Litellm(LitellmArgs),
     /// A Portkey gateway config in fallback mode (JSON), for one primary.
     #[command(
-        after_help = "Example:\n  conform export portkey --primary openai --name \
-openai=@openai-prod\n\nTargets name Portkey integration slugs (`@slug`) and pin each fallback's \
-model to the one its evidence was made with."
+        after_help = "Example:\n  conform export portkey --primary openai --name openai=@openai-prod\n\n\
+Targets name Portkey integration slugs (`@slug`) and pin each fallback's model to the one its evidence was made with."
     )]
-    Portkey(PortkeyArgs),
+    Portkey(Common),
+    /// A TensorZero model per primary (TOML, to merge): its `routing`, its providers' timeouts.
+    Tensorzero(TensorzeroArgs),
 }
 
 #[derive(Debug, Args)]
@@ -39,12 +39,10 @@ pub struct Common {
     /// A provider requests go to first (repeatable for LiteLLM).
     #[arg(long = "primary", value_name = "PROVIDER", required = true)]
     pub primaries: Vec<String>,
-    /// A candidate fallback, in order of preference (repeatable) [default: every provider
-    /// in the allowlist, by name].
+    /// A candidate fallback, in order of preference (repeatable) [default: every provider in the allowlist, by name].
     #[arg(long = "fallback", value_name = "PROVIDER")]
     pub fallbacks: Vec<String>,
-    /// A suite every fallback must be proven for (repeatable) [default: every suite in
-    /// fixtures/].
+    /// A suite every fallback must be proven for (repeatable) [default: every suite in fixtures/].
     #[arg(long = "suite", value_name = "SUITE")]
     pub suites: Vec<String>,
     /// The gateway's name for a provider: PROVIDER=NAME (repeatable).
@@ -62,9 +60,12 @@ pub struct LitellmArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct PortkeyArgs {
+pub struct TensorzeroArgs {
     #[command(flatten)]
     pub common: Common,
+    /// Each provider's timeouts: the --gateway-timeout the scenarios were run with.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub timeout: std::time::Duration,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -93,11 +94,13 @@ pub fn export(global: &Global, args: ExportArgs) -> anyhow::Result<Exit> {
             };
             print!("{}", export.litellm(section));
         }),
-        Gateway::Portkey(args) => Export::for_portkey(request(args.common)).inspect(|export| {
+        Gateway::Portkey(common) => Export::for_portkey(request(common)).inspect(|export| {
             let config = serde_json::to_string_pretty(&export.portkey(&paths));
             println!("{}", config.unwrap_or_default());
             eprint!("{}", export.routes());
         }),
+        Gateway::Tensorzero(args) => Export::prepare(request(args.common))
+            .inspect(|export| print!("{}", export.tensorzero(&paths, args.timeout))),
     };
     match prepared {
         Ok(export) if export.complete() => Ok(Exit::Ok),

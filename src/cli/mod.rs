@@ -178,7 +178,7 @@ full input price plus max_tokens of output. Prompts no local tokenizer counts ex
     Gate(gate::GateArgs),
     /// Inspect the allowlist: its JSON Schema, what it permits, and why a provider is absent.
     Allowlist(allowlist::AllowlistArgs),
-    /// Write the allowlist as the fallback config of a gateway (LiteLLM, Portkey).
+    /// Write the allowlist as the fallback config of a gateway (LiteLLM, Portkey, TensorZero).
     Export(export::ExportArgs),
     /// Pass rates over time with the served models, flagging a provider that slips.
     #[command(

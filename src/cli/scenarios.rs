@@ -17,9 +17,9 @@ use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct ScenariosArgs {
-    /// Test a gateway instead of an orchestrator: LiteLLM's proxy or Portkey's gateway,
-    /// configured as `conform export` configures it. --spawn's COMMAND may hold
-    /// {config} (the config file conform writes) and {port} (where to listen).
+    /// Test a gateway instead of an orchestrator (LiteLLM, Portkey, TensorZero), configured
+    /// as `conform export` does. --spawn's COMMAND may hold {config} (the file conform writes)
+    /// and {port} (where to listen); without {port}, it must print its URL on stdout.
     #[arg(long, value_enum, value_name = "GATEWAY")]
     pub gateway: Option<GatewayArg>,
     /// With --gateway: the per-request timeout written into the gateway's config (the
@@ -80,20 +80,18 @@ pub struct ScenariosArgs {
     pub work_dir: Option<PathBuf>,
 }
 
-/// The gateways `--gateway` knows.
+/// The gateways `--gateway` knows, in `gw::Kind::ALL`'s order.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum GatewayArg {
     Litellm,
     Portkey,
+    Tensorzero,
 }
 
 pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<Exit> {
     let target = match args.gateway {
         Some(kind) => Target::Gateway(gw::Request {
-            kind: match kind {
-                GatewayArg::Litellm => gw::Kind::Litellm,
-                GatewayArg::Portkey => gw::Kind::Portkey,
-            },
+            kind: gw::Kind::ALL[kind as usize],
             spawn: args.spawn,
             target: args.target,
             mock_ports: args.mock_ports,

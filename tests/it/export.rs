@@ -1,4 +1,4 @@
-//! `conform export litellm | portkey`: the configs have the shapes the gateways document
+//! `conform export litellm | portkey | tensorzero`: the configs have the shapes the gateways document
 //! (stored examples in this folder, sources in README.md), and name only fallbacks whose
 //! allowlist entries are valid now for every suite.
 
@@ -9,7 +9,7 @@ use crate::common;
 
 use common::{Mode, OpenAiMock, answer_book, copy_dir};
 use conform_gate::allowlist::{Allowlist, Entry, Evidence, Revocation};
-use conform_gate::export::{self, Names, Plan, SuiteRef, litellm, portkey};
+use conform_gate::export::{self, Names, Plan, SuiteRef, litellm, portkey, tensorzero};
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -377,6 +377,108 @@ fn portkey_target_without_a_known_model_has_the_documented_shape() {
     assert_eq!(config["targets"].as_array().unwrap().len(), 3);
 }
 
+/// The `models` table of a TensorZero config.
+fn tensorzero_models(text: &str) -> toml::Table {
+    let config: toml::Table = text.parse().unwrap();
+    config["models"].as_table().unwrap().clone()
+}
+
+/// Each model's `routing`, in the config's order of models (by name).
+fn tensorzero_routing(models: &toml::Table) -> Vec<(String, Vec<String>)> {
+    models
+        .iter()
+        .map(|(model, m)| {
+            let routing = m["routing"].as_array().unwrap();
+            let names = routing.iter().map(|p| p.as_str().unwrap().to_string());
+            (model.clone(), names.collect())
+        })
+        .collect()
+}
+
+/// The lines of a config that are not comments.
+fn uncommented(text: &str) -> String {
+    let lines = text.lines().filter(|l| !l.trim_start().starts_with('#'));
+    lines.collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn tensorzero_routes_only_fallbacks_valid_for_every_suite_in_the_documented_shape() {
+    let documented = tensorzero_models(&example("tensorzero_routing.toml"));
+    let list = allowlist();
+    let chains = export::chains(&list, &plan(&["openai", "mistral"], &[]));
+    let names = Names(
+        [("openai".to_string(), "gpt-4o".to_string())]
+            .into_iter()
+            .collect(),
+    );
+    let primary_model = |p: &str| (p == "openai").then(|| "gpt-4o-mini".to_string());
+    let timeouts = tensorzero::Timeouts::both(2000);
+    let text = tensorzero::toml(
+        &chains,
+        &names,
+        &["header".into()],
+        &primary_model,
+        timeouts,
+    );
+    let models = tensorzero_models(&text);
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        tensorzero_routing(&models),
+        [
+            (
+                "gpt-4o".to_string(),
+                strings(&["gpt-4o", "groq", "mistral"])
+            ),
+            // A primary is never its own fallback, and routes to itself first.
+            ("mistral".to_string(), strings(&["mistral", "groq"])),
+        ]
+    );
+    // The timeouts are written with the documented keys, each provider's, at the value
+    // asked; each fallback is pinned to the model its evidence was made with.
+    let keys = |t: &toml::Value| -> Vec<String> {
+        let t = t["timeouts"].as_table().unwrap();
+        t.iter()
+            .flat_map(|(k, v)| {
+                let inner = v.as_table().unwrap().keys();
+                inner.map(move |i| format!("{k}.{i}"))
+            })
+            .collect()
+    };
+    let documented_keys = keys(&documented["gpt-4o"]["providers"]["openai"]);
+    for (model, routing) in tensorzero_routing(&models) {
+        let providers = models[&model]["providers"].as_table().unwrap();
+        assert_eq!(
+            providers.keys().collect::<std::collections::BTreeSet<_>>(),
+            routing.iter().collect(),
+            "{text}"
+        );
+        for provider in providers.values() {
+            let ours = keys(provider);
+            assert!(ours.iter().all(|k| documented_keys.contains(k)), "{ours:?}");
+            assert_eq!(ours, ["non_streaming.total_ms", "streaming.ttft_ms"]);
+            assert_eq!(
+                provider["timeouts"]["non_streaming"]["total_ms"].as_integer(),
+                Some(2000)
+            );
+            assert_eq!(
+                provider["timeouts"]["streaming"]["ttft_ms"].as_integer(),
+                Some(2000)
+            );
+        }
+    }
+    let gpt = &models["gpt-4o"]["providers"];
+    assert_eq!(gpt["gpt-4o"]["model_name"].as_str(), Some("gpt-4o-mini"));
+    assert_eq!(gpt["groq"]["model_name"].as_str(), Some("llama-3.3-70b"));
+    assert_eq!(gpt["mistral"]["model_name"].as_str(), Some("mistral-small"));
+    // Revoked, expired for one suite, proven on another suite version, with two models,
+    // for one suite only: named only in a comment, never in a routing list or a table.
+    let config = uncommented(&text);
+    for candidate in ["fenced", "vllm", "drifted", "mixed", "partial"] {
+        assert!(!config.contains(candidate), "{candidate}:\n{text}");
+        assert!(text.contains(&format!("-/-> {candidate}: ")), "{text}");
+    }
+}
+
 /// A provider file for an OpenAI-compatible server at `uri`.
 fn compatible(model: &str, uri: &str) -> String {
     format!("kind = \"openai-compatible\"\nmodel = \"{model}\"\nbase_url = \"{uri}\"\n")
@@ -491,6 +593,38 @@ fn export_commands_on_a_real_allowlist() {
             {"provider": "@steady", "override_params": {"model": "steady"}},
         ])
     );
+
+    let out = conform()
+        .args(["export", "tensorzero", "--primary", "openai"])
+        .args(["--name", "openai=gpt-4o", "--timeout", "5s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let models = tensorzero_models(&text);
+    assert_eq!(
+        tensorzero_routing(&models),
+        [(
+            "gpt-4o".to_string(),
+            vec!["gpt-4o".to_string(), "steady".to_string()]
+        )]
+    );
+    let providers = &models["gpt-4o"]["providers"];
+    assert_eq!(
+        providers["gpt-4o"]["model_name"].as_str(),
+        Some("gpt-4o-mini")
+    );
+    assert_eq!(providers["steady"]["model_name"].as_str(), Some("steady"));
+    assert_eq!(
+        providers["steady"]["timeouts"]["non_streaming"]["total_ms"].as_integer(),
+        Some(5000)
+    );
+    let config = uncommented(&text);
+    assert!(
+        !config.contains("fenced") && !config.contains("sim-steady"),
+        "{text}"
+    );
+    assert!(text.contains("-/-> fenced: revoked"), "{text}");
 
     // No fallback for the primary: the config is still printed, failover off, exit 1.
     let out = conform()

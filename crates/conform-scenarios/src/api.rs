@@ -135,6 +135,9 @@ pub struct Api {
     http: reqwest::Client,
     /// The path that answers 200 once the service is up.
     health: String,
+    /// What it answers then: 200 unless a service has no such route (TensorZero's
+    /// embedded gateway serves only its OpenAI routes: a GET of one is 405).
+    health_status: u16,
 }
 
 impl Api {
@@ -150,6 +153,7 @@ impl Api {
             base: base.trim_end_matches('/').to_string(),
             http,
             health: "/healthz".to_string(),
+            health_status: 200,
         })
     }
 
@@ -164,8 +168,22 @@ impl Api {
         self
     }
 
+    /// The health path answers `status`, not 200, once the service is up.
+    pub fn with_health_status(mut self, status: u16) -> Api {
+        self.health_status = status;
+        self
+    }
+
     pub fn base(&self) -> &str {
         &self.base
+    }
+
+    /// The same client and health path, at another base.
+    pub fn at(&self, base: &str) -> Api {
+        Api {
+            base: base.trim_end_matches('/').to_string(),
+            ..self.clone()
+        }
     }
 
     /// Sends one call; a transport failure is an exchange with status 0, not an error,
@@ -235,7 +253,7 @@ impl Api {
 
     /// `GET /healthz` answers 200.
     pub async fn healthy(&self) -> bool {
-        self.send(&Call::get(self.health.clone())).await.status == 200
+        self.send(&Call::get(self.health.clone())).await.status == self.health_status
     }
 }
 

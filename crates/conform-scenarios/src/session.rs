@@ -198,6 +198,7 @@ pub async fn reach(
         ],
         log: work.join("orchestrator.log"),
         startup: request.startup,
+        announces_url: false,
     };
     let spawned = Spawned::start(launch, api.clone())
         .await

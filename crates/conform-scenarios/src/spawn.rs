@@ -1,9 +1,12 @@
 //! Running the orchestrator under test: `sh -c COMMAND` in its own process group with
 //! the contract's `CONFORM_*` variables, its output appended to a log file, ready once
-//! `/healthz` answers 200. A restart kills the whole group with SIGKILL, the way a crash
-//! would, and starts the same command again. Every way out (a stop, a restart, a drop
-//! on an error or a panic) signals the whole group, by the id it was started with: the
-//! server `sh` started may outlive `sh`, and a reaped `sh` has no id left to ask.
+//! `/healthz` answers 200. A child that picks its own port announces where it listens: it
+//! prints its URL on stdout ([`Launch::announces_url`]), which is read, kept in the log,
+//! and becomes the address the health check asks. A restart kills the whole group with
+//! SIGKILL, the way a crash would, and starts the same command again. Every way out (a
+//! stop, a restart, a drop on an error or a panic) signals the whole group, by the id it
+//! was started with: the server `sh` started may outlive `sh`, and a reaped `sh` has no id
+//! left to ask.
 
 use std::fs::OpenOptions;
 use std::path::PathBuf;
@@ -14,6 +17,8 @@ use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
 
 use super::api::Api;
+
+mod announce;
 
 /// Why the orchestrator could not be started or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +43,14 @@ pub enum SpawnError {
         log: PathBuf,
         tail: String,
     },
+    #[error(
+        "the process printed no http:// URL on stdout within {seconds} s; the end of its log ({log}):\n{tail}"
+    )]
+    NoUrl {
+        seconds: u64,
+        log: PathBuf,
+        tail: String,
+    },
     #[error("{url} did not answer 200 within {seconds} s; the end of its log ({log}):\n{tail}")]
     Unhealthy {
         url: String,
@@ -58,12 +71,16 @@ pub struct Launch {
     pub log: PathBuf,
     /// How long it may take to answer `/healthz`.
     pub startup: Duration,
+    /// It chooses its own port and prints its URL on stdout: the first `http://` or
+    /// `https://` URL printed is where it is reached (its origin; the health path kept).
+    pub announces_url: bool,
 }
 
 /// A running orchestrator that the suite started.
 pub struct Spawned {
     launch: Launch,
-    api: Api,
+    /// Where it is reached; replaced when the child announces its URL.
+    api: std::sync::Mutex<Api>,
     child: Mutex<Option<Running>>,
 }
 
@@ -78,7 +95,7 @@ impl Spawned {
     pub async fn start(launch: Launch, api: Api) -> Result<Spawned, SpawnError> {
         let spawned = Spawned {
             launch,
-            api,
+            api: std::sync::Mutex::new(api),
             child: Mutex::new(None),
         };
         spawned.launch().await?;
@@ -87,6 +104,15 @@ impl Spawned {
 
     pub fn log(&self) -> &PathBuf {
         &self.launch.log
+    }
+
+    /// Where it is reached now (the announced URL's origin, when it announces one).
+    pub fn url(&self) -> String {
+        self.api().base().to_string()
+    }
+
+    fn api(&self) -> Api {
+        self.api.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     async fn launch(&self) -> Result<Duration, SpawnError> {
@@ -109,8 +135,12 @@ impl Spawned {
             .arg(&self.launch.command)
             .envs(self.launch.vars.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(log_error)?)
-            .stderr(log)
+            .stdout(if self.launch.announces_url {
+                Stdio::piped()
+            } else {
+                Stdio::from(log.try_clone().map_err(log_error)?)
+            })
+            .stderr(log.try_clone().map_err(log_error)?)
             // Its own group, so that SIGKILL reaches the orchestrator even when `sh`
             // does not exec it.
             .process_group(0)
@@ -120,6 +150,7 @@ impl Spawned {
             source,
         })?;
         let group = child.id();
+        let mut announced = (child.stdout.take()).map(|out| announce::read(out, log));
         loop {
             if let Ok(Some(status)) = child.try_wait() {
                 signal_group(group, "KILL");
@@ -129,14 +160,26 @@ impl Spawned {
                     tail: self.log_tail(),
                 });
             }
-            if self.api.healthy().await {
+            if let Some(url) = announced.as_mut().and_then(announce::Url::take) {
+                let api = self.api().at(&url);
+                *self.api.lock().unwrap_or_else(|e| e.into_inner()) = api;
+                announced = None;
+            }
+            if announced.is_none() && self.api().healthy().await {
                 break;
             }
             if started.elapsed() > self.launch.startup {
                 signal_group(group, "KILL");
                 let _ = child.wait().await;
+                if announced.is_some() {
+                    return Err(SpawnError::NoUrl {
+                        seconds: self.launch.startup.as_secs(),
+                        log: self.launch.log.clone(),
+                        tail: self.log_tail(),
+                    });
+                }
                 return Err(SpawnError::Unhealthy {
-                    url: self.api.health_url(),
+                    url: self.api().health_url(),
                     seconds: self.launch.startup.as_secs(),
                     log: self.launch.log.clone(),
                     tail: self.log_tail(),
@@ -280,6 +323,7 @@ mod tests {
             vars: Vec::new(),
             log: dir.join("log"),
             startup: Duration::from_secs(10),
+            announces_url: false,
         };
         let spawned = Spawned::start(launch, healthy_api().await).await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);

@@ -55,6 +55,21 @@ pub fn fallbacks(chains: &[Chain], names: &Names) -> Value {
 /// exclusions, then the section with its `fallbacks` line. The value is written in
 /// YAML's flow style, which is also JSON, as LiteLLM's own examples write it.
 pub fn yaml(chains: &[Chain], names: &Names, section: Section, header: &[String]) -> String {
+    let mut out = String::new();
+    for line in comments(chains, names, header) {
+        out.push_str(&format!("# {line}\n"));
+    }
+    out.push_str(&format!(
+        "{}:\n  fallbacks: {}\n  num_retries: {NUM_RETRIES}\n",
+        section.key(),
+        flow(&fallbacks(chains, names))
+    ));
+    out
+}
+
+/// The comment lines an export starts with: `header`, then the evidence behind every
+/// listed fallback and the reason for every excluded candidate, each on one line.
+pub fn comments(chains: &[Chain], names: &Names, header: &[String]) -> Vec<String> {
     let mut comments: Vec<String> = header.to_vec();
     for chain in chains {
         let primary = names.of(&chain.primary);
@@ -88,17 +103,11 @@ pub fn yaml(chains: &[Chain], names: &Names, section: Section, header: &[String]
             ));
         }
     }
-    let mut out = String::new();
-    for line in comments {
-        // A name or detail with a line break must not end the comment.
-        out.push_str(&format!("# {}\n", line.replace(['\n', '\r'], " ")));
-    }
-    out.push_str(&format!(
-        "{}:\n  fallbacks: {}\n  num_retries: {NUM_RETRIES}\n",
-        section.key(),
-        flow(&fallbacks(chains, names))
-    ));
-    out
+    // A name or detail with a line break must not end the comment.
+    comments
+        .into_iter()
+        .map(|line| line.replace(['\n', '\r'], " "))
+        .collect()
 }
 
 /// The retries written with the fallbacks. With `fallbacks` alone, LiteLLM 1.108.7 sends

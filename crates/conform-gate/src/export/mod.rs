@@ -3,6 +3,7 @@
 //!
 //! - [`litellm`]: the router's `fallbacks` section of a LiteLLM proxy `config.yaml`;
 //! - [`portkey`]: a Portkey gateway config with `strategy.mode = "fallback"`;
+//! - [`tensorzero`]: a TensorZero model's `routing` and its providers' `timeouts`;
 //! - [`request`]: what `conform export` asks for, checked against the project.
 //!
 //! Both start from [`chains`]: for each primary, the fallbacks whose entries permit
@@ -13,6 +14,7 @@ pub mod cloud;
 pub mod litellm;
 pub mod portkey;
 pub mod request;
+pub mod tensorzero;
 
 use std::collections::{BTreeMap, BTreeSet};
 

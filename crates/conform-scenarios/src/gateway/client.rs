@@ -19,6 +19,8 @@ pub struct Client {
     headers: Vec<(String, String)>,
     /// Headers that replace `headers` for one model (Portkey's config per primary).
     per_model: Vec<(String, Vec<(String, String)>)>,
+    /// Put before every model's name (TensorZero's `tensorzero::model_name::`).
+    model_prefix: String,
 }
 
 /// What the client received.
@@ -100,6 +102,7 @@ impl Client {
             url,
             headers,
             per_model: Vec::new(),
+            model_prefix: String::new(),
         })
     }
 
@@ -109,10 +112,16 @@ impl Client {
         self
     }
 
+    /// Every model's name is sent with `prefix` before it.
+    pub fn with_model_prefix(mut self, prefix: &str) -> Client {
+        self.model_prefix = prefix.to_string();
+        self
+    }
+
     /// Asks `model` for the invoice of `tag`, streamed or not.
     pub async fn ask(&self, model: &str, tag: &str, stream: bool) -> Received {
         let body = json!({
-            "model": model,
+            "model": format!("{}{model}", self.model_prefix),
             "messages": [
                 {"role": "system", "content": "Extract the invoice total as JSON."},
                 {"role": "user", "content": format!("Invoice {tag}: 1 x widget at 12.50 EUR.")},

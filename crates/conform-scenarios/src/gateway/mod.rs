@@ -1,4 +1,4 @@
-//! `conform scenarios --gateway litellm|portkey`: does the gateway that carries the
+//! `conform scenarios --gateway litellm|portkey|tensorzero`: does the gateway that carries the
 //! traffic fail over only to proven fallbacks, and never hand the client a broken answer
 //! as complete?
 //!
@@ -8,6 +8,7 @@
 //!   decision (plus a revoked candidate in the model list and in no fallback list);
 //! - [`client`]: the application in front of the gateway, and when what it received is
 //!   complete;
+//! - [`tensorzero`]: TensorZero's config, and how its client names a model;
 //! - [`ctx`] and [`scenarios`]: one scenario's context and evidence, and the scenarios;
 //! - this file: the run: upstreams, config, the gateway started (`--spawn`, with
 //!   `{config}` and `{port}` filled) or reached (`--target`), the scenarios one after
@@ -17,6 +18,7 @@ pub mod client;
 pub mod config;
 pub mod ctx;
 pub mod scenarios;
+pub mod tensorzero;
 pub mod upstream;
 
 use std::collections::BTreeMap;
@@ -41,10 +43,11 @@ conform scenarios --target http://127.0.0.1:8080 --allowlist /srv/allowlist.json
 --mock-ports primary=40001,fallback=40002,rogue=40003,faulty=40004,dead=40005\n  \
 conform scenarios --list\n  \
 conform scenarios --gateway litellm --spawn 'litellm --config {config} --port {port}'\n  \
-conform scenarios --gateway portkey --spawn 'npx @portkey-ai/gateway --port={port} --headless'\n\n\
+conform scenarios --gateway portkey --spawn 'npx @portkey-ai/gateway --port={port} --headless'\n  \
+conform scenarios --gateway tensorzero --spawn 'python3 scripts/tensorzero-gateway.py {config}'\n\n\
 With --gateway, conform starts mock upstreams (primary, fallback, and a revoked candidate), \
 writes the gateway's config with the code of `conform export` ({config}), starts the gateway \
-on {port}, and checks that it fails over only to the allowlisted fallback and never hands the \
+on {port} (or learns the URL a command without {port} prints), and checks that it fails over only to the allowlisted fallback and never hands the \
 client a broken answer as complete (docs/gateways.md).\n\n\
 Exit codes: 0 every selected scenario passed, 1 a scenario failed, 2 usage error, \
 3 the orchestrator or gateway could not be started or reached, or the run was interrupted.";
@@ -54,13 +57,18 @@ Exit codes: 0 every selected scenario passed, 1 a scenario failed, 2 usage error
 pub enum Kind {
     Litellm,
     Portkey,
+    Tensorzero,
 }
 
 impl Kind {
+    /// Every gateway, in the order the command line lists them.
+    pub const ALL: [Kind; 3] = [Kind::Litellm, Kind::Portkey, Kind::Tensorzero];
+
     pub fn name(self) -> &'static str {
         match self {
             Kind::Litellm => "litellm",
             Kind::Portkey => "portkey",
+            Kind::Tensorzero => "tensorzero",
         }
     }
 
@@ -69,6 +77,15 @@ impl Kind {
         match self {
             Kind::Litellm => "/health/liveliness",
             Kind::Portkey => "/",
+            Kind::Tensorzero => tensorzero::CHAT_PATH,
+        }
+    }
+
+    /// What the health path answers once the gateway is up.
+    fn health_status(self) -> u16 {
+        match self {
+            Kind::Tensorzero => tensorzero::HEALTH_STATUS,
+            _ => 200,
         }
     }
 
@@ -77,6 +94,23 @@ impl Kind {
         match self {
             Kind::Litellm => "litellm-config.yaml",
             Kind::Portkey => "portkey-config.json",
+            Kind::Tensorzero => "tensorzero.toml",
+        }
+    }
+
+    /// Where the client posts its chat completions, after the gateway's URL.
+    fn chat_path(self) -> &'static str {
+        match self {
+            Kind::Tensorzero => tensorzero::CHAT_PATH,
+            _ => "/v1/chat/completions",
+        }
+    }
+
+    /// What the client puts before a model's name.
+    fn model_prefix(self) -> &'static str {
+        match self {
+            Kind::Tensorzero => tensorzero::MODEL_PREFIX,
+            _ => "",
         }
     }
 }
@@ -196,8 +230,9 @@ impl Session {
         let path = work.join(request.kind.config_file());
         let (headers, per_model) = write_config(request, &upstreams, &path)?;
         let (url, spawned) = reach(request, &path, work).await?;
-        let mut client = client::Client::new(format!("{url}/v1/chat/completions"), headers)
-            .map_err(GatewayError::Client)?;
+        let mut client = client::Client::new(format!("{url}{}", request.kind.chat_path()), headers)
+            .map_err(GatewayError::Client)?
+            .with_model_prefix(request.kind.model_prefix());
         for (model, headers) in per_model {
             client = client.for_model(&model, headers);
         }
@@ -289,6 +324,10 @@ fn write_config(
                 .collect();
             (text, Vec::new(), per_model)
         }
+        Kind::Tensorzero => {
+            let ms = request.timeout.as_millis() as u64;
+            (tensorzero::config(&chains, upstreams, ms), auth, Vec::new())
+        }
     };
     std::fs::write(path, &text).map_err(|source| GatewayError::Config {
         path: path.to_path_buf(),
@@ -323,7 +362,8 @@ async fn reach(
             let url = format!("http://{listen}");
             let api = Api::new(&url)
                 .map_err(GatewayError::Client)?
-                .with_health(request.kind.health());
+                .with_health(request.kind.health())
+                .with_health_status(request.kind.health_status());
             let launch = Launch {
                 command: command
                     .replace("{config}", &path.display().to_string())
@@ -335,21 +375,25 @@ async fn reach(
                     ("LITELLM_LOCAL_MODEL_COST_MAP".into(), "True".into()),
                     ("CONFORM_GATEWAY_CONFIG".into(), path.display().to_string()),
                     ("CONFORM_GATEWAY_PORT".into(), port),
+                    (tensorzero::KEY_VARIABLE.into(), config::UPSTREAM_KEY.into()),
                 ],
                 log: work.join("gateway.log"),
                 startup: request.startup,
+                // Without {port}, the gateway picks its port and prints its URL.
+                announces_url: !command.contains("{port}"),
             };
             let spawned = Spawned::start(launch, api)
                 .await
                 .map_err(GatewayError::Spawn)?;
-            Ok((url, Some(spawned)))
+            Ok((spawned.url(), Some(spawned)))
         }
         (None, target) => {
             let url = target.clone().unwrap_or_default();
             let url = url.trim_end_matches('/').to_string();
             let api = Api::new(&url)
                 .map_err(GatewayError::Client)?
-                .with_health(request.kind.health());
+                .with_health(request.kind.health())
+                .with_health_status(request.kind.health_status());
             if !api.healthy().await {
                 return Err(GatewayError::Unhealthy {
                     url,
