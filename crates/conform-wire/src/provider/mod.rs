@@ -163,8 +163,8 @@ pub trait WireFormat: Send + Sync {
         _answer: &Value,
         _sent: &WireRequest,
         _config: &ProviderConfig,
-    ) -> Result<count::Counted, String> {
-        Err("this wire has no count endpoint".into())
+    ) -> Result<count::Counted, count::CountError> {
+        Err(count::CountError::NoEndpoint)
     }
 
     /// The schema dialect the answer's schema is held to in `config`'s structured-output

@@ -67,7 +67,7 @@ impl WireFormat for AnthropicMessages {
         answer: &Value,
         sent: &WireRequest,
         _config: &ProviderConfig,
-    ) -> Result<Counted, String> {
+    ) -> Result<Counted, count::CountError> {
         Ok(Counted::Tokens(Count {
             tokens: count::integer(answer, "input_tokens")?,
             exact: sent.body.get("output_config").is_none(),

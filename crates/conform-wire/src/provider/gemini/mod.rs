@@ -36,7 +36,7 @@ use super::{
     CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, sse, streamed,
 };
 use super::{parse_body, wire_schema};
-use conform_config::conversation::{Message, Role, ToolChoice};
+use conform_config::conversation::{Conversation, Message, Role, ToolChoice};
 use conform_config::provider::GeminiSchemaField;
 use conform_config::secret::Secret;
 use conform_config::{ProviderConfig, StructuredOutput};
@@ -78,7 +78,7 @@ impl WireFormat for GeminiGenerateContent {
         answer: &Value,
         sent: &WireRequest,
         _config: &ProviderConfig,
-    ) -> Result<Counted, String> {
+    ) -> Result<Counted, count::CountError> {
         let schema_sent = sent.body.get("generationConfig").is_some_and(|g| {
             g.get("responseJsonSchema").is_some() || g.get("responseSchema").is_some()
         });
@@ -138,82 +138,10 @@ impl WireFormat for GeminiGenerateContent {
                 json!({"parts": [{"text": system}]}),
             );
         }
-        let parameters = match options.schema_field {
-            GeminiSchemaField::ResponseJsonSchema => "parametersJsonSchema",
-            GeminiSchemaField::ResponseSchema => "parameters",
-        };
         if let Some(c) = call.conversation.filter(|c| !c.tools.is_empty()) {
-            let declarations: Vec<Value> = c
-                .tools
-                .iter()
-                .map(|t| {
-                    let schema = match options.schema_field {
-                        GeminiSchemaField::ResponseJsonSchema => wire_schema(t.parameters()),
-                        GeminiSchemaField::ResponseSchema => {
-                            openapi_schema(&wire_schema(t.parameters()))
-                        }
-                    };
-                    json!({"name": t.name(), "description": t.description(), parameters: schema})
-                })
-                .collect();
-            body.insert(
-                "tools".into(),
-                json!([{"functionDeclarations": declarations}]),
-            );
-            if let Some(choice) = &c.tool_choice {
-                let config = match choice {
-                    ToolChoice::Auto => json!({"mode": "AUTO"}),
-                    ToolChoice::None => json!({"mode": "NONE"}),
-                    ToolChoice::Required => json!({"mode": "ANY"}),
-                    ToolChoice::Tool(name) => {
-                        json!({"mode": "ANY", "allowedFunctionNames": [name]})
-                    }
-                };
-                body.insert(
-                    "toolConfig".into(),
-                    json!({"functionCallingConfig": config}),
-                );
-            }
+            declare_tools(c, options.schema_field, &mut body);
         }
-        let mut generation = Map::new();
-        generation.insert("temperature".into(), json!(config.temperature));
-        if let Some(seed) = config.seed {
-            generation.insert("seed".into(), json!(seed));
-        }
-        generation.insert("maxOutputTokens".into(), json!(config.max_output_tokens));
-        let field = match options.schema_field {
-            GeminiSchemaField::ResponseJsonSchema => "responseJsonSchema",
-            GeminiSchemaField::ResponseSchema => "responseSchema",
-        };
-        match config.structured_output {
-            _ if !call.wants_json() => {}
-            StructuredOutput::JsonSchema => {
-                generation.insert("responseMimeType".into(), json!("application/json"));
-                generation.insert(field.into(), schema);
-            }
-            // The request declares tools of its own: the answer cannot be one more forced
-            // function, so it is asked for with the schema instead.
-            StructuredOutput::Tool if !call.tools().is_empty() => {
-                generation.insert("responseMimeType".into(), json!("application/json"));
-                generation.insert(field.into(), schema);
-            }
-            StructuredOutput::JsonObject => {
-                generation.insert("responseMimeType".into(), json!("application/json"));
-            }
-            StructuredOutput::Tool => {
-                body.insert(
-                    "tools".into(),
-                    json!([{"functionDeclarations": [{"name": call.schema_name,
-                        "description": "Return the answer", parameters: schema}]}]),
-                );
-                body.insert(
-                    "toolConfig".into(),
-                    json!({"functionCallingConfig": {"mode": "ANY",
-                        "allowedFunctionNames": [call.schema_name]}}),
-                );
-            }
-            StructuredOutput::Prompt => {}
-        }
+        let generation = generation_config(call, config, options.schema_field, schema, &mut body);
         body.insert("generationConfig".into(), Value::Object(generation));
 
         let headers = super::json_headers(key.map(|k| {
@@ -621,6 +549,100 @@ pub fn openapi_schema(schema: &Value) -> Value {
         }
     }
     Value::Object(out)
+}
+
+/// The field of a function declaration its parameters' schema goes in.
+fn parameters_field(field: GeminiSchemaField) -> &'static str {
+    match field {
+        GeminiSchemaField::ResponseJsonSchema => "parametersJsonSchema",
+        GeminiSchemaField::ResponseSchema => "parameters",
+    }
+}
+
+/// The conversation's own tools, and how they may be called, in Gemini's words.
+fn declare_tools(c: &Conversation, field: GeminiSchemaField, body: &mut Map<String, Value>) {
+    let parameters = parameters_field(field);
+    let declarations: Vec<Value> = c
+        .tools
+        .iter()
+        .map(|t| {
+            let schema = match field {
+                GeminiSchemaField::ResponseJsonSchema => wire_schema(t.parameters()),
+                GeminiSchemaField::ResponseSchema => openapi_schema(&wire_schema(t.parameters())),
+            };
+            json!({"name": t.name(), "description": t.description(), parameters: schema})
+        })
+        .collect();
+    body.insert(
+        "tools".into(),
+        json!([{"functionDeclarations": declarations}]),
+    );
+    if let Some(choice) = &c.tool_choice {
+        let config = match choice {
+            ToolChoice::Auto => json!({"mode": "AUTO"}),
+            ToolChoice::None => json!({"mode": "NONE"}),
+            ToolChoice::Required => json!({"mode": "ANY"}),
+            ToolChoice::Tool(name) => {
+                json!({"mode": "ANY", "allowedFunctionNames": [name]})
+            }
+        };
+        body.insert(
+            "toolConfig".into(),
+            json!({"functionCallingConfig": config}),
+        );
+    }
+}
+
+/// `generationConfig`: the sampling settings and the structured output asked for (a
+/// forced tool call goes in `body`'s tools instead).
+fn generation_config(
+    call: &CallSpec<'_>,
+    config: &ProviderConfig,
+    schema_field: GeminiSchemaField,
+    schema: Value,
+    body: &mut Map<String, Value>,
+) -> Map<String, Value> {
+    let mut generation = Map::new();
+    generation.insert("temperature".into(), json!(config.temperature));
+    if let Some(seed) = config.seed {
+        generation.insert("seed".into(), json!(seed));
+    }
+    generation.insert("maxOutputTokens".into(), json!(config.max_output_tokens));
+    let field = match schema_field {
+        GeminiSchemaField::ResponseJsonSchema => "responseJsonSchema",
+        GeminiSchemaField::ResponseSchema => "responseSchema",
+    };
+    match config.structured_output {
+        _ if !call.wants_json() => {}
+        StructuredOutput::JsonSchema => {
+            generation.insert("responseMimeType".into(), json!("application/json"));
+            generation.insert(field.into(), schema);
+        }
+        // The request declares tools of its own: the answer cannot be one more forced
+        // function, so it is asked for with the schema instead.
+        StructuredOutput::Tool if !call.tools().is_empty() => {
+            generation.insert("responseMimeType".into(), json!("application/json"));
+            generation.insert(field.into(), schema);
+        }
+        StructuredOutput::JsonObject => {
+            generation.insert("responseMimeType".into(), json!("application/json"));
+        }
+        StructuredOutput::Tool => {
+            let parameters = parameters_field(schema_field);
+            body.insert(
+                "tools".into(),
+                json!([{"functionDeclarations": [{"name": call.schema_name,
+                    "description": "Return the answer", parameters: schema}]}]),
+            );
+            body.insert(
+                "toolConfig".into(),
+                json!({"functionCallingConfig": {"mode": "ANY",
+                    "allowedFunctionNames": [call.schema_name]}}),
+            );
+        }
+        StructuredOutput::Prompt => {}
+    }
+    generation
 }
 
 #[cfg(test)]

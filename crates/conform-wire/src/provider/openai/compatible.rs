@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::OpenAiChat;
 use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
 use super::{CallSpec, Reply, WireFormat, WireRequest};
-use crate::provider::count::{self, Count, CountRequest, Counted};
+use crate::provider::count::{self, Count, CountError, CountRequest, Counted};
 use crate::provider::error::is_daily_quota;
 use conform_config::ProviderConfig;
 use conform_config::secret::Secret;
@@ -60,12 +60,16 @@ impl WireFormat for OpenAiCompatible {
         answer: &Value,
         sent: &WireRequest,
         config: &ProviderConfig,
-    ) -> Result<Counted, String> {
+    ) -> Result<Counted, CountError> {
         if step == 0 {
-            let prompt = answer
-                .get("prompt")
-                .and_then(Value::as_str)
-                .ok_or("/apply-template returned no `prompt`")?;
+            let prompt =
+                answer
+                    .get("prompt")
+                    .and_then(Value::as_str)
+                    .ok_or(CountError::Missing {
+                        endpoint: "/apply-template",
+                        field: "prompt",
+                    })?;
             return Ok(Counted::Then(CountRequest {
                 url: config.url("/tokenize"),
                 headers: sent.headers.clone(),
@@ -75,7 +79,10 @@ impl WireFormat for OpenAiCompatible {
         let tokens = answer
             .get("tokens")
             .and_then(Value::as_array)
-            .ok_or("/tokenize returned no `tokens`")?;
+            .ok_or(CountError::Missing {
+                endpoint: "/tokenize",
+                field: "tokens",
+            })?;
         Ok(Counted::Tokens(Count {
             tokens: tokens.len() as u64,
             exact: true,

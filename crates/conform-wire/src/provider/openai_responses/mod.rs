@@ -70,7 +70,7 @@ impl WireFormat for OpenAiResponses {
         answer: &Value,
         _sent: &WireRequest,
         _config: &ProviderConfig,
-    ) -> Result<crate::provider::count::Counted, String> {
+    ) -> Result<crate::provider::count::Counted, crate::provider::count::CountError> {
         Ok(crate::provider::count::Counted::Tokens(
             crate::provider::count::Count {
                 tokens: crate::provider::count::integer(answer, "input_tokens")?,
