@@ -26,16 +26,14 @@ pub(crate) mod stream;
 
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderName};
+use reqwest::header::HeaderName;
 use serde_json::{Map, Value, json};
 
 use super::count::{self, Count, CountRequest, Counted};
 use super::error::is_daily_quota;
-use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
-use super::{
-    CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, sse, streamed,
-};
-use super::{parse_body, wire_schema};
+use super::error::{self, CallError, ErrorKind, mentions_context_length};
+use super::wire_schema;
+use super::{CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest};
 use conform_config::conversation::{Conversation, Message, Role, ToolChoice};
 use conform_config::provider::GeminiSchemaField;
 use conform_config::secret::Secret;
@@ -171,45 +169,37 @@ impl WireFormat for GeminiGenerateContent {
         }
     }
 
-    fn decode(&self, body: &[u8]) -> Result<Reply, CallError> {
-        parse_body(body)
-            .map_err(|e| {
-                streamed::reject(body, |doc| {
-                    let (kind, message, code) = error_object(doc)?;
-                    let mut e = CallError::new(kind.unwrap_or(ErrorKind::ServerError), message);
-                    e.status = code;
-                    Some(e)
-                })
-                .unwrap_or(e)
-            })
-            .and_then(|value| {
-                // A processed response of the wrong shape still says its cost and model.
-                decode_response(&value)
-                    .map_err(|e| e.keep_served(usage_of(&value), model_of(&value), None))
-            })
-            .map_err(CallError::after_success)
+    fn reply(&self, document: &Value) -> Result<Reply, CallError> {
+        decode_response(document)
     }
 
-    fn decode_stream(&self, body: &[u8]) -> Result<Reply, CallError> {
-        if sse::is_event_stream(body) {
-            stream::fold(body).map_err(CallError::after_success)
-        } else {
-            self.decode(body)
+    fn error_event(&self, event: &Value) -> Option<CallError> {
+        let (kind, message, code) = error_object(event)?;
+        let mut e = CallError::new(kind.unwrap_or(ErrorKind::ServerError), message);
+        e.status = code;
+        Some(e)
+    }
+
+    fn served(&self, document: &Value) -> (Usage, Option<String>) {
+        (usage_of(document), model_of(document))
+    }
+
+    fn fold(&self, body: &[u8]) -> Option<Result<Reply, CallError>> {
+        Some(stream::fold(body))
+    }
+
+    fn carries_answer(&self, event: &str, data: &Value) -> bool {
+        stream::carries_answer(event, data)
+    }
+
+    fn error_fields(&self, _status: u16, parsed: Option<&Value>) -> (Option<ErrorKind>, String) {
+        match parsed.and_then(error_object) {
+            Some((kind, message, _)) => (kind, message),
+            None => (None, String::new()),
         }
     }
 
-    fn first_token_end(&self, body: &[u8]) -> Option<usize> {
-        super::stream::first_answer_end(body, stream::carries_answer)
-    }
-
-    fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
-        let parsed: Option<Value> = serde_json::from_slice(body).ok();
-        let found = parsed.as_ref().and_then(error_object);
-        let message = found.as_ref().map(|f| f.1.clone()).unwrap_or_default();
-        let mut classified = classify_status(status, body, message);
-        if let Some((Some(kind), _, _)) = found {
-            classified.kind = kind;
-        }
+    fn advise(&self, classified: &mut CallError) {
         if classified.kind == ErrorKind::BadRequest
             && classified.message.contains("response_schema")
         {
@@ -217,15 +207,11 @@ impl WireFormat for GeminiGenerateContent {
                 " (responseSchema is an OpenAPI subset: `conform check` lists what it rejects; or set [gemini] schema_field = \"responseJsonSchema\")",
             );
         }
-        if classified.message.is_empty() {
-            classified.message = error::excerpt(body);
-        }
-        // The headers first; Google's own `RetryInfo` when they say nothing.
-        let hinted = classified.server_hints(headers);
-        match hinted.retry_after {
-            Some(_) => hinted,
-            None => hinted.retry_after(parsed.as_ref().and_then(retry_delay)),
-        }
+    }
+
+    /// Google's own `RetryInfo`, where the headers say nothing.
+    fn retry_hint(&self, parsed: Option<&Value>) -> Option<Duration> {
+        parsed.and_then(retry_delay)
     }
 }
 
