@@ -29,12 +29,10 @@ pub struct Record<'r> {
 
 /// What a source made of one request it read.
 pub enum Read<'r> {
-    Request(Record<'r>),
+    /// Boxed: a record is large, and most sources skip few requests.
+    Request(Box<Record<'r>>),
     /// A request that cannot be carried over: `at` is its place, `why` what was not.
-    Skipped {
-        at: String,
-        why: String,
-    },
+    Skipped { at: String, why: String },
 }
 
 /// What `suite.toml` says about a source: the comment that opens it, its table (without
@@ -88,7 +86,7 @@ impl Importer<'_> {
                 self.skip(&at, &why);
                 return Ok(());
             }
-            Read::Request(record) => record,
+            Read::Request(record) => *record,
         };
         let Record {
             order,

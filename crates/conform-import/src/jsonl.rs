@@ -91,14 +91,14 @@ impl Jsonl<'_> {
             None => None,
         };
         let case = super::request_case(format!("Imported from {place}"), &request, reference);
-        Ok(Read::Request(Record {
+        Ok(Read::Request(Box::new(Record {
             order: number as u64,
             id: format!("{number:06}"),
             case,
             schema: request.schema,
             dropped: request.dropped,
             redactor,
-        }))
+        })))
     }
 
     /// The recorded reference of line `number`'s `response`, if it can be kept.

@@ -128,14 +128,14 @@ impl Log<'_> {
         }
         let reference = reference(payload, &request, recorded, &place, importer);
         let case = super::request_case(format!("Imported from {place}"), &request, reference);
-        Ok(Read::Request(Record {
+        Ok(Read::Request(Box::new(Record {
             order: number as u64,
             id: format!("{number:06}"),
             case,
             schema: request.schema,
             dropped: request.dropped,
             redactor,
-        }))
+        })))
     }
 }
 

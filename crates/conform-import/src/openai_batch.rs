@@ -189,14 +189,14 @@ impl Batch<'_> {
             true => format!("{number:06}"),
             false => format!("{number:06}-{slug}"),
         };
-        Ok(Read::Request(Record {
+        Ok(Read::Request(Box::new(Record {
             order: number as u64,
             id,
             case,
             schema: request.schema,
             dropped: request.dropped,
             redactor,
-        }))
+        })))
     }
 
     /// The recorded reference of the answer to `id`, if the output files hold one that

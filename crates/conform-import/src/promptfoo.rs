@@ -216,14 +216,14 @@ impl Config<'_> {
         if !json_answer {
             case.insert("expect".into(), json!({"tool_calls": "none"}));
         }
-        Read::Request(Record {
+        Read::Request(Box::new(Record {
             order: order as u64,
             id: format!("{:06}", order + 1),
             case: Value::Object(case),
             schema: None,
             dropped: Vec::new(),
             redactor: importer.opts().redaction.case(),
-        })
+        }))
     }
 
     /// Keeps the schema an `is-json` or `contains-json` assertion's `value` gives.

@@ -236,14 +236,14 @@ impl Export<'_> {
         if let Some(why) = built.no_reference {
             importer.note(&place, why);
         }
-        Ok(Read::Request(Record {
+        Ok(Read::Request(Box::new(Record {
             order: self.order,
             id: format!("{:06}", self.order),
             case: built.case,
             schema: built.schema,
             dropped: built.dropped,
             redactor: built.redactor,
-        }))
+        })))
     }
 }
 
