@@ -146,7 +146,7 @@ pub fn for_run(
     let mut workspace = load(paths, selection)?;
     (workspace.settings)
         .allow_valid_for(asked.valid_for)
-        .map_err(ExecuteError::Usage)?;
+        .map_err(|e| ExecuteError::Usage(e.to_string()))?;
     if every_real {
         workspace.providers.retain(|p| !p.is_simulated());
         if workspace.providers.is_empty() {
@@ -642,7 +642,7 @@ pub async fn merge(dirs: &[PathBuf], to: &MergeTo) -> Result<Merged, ExecuteErro
     let mut workspace = load(&to.paths, selection)?;
     (workspace.settings)
         .allow_valid_for(to.valid_for)
-        .map_err(ExecuteError::Usage)?;
+        .map_err(|e| ExecuteError::Usage(e.to_string()))?;
     // Judged against the live references the shards ran with.
     for suite in &mut workspace.suites {
         suite.reference = plan.options.references.get(&suite.name).cloned();

@@ -339,7 +339,18 @@ pub struct Observed<'a> {
 pub trait References: std::fmt::Debug + Sync {
     /// The identity of provider `name` as its file says now; `Err` says why there is
     /// none (no such file, a file that does not load).
-    fn identity(&self, name: &str) -> Result<ProviderIdentity, String>;
+    fn identity(&self, name: &str) -> Result<ProviderIdentity, ReferenceError>;
+}
+
+/// Why a reference provider has no identity now.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReferenceError {
+    /// The project has no provider of that name: the detail names what it has.
+    #[error("the project has no such provider any more: {0}")]
+    Gone(String),
+    /// Its file does not load: the detail says why.
+    #[error("{0}")]
+    Unreadable(String),
 }
 
 /// Bounds a caller holds the evidence to at decision time: an orchestrator whose users
@@ -367,12 +378,17 @@ pub struct Required {
     pub max_valid_for: Option<std::time::Duration>,
 }
 
+/// A failure-rate bound that is not a share in (0, 1), as the caller wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a share in (0, 1), e.g. 0.05")]
+pub struct NotARate(pub String);
+
 impl Required {
     /// A failure-rate bound as a caller writes it: a share in (0, 1), e.g. `0.05`.
-    pub fn parse_rate(text: &str) -> Result<f64, String> {
+    pub fn parse_rate(text: &str) -> Result<f64, NotARate> {
         match text.parse::<f64>() {
             Ok(r) if r > 0.0 && r < 1.0 => Ok(r),
-            _ => Err(format!("`{text}` is not a share in (0, 1), e.g. 0.05")),
+            _ => Err(NotARate(text.to_string())),
         }
     }
 
@@ -705,6 +721,46 @@ fn check_window(
     Ok(())
 }
 
+/// How the evidence is not for the suite, provider or reference as they are now: the
+/// detail of a denial.
+#[derive(Debug, thiserror::Error)]
+enum Mismatch {
+    /// The entry records no `what` to compare with.
+    #[error(
+        "the entry records no {what}, so it cannot be shown to be for the {called} as it is now"
+    )]
+    NotPinned { what: String, called: &'static str },
+    #[error("the {name} changed since the evidence was made: {}", .changes.join("; "))]
+    Changed {
+        name: &'static str,
+        changes: Vec<String>,
+    },
+    #[error("the {called} is now {now}; the evidence was made with {then}")]
+    Digest {
+        called: &'static str,
+        now: String,
+        then: String,
+    },
+    #[error(
+        "the entry's {name}_digest is not the digest of its {name}_identity: the entry was edited"
+    )]
+    Edited { name: &'static str },
+    #[error("the evidence judged the provider against `{reference}`, and {source}")]
+    ReferenceGone {
+        reference: String,
+        source: ReferenceError,
+    },
+    #[error(
+        "the entry records no identity of its reference `{0}`, so it cannot be shown to be judged against the reference as it is now: run again"
+    )]
+    ReferenceUnpinned(String),
+    #[error("judged against `{reference}`: {detail}")]
+    Reference {
+        reference: String,
+        detail: Box<Mismatch>,
+    },
+}
+
 /// What an entry pins, for [`same_pinned`]: a suite's files or a provider's settings.
 trait Pinned: PartialEq {
     fn digest(&self) -> String;
@@ -746,7 +802,7 @@ struct Pin<'a, I> {
 /// The suite the evidence was made with is the suite as it is now, and likewise the
 /// provider: the detail names what changed when the entry records it (files, settings
 /// with both values), the two digests otherwise.
-fn same_suite(entry: &Entry, observed: &Observed<'_>) -> Result<(), String> {
+fn same_suite(entry: &Entry, observed: &Observed<'_>) -> Result<(), Mismatch> {
     let pin = Pin {
         name: "suite",
         called: "suite",
@@ -759,7 +815,7 @@ fn same_suite(entry: &Entry, observed: &Observed<'_>) -> Result<(), String> {
     same_pinned(&pin, entry.contract_only)
 }
 
-fn same_provider(entry: &Entry, observed: &Observed<'_>) -> Result<(), String> {
+fn same_provider(entry: &Entry, observed: &Observed<'_>) -> Result<(), Mismatch> {
     let pin = Pin {
         name: "provider",
         called: "provider configuration",
@@ -774,7 +830,7 @@ fn same_provider(entry: &Entry, observed: &Observed<'_>) -> Result<(), String> {
 
 /// An entry judged against a live reference holds that reference to its file as it is
 /// now, as the provider is held to its own: another primary makes it another comparison.
-fn same_reference(entry: &Entry, observed: &Observed<'_>) -> Result<(), String> {
+fn same_reference(entry: &Entry, observed: &Observed<'_>) -> Result<(), Mismatch> {
     let (Some(references), Some(d)) = (observed.references, &entry.evidence.differential) else {
         return Ok(());
     };
@@ -782,17 +838,14 @@ fn same_reference(entry: &Entry, observed: &Observed<'_>) -> Result<(), String> 
     if d.reference == RECORDED_REFERENCE {
         return Ok(());
     }
-    let now = references.identity(&d.reference).map_err(|why| {
-        format!(
-            "the evidence judged the provider against `{}`, and {why}",
-            d.reference
-        )
-    })?;
+    let now = references
+        .identity(&d.reference)
+        .map_err(|source| Mismatch::ReferenceGone {
+            reference: d.reference.clone(),
+            source,
+        })?;
     if d.reference_digest.is_none() {
-        return Err(format!(
-            "the entry records no identity of its reference `{}`, so it cannot be shown to be judged against the reference as it is now: run again",
-            d.reference
-        ));
+        return Err(Mismatch::ReferenceUnpinned(d.reference.clone()));
     }
     let now_digest = now.digest();
     let pin = Pin {
@@ -804,27 +857,24 @@ fn same_reference(entry: &Entry, observed: &Observed<'_>) -> Result<(), String> 
         now_digest: Some(&now_digest),
         now: Some(&now),
     };
-    same_pinned(&pin, entry.contract_only)
-        .map_err(|detail| format!("judged against `{}`: {detail}", d.reference))
+    same_pinned(&pin, entry.contract_only).map_err(|detail| Mismatch::Reference {
+        reference: d.reference.clone(),
+        detail: Box::new(detail),
+    })
 }
 
 /// What [`crate::format::DifferentialEvidence::reference`] says for answers recorded in
 /// the cases instead of a live reference provider.
 pub const RECORDED_REFERENCE: &str = "recorded";
 
-fn same_pinned<I: Pinned>(pin: &Pin<'_, I>, contract_only: bool) -> Result<(), String> {
-    let pinned = |what: String| {
-        format!(
-            "the entry records no {what}, so it cannot be shown to be for the {} as it is now",
-            pin.called
-        )
+fn same_pinned<I: Pinned>(pin: &Pin<'_, I>, contract_only: bool) -> Result<(), Mismatch> {
+    let pinned = |what: String| Mismatch::NotPinned {
+        what,
+        called: pin.called,
     };
-    let changed = |now: &I, then: &I| {
-        format!(
-            "the {} changed since the evidence was made: {}",
-            pin.name,
-            now.changes_since(then).join("; ")
-        )
+    let changed = |now: &I, then: &I| Mismatch::Changed {
+        name: pin.name,
+        changes: now.changes_since(then),
     };
     if let Some(digest) = pin.now_digest
         && digest != pin.then_digest
@@ -837,10 +887,11 @@ fn same_pinned<I: Pinned>(pin: &Pin<'_, I>, contract_only: bool) -> Result<(), S
         {
             return Err(changed(now, then));
         }
-        return Err(format!(
-            "the {} is now {digest}; the evidence was made with {}",
-            pin.called, pin.then_digest
-        ));
+        return Err(Mismatch::Digest {
+            called: pin.called,
+            now: digest.to_string(),
+            then: pin.then_digest.to_string(),
+        });
     }
     if let (Some(now), false) = (pin.now, contract_only) {
         match pin.then {
@@ -851,10 +902,7 @@ fn same_pinned<I: Pinned>(pin: &Pin<'_, I>, contract_only: bool) -> Result<(), S
             }
             Some(then) if then != now => return Err(changed(now, then)),
             Some(then) if then.digest() != pin.then_digest => {
-                return Err(format!(
-                    "the entry's {0}_digest is not the digest of its {0}_identity: the entry was edited",
-                    pin.name
-                ));
+                return Err(Mismatch::Edited { name: pin.name });
             }
             Some(_) => {}
         }
@@ -923,13 +971,13 @@ fn check_entry(
         }
     };
     if let Err(detail) = same_suite(entry, observed) {
-        return deny(Reason::SuiteChanged, detail);
+        return deny(Reason::SuiteChanged, detail.to_string());
     }
     if let Err(detail) = same_provider(entry, observed) {
-        return deny(Reason::ProviderChanged, detail);
+        return deny(Reason::ProviderChanged, detail.to_string());
     }
     if let Err(detail) = same_reference(entry, observed) {
-        return deny(Reason::ReferenceChanged, detail);
+        return deny(Reason::ReferenceChanged, detail.to_string());
     }
     if !entry.contract_only {
         check_window(entry, at, until, required)?;
@@ -1097,10 +1145,10 @@ mod tests {
     struct Project(ProviderIdentity);
 
     impl References for Project {
-        fn identity(&self, name: &str) -> Result<ProviderIdentity, String> {
+        fn identity(&self, name: &str) -> Result<ProviderIdentity, ReferenceError> {
             match name {
                 "claude" => Ok(self.0.clone()),
-                _ => Err(format!("no provider `{name}`")),
+                _ => Err(ReferenceError::Unreadable(format!("no provider `{name}`"))),
             }
         }
     }

@@ -56,8 +56,8 @@ pub mod sign;
 pub mod stats;
 
 pub use decision::{
-    Bound, BoundFrom, CLOCK_SKEW, DEFAULT_MAX_UNDETECTED_FAILURE_RATE, Denial, Observed, Permit,
-    ProjectBounds, RECORDED_REFERENCE, Reason, References, Required,
+    Bound, BoundFrom, CLOCK_SKEW, DEFAULT_MAX_UNDETECTED_FAILURE_RATE, Denial, NotARate, Observed,
+    Permit, ProjectBounds, RECORDED_REFERENCE, Reason, ReferenceError, References, Required,
 };
 pub use explain::{list_or_none, sentence, status, time_left};
 pub use format::{

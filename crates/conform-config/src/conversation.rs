@@ -451,22 +451,7 @@ pub fn problems(
     }
     let declared: BTreeSet<&str> = tools.iter().map(Tool::name).collect();
     if let Some(choice) = tool_choice {
-        match choice {
-            _ if tools.is_empty() => found.push(Problem::new(
-                "/tool_choice",
-                "tool_choice without tools: declare the tools (`tools` in the case, or `tools` in suite.toml)",
-            )),
-            ToolChoice::Tool(name) if !declared.contains(name.as_str()) => {
-                found.push(Problem::new(
-                    "/tool_choice/function/name",
-                    format!(
-                        "tool_choice names `{name}`, which is not declared; declared: {}",
-                        list(&declared)
-                    ),
-                ))
-            }
-            _ => {}
-        }
+        choice_problems(choice, tools, &declared, &mut found);
     }
     // Calls made and not yet answered, by id, with where they were made.
     let mut open: Vec<(String, String)> = Vec::new();
@@ -485,99 +470,10 @@ pub fn problems(
             ));
             open.clear();
         }
-        if !m.tool_calls.is_empty() && m.role != Role::Assistant {
-            found.push(Problem::new(
-                format!("{at}/tool_calls"),
-                "only assistant messages make tool calls",
-            ));
-        }
-        if m.is_error && m.role != Role::Tool {
-            found.push(Problem::new(
-                format!("{at}/is_error"),
-                "only tool results say is_error",
-            ));
-        }
-        if m.tool_call_id.is_some() && m.role != Role::Tool {
-            found.push(Problem::new(
-                format!("{at}/tool_call_id"),
-                "only tool results answer a call (tool_call_id)",
-            ));
-        }
-        match m.role {
-            Role::System | Role::User if m.content.is_none() => found.push(Problem::new(
-                format!("{at}/content"),
-                format!("a {} message needs content", m.role.as_str()),
-            )),
-            Role::Assistant if m.content.is_none() && m.tool_calls.is_empty() => {
-                found.push(Problem::new(
-                    format!("{at}/content"),
-                    "an assistant message needs content or tool_calls",
-                ))
-            }
-            _ => {}
-        }
-        for (j, call) in m.tool_calls.iter().enumerate() {
-            let call_at = format!("{at}/tool_calls/{j}");
-            if call.kind != "function" {
-                found.push(Problem::new(
-                    format!("{call_at}/type"),
-                    "only \"function\" calls are made",
-                ));
-            }
-            if call.id.is_empty() {
-                found.push(Problem::new(
-                    format!("{call_at}/id"),
-                    "a call needs an id, which its tool result names",
-                ));
-            } else if let Some(first) = ids.insert(call.id.clone(), call_at.clone()) {
-                found.push(Problem::new(
-                    format!("{call_at}/id"),
-                    format!(
-                        "call id `{}` is used twice (first at {first}): every call needs its own",
-                        call.id
-                    ),
-                ));
-            }
-            let name = call.function.name.as_str();
-            if !declared.contains(name) {
-                found.push(Problem::new(
-                    format!("{call_at}/function/name"),
-                    format!(
-                        "the history calls `{name}`, which is not declared; declared: {}",
-                        list(&declared)
-                    ),
-                ));
-            }
-            if call.arguments_object().is_none() {
-                found.push(Problem::new(
-                    format!("{call_at}/function/arguments"),
-                    "the arguments must be a JSON object, or a string holding one",
-                ));
-            }
-            open.push((call.id.clone(), call_at));
-        }
+        shape_problems(&at, m, &mut found);
+        call_problems(&at, m, &declared, &mut ids, &mut open, &mut found);
         if m.role == Role::Tool {
-            match &m.tool_call_id {
-                None => found.push(Problem::new(
-                    at.clone(),
-                    "a tool result needs the tool_call_id of the call it answers",
-                )),
-                Some(id) => match open.iter().position(|(open_id, _)| open_id == id) {
-                    Some(k) => {
-                        open.remove(k);
-                    }
-                    None if ids.contains_key(id) => found.push(Problem::new(
-                        format!("{at}/tool_call_id"),
-                        format!(
-                            "`{id}` was already answered, or was not made by the assistant turn right before this result"
-                        ),
-                    )),
-                    None => found.push(Problem::new(
-                        format!("{at}/tool_call_id"),
-                        format!("no earlier assistant turn made a call with id `{id}`"),
-                    )),
-                },
-            }
+            result_problems(&at, m, &ids, &mut open, &mut found);
         }
     }
     if !open.is_empty() {
@@ -591,6 +487,149 @@ pub fn problems(
         ));
     }
     found
+}
+
+/// A `tool_choice` that names no declared tool, or comes without tools.
+fn choice_problems(
+    choice: &ToolChoice,
+    tools: &[Tool],
+    declared: &BTreeSet<&str>,
+    found: &mut Vec<Problem>,
+) {
+    match choice {
+        _ if tools.is_empty() => found.push(Problem::new(
+            "/tool_choice",
+            "tool_choice without tools: declare the tools (`tools` in the case, or `tools` in suite.toml)",
+        )),
+        ToolChoice::Tool(name) if !declared.contains(name.as_str()) => {
+            found.push(Problem::new(
+                "/tool_choice/function/name",
+                format!(
+                    "tool_choice names `{name}`, which is not declared; declared: {}",
+                    list(declared)
+                ),
+            ))
+        }
+        _ => {}
+    }
+}
+
+/// Fields message `m` (at `at`) has that its role does not, or content it lacks.
+fn shape_problems(at: &str, m: &Message, found: &mut Vec<Problem>) {
+    if !m.tool_calls.is_empty() && m.role != Role::Assistant {
+        found.push(Problem::new(
+            format!("{at}/tool_calls"),
+            "only assistant messages make tool calls",
+        ));
+    }
+    if m.is_error && m.role != Role::Tool {
+        found.push(Problem::new(
+            format!("{at}/is_error"),
+            "only tool results say is_error",
+        ));
+    }
+    if m.tool_call_id.is_some() && m.role != Role::Tool {
+        found.push(Problem::new(
+            format!("{at}/tool_call_id"),
+            "only tool results answer a call (tool_call_id)",
+        ));
+    }
+    match m.role {
+        Role::System | Role::User if m.content.is_none() => found.push(Problem::new(
+            format!("{at}/content"),
+            format!("a {} message needs content", m.role.as_str()),
+        )),
+        Role::Assistant if m.content.is_none() && m.tool_calls.is_empty() => {
+            found.push(Problem::new(
+                format!("{at}/content"),
+                "an assistant message needs content or tool_calls",
+            ))
+        }
+        _ => {}
+    }
+}
+
+/// The calls of message `m` (at `at`): each well formed, with its own id, to a declared
+/// tool; each is then `open` until a tool result answers it.
+fn call_problems(
+    at: &str,
+    m: &Message,
+    declared: &BTreeSet<&str>,
+    ids: &mut HashMap<String, String>,
+    open: &mut Vec<(String, String)>,
+    found: &mut Vec<Problem>,
+) {
+    for (j, call) in m.tool_calls.iter().enumerate() {
+        let call_at = format!("{at}/tool_calls/{j}");
+        if call.kind != "function" {
+            found.push(Problem::new(
+                format!("{call_at}/type"),
+                "only \"function\" calls are made",
+            ));
+        }
+        if call.id.is_empty() {
+            found.push(Problem::new(
+                format!("{call_at}/id"),
+                "a call needs an id, which its tool result names",
+            ));
+        } else if let Some(first) = ids.insert(call.id.clone(), call_at.clone()) {
+            found.push(Problem::new(
+                format!("{call_at}/id"),
+                format!(
+                    "call id `{}` is used twice (first at {first}): every call needs its own",
+                    call.id
+                ),
+            ));
+        }
+        let name = call.function.name.as_str();
+        if !declared.contains(name) {
+            found.push(Problem::new(
+                format!("{call_at}/function/name"),
+                format!(
+                    "the history calls `{name}`, which is not declared; declared: {}",
+                    list(declared)
+                ),
+            ));
+        }
+        if call.arguments_object().is_none() {
+            found.push(Problem::new(
+                format!("{call_at}/function/arguments"),
+                "the arguments must be a JSON object, or a string holding one",
+            ));
+        }
+        open.push((call.id.clone(), call_at));
+    }
+}
+
+/// Tool result `m` (at `at`) answers an `open` call, which it closes.
+fn result_problems(
+    at: &str,
+    m: &Message,
+    ids: &HashMap<String, String>,
+    open: &mut Vec<(String, String)>,
+    found: &mut Vec<Problem>,
+) {
+    match &m.tool_call_id {
+        None => found.push(Problem::new(
+            at,
+            "a tool result needs the tool_call_id of the call it answers",
+        )),
+        Some(id) => match open.iter().position(|(open_id, _)| open_id == id) {
+            Some(k) => {
+                open.remove(k);
+            }
+            None if ids.contains_key(id) => found.push(Problem::new(
+                format!("{at}/tool_call_id"),
+                format!(
+                    "`{id}` was already answered, or was not made by the assistant turn right before this result"
+                ),
+            )),
+            None => found.push(Problem::new(
+                format!("{at}/tool_call_id"),
+                format!("no earlier assistant turn made a call with id `{id}`"),
+            )),
+        },
+    }
 }
 
 fn list(names: &BTreeSet<&str>) -> String {

@@ -34,8 +34,20 @@ pub enum ExpectedCalls {
     Calls(Vec<ExpectedCall>),
 }
 
+/// Why `expect.tool_calls` is not a list of calls.
+#[derive(Debug, thiserror::Error)]
+pub enum ExpectError {
+    /// A call of the list that does not read as one.
+    #[error("{0}")]
+    Call(serde_json::Error),
+    #[error(
+        "expect.tool_calls is \"none\", or a list of calls: [{{\"name\": \"…\", \"arguments\": {{\"/pointer\": value}}}}]"
+    )]
+    Shape,
+}
+
 impl TryFrom<Value> for ExpectedCalls {
-    type Error = String;
+    type Error = ExpectError;
 
     fn try_from(value: Value) -> Result<Self, Self::Error> {
         match value {
@@ -43,13 +55,10 @@ impl TryFrom<Value> for ExpectedCalls {
             Value::Array(items) if items.is_empty() => Ok(ExpectedCalls::None),
             Value::Array(items) => items
                 .into_iter()
-                .map(|item| serde_json::from_value(item).map_err(|e| e.to_string()))
-                .collect::<Result<Vec<ExpectedCall>, String>>()
+                .map(|item| serde_json::from_value(item).map_err(ExpectError::Call))
+                .collect::<Result<Vec<ExpectedCall>, ExpectError>>()
                 .map(ExpectedCalls::Calls),
-            _ => Err(
-                "expect.tool_calls is \"none\", or a list of calls: [{\"name\": \"…\", \"arguments\": {\"/pointer\": value}}]"
-                    .into(),
-            ),
+            _ => Err(ExpectError::Shape),
         }
     }
 }

@@ -85,6 +85,169 @@ impl Description {
     }
 }
 
+// Each wire's description: a table, one entry per kind.
+
+const OPENAI: Description = Description {
+    name: "openai",
+    default_base_url: Some("https://api.openai.com"),
+    lacks: &[],
+    section: None,
+    count_endpoint: None,
+    simulable: true,
+    api_paths: &["/v1"],
+    example: Some(include_str!("../../../providers/openai.toml")),
+    cloud: None,
+};
+
+const OPENAI_COMPATIBLE: Description = Description {
+    name: "openai-compatible",
+    default_base_url: None,
+    lacks: &[],
+    section: None,
+    count_endpoint: Some("llama.cpp /apply-template + /tokenize"),
+    simulable: true,
+    api_paths: &["/v1"],
+    example: Some(include_str!("../../../providers/vllm.toml")),
+    cloud: None,
+};
+
+const OPENAI_RESPONSES: Description = Description {
+    name: "openai-responses",
+    default_base_url: Some("https://api.openai.com"),
+    lacks: &[],
+    section: None,
+    count_endpoint: Some("OpenAI /v1/responses/input_tokens"),
+    simulable: false,
+    api_paths: &["/v1"],
+    example: None,
+    cloud: None,
+};
+
+const ANTHROPIC: Description = Description {
+    name: "anthropic",
+    default_base_url: Some("https://api.anthropic.com"),
+    lacks: &[(
+        StructuredOutput::JsonObject,
+        "Anthropic has no JSON mode: use \"json_schema\" (output_config.format), \"tool\" (forced tool use) or \"prompt\"",
+    )],
+    section: Some("anthropic"),
+    count_endpoint: Some("Anthropic /v1/messages/count_tokens"),
+    simulable: true,
+    api_paths: &["/v1"],
+    example: Some(include_str!("../../../providers/anthropic.toml")),
+    cloud: None,
+};
+
+const GEMINI: Description = Description {
+    name: "gemini",
+    default_base_url: Some("https://generativelanguage.googleapis.com"),
+    lacks: &[],
+    section: Some("gemini"),
+    count_endpoint: Some("Gemini countTokens"),
+    simulable: true,
+    api_paths: &["/v1beta", "/v1"],
+    example: Some(include_str!("../../../providers/gemini.toml")),
+    cloud: None,
+};
+
+const OLLAMA: Description = Description {
+    name: "ollama",
+    default_base_url: Some("http://127.0.0.1:11434"),
+    lacks: &[(
+        StructuredOutput::Tool,
+        "Ollama cannot force a tool call: use \"json_schema\" (format = the schema), \"json_object\" or \"prompt\"",
+    )],
+    section: None,
+    count_endpoint: None,
+    simulable: true,
+    api_paths: &["/api"],
+    example: Some(include_str!("../../../providers/ollama.toml")),
+    cloud: None,
+};
+
+const AZURE_OPENAI: Description = Description {
+    name: "azure-openai",
+    // The resource's own endpoint: nothing to default to.
+    default_base_url: None,
+    lacks: &[],
+    section: None,
+    count_endpoint: None,
+    simulable: false,
+    // The deployment or `/v1` path is the wire's, after `/openai`.
+    api_paths: &["/openai/v1", "/openai"],
+    example: Some(include_str!("../../../providers/azure-openai.toml")),
+    cloud: Some(&Cloud {
+        fields: &[
+            (Field::Deployment, true),
+            (Field::ApiVersion, false),
+            (Field::TokenEnv, false),
+        ],
+        auth: "api-key",
+        environment: &[],
+        default_api: None,
+        sections: &[],
+    }),
+};
+
+const BEDROCK: Description = Description {
+    name: "bedrock",
+    default_base_url: Some("https://bedrock-runtime.{region}.amazonaws.com"),
+    lacks: &[(
+        StructuredOutput::JsonObject,
+        "Bedrock has no JSON mode: use \"json_schema\" (Converse outputConfig, or Anthropic's output_config with api = \"invoke\"), \"tool\" (a forced tool call) or \"prompt\"",
+    )],
+    section: None,
+    count_endpoint: None,
+    simulable: false,
+    api_paths: &[],
+    example: Some(include_str!("../../../providers/bedrock-claude.toml")),
+    cloud: Some(&Cloud {
+        fields: &[(Field::Region, true), (Field::Api, false)],
+        // SigV4, or a Bedrock API key: AWS's own order, the key when it is set.
+        auth: "aws",
+        environment: &[
+            &["AWS_BEARER_TOKEN_BEDROCK"],
+            &["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"],
+        ],
+        default_api: Some(CloudApi::Converse),
+        sections: &["anthropic"],
+    }),
+};
+
+const VERTEX: Description = Description {
+    name: "vertex",
+    default_base_url: Some("https://{region}-aiplatform.googleapis.com"),
+    lacks: &[],
+    section: None,
+    count_endpoint: None,
+    simulable: false,
+    api_paths: &["/v1"],
+    example: Some(include_str!("../../../providers/vertex-gemini.toml")),
+    cloud: Some(&Cloud {
+        fields: &[
+            (Field::Project, true),
+            (Field::Region, true),
+            (Field::TokenEnv, false),
+        ],
+        auth: "google-service-account",
+        environment: &[&["GOOGLE_APPLICATION_CREDENTIALS"]],
+        default_api: None,
+        sections: &["gemini", "anthropic"],
+    }),
+};
+
+const SIM: Description = Description {
+    name: "sim",
+    default_base_url: None,
+    lacks: &[],
+    section: None,
+    count_endpoint: None,
+    simulable: false,
+    api_paths: &[],
+    example: None,
+    cloud: None,
+};
+
 impl Kind {
     /// Every kind, as a provider file names it.
     pub const ALL: [Kind; 10] = [
@@ -111,157 +274,16 @@ impl Kind {
     /// What a provider file may ask of this wire.
     pub fn describe(self) -> &'static Description {
         match self {
-            Kind::Openai => &Description {
-                name: "openai",
-                default_base_url: Some("https://api.openai.com"),
-                lacks: &[],
-                section: None,
-                count_endpoint: None,
-                simulable: true,
-                api_paths: &["/v1"],
-                example: Some(include_str!("../../../providers/openai.toml")),
-                cloud: None,
-            },
-            Kind::OpenaiCompatible => &Description {
-                name: "openai-compatible",
-                default_base_url: None,
-                lacks: &[],
-                section: None,
-                count_endpoint: Some("llama.cpp /apply-template + /tokenize"),
-                simulable: true,
-                api_paths: &["/v1"],
-                example: Some(include_str!("../../../providers/vllm.toml")),
-                cloud: None,
-            },
-            Kind::OpenaiResponses => &Description {
-                name: "openai-responses",
-                default_base_url: Some("https://api.openai.com"),
-                lacks: &[],
-                section: None,
-                count_endpoint: Some("OpenAI /v1/responses/input_tokens"),
-                simulable: false,
-                api_paths: &["/v1"],
-                example: None,
-                cloud: None,
-            },
-            Kind::Anthropic => &Description {
-                name: "anthropic",
-                default_base_url: Some("https://api.anthropic.com"),
-                lacks: &[(
-                    StructuredOutput::JsonObject,
-                    "Anthropic has no JSON mode: use \"json_schema\" (output_config.format), \"tool\" (forced tool use) or \"prompt\"",
-                )],
-                section: Some("anthropic"),
-                count_endpoint: Some("Anthropic /v1/messages/count_tokens"),
-                simulable: true,
-                api_paths: &["/v1"],
-                example: Some(include_str!("../../../providers/anthropic.toml")),
-                cloud: None,
-            },
-            Kind::Gemini => &Description {
-                name: "gemini",
-                default_base_url: Some("https://generativelanguage.googleapis.com"),
-                lacks: &[],
-                section: Some("gemini"),
-                count_endpoint: Some("Gemini countTokens"),
-                simulable: true,
-                api_paths: &["/v1beta", "/v1"],
-                example: Some(include_str!("../../../providers/gemini.toml")),
-                cloud: None,
-            },
-            Kind::Ollama => &Description {
-                name: "ollama",
-                default_base_url: Some("http://127.0.0.1:11434"),
-                lacks: &[(
-                    StructuredOutput::Tool,
-                    "Ollama cannot force a tool call: use \"json_schema\" (format = the schema), \"json_object\" or \"prompt\"",
-                )],
-                section: None,
-                count_endpoint: None,
-                simulable: true,
-                api_paths: &["/api"],
-                example: Some(include_str!("../../../providers/ollama.toml")),
-                cloud: None,
-            },
-            Kind::AzureOpenai => &Description {
-                name: "azure-openai",
-                // The resource's own endpoint: nothing to default to.
-                default_base_url: None,
-                lacks: &[],
-                section: None,
-                count_endpoint: None,
-                simulable: false,
-                // The deployment or `/v1` path is the wire's, after `/openai`.
-                api_paths: &["/openai/v1", "/openai"],
-                example: Some(include_str!("../../../providers/azure-openai.toml")),
-                cloud: Some(&Cloud {
-                    fields: &[
-                        (Field::Deployment, true),
-                        (Field::ApiVersion, false),
-                        (Field::TokenEnv, false),
-                    ],
-                    auth: "api-key",
-                    environment: &[],
-                    default_api: None,
-                    sections: &[],
-                }),
-            },
-            Kind::Bedrock => &Description {
-                name: "bedrock",
-                default_base_url: Some("https://bedrock-runtime.{region}.amazonaws.com"),
-                lacks: &[(
-                    StructuredOutput::JsonObject,
-                    "Bedrock has no JSON mode: use \"json_schema\" (Converse outputConfig, or Anthropic's output_config with api = \"invoke\"), \"tool\" (a forced tool call) or \"prompt\"",
-                )],
-                section: None,
-                count_endpoint: None,
-                simulable: false,
-                api_paths: &[],
-                example: Some(include_str!("../../../providers/bedrock-claude.toml")),
-                cloud: Some(&Cloud {
-                    fields: &[(Field::Region, true), (Field::Api, false)],
-                    // SigV4, or a Bedrock API key: AWS's own order, the key when it is set.
-                    auth: "aws",
-                    environment: &[
-                        &["AWS_BEARER_TOKEN_BEDROCK"],
-                        &["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"],
-                    ],
-                    default_api: Some(CloudApi::Converse),
-                    sections: &["anthropic"],
-                }),
-            },
-            Kind::Vertex => &Description {
-                name: "vertex",
-                default_base_url: Some("https://{region}-aiplatform.googleapis.com"),
-                lacks: &[],
-                section: None,
-                count_endpoint: None,
-                simulable: false,
-                api_paths: &["/v1"],
-                example: Some(include_str!("../../../providers/vertex-gemini.toml")),
-                cloud: Some(&Cloud {
-                    fields: &[
-                        (Field::Project, true),
-                        (Field::Region, true),
-                        (Field::TokenEnv, false),
-                    ],
-                    auth: "google-service-account",
-                    environment: &[&["GOOGLE_APPLICATION_CREDENTIALS"]],
-                    default_api: None,
-                    sections: &["gemini", "anthropic"],
-                }),
-            },
-            Kind::Sim => &Description {
-                name: "sim",
-                default_base_url: None,
-                lacks: &[],
-                section: None,
-                count_endpoint: None,
-                simulable: false,
-                api_paths: &[],
-                example: None,
-                cloud: None,
-            },
+            Kind::Openai => &OPENAI,
+            Kind::OpenaiCompatible => &OPENAI_COMPATIBLE,
+            Kind::OpenaiResponses => &OPENAI_RESPONSES,
+            Kind::Anthropic => &ANTHROPIC,
+            Kind::Gemini => &GEMINI,
+            Kind::Ollama => &OLLAMA,
+            Kind::AzureOpenai => &AZURE_OPENAI,
+            Kind::Bedrock => &BEDROCK,
+            Kind::Vertex => &VERTEX,
+            Kind::Sim => &SIM,
         }
     }
 

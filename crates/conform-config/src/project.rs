@@ -128,18 +128,31 @@ impl Settings {
     }
 }
 
+/// A grant asked to stay valid longer than the project allows; the message says what
+/// to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "--valid-for {} is longer than the project allows ({}): evidence goes stale as providers change; raise `max_valid_for` under [evidence] in {file} if you mean it",
+    days(*.asked),
+    days(*.allowed),
+    file = FILE
+)]
+pub struct TooLong {
+    pub asked: Duration,
+    pub allowed: Duration,
+}
+
 impl Settings {
     /// Whether a grant may be valid for `valid_for` after its first call: no longer than
-    /// `max_valid_for`. The error says what to do.
-    pub fn allow_valid_for(&self, valid_for: Duration) -> Result<(), String> {
+    /// `max_valid_for`.
+    pub fn allow_valid_for(&self, valid_for: Duration) -> Result<(), TooLong> {
         if valid_for <= self.max_valid_for {
             return Ok(());
         }
-        Err(format!(
-            "--valid-for {} is longer than the project allows ({}): evidence goes stale as providers change; raise `max_valid_for` under [evidence] in {FILE} if you mean it",
-            days(valid_for),
-            days(self.max_valid_for)
-        ))
+        Err(TooLong {
+            asked: valid_for,
+            allowed: self.max_valid_for,
+        })
     }
 }
 
@@ -185,7 +198,8 @@ mod tests {
         assert!(settings.allow_valid_for(DEFAULT_MAX_VALID_FOR).is_ok());
         let err = settings
             .allow_valid_for(Duration::from_secs(36_500 * 86_400))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("--valid-for 36500d is longer") && err.contains("(30d)"),
             "{err}"
@@ -200,7 +214,9 @@ mod tests {
             let expected = if given == "90m" { "1h 30m" } else { given };
             assert_eq!(days(parse(given)), expected);
         }
-        let err = (Settings::default().allow_valid_for(parse("365d"))).unwrap_err();
+        let err = (Settings::default().allow_valid_for(parse("365d")))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("--valid-for 365d is longer than the project allows (30d)"),
             "{err}"

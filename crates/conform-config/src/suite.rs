@@ -734,7 +734,7 @@ impl Suite {
                             std::fs::read_to_string(path).unwrap_or_default()
                         });
                         problems.push(
-                            Diagnostic::new(path, why)
+                            Diagnostic::new(path, why.to_string())
                                 .at_pointer(source, &format!("/messages/{i}/content")),
                         );
                     }
@@ -765,11 +765,11 @@ impl Suite {
 
     /// Renders one message's content with the case's variables; an undefined variable
     /// or a syntax error is the message.
-    fn render_str(&self, text: &str, vars: &Map<String, Value>) -> Result<String, String> {
+    fn render_str(&self, text: &str, vars: &Map<String, Value>) -> Result<String, RenderError> {
         let template = self
             .templates
             .template_from_str(text)
-            .map_err(|e| format!("the message is not a valid template: {e}"))?;
+            .map_err(RenderError::Syntax)?;
         let mut missing: Vec<String> = template
             .undeclared_variables(false)
             .into_iter()
@@ -777,16 +777,11 @@ impl Suite {
             .collect();
         if !missing.is_empty() {
             missing.sort();
-            let list: Vec<String> = missing.iter().map(|v| format!("{{{{ {v} }}}}")).collect();
-            return Err(format!(
-                "the message uses {} but this case does not define {} in `vars`",
-                list.join(", "),
-                if missing.len() == 1 { "it" } else { "them" }
-            ));
+            return Err(RenderError::Undefined(missing));
         }
         template
             .render(minijinja::value::Serde(vars))
-            .map_err(|e| format!("rendering the message failed: {e}"))
+            .map_err(RenderError::Render)
     }
 
     /// Renders the suite's templates for a case: the system template, and the user
@@ -902,6 +897,33 @@ fn list_cases(dir: &Path, problems: &mut Diagnostics) -> Vec<CaseRef> {
     cases
 }
 
+/// Why a message's template did not render with a case's variables.
+#[derive(Debug, thiserror::Error)]
+enum RenderError {
+    #[error("the message is not a valid template: {0}")]
+    Syntax(minijinja::Error),
+    /// The variables it uses that the case does not define, sorted.
+    #[error(
+        "the message uses {} but this case does not define {} in `vars`",
+        placeholders(.0),
+        if_one(.0, "it", "them")
+    )]
+    Undefined(Vec<String>),
+    #[error("rendering the message failed: {0}")]
+    Render(minijinja::Error),
+}
+
+/// `{{ a }}, {{ b }}`: the variables as the message writes them.
+fn placeholders(names: &[String]) -> String {
+    let list: Vec<String> = names.iter().map(|v| format!("{{{{ {v} }}}}")).collect();
+    list.join(", ")
+}
+
+/// `one` for a single name, else `many`.
+fn if_one(names: &[String], one: &'static str, many: &'static str) -> &'static str {
+    if names.len() == 1 { one } else { many }
+}
+
 /// Where a problem of `suite.toml` is: the file, and its text to place a field in.
 struct Place<'a> {
     file: &'a Path,
@@ -984,6 +1006,14 @@ impl SuiteFile {
                 "must be a share in [0, 1), e.g. 0.05: how far below the reference's own agreement a candidate may fall".into(),
             ));
         }
+        spec.check_comparisons(place, problems);
+    }
+
+    /// The reference, the SLO, the pointers compared and the tool-call thresholds.
+    fn check_comparisons(&self, place: &Place<'_>, problems: &mut Diagnostics) {
+        let spec = self;
+        let at = |field: &str, needle: &str, message: String| place.at(field, needle, message);
+        let share = |v: Option<f64>| v.is_none_or(|v| v > 0.0 && v <= 1.0);
         if spec
             .reference
             .as_deref()

@@ -1,9 +1,10 @@
 //! `conform import`: a suite from traffic a team already logs, with no code.
 //!
-//! One file per source format ([`openai_batch`], [`jsonl`], [`promptfoo`]) turns its
-//! input into [`Item`]s, one per case; [`Importer`] does what every format shares:
-//! redaction ([`redact`]) happens in the formats as each case is built, then
-//! deduplication by canonical request fingerprint (RFC 8785, [`conform_config::digest`]), the
+//! One file per source format ([`openai_batch`], [`jsonl`], [`promptfoo`], [`otel`],
+//! [`litellm`]) is a [`driver::Source`] that reads its input into [`driver::Record`]s, one
+//! per request; [`driver::drive`] and the [`Importer`] do what every format shares:
+//! redaction ([`redact`]) of each record as a whole (a format may redact the raw
+//! request's paths first, through the record's redactor), then deduplication by canonical request fingerprint (RFC 8785, [`conform_config::digest`]), the
 //! reproducible sample ([`sample`]) or the size cap, and the suite writer ([`writer`]),
 //! which writes one case file at a time into a temporary folder renamed into place at the
 //! end. Inputs are read line by line ([`lines`]) with a cap per line, and what grows with
@@ -15,6 +16,7 @@
 //! asked for, the served model, when, from which line, and one answer per choice).
 
 pub mod chat;
+pub mod driver;
 pub mod jsonl;
 pub mod lines;
 pub mod litellm;
@@ -257,11 +259,10 @@ impl Item {
         order: u64,
         id: String,
         mut case: Value,
-        schema: Option<&Value>,
+        mut schema: Option<Value>,
         redactor: &mut redact::Redactor<'_>,
     ) -> Item {
         redactor.value(&mut case);
-        let mut schema = schema.cloned();
         if let Some(s) = schema.as_mut() {
             redactor.value(s);
         }
@@ -329,8 +330,13 @@ impl<'o> Importer<'o> {
         })
     }
 
+    /// What the import was asked.
+    pub fn opts(&self) -> &'o Options {
+        self.opts
+    }
+
     /// One more request read.
-    pub fn read(&mut self) {
+    fn read(&mut self) {
         self.summary.read += 1;
     }
 
@@ -362,7 +368,7 @@ impl<'o> Importer<'o> {
     /// Adds a case: when its request was seen already it is dropped, and its recorded
     /// answers (if any) join the first one's as further repeats; else it is sampled or
     /// written.
-    pub fn add(&mut self, item: Item) -> Result<(), ImportError> {
+    fn add(&mut self, item: Item) -> Result<(), ImportError> {
         // A sampled case may be left out, so no later repeat may be merged into a file by
         // its id: the sample merges into the items it holds.
         let id = (self.reservoir.is_none() && item.has_reference).then_some(item.id.as_str());

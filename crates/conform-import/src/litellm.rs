@@ -10,62 +10,106 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::chat::{self, FieldError};
+use super::driver::{self, Read, Record, Source, Suite};
 use super::lines::Lines;
 use super::openai_batch::parse;
-use super::{ImportError, Importer, Item, Options, Summary, file_name};
+use super::{ImportError, Importer, Options, Summary, file_name};
 
 /// The call types that are a chat completion.
 const CHAT_CALLS: &[&str] = &["completion", "acompletion"];
 
 pub fn import(input: &Path, opts: &Options) -> Result<Summary, ImportError> {
-    let mut importer = Importer::new(opts, input)?;
-    let name = file_name(input);
-    let mut lines = Lines::open(input, opts.max_line_bytes)?;
-    let mut other: BTreeMap<String, u64> = BTreeMap::new();
-    while let Some(line) = lines.next_line()? {
-        if line.text.trim().is_empty() {
-            continue;
+    let log = Log {
+        input,
+        name: file_name(input),
+        other: BTreeMap::new(),
+    };
+    driver::drive(log, opts)
+}
+
+struct Log<'a> {
+    input: &'a Path,
+    name: String,
+    /// Calls that are not chat completions, by call type.
+    other: BTreeMap<String, u64>,
+}
+
+impl Source for Log<'_> {
+    fn main(&self) -> &Path {
+        self.input
+    }
+
+    fn read(&mut self, importer: &mut Importer<'_>) -> Result<(), ImportError> {
+        let mut lines = Lines::open(self.input, importer.opts().max_line_bytes)?;
+        while let Some(line) = lines.next_line()? {
+            if line.text.trim().is_empty() {
+                continue;
+            }
+            let payload = parse(self.input, line.number, line.text)?;
+            let call = payload
+                .get("call_type")
+                .and_then(Value::as_str)
+                .ok_or_else(|| {
+                    malformed(
+                        self.input,
+                        line.number,
+                        "call_type",
+                        "missing: not a LiteLLM standard logging payload",
+                    )
+                })?;
+            if !CHAT_CALLS.contains(&call) {
+                *self.other.entry(call.to_string()).or_default() += 1;
+                continue;
+            }
+            let read = self.call(line.number, &payload, importer)?;
+            importer.offer(read)?;
         }
-        let number = line.number;
-        let place = format!("{name}:{number}");
-        let payload = parse(input, number, line.text)?;
-        let call = payload
-            .get("call_type")
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                malformed(
-                    input,
-                    number,
-                    "call_type",
-                    "missing: not a LiteLLM standard logging payload",
-                )
-            })?;
-        if !CHAT_CALLS.contains(&call) {
-            *other.entry(call.to_string()).or_default() += 1;
-            continue;
+        for (call, n) in &self.other {
+            importer.note(
+                &self.name,
+                &format!("{n} `{call}` calls are not chat completions: skipped"),
+            );
         }
-        importer.read();
-        let mut body = match request_body(&payload) {
+        Ok(())
+    }
+
+    fn suite(&mut self, _: &mut Importer<'_>) -> Result<Suite, ImportError> {
+        let name = &self.name;
+        Ok(Suite::described(
+            format!("# Imported by `conform import litellm` from {name}.\n"),
+            format!("Chat calls imported from LiteLLM's log {name}"),
+        ))
+    }
+}
+
+impl Log<'_> {
+    /// The chat call logged on line `number`, with its answer when it succeeded.
+    fn call<'o>(
+        &self,
+        number: usize,
+        payload: &Value,
+        importer: &mut Importer<'o>,
+    ) -> Result<Read<'o>, ImportError> {
+        let (input, place) = (self.input, format!("{}:{number}", self.name));
+        let mut body = match request_body(payload) {
             Ok(b) => b,
             Err(e) if e.unsupported => {
-                importer.skip(&place, &format!("{}: {}", e.field, e.message));
-                continue;
+                let why = format!("{}: {}", e.field, e.message);
+                return Ok(Read::Skipped { at: place, why });
             }
             Err(e) => return Err(malformed(input, number, &e.field, &e.message)),
         };
-        let mut redactor = opts.redaction.case();
+        let mut redactor = importer.opts().redaction.case();
         redactor.paths(&mut body);
-        let request = match chat::chat_request(&body) {
+        let mut request = match chat::chat_request(&body) {
             Ok(r) => r,
             Err(e) if e.unsupported => {
-                importer.skip(&place, &format!("{}: {}", field_of(&e.field), e.message));
-                continue;
+                let why = format!("{}: {}", field_of(&e.field), e.message);
+                return Ok(Read::Skipped { at: place, why });
             }
             Err(e) => return Err(malformed(input, number, &field_of(&e.field), &e.message)),
         };
-        importer.dropped(&request.dropped);
-        let mut request = request;
-        let recorded = match answers(&payload) {
+        let recorded = match answers(payload) {
             Ok(a) => a,
             Err(e) if e.unsupported => {
                 importer.note(&place, &format!("response.{}: {}", e.field, e.message));
@@ -82,57 +126,46 @@ pub fn import(input: &Path, opts: &Options) -> Result<Summary, ImportError> {
                 &format!("tool `{name}` is called but not defined in the request: declared by name with open parameters"),
             );
         }
-        let reference = match recorded {
-            Some(answers) => {
-                let response = payload.get("response").unwrap_or(&Value::Null);
-                let served = response.get("model").and_then(Value::as_str);
-                let model = request.model.as_deref().or(served).unwrap_or_default();
-                // The call's start: `created` of a streamed answer is when LiteLLM
-                // assembled it.
-                let at = payload
-                    .get("startTime")
-                    .and_then(Value::as_f64)
-                    .map(|t| t as i64)
-                    .or_else(|| response.get("created").and_then(Value::as_i64));
-                let r = super::reference(model, served, at, place.clone(), answers);
-                if r.is_none() {
-                    importer.note(
-                        &place,
-                        "the payload has no time: its answer is not recorded",
-                    );
-                }
-                r
-            }
-            None => {
-                importer.note(&place, "the call did not succeed: no answer is recorded");
-                None
-            }
-        };
+        let reference = reference(payload, &request, recorded, &place, importer);
         let case = super::request_case(format!("Imported from {place}"), &request, reference);
-        let id = format!("{number:06}");
-        let item = Item::redacted(
-            number as u64,
-            id,
+        Ok(Read::Request(Box::new(Record {
+            order: number as u64,
+            id: format!("{number:06}"),
             case,
-            request.schema.as_ref(),
-            &mut redactor,
-        );
-        importer.redacted(redactor.replaced);
-        importer.add(item)?;
+            schema: request.schema,
+            dropped: request.dropped,
+            redactor,
+        })))
     }
-    for (call, n) in &other {
-        importer.note(
-            &name,
-            &format!("{n} `{call}` calls are not chat completions: skipped"),
-        );
+}
+
+/// The recorded reference of a call's `recorded` answers (`None` when it failed), if it
+/// can be kept.
+fn reference(
+    payload: &Value,
+    request: &chat::Request,
+    recorded: Option<Vec<Value>>,
+    place: &str,
+    importer: &mut Importer<'_>,
+) -> Option<Value> {
+    let Some(answers) = recorded else {
+        importer.note(place, "the call did not succeed: no answer is recorded");
+        return None;
+    };
+    let response = payload.get("response").unwrap_or(&Value::Null);
+    let served = response.get("model").and_then(Value::as_str);
+    let model = request.model.as_deref().or(served).unwrap_or_default();
+    // The call's start: `created` of a streamed answer is when LiteLLM assembled it.
+    let at = payload
+        .get("startTime")
+        .and_then(Value::as_f64)
+        .map(|t| t as i64)
+        .or_else(|| response.get("created").and_then(Value::as_i64));
+    let r = super::reference(model, served, at, place.to_string(), answers);
+    if r.is_none() {
+        importer.note(place, "the payload has no time: its answer is not recorded");
     }
-    let mut suite = toml::Table::new();
-    suite.insert(
-        "description".into(),
-        toml::Value::String(format!("Chat calls imported from LiteLLM's log {name}")),
-    );
-    let header = format!("# Imported by `conform import litellm` from {name}.\n");
-    importer.finish(&header, suite, None)
+    r
 }
 
 /// A request body's fields are the payload's `model_parameters`; in errors they are

@@ -12,57 +12,131 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::chat::{Api, FieldError};
+use super::chat::{Api, FieldError, Request};
+use super::driver::{self, Read, Record, Source, Suite};
 use super::lines::{self, Lines};
 use super::scratch::At;
-use super::{ImportError, Importer, Item, Options, Summary, file_name};
+use super::{ImportError, Importer, Options, Summary, file_name};
 
 /// Imports `input` with the answers in `outputs` (the output file, and the error file
 /// if there is one).
 pub fn import(input: &Path, outputs: &[PathBuf], opts: &Options) -> Result<Summary, ImportError> {
-    let mut importer = Importer::new(opts, input)?;
-    for (file, path) in outputs.iter().enumerate() {
-        let mut lines = Lines::open(path, opts.max_line_bytes)?;
+    let batch = Batch {
+        input,
+        name: file_name(input),
+        outputs,
+        handles: Vec::new(),
+    };
+    driver::drive(batch, opts)
+}
+
+struct Batch<'a> {
+    input: &'a Path,
+    name: String,
+    outputs: &'a [PathBuf],
+    /// The output files, open to read back each answer the index points at.
+    handles: Vec<File>,
+}
+
+impl Source for Batch<'_> {
+    fn main(&self) -> &Path {
+        self.input
+    }
+
+    fn read(&mut self, importer: &mut Importer<'_>) -> Result<(), ImportError> {
+        self.index(importer)?;
+        let mut lines = Lines::open(self.input, importer.opts().max_line_bytes)?;
         while let Some(line) = lines.next_line()? {
             if line.text.trim().is_empty() {
                 continue;
             }
-            let value = parse(path, line.number, line.text)?;
-            let id = custom_id(&value).map_err(|e| malformed(path, line.number, e))?;
-            let at = At {
-                file,
-                line: line.number,
-                offset: line.offset,
-            };
-            if importer.index_put(&id, at)? {
-                let place = format!("{}:{}", file_name(path), line.number);
-                importer.note(
-                    &place,
-                    "a second answer to the same custom_id: the last one is kept",
-                );
+            let read = self.line(line.number, line.text, importer)?;
+            importer.offer(read)?;
+        }
+        let n = importer.index_len();
+        if n > 0 {
+            importer.note(
+                &self.name,
+                &format!("{n} answers in the output files match no request of this input"),
+            );
+        }
+        Ok(())
+    }
+
+    fn suite(&mut self, _: &mut Importer<'_>) -> Result<Suite, ImportError> {
+        let input_name = &self.name;
+        let header = format!(
+            "# Imported by `conform import openai-batch` from {input_name}{}.\n# Each case is a logged request; its recorded answers are the reference a candidate is compared with.\n",
+            if self.outputs.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " and {}",
+                    self.outputs
+                        .iter()
+                        .map(|p| file_name(p))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        );
+        Ok(Suite::described(
+            header,
+            format!("Requests imported from the OpenAI Batch file {input_name}"),
+        ))
+    }
+}
+
+impl Batch<'_> {
+    /// Indexes the output files' answers by `custom_id`, then opens them to read each
+    /// back.
+    fn index(&mut self, importer: &mut Importer<'_>) -> Result<(), ImportError> {
+        let max = importer.opts().max_line_bytes;
+        for (file, path) in self.outputs.iter().enumerate() {
+            let mut lines = Lines::open(path, max)?;
+            while let Some(line) = lines.next_line()? {
+                if line.text.trim().is_empty() {
+                    continue;
+                }
+                let value = parse(path, line.number, line.text)?;
+                let id = custom_id(&value).map_err(|e| malformed(path, line.number, e))?;
+                let at = At {
+                    file,
+                    line: line.number,
+                    offset: line.offset,
+                };
+                if importer.index_put(&id, at)? {
+                    let place = format!("{}:{}", file_name(path), line.number);
+                    importer.note(
+                        &place,
+                        "a second answer to the same custom_id: the last one is kept",
+                    );
+                }
             }
         }
-    }
-    let mut handles = outputs
-        .iter()
-        .map(|p| {
-            File::open(p).map_err(|source| ImportError::Read {
-                path: p.clone(),
-                source,
+        self.handles = self
+            .outputs
+            .iter()
+            .map(|p| {
+                File::open(p).map_err(|source| ImportError::Read {
+                    path: p.clone(),
+                    source,
+                })
             })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(())
+    }
 
-    let mut lines = Lines::open(input, opts.max_line_bytes)?;
-    let input_name = file_name(input);
-    while let Some(line) = lines.next_line()? {
-        if line.text.trim().is_empty() {
-            continue;
-        }
-        importer.read();
-        let number = line.number;
-        let place = format!("{input_name}:{number}");
-        let value = parse(input, number, line.text)?;
+    /// The request of input line `number`, with the answer the output files recorded.
+    fn line<'o>(
+        &mut self,
+        number: usize,
+        text: &str,
+        importer: &mut Importer<'o>,
+    ) -> Result<Read<'o>, ImportError> {
+        let input = self.input;
+        let place = format!("{}:{number}", self.name);
+        let value = parse(input, number, text)?;
         let id = custom_id(&value).map_err(|e| malformed(input, number, e))?;
         let url = value.get("url").and_then(Value::as_str).ok_or_else(|| {
             malformed(
@@ -81,84 +155,32 @@ pub fn import(input: &Path, outputs: &[PathBuf], opts: &Options) -> Result<Summa
             ));
         }
         let Some(api) = Api::from_url(url) else {
-            importer.skip(
-                &place,
-                &format!(
-                    "`url` {url}: only /v1/chat/completions and /v1/responses requests become cases"
-                ),
+            let why = format!(
+                "`url` {url}: only /v1/chat/completions and /v1/responses requests become cases"
             );
-            importer.index_remove(&id)?;
-            continue;
+            return skipped(importer, &id, place, why);
         };
         let mut body = value
             .get("body")
             .cloned()
             .ok_or_else(|| malformed(input, number, field("body", "missing: the request body")))?;
-        let mut redactor = opts.redaction.case();
+        let mut redactor = importer.opts().redaction.case();
         redactor.paths(&mut body);
         let request = match api.request(&body) {
             Ok(r) => r,
             Err(e) if e.unsupported => {
-                importer.skip(&place, &format!("body.{}: {}", e.field, e.message));
-                importer.index_remove(&id)?;
-                continue;
+                let why = format!("body.{}: {}", e.field, e.message);
+                return skipped(importer, &id, place, why);
             }
             Err(e) => {
-                return Err(malformed(
-                    input,
-                    number,
-                    FieldError {
-                        field: format!("body.{}", e.field),
-                        ..e
-                    },
-                ));
+                let e = FieldError {
+                    field: format!("body.{}", e.field),
+                    ..e
+                };
+                return Err(malformed(input, number, e));
             }
         };
-        importer.dropped(&request.dropped);
-
-        let mut reference = None;
-        if let Some(at) = importer.index_take(&id)? {
-            let path = &outputs[at.file];
-            let text = lines::line_at(&mut handles[at.file], path, at.offset, opts.max_line_bytes)?;
-            let out = parse(path, at.line, &text)?;
-            let out_place = format!("{}:{}", file_name(path), at.line);
-            match answer_of(&out, api) {
-                Ok(Some((served, created, answers))) => {
-                    let model = request
-                        .model
-                        .clone()
-                        .or_else(|| served.clone())
-                        .unwrap_or_default();
-                    reference = super::reference(
-                        &model,
-                        served.as_deref(),
-                        created,
-                        out_place.clone(),
-                        answers,
-                    );
-                    if reference.is_none() {
-                        importer.note(
-                            &out_place,
-                            "the response has no `created` time: its answer is not recorded",
-                        );
-                    }
-                }
-                Ok(None) => importer.note(
-                    &out_place,
-                    "no answer recorded (the request failed): the case has no reference",
-                ),
-                Err(e) if e.unsupported => {
-                    importer.note(&out_place, &format!("{}: {}", e.field, e.message))
-                }
-                Err(e) => return Err(malformed(path, at.line, e)),
-            }
-        } else if !outputs.is_empty() {
-            importer.note(
-                &place,
-                "no line of the output files answers this custom_id: the case has no reference",
-            );
-        }
-
+        let reference = self.reference(api, &request, &id, &place, importer)?;
         let safe_id = redactor.text(&id).unwrap_or_else(|| id.clone());
         let description = format!("Imported from {place} (custom_id {safe_id})");
         let case = super::request_case(description, &request, reference);
@@ -167,46 +189,88 @@ pub fn import(input: &Path, outputs: &[PathBuf], opts: &Options) -> Result<Summa
             true => format!("{number:06}"),
             false => format!("{number:06}-{slug}"),
         };
-        let item = Item::redacted(
-            number as u64,
+        Ok(Read::Request(Box::new(Record {
+            order: number as u64,
             id,
             case,
-            request.schema.as_ref(),
-            &mut redactor,
-        );
-        importer.redacted(redactor.replaced);
-        importer.add(item)?;
+            schema: request.schema,
+            dropped: request.dropped,
+            redactor,
+        })))
     }
-    let n = importer.index_len();
-    if n > 0 {
-        importer.note(
-            &input_name,
-            &format!("{n} answers in the output files match no request of this input"),
-        );
-    }
-    let header = format!(
-        "# Imported by `conform import openai-batch` from {input_name}{}.\n# Each case is a logged request; its recorded answers are the reference a candidate is compared with.\n",
-        if outputs.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " and {}",
-                outputs
-                    .iter()
-                    .map(|p| file_name(p))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+
+    /// The recorded reference of the answer to `id`, if the output files hold one that
+    /// can be kept; `place` is the request's.
+    fn reference(
+        &mut self,
+        api: Api,
+        request: &Request,
+        id: &str,
+        place: &str,
+        importer: &mut Importer<'_>,
+    ) -> Result<Option<Value>, ImportError> {
+        let Some(at) = importer.index_take(id)? else {
+            if !self.outputs.is_empty() {
+                importer.note(
+                    place,
+                    "no line of the output files answers this custom_id: the case has no reference",
+                );
+            }
+            return Ok(None);
+        };
+        let path = &self.outputs[at.file];
+        let max = importer.opts().max_line_bytes;
+        let text = lines::line_at(&mut self.handles[at.file], path, at.offset, max)?;
+        let out = parse(path, at.line, &text)?;
+        let out_place = format!("{}:{}", file_name(path), at.line);
+        match answer_of(&out, api) {
+            Ok(Some((served, created, answers))) => {
+                let model = request
+                    .model
+                    .clone()
+                    .or_else(|| served.clone())
+                    .unwrap_or_default();
+                let reference = super::reference(
+                    &model,
+                    served.as_deref(),
+                    created,
+                    out_place.clone(),
+                    answers,
+                );
+                if reference.is_none() {
+                    importer.note(
+                        &out_place,
+                        "the response has no `created` time: its answer is not recorded",
+                    );
+                }
+                Ok(reference)
+            }
+            Ok(None) => {
+                importer.note(
+                    &out_place,
+                    "no answer recorded (the request failed): the case has no reference",
+                );
+                Ok(None)
+            }
+            Err(e) if e.unsupported => {
+                importer.note(&out_place, &format!("{}: {}", e.field, e.message));
+                Ok(None)
+            }
+            Err(e) => Err(malformed(path, at.line, e)),
         }
-    );
-    let mut suite = toml::Table::new();
-    suite.insert(
-        "description".into(),
-        toml::Value::String(format!(
-            "Requests imported from the OpenAI Batch file {input_name}"
-        )),
-    );
-    importer.finish(&header, suite, None)
+    }
+}
+
+/// A request skipped: its answer, if the output files hold one, is no answer that
+/// matches no request.
+fn skipped<'o>(
+    importer: &mut Importer<'_>,
+    id: &str,
+    at: String,
+    why: String,
+) -> Result<Read<'o>, ImportError> {
+    importer.index_remove(id)?;
+    Ok(Read::Skipped { at, why })
 }
 
 /// The served model, the `created` time and the answers of an output line; `None` when

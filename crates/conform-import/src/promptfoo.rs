@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::{ImportError, Importer, Item, Options, Summary, file_name};
+use super::driver::{self, Read, Record, Source, Suite};
+use super::{ImportError, Importer, Options, Summary, file_name};
 
 /// One test as promptfoo would run it, before conversion.
 struct Test {
@@ -27,15 +28,102 @@ struct Test {
 }
 
 pub fn import(input: &Path, opts: &Options) -> Result<Summary, ImportError> {
-    let is_csv = input
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
-    let base = input.parent().unwrap_or(Path::new(".")).to_path_buf();
-    let mut importer = Importer::new(opts, input)?;
-    let name = file_name(input);
-    let (prompt, default, tests) = if is_csv {
-        (None, None, csv_tests(input)?)
-    } else {
+    let config = Config {
+        input,
+        base: input.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        name: file_name(input),
+        prompt: None,
+        schemas: Vec::new(),
+        json_tests: 0,
+    };
+    driver::drive(config, opts)
+}
+
+/// The system and user templates of a prompt.
+type Prompt = (Option<String>, String);
+
+struct Config<'a> {
+    input: &'a Path,
+    /// The folder `file://` references are relative to.
+    base: PathBuf,
+    name: String,
+    prompt: Option<Prompt>,
+    /// The distinct schemas of the `is-json` / `contains-json` assertions, with their
+    /// digests.
+    schemas: Vec<(Value, [u8; 32])>,
+    /// The tests whose answer is JSON.
+    json_tests: u64,
+}
+
+impl Source for Config<'_> {
+    fn main(&self) -> &Path {
+        self.input
+    }
+
+    fn read(&mut self, importer: &mut Importer<'_>) -> Result<(), ImportError> {
+        let is_csv = self
+            .input
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+        let (default, tests) = if is_csv {
+            (None, csv_tests(self.input)?)
+        } else {
+            self.config(importer)?
+        };
+        let default = match default {
+            Some(d) => Some(yaml_test(&d, format!("{}: defaultTest", self.name))?),
+            None => None,
+        };
+        let mut contains_json = false;
+        for (order, test) in tests.into_iter().enumerate() {
+            let read = self.test(order, test, default.as_ref(), &mut contains_json, importer);
+            importer.offer(read)?;
+        }
+        if contains_json {
+            importer.note(&self.name, "contains-json: conform holds the whole answer to be JSON (prose or fences around it fail), which is stricter");
+        }
+        Ok(())
+    }
+
+    fn suite(&mut self, importer: &mut Importer<'_>) -> Result<Suite, ImportError> {
+        let name = &self.name;
+        let mut suite = Suite::described(
+            format!("# Imported by `conform import promptfoo` from {name}.\n"),
+            format!("Tests imported from the promptfoo file {name}"),
+        );
+        let opts = importer.opts();
+        let mut suite_redactor = opts.redaction.case();
+        match self.prompt.take() {
+            Some((system, user)) => {
+                if let Some(mut s) = system {
+                    if let Some(r) = suite_redactor.text(&s) {
+                        s = r;
+                    }
+                    suite.table.insert("system".into(), toml::Value::String(s));
+                }
+                let user = suite_redactor.text(&user).unwrap_or(user);
+                suite.table.insert("user".into(), toml::Value::String(user));
+            }
+            None => {
+                // A CSV alone has no prompt: one that shows every variable, to be edited.
+                let vars = importer_vars_hint(self.input)?;
+                importer.note(name, "no prompt in a tests CSV: suite.toml's `user` template lists the variables; write the real prompt there");
+                suite.table.insert("user".into(), toml::Value::String(vars));
+            }
+        }
+        importer.redacted(suite_redactor.replaced);
+        suite.schema = Some(self.schema(importer));
+        Ok(suite)
+    }
+}
+
+impl Config<'_> {
+    /// The prompt (kept), `defaultTest` and the tests of a `promptfooconfig.yaml`.
+    fn config(
+        &mut self,
+        importer: &mut Importer<'_>,
+    ) -> Result<(Option<Value>, Vec<Test>), ImportError> {
+        let (input, base, name) = (self.input, &self.base, &self.name);
         let config = read_yaml(input)?;
         for key in config
             .as_object()
@@ -49,18 +137,16 @@ pub fn import(input: &Path, opts: &Options) -> Result<Summary, ImportError> {
                 importer.note(&format!("{name}: {key}"), "not carried over (providers are conform's provider files; the rest has no counterpart)");
             }
         }
-        let prompt = prompts(&config, &base, &name, &mut importer)?;
+        self.prompt = prompts(&config, base, name, importer)?;
         let default = config.get("defaultTest").cloned();
         let tests = match config.get("tests") {
             None => Vec::new(),
-            Some(Value::String(s)) => tests_from_file(s, &base, &name, &mut importer)?,
+            Some(Value::String(s)) => tests_from_file(s, base, name, importer)?,
             Some(Value::Array(items)) => {
                 let mut out = Vec::new();
                 for (i, t) in items.iter().enumerate() {
                     match t {
-                        Value::String(s) => {
-                            out.extend(tests_from_file(s, &base, &name, &mut importer)?)
-                        }
+                        Value::String(s) => out.extend(tests_from_file(s, base, name, importer)?),
                         other => out.push(yaml_test(other, format!("{name}: tests[{i}]"))?),
                     }
                 }
@@ -73,65 +159,39 @@ pub fn import(input: &Path, opts: &Options) -> Result<Summary, ImportError> {
                 });
             }
         };
-        (prompt, default, tests)
-    };
-    let default = match default {
-        Some(d) => Some(yaml_test(&d, format!("{name}: defaultTest"))?),
-        None => None,
-    };
+        Ok((default, tests))
+    }
 
-    let mut schemas: Vec<(Value, [u8; 32])> = Vec::new();
-    let mut json_tests = 0u64;
-    let mut contains_json = false;
-    for (order, test) in tests.into_iter().enumerate() {
-        importer.read();
-        let mut vars = default.as_ref().map(|d| d.vars.clone()).unwrap_or_default();
+    /// The case of test number `order`, on top of `default`.
+    fn test<'o>(
+        &mut self,
+        order: usize,
+        test: Test,
+        default: Option<&Test>,
+        contains_json: &mut bool,
+        importer: &mut Importer<'o>,
+    ) -> Read<'o> {
+        let mut vars = default.map(|d| d.vars.clone()).unwrap_or_default();
         vars.extend(test.vars);
         for key in &test.other {
             importer.note(&test.place, &format!("`{key}` not carried over"));
         }
-        let mut json_answer = false;
         let asserts = default
             .iter()
             .flat_map(|d| d.asserts.iter())
             .chain(test.asserts.iter());
+        let mut json_answer = false;
         for (kind, value) in asserts {
-            match kind.as_str() {
-                "is-json" | "contains-json" => {
-                    json_answer = true;
-                    contains_json |= kind == "contains-json";
-                    match value {
-                        None => {}
-                        Some(Value::String(s)) if s.starts_with("file://") => {
-                            match read_schema_file(&base, s) {
-                                Ok(schema) => push_schema(&mut schemas, schema),
-                                Err(why) => importer.note(&test.place, &format!("{kind}: {why}")),
-                            }
-                        }
-                        Some(Value::String(s)) => match serde_norway::from_str::<Value>(s) {
-                            Ok(schema @ Value::Object(_)) => push_schema(&mut schemas, schema),
-                            _ => importer.note(
-                                &test.place,
-                                &format!("{kind}: its value is not a JSON Schema"),
-                            ),
-                        },
-                        Some(schema @ Value::Object(_)) => {
-                            push_schema(&mut schemas, schema.clone())
-                        }
-                        Some(_) => importer.note(
-                            &test.place,
-                            &format!("{kind}: its value is not a JSON Schema"),
-                        ),
-                    }
-                }
-                other => importer.note(
-                    &test.place,
-                    &format!("assertion `{other}` not carried over"),
-                ),
+            if matches!(kind.as_str(), "is-json" | "contains-json") {
+                json_answer = true;
+                *contains_json |= kind == "contains-json";
+                self.json_assertion(kind, value.as_ref(), &test.place, importer);
+            } else {
+                importer.note(&test.place, &format!("assertion `{kind}` not carried over"));
             }
         }
         if json_answer {
-            json_tests += 1;
+            self.json_tests += 1;
         }
         for (k, v) in &vars {
             if v.as_str().is_some_and(|s| s.starts_with("file://")) {
@@ -156,82 +216,74 @@ pub fn import(input: &Path, opts: &Options) -> Result<Summary, ImportError> {
         if !json_answer {
             case.insert("expect".into(), json!({"tool_calls": "none"}));
         }
-        let mut case = Value::Object(case);
-        let mut redactor = opts.redaction.case();
-        redactor.value(&mut case);
-        importer.redacted(redactor.replaced);
-        let fingerprint = super::fingerprint(&case, None);
-        importer.add(Item {
+        Read::Request(Box::new(Record {
             order: order as u64,
             id: format!("{:06}", order + 1),
-            case,
+            case: Value::Object(case),
             schema: None,
-            fingerprint,
-            has_reference: false,
-        })?;
-    }
-    if contains_json {
-        importer.note(&name, "contains-json: conform holds the whole answer to be JSON (prose or fences around it fail), which is stricter");
+            dropped: Vec::new(),
+            redactor: importer.opts().redaction.case(),
+        }))
     }
 
-    let mut suite = toml::Table::new();
-    suite.insert(
-        "description".into(),
-        toml::Value::String(format!("Tests imported from the promptfoo file {name}")),
-    );
-    let mut suite_redactor = opts.redaction.case();
-    match prompt {
-        Some((system, user)) => {
-            if let Some(mut s) = system {
-                if let Some(r) = suite_redactor.text(&s) {
-                    s = r;
+    /// Keeps the schema an `is-json` or `contains-json` assertion's `value` gives.
+    fn json_assertion(
+        &mut self,
+        kind: &str,
+        value: Option<&Value>,
+        place: &str,
+        importer: &mut Importer<'_>,
+    ) {
+        let schemas = &mut self.schemas;
+        match value {
+            None => {}
+            Some(Value::String(s)) if s.starts_with("file://") => {
+                match read_schema_file(&self.base, s) {
+                    Ok(schema) => push_schema(schemas, schema),
+                    Err(why) => importer.note(place, &format!("{kind}: {why}")),
                 }
-                suite.insert("system".into(), toml::Value::String(s));
             }
-            let user = suite_redactor.text(&user).unwrap_or(user);
-            suite.insert("user".into(), toml::Value::String(user));
-        }
-        None => {
-            // A CSV alone has no prompt: one that shows every variable, to be edited.
-            let vars = importer_vars_hint(input)?;
-            importer.note(&name, "no prompt in a tests CSV: suite.toml's `user` template lists the variables; write the real prompt there");
-            suite.insert("user".into(), toml::Value::String(vars));
+            Some(Value::String(s)) => match serde_norway::from_str::<Value>(s) {
+                Ok(schema @ Value::Object(_)) => push_schema(schemas, schema),
+                _ => importer.note(place, &format!("{kind}: its value is not a JSON Schema")),
+            },
+            Some(schema @ Value::Object(_)) => push_schema(schemas, schema.clone()),
+            Some(_) => importer.note(place, &format!("{kind}: its value is not a JSON Schema")),
         }
     }
-    importer.redacted(suite_redactor.replaced);
-    let schema = match schemas.len() {
-        0 => None,
-        1 => {
-            let mut s = schemas.remove(0).0;
-            let mut r = opts.redaction.case();
-            r.value(&mut s);
-            Some((
-                s,
-                format!(
-                    "the schema of the is-json / contains-json assertions ({json_tests} tests)"
-                ),
-            ))
+
+    /// `schema.json` from the assertions' schemas, and what it is in words.
+    fn schema(&mut self, importer: &mut Importer<'_>) -> (Value, String) {
+        let json_tests = self.json_tests;
+        match self.schemas.len() {
+            0 if json_tests > 0 => (
+                json!({}),
+                "is-json without a schema: schema.json accepts any JSON".to_string(),
+            ),
+            0 => (
+                json!({}),
+                "no is-json or contains-json assertion: the answers are text".to_string(),
+            ),
+            1 => {
+                let mut s = self.schemas.remove(0).0;
+                let mut r = importer.opts().redaction.case();
+                r.value(&mut s);
+                (
+                    s,
+                    format!(
+                        "the schema of the is-json / contains-json assertions ({json_tests} tests)"
+                    ),
+                )
+            }
+            n => {
+                let said = format!(
+                    "the assertions give {n} different schemas: schema.json accepts any JSON; split the tests into one suite per schema to keep them"
+                );
+                importer.note(&self.name, &said);
+                (json!({}), said)
+            }
         }
-        n => {
-            let said = format!(
-                "the assertions give {n} different schemas: schema.json accepts any JSON; split the tests into one suite per schema to keep them"
-            );
-            importer.note(&name, &said);
-            Some((json!({}), said))
-        }
-    };
-    let schema = schema.or_else(|| {
-        Some((
-            json!({}),
-            if json_tests > 0 {
-                "is-json without a schema: schema.json accepts any JSON".to_string()
-            } else {
-                "no is-json or contains-json assertion: the answers are text".to_string()
-            },
-        ))
-    });
-    let header = format!("# Imported by `conform import promptfoo` from {name}.\n");
-    importer.finish(&header, suite, schema)
+    }
 }
 
 fn push_schema(schemas: &mut Vec<(Value, [u8; 32])>, schema: Value) {
@@ -286,11 +338,31 @@ fn file_ref(base: &Path, reference: &str) -> PathBuf {
     base.join(reference.trim_start_matches("file://"))
 }
 
-fn read_schema_file(base: &Path, reference: &str) -> Result<Value, String> {
+/// Why an assertion's `file://` schema was not kept (a note, not an error).
+#[derive(Debug, thiserror::Error)]
+enum SchemaFileError {
+    #[error("cannot read {reference}: {source}")]
+    Read {
+        reference: String,
+        source: std::io::Error,
+    },
+    #[error("{reference}: {source}")]
+    Parse {
+        reference: String,
+        source: serde_norway::Error,
+    },
+}
+
+fn read_schema_file(base: &Path, reference: &str) -> Result<Value, SchemaFileError> {
     let path = file_ref(base, reference);
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| format!("cannot read {reference}: {e}"))?;
-    serde_norway::from_str::<Value>(&text).map_err(|e| format!("{reference}: {e}"))
+    let text = std::fs::read_to_string(&path).map_err(|source| SchemaFileError::Read {
+        reference: reference.to_string(),
+        source,
+    })?;
+    serde_norway::from_str::<Value>(&text).map_err(|source| SchemaFileError::Parse {
+        reference: reference.to_string(),
+        source,
+    })
 }
 
 /// The suite's templates from `prompts`: the first prompt (the others are noted).

@@ -74,10 +74,10 @@ impl Rules {
             .map(|p| {
                 conform_check::check::rules::compile_path(p)
                     .map(|f| (p.clone(), f))
-                    .map_err(|message| ImportError::Option {
+                    .map_err(|e| ImportError::Option {
                         option: "--redact-path",
                         value: p.clone(),
-                        message,
+                        message: e.to_string(),
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;

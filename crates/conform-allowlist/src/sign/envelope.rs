@@ -83,25 +83,30 @@ impl Subject {
     }
 }
 
+/// Why an envelope holds no Statement this crate reads.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum EnvelopeError {
+    #[error("the payload type is `{0}`, not `{expected}`", expected = PAYLOAD_TYPE)]
+    PayloadType(String),
+    #[error("the payload is not base64: {0}")]
+    Base64(base64::DecodeError),
+    #[error("the payload is not an in-toto Statement: {0}")]
+    Statement(serde_json::Error),
+    #[error("the Statement's _type is `{0}`, not `{expected}`", expected = STATEMENT_TYPE)]
+    StatementType(String),
+}
+
 impl Envelope {
     /// The signed payload's bytes, and the Statement they hold.
-    pub(super) fn statement(&self) -> Result<(Vec<u8>, Statement), String> {
+    pub(super) fn statement(&self) -> Result<(Vec<u8>, Statement), EnvelopeError> {
         if self.payload_type != PAYLOAD_TYPE {
-            return Err(format!(
-                "the payload type is `{}`, not `{PAYLOAD_TYPE}`",
-                self.payload_type
-            ));
+            return Err(EnvelopeError::PayloadType(self.payload_type.clone()));
         }
-        let bytes = B64
-            .decode(&self.payload)
-            .map_err(|e| format!("the payload is not base64: {e}"))?;
-        let statement: Statement = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("the payload is not an in-toto Statement: {e}"))?;
+        let bytes = B64.decode(&self.payload).map_err(EnvelopeError::Base64)?;
+        let statement: Statement =
+            serde_json::from_slice(&bytes).map_err(EnvelopeError::Statement)?;
         if statement.statement_type != STATEMENT_TYPE {
-            return Err(format!(
-                "the Statement's _type is `{}`, not `{STATEMENT_TYPE}`",
-                statement.statement_type
-            ));
+            return Err(EnvelopeError::StatementType(statement.statement_type));
         }
         Ok((bytes, statement))
     }

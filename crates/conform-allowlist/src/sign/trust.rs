@@ -107,7 +107,9 @@ impl Trust {
         if envelope.signatures.is_empty() {
             return Err(Unverified::Unsigned);
         }
-        let (payload, statement) = envelope.statement().map_err(Unverified::SignatureInvalid)?;
+        let (payload, statement) = envelope
+            .statement()
+            .map_err(|e| Unverified::SignatureInvalid(e.to_string()))?;
         let message = pae(&envelope.payload_type, &payload);
         let mut untrusted = None;
         for signature in &envelope.signatures {

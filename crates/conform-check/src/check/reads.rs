@@ -12,7 +12,7 @@ use std::ops::Range;
 use jaq_core::load::lex::StrPart;
 use jaq_core::load::parse::{BinaryOp, Term};
 use jaq_core::load::{Lexer, Parser};
-use jaq_core::path::Part;
+use jaq_core::path::{Opt, Part};
 
 use conform_config::reach::Step;
 
@@ -114,20 +114,7 @@ impl Walk<'_> {
                 None
             }
             Term::Obj(members) => {
-                for (key, value) in members {
-                    match (key, value) {
-                        // `{name}` is `{name: .name}`.
-                        (k, None) => {
-                            if let Some(name) = literal(k) {
-                                self.read(place, name);
-                            }
-                        }
-                        (k, Some(v)) => {
-                            self.term(k, place);
-                            self.term(v, place);
-                        }
-                    }
-                }
+                self.object(members, place);
                 None
             }
             Term::Neg(t) | Term::Label(_, t) => {
@@ -186,43 +173,67 @@ impl Walk<'_> {
             }
             Term::Call(name, args) => self.call(name, args, place),
             Term::Path(base, path) => {
-                let mut at = self.term(base, place);
-                for (part, _) in &path.0 {
-                    at = match part {
-                        Part::Index(index) => match (literal(index), number(index)) {
-                            (Some(name), _) => {
-                                self.read(&at, name);
-                                at.map(|mut steps| {
-                                    steps.push(Step::Key(name.to_string()));
-                                    steps
-                                })
-                            }
-                            (None, Some(i)) => at.map(|mut steps| {
-                                steps.push(Step::Index(i));
-                                steps
-                            }),
-                            // `.a[.b]`: the index runs on the path's input.
-                            _ => {
-                                self.term(index, place);
-                                None
-                            }
-                        },
-                        Part::Range(None, None) => at.map(|mut steps| {
-                            steps.push(Step::Any);
-                            steps
-                        }),
-                        // A slice is the same array, shorter.
-                        Part::Range(from, to) => {
-                            for bound in [from, to].into_iter().flatten() {
-                                self.term(bound, place);
-                            }
-                            at
-                        }
-                    };
-                }
-                at
+                let at = self.term(base, place);
+                self.path(at, &path.0, place)
             }
         }
+    }
+
+    /// An object's members, on the input at `place`.
+    fn object(&mut self, members: &[(Term<&str>, Option<Term<&str>>)], place: &Place) {
+        for (key, value) in members {
+            match (key, value) {
+                // `{name}` is `{name: .name}`.
+                (k, None) => {
+                    if let Some(name) = literal(k) {
+                        self.read(place, name);
+                    }
+                }
+                (k, Some(v)) => {
+                    self.term(k, place);
+                    self.term(v, place);
+                }
+            }
+        }
+    }
+
+    /// The path `parts` from `at`, the place of its base's output (`place` is the input
+    /// its index expressions run on); returns where it ends.
+    fn path(&mut self, mut at: Place, parts: &[(Part<Term<&str>>, Opt)], place: &Place) -> Place {
+        for (part, _) in parts {
+            at = match part {
+                Part::Index(index) => match (literal(index), number(index)) {
+                    (Some(name), _) => {
+                        self.read(&at, name);
+                        at.map(|mut steps| {
+                            steps.push(Step::Key(name.to_string()));
+                            steps
+                        })
+                    }
+                    (None, Some(i)) => at.map(|mut steps| {
+                        steps.push(Step::Index(i));
+                        steps
+                    }),
+                    // `.a[.b]`: the index runs on the path's input.
+                    _ => {
+                        self.term(index, place);
+                        None
+                    }
+                },
+                Part::Range(None, None) => at.map(|mut steps| {
+                    steps.push(Step::Any);
+                    steps
+                }),
+                // A slice is the same array, shorter.
+                Part::Range(from, to) => {
+                    for bound in [from, to].into_iter().flatten() {
+                        self.term(bound, place);
+                    }
+                    at
+                }
+            };
+        }
+        at
     }
 
     fn call(&mut self, name: &str, args: &[Term<&str>], place: &Place) -> Place {

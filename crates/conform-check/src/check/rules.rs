@@ -230,20 +230,34 @@ fn compile_with(expr: &str, globals: &[&str]) -> Result<Filter, Vec<ExprError>> 
 /// A compiled jq filter, for the folders above this one (`import`'s `--redact-path`).
 pub type JqFilter = Filter;
 
+/// Why a jq path expression does not compile: each problem with its byte in the user's
+/// expression, on one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", one_line(.0))]
+pub struct PathError(pub Vec<(String, usize)>);
+
+fn one_line(problems: &[(String, usize)]) -> String {
+    let each: Vec<String> = (problems.iter())
+        .map(|(message, at)| format!("{message} (at byte {at})"))
+        .collect();
+    each.join("; ")
+}
+
 /// Compiles `[path(EXPR)]`: every path a jq path expression reaches in a value. The
 /// error is one line naming what is wrong and where in `expr`.
-pub fn compile_path(expr: &str) -> Result<JqFilter, String> {
+pub fn compile_path(expr: &str) -> Result<JqFilter, PathError> {
     let wrapped = format!("[path({expr})]");
     // The user's expression starts 6 bytes into the wrapped one.
     compile_with(&wrapped, &[]).map_err(|errors| {
-        errors
-            .iter()
-            .map(|e| {
-                let at = e.span.start.saturating_sub(6).min(expr.len());
-                format!("{} (at byte {at})", e.message)
-            })
-            .collect::<Vec<_>>()
-            .join("; ")
+        PathError(
+            errors
+                .iter()
+                .map(|e| {
+                    let at = e.span.start.saturating_sub(6).min(expr.len());
+                    (e.message.clone(), at)
+                })
+                .collect(),
+        )
     })
 }
 

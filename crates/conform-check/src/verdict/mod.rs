@@ -19,7 +19,7 @@ use crate::latency::{self, Histogram};
 use conform_config::Slo;
 use conform_config::pricing::PairCost;
 use conform_config::simulation::ExpectedVerdict;
-use conform_wire::provider::Effect;
+use conform_wire::provider::{CallError, Effect};
 
 mod reason;
 
@@ -232,22 +232,32 @@ impl Tally {
             self.system_fingerprints.insert(fp.clone());
         }
         if let Some(error) = &record.error {
-            if error.kind == conform_wire::provider::ErrorKind::RateLimited {
-                self.rate_limited += 1;
-            }
-            match error.effect() {
-                Effect::Transport => {
-                    self.transport_errors += 1;
-                    self.transport_kinds.insert(error.kind);
-                }
-                Effect::HaltProvider | Effect::ConfigError => {
-                    self.config_error |= error.effect() == Effect::ConfigError;
-                    self.halted
-                        .get_or_insert_with(|| (Code::Call(error.kind), error.message.clone()));
-                }
-                Effect::ConformanceFailure | Effect::ProviderFailure => {}
-            }
+            self.add_error(error);
         }
+        self.add_checks(record);
+    }
+
+    /// What a call's error counts towards.
+    fn add_error(&mut self, error: &CallError) {
+        if error.kind == conform_wire::provider::ErrorKind::RateLimited {
+            self.rate_limited += 1;
+        }
+        match error.effect() {
+            Effect::Transport => {
+                self.transport_errors += 1;
+                self.transport_kinds.insert(error.kind);
+            }
+            Effect::HaltProvider | Effect::ConfigError => {
+                self.config_error |= error.effect() == Effect::ConfigError;
+                self.halted
+                    .get_or_insert_with(|| (Code::Call(error.kind), error.message.clone()));
+            }
+            Effect::ConformanceFailure | Effect::ProviderFailure => {}
+        }
+    }
+
+    /// The outcomes of a call's checks: pass and fail counts, finding codes, examples.
+    fn add_checks(&mut self, record: &CallRecord) {
         for outcome in &record.checks {
             if let Some(summary) = &outcome.tool_calls {
                 self.tool_calls

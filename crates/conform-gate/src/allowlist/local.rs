@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use conform_allowlist::sign::Trust;
-use conform_allowlist::{Denial, Observed, Reason};
+use conform_allowlist::{Denial, Observed, Reason, ReferenceError};
 use conform_config::{Paths, ProviderConfig, ProviderIdentity, Settings, Suite, SuiteIdentity};
 
 /// The suite and provider as the project holds them now, and the project's settings.
@@ -33,14 +33,13 @@ pub struct Providers {
 }
 
 impl conform_allowlist::References for Providers {
-    fn identity(&self, name: &str) -> Result<ProviderIdentity, String> {
+    fn identity(&self, name: &str) -> Result<ProviderIdentity, ReferenceError> {
         match ProviderFacts::read(&self.paths, name) {
             Ok(facts) => Ok(facts.identity),
-            Err(denial) if denial.reason == Reason::UnknownProvider => Err(format!(
-                "the project has no such provider any more: {}",
-                denial.detail
-            )),
-            Err(denial) => Err(denial.detail),
+            Err(denial) if denial.reason == Reason::UnknownProvider => {
+                Err(ReferenceError::Gone(denial.detail))
+            }
+            Err(denial) => Err(ReferenceError::Unreadable(denial.detail)),
         }
     }
 }

@@ -8,29 +8,30 @@ use super::content::Content;
 use super::otlp::Span;
 use crate::Redaction;
 use crate::chat::{self, FieldError};
+use crate::redact::Redactor;
 
 /// A case built from a span, with what the notes must say about it.
-#[derive(Debug)]
-pub struct Built {
+pub struct Built<'r> {
+    /// The case, its request's paths redacted through `redactor`, which the import
+    /// redacts as a whole.
     pub case: Value,
     pub schema: Option<Value>,
-    pub has_reference: bool,
     /// Tools its calls name that the telemetry never defined, declared by name.
     pub declared: Vec<String>,
     /// Request settings recorded but not carried (`temperature` …).
     pub dropped: Vec<String>,
-    pub redacted: usize,
+    pub redactor: Redactor<'r>,
     /// Why the answers were not kept, when they were not.
     pub no_reference: Option<&'static str>,
 }
 
 /// Builds the case of `span` from `content`; `place` is where it came from.
-pub fn build(
+pub fn build<'r>(
     span: &Span,
     content: Content,
     place: &str,
-    redaction: &Redaction,
-) -> Result<Built, FieldError> {
+    redaction: &'r Redaction,
+) -> Result<Built<'r>, FieldError> {
     let attr = |k: &str| span.attributes.get(k).and_then(Value::as_str);
     let mut body = Map::new();
     if let Some(model) = attr("gen_ai.request.model") {
@@ -77,20 +78,17 @@ pub fn build(
             }
         }
     };
-    let mut case = crate::request_case(
+    let case = crate::request_case(
         format!("Imported from {place} (`{}`)", span.name),
         &request,
         reference,
     );
-    redactor.value(&mut case);
-    let has_reference = case.get("reference").is_some();
     Ok(Built {
         case,
         schema: None,
-        has_reference,
         declared,
         dropped,
-        redacted: redactor.replaced,
+        redactor,
         no_reference,
     })
 }

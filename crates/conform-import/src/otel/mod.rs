@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{ImportError, Importer, Item, Options, Summary, file_name};
+use super::driver::{self, Read, Record, Source, Suite};
+use super::{ImportError, Importer, Options, Summary, file_name};
 use otlp::Span;
 
 /// The GenAI operations that are a chat inference: a case each.
@@ -64,169 +65,186 @@ pub fn import(inputs: &[PathBuf], opts: &Options) -> Result<Summary, ImportError
         value: String::new(),
         message: "name at least one OTLP JSON file".into(),
     })?;
-    let mut importer = Importer::new(opts, first)?;
-    let records = join::keep_records(&mut importer, inputs, opts.max_line_bytes)?;
-    let mut tally = Tally::default();
-    let mut order = 0u64;
-    for path in inputs {
-        let name = file_name(path);
-        otlp::read(
-            path,
-            opts.max_line_bytes,
-            otlp::Want::Spans,
-            |line, item| {
-                let otlp::Item::Span(span) = item else {
-                    return Ok(());
-                };
-                match kind(&span) {
-                    Kind::NotGenAi => tally.not_genai += 1,
-                    Kind::OtherGenAi(op) => *tally.other.entry(op.to_string()).or_default() += 1,
-                    Kind::Chat => {
-                        order += 1;
-                        let at = format!("{name}:{line}");
-                        let taken = if records > 0 {
-                            join::take(&mut importer, &span.key, path, line)?
-                        } else {
-                            Vec::new()
-                        };
-                        inference(
-                            &mut importer,
-                            &mut tally,
-                            path,
-                            line,
-                            &at,
-                            order,
-                            &span,
-                            &taken,
-                            opts,
-                        )?;
-                    }
-                }
-                Ok(())
-            },
-        )?;
-    }
-    // Records whose spans are not in the input (a logs-only export): a details record
-    // carries the model and the content, so it is an inference on its own; older
-    // releases' records name no model and stay listed.
-    let (mut unclaimed_spans, mut unclaimed) = (0u64, 0u64);
-    while let Some(key) = join::unclaimed(&mut importer)? {
-        let taken = join::take(&mut importer, &key, first, 0)?;
-        let Some(span) = span_of_records(&key, &taken) else {
-            unclaimed_spans += 1;
-            unclaimed += taken.len() as u64;
-            continue;
-        };
-        let (file, line) = taken.iter().find_map(|r| r.origin).unwrap_or((0, 0));
-        let path = inputs.get(file).unwrap_or(first);
-        let at = format!("{}:{line}", file_name(path));
-        match kind(&span) {
-            Kind::Chat => {
-                order += 1;
-                inference(
-                    &mut importer,
-                    &mut tally,
-                    path,
-                    line,
-                    &at,
-                    order,
-                    &span,
-                    &taken,
-                    opts,
-                )?;
-            }
-            Kind::OtherGenAi(op) => *tally.other.entry(op.to_string()).or_default() += 1,
-            Kind::NotGenAi => {
-                unclaimed_spans += 1;
-                unclaimed += taken.len() as u64;
-            }
-        }
-    }
-    let (orphan_spans, orphan_records) = (unclaimed_spans, unclaimed);
-    say(&mut importer, &tally, first, orphan_spans, orphan_records);
-    let names: Vec<String> = inputs.iter().map(|p| file_name(p)).collect();
-    let mut suite = toml::Table::new();
-    suite.insert(
-        "description".into(),
-        toml::Value::String(format!(
-            "Chat inferences imported from OpenTelemetry telemetry: {}",
-            names.join(", ")
-        )),
-    );
-    let header = format!(
-        "# Imported by `conform import otel` from {}.\n",
-        names.join(", ")
-    );
-    importer.finish(&header, suite, None)
+    let export = Export {
+        inputs,
+        first,
+        tally: Tally::default(),
+        order: 0,
+    };
+    driver::drive(export, opts)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn inference(
-    importer: &mut Importer<'_>,
-    tally: &mut Tally,
-    path: &Path,
-    line: usize,
-    at: &str,
+struct Export<'a> {
+    inputs: &'a [PathBuf],
+    first: &'a Path,
+    tally: Tally,
+    /// Chat inferences read so far.
     order: u64,
-    span: &Span,
-    records: &[otlp::Record],
-    opts: &Options,
-) -> Result<(), ImportError> {
-    importer.read();
-    let place = format!("{at} span {}", span.span_id);
-    let malformed = |e: super::chat::FieldError| ImportError::Malformed {
-        path: path.to_path_buf(),
-        line,
-        field: format!("span {}: {}", span.span_id, e.field),
-        message: e.message,
-    };
-    let content = match content::gather(span, records) {
-        Ok(Some(c)) => c,
-        Ok(None) => {
-            importer.skip(
-                &place,
-                &format!(
+}
+
+impl Source for Export<'_> {
+    fn main(&self) -> &Path {
+        self.first
+    }
+
+    fn read(&mut self, importer: &mut Importer<'_>) -> Result<(), ImportError> {
+        let max = importer.opts().max_line_bytes;
+        let records = join::keep_records(importer, self.inputs, max)?;
+        for path in self.inputs {
+            self.spans(importer, path, records > 0)?;
+        }
+        let (orphan_spans, orphan_records) = self.unclaimed(importer)?;
+        say(
+            importer,
+            &self.tally,
+            self.first,
+            orphan_spans,
+            orphan_records,
+        );
+        Ok(())
+    }
+
+    fn suite(&mut self, _: &mut Importer<'_>) -> Result<Suite, ImportError> {
+        let names: Vec<String> = self.inputs.iter().map(|p| file_name(p)).collect();
+        Ok(Suite::described(
+            format!(
+                "# Imported by `conform import otel` from {}.\n",
+                names.join(", ")
+            ),
+            format!(
+                "Chat inferences imported from OpenTelemetry telemetry: {}",
+                names.join(", ")
+            ),
+        ))
+    }
+}
+
+impl Export<'_> {
+    /// The spans of `path`, in input order: each chat span, with the log records kept
+    /// for it (`joined`: there are some), is a request.
+    fn spans(
+        &mut self,
+        importer: &mut Importer<'_>,
+        path: &Path,
+        joined: bool,
+    ) -> Result<(), ImportError> {
+        let name = file_name(path);
+        let max = importer.opts().max_line_bytes;
+        otlp::read(path, max, otlp::Want::Spans, |line, item| {
+            let otlp::Item::Span(span) = item else {
+                return Ok(());
+            };
+            match kind(&span) {
+                Kind::NotGenAi => self.tally.not_genai += 1,
+                Kind::OtherGenAi(op) => *self.tally.other.entry(op.to_string()).or_default() += 1,
+                Kind::Chat => {
+                    self.order += 1;
+                    let at = format!("{name}:{line}");
+                    let taken = if joined {
+                        join::take(importer, &span.key, path, line)?
+                    } else {
+                        Vec::new()
+                    };
+                    let read = self.inference(importer, (path, line), &at, &span, &taken)?;
+                    importer.offer(read)?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Records whose spans are not in the input (a logs-only export): a details record
+    /// carries the model and the content, so it is an inference on its own; older
+    /// releases' records name no model and stay listed. Returns how many spans, and
+    /// records, stayed unclaimed.
+    fn unclaimed(&mut self, importer: &mut Importer<'_>) -> Result<(u64, u64), ImportError> {
+        let (mut unclaimed_spans, mut unclaimed) = (0u64, 0u64);
+        while let Some(key) = join::unclaimed(importer)? {
+            let taken = join::take(importer, &key, self.first, 0)?;
+            let Some(span) = span_of_records(&key, &taken) else {
+                unclaimed_spans += 1;
+                unclaimed += taken.len() as u64;
+                continue;
+            };
+            let (file, line) = taken.iter().find_map(|r| r.origin).unwrap_or((0, 0));
+            let path = self.inputs.get(file).map_or(self.first, |p| p.as_path());
+            let at = format!("{}:{line}", file_name(path));
+            match kind(&span) {
+                Kind::Chat => {
+                    self.order += 1;
+                    let read = self.inference(importer, (path, line), &at, &span, &taken)?;
+                    importer.offer(read)?;
+                }
+                Kind::OtherGenAi(op) => *self.tally.other.entry(op.to_string()).or_default() += 1,
+                Kind::NotGenAi => {
+                    unclaimed_spans += 1;
+                    unclaimed += taken.len() as u64;
+                }
+            }
+        }
+        Ok((unclaimed_spans, unclaimed))
+    }
+
+    /// The request of chat `span` (read at `origin`, a file and line, shown as `at`),
+    /// its content in the span or in `records`.
+    fn inference<'o>(
+        &mut self,
+        importer: &mut Importer<'o>,
+        (path, line): (&Path, usize),
+        at: &str,
+        span: &Span,
+        records: &[otlp::Record],
+    ) -> Result<Read<'o>, ImportError> {
+        let place = format!("{at} span {}", span.span_id);
+        let malformed = |e: super::chat::FieldError| ImportError::Malformed {
+            path: path.to_path_buf(),
+            line,
+            field: format!("span {}: {}", span.span_id, e.field),
+            message: e.message,
+        };
+        let content = match content::gather(span, records) {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                let why = format!(
                     "`{}`: no message content was captured (set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT in the instrumented application)",
                     span.name
-                ),
-            );
-            return Ok(());
+                );
+                return Ok(Read::Skipped { at: place, why });
+            }
+            Err(e) if e.unsupported => {
+                let why = format!("{}: {}", e.field, e.message);
+                return Ok(Read::Skipped { at: place, why });
+            }
+            Err(e) => return Err(malformed(e)),
+        };
+        *self
+            .tally
+            .placements
+            .entry(content.placement.describe())
+            .or_default() += 1;
+        let built = match case::build(span, content, &place, &importer.opts().redaction) {
+            Ok(b) => b,
+            Err(e) if e.unsupported => {
+                let why = format!("{}: {}", e.field, e.message);
+                return Ok(Read::Skipped { at: place, why });
+            }
+            Err(e) => return Err(malformed(e)),
+        };
+        for name in &built.declared {
+            *self.tally.declared.entry(name.clone()).or_default() += 1;
         }
-        Err(e) if e.unsupported => {
-            importer.skip(&place, &format!("{}: {}", e.field, e.message));
-            return Ok(());
+        if let Some(why) = built.no_reference {
+            importer.note(&place, why);
         }
-        Err(e) => return Err(malformed(e)),
-    };
-    *tally
-        .placements
-        .entry(content.placement.describe())
-        .or_default() += 1;
-    let built = match case::build(span, content, &place, &opts.redaction) {
-        Ok(b) => b,
-        Err(e) if e.unsupported => {
-            importer.skip(&place, &format!("{}: {}", e.field, e.message));
-            return Ok(());
-        }
-        Err(e) => return Err(malformed(e)),
-    };
-    importer.dropped(&built.dropped);
-    importer.redacted(built.redacted);
-    for name in &built.declared {
-        *tally.declared.entry(name.clone()).or_default() += 1;
+        Ok(Read::Request(Box::new(Record {
+            order: self.order,
+            id: format!("{:06}", self.order),
+            case: built.case,
+            schema: built.schema,
+            dropped: built.dropped,
+            redactor: built.redactor,
+        })))
     }
-    if let Some(why) = built.no_reference {
-        importer.note(&place, why);
-    }
-    let fingerprint = super::fingerprint(&built.case, built.schema.as_ref());
-    importer.add(Item {
-        order,
-        id: format!("{order:06}"),
-        case: built.case,
-        schema: built.schema,
-        fingerprint,
-        has_reference: built.has_reference,
-    })
 }
 
 /// The span a details record stands for when its span is not in the input: the record

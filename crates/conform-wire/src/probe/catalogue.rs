@@ -84,155 +84,162 @@ fn wrap(value: Value) -> Value {
            "additionalProperties": false})
 }
 
-fn probe(
+/// One row of the catalogue: the probe's schema and answers as JSON text.
+struct Row {
     keyword: &'static str,
-    value: Value,
-    breaking: Value,
-    keeping: Value,
+    value: &'static str,
+    breaking: &'static str,
+    keeping: &'static str,
     plain: &'static str,
-) -> Probe {
-    Probe {
-        keyword,
-        value,
-        breaking,
-        keeping,
-        plain,
-    }
+}
+
+/// The catalogue, a row per keyword, in the order [`all`] gives them.
+const CATALOGUE: &[Row] = &[
+    Row {
+        keyword: "minItems",
+        value: r#"{"type": "array", "items": {"type": "string"}, "minItems": 3}"#,
+        breaking: r#"["red"]"#,
+        keeping: r#"["red", "green", "blue"]"#,
+        plain: "a list of the colours of a ripe tomato, one word per colour",
+    },
+    Row {
+        keyword: "maxItems",
+        value: r#"{"type": "array", "items": {"type": "string"}, "maxItems": 2}"#,
+        breaking: r#"["a", "b", "c", "d"]"#,
+        keeping: r#"["a", "b"]"#,
+        plain: "a list of the first four letters of the alphabet, one letter per item",
+    },
+    Row {
+        keyword: "minLength",
+        value: r#"{"type": "string", "minLength": 12}"#,
+        breaking: r#""ok""#,
+        keeping: r#""okay, agreed""#,
+        plain: "the two-letter word \"ok\"",
+    },
+    Row {
+        keyword: "maxLength",
+        value: r#"{"type": "string", "maxLength": 5}"#,
+        breaking: r#""international""#,
+        keeping: r#""intl""#,
+        plain: "the English word \"international\"",
+    },
+    Row {
+        keyword: "minimum",
+        value: r#"{"type": "integer", "minimum": 100}"#,
+        breaking: r#"8"#,
+        keeping: r#"100"#,
+        plain: "the number of legs of a spider, as an integer",
+    },
+    Row {
+        keyword: "maximum",
+        value: r#"{"type": "integer", "maximum": 10}"#,
+        breaking: r#"365"#,
+        keeping: r#"10"#,
+        plain: "the number of days in a common year, as an integer",
+    },
+    Row {
+        keyword: "exclusiveMinimum",
+        value: r#"{"type": "number", "exclusiveMinimum": 0}"#,
+        breaking: r#"-5"#,
+        keeping: r#"5"#,
+        plain: "the number minus five",
+    },
+    Row {
+        keyword: "exclusiveMaximum",
+        value: r#"{"type": "number", "exclusiveMaximum": 1}"#,
+        breaking: r#"2"#,
+        keeping: r#"0.5"#,
+        plain: "the number two",
+    },
+    Row {
+        keyword: "multipleOf",
+        value: r#"{"type": "integer", "multipleOf": 5}"#,
+        breaking: r#"7"#,
+        keeping: r#"5"#,
+        plain: "the number seven, as an integer",
+    },
+    Row {
+        keyword: "pattern",
+        value: r#"{"type": "string", "pattern": "^[A-Z]{3}$"}"#,
+        breaking: r#""euro""#,
+        keeping: r#""EUR""#,
+        plain: "the word \"euro\", in lower case",
+    },
+    Row {
+        keyword: "enum",
+        value: r#"{"type": "string", "enum": ["low", "medium", "high"]}"#,
+        breaking: r#""urgent""#,
+        keeping: r#""high""#,
+        plain: "the word \"urgent\"",
+    },
+    Row {
+        keyword: "const",
+        value: r#"{"type": "string", "const": "v1"}"#,
+        breaking: r#""v2""#,
+        keeping: r#""v1""#,
+        plain: "the version label \"v2\"",
+    },
+    Row {
+        keyword: "uniqueItems",
+        value: r#"{"type": "array", "items": {"type": "string"}, "uniqueItems": true}"#,
+        breaking: r#"["a", "a"]"#,
+        keeping: r#"["a", "b"]"#,
+        plain: "a list holding the letter \"a\" twice",
+    },
+    Row {
+        keyword: "format",
+        value: r#"{"type": "string", "format": "date"}"#,
+        breaking: r#""next Tuesday""#,
+        keeping: r#""2026-01-06""#,
+        plain: "the words \"next Tuesday\"",
+    },
+    Row {
+        keyword: "minProperties",
+        value: r#"{"type": "object", "additionalProperties": {"type": "string"}, "minProperties": 2}"#,
+        breaking: r#"{"a": "x"}"#,
+        keeping: r#"{"a": "x", "b": "y"}"#,
+        plain: "an object that maps the letter \"a\" to \"x\", and nothing else",
+    },
+    Row {
+        keyword: "maxProperties",
+        value: r#"{"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 1}"#,
+        breaking: r#"{"a": "x", "b": "y"}"#,
+        keeping: r#"{"a": "x"}"#,
+        plain: "an object that maps \"a\" to \"x\" and \"b\" to \"y\"",
+    },
+    Row {
+        keyword: "additionalProperties",
+        value: r#"{"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false}"#,
+        breaking: r#"{"name": "Ada", "born": "1815"}"#,
+        keeping: r#"{"name": "Ada"}"#,
+        plain: "an object giving the name \"Ada\" and the year born \"1815\"",
+    },
+    Row {
+        keyword: "required",
+        value: r#"{"type": "object", "properties": {"name": {"type": ["string", "null"]}, "born": {"type": ["string", "null"]}}, "required": ["name", "born"], "additionalProperties": false}"#,
+        breaking: r#"{"name": "Ada"}"#,
+        keeping: r#"{"name": "Ada", "born": null}"#,
+        plain: "an object giving only the name \"Ada\"",
+    },
+];
+
+/// JSON text of the catalogue (a test parses every row).
+fn parsed(text: &str) -> Value {
+    serde_json::from_str(text).expect("the probe catalogue is JSON")
 }
 
 /// Every keyword that can be probed, in a fixed order.
 pub fn all() -> Vec<Probe> {
-    vec![
-        probe(
-            "minItems",
-            json!({"type": "array", "items": {"type": "string"}, "minItems": 3}),
-            json!(["red"]),
-            json!(["red", "green", "blue"]),
-            "a list of the colours of a ripe tomato, one word per colour",
-        ),
-        probe(
-            "maxItems",
-            json!({"type": "array", "items": {"type": "string"}, "maxItems": 2}),
-            json!(["a", "b", "c", "d"]),
-            json!(["a", "b"]),
-            "a list of the first four letters of the alphabet, one letter per item",
-        ),
-        probe(
-            "minLength",
-            json!({"type": "string", "minLength": 12}),
-            json!("ok"),
-            json!("okay, agreed"),
-            "the two-letter word \"ok\"",
-        ),
-        probe(
-            "maxLength",
-            json!({"type": "string", "maxLength": 5}),
-            json!("international"),
-            json!("intl"),
-            "the English word \"international\"",
-        ),
-        probe(
-            "minimum",
-            json!({"type": "integer", "minimum": 100}),
-            json!(8),
-            json!(100),
-            "the number of legs of a spider, as an integer",
-        ),
-        probe(
-            "maximum",
-            json!({"type": "integer", "maximum": 10}),
-            json!(365),
-            json!(10),
-            "the number of days in a common year, as an integer",
-        ),
-        probe(
-            "exclusiveMinimum",
-            json!({"type": "number", "exclusiveMinimum": 0}),
-            json!(-5),
-            json!(5),
-            "the number minus five",
-        ),
-        probe(
-            "exclusiveMaximum",
-            json!({"type": "number", "exclusiveMaximum": 1}),
-            json!(2),
-            json!(0.5),
-            "the number two",
-        ),
-        probe(
-            "multipleOf",
-            json!({"type": "integer", "multipleOf": 5}),
-            json!(7),
-            json!(5),
-            "the number seven, as an integer",
-        ),
-        probe(
-            "pattern",
-            json!({"type": "string", "pattern": "^[A-Z]{3}$"}),
-            json!("euro"),
-            json!("EUR"),
-            "the word \"euro\", in lower case",
-        ),
-        probe(
-            "enum",
-            json!({"type": "string", "enum": ["low", "medium", "high"]}),
-            json!("urgent"),
-            json!("high"),
-            "the word \"urgent\"",
-        ),
-        probe(
-            "const",
-            json!({"type": "string", "const": "v1"}),
-            json!("v2"),
-            json!("v1"),
-            "the version label \"v2\"",
-        ),
-        probe(
-            "uniqueItems",
-            json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true}),
-            json!(["a", "a"]),
-            json!(["a", "b"]),
-            "a list holding the letter \"a\" twice",
-        ),
-        probe(
-            "format",
-            json!({"type": "string", "format": "date"}),
-            json!("next Tuesday"),
-            json!("2026-01-06"),
-            "the words \"next Tuesday\"",
-        ),
-        probe(
-            "minProperties",
-            json!({"type": "object", "additionalProperties": {"type": "string"}, "minProperties": 2}),
-            json!({"a": "x"}),
-            json!({"a": "x", "b": "y"}),
-            "an object that maps the letter \"a\" to \"x\", and nothing else",
-        ),
-        probe(
-            "maxProperties",
-            json!({"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 1}),
-            json!({"a": "x", "b": "y"}),
-            json!({"a": "x"}),
-            "an object that maps \"a\" to \"x\" and \"b\" to \"y\"",
-        ),
-        probe(
-            "additionalProperties",
-            json!({"type": "object", "properties": {"name": {"type": "string"}},
-                   "required": ["name"], "additionalProperties": false}),
-            json!({"name": "Ada", "born": "1815"}),
-            json!({"name": "Ada"}),
-            "an object giving the name \"Ada\" and the year born \"1815\"",
-        ),
-        probe(
-            "required",
-            json!({"type": "object", "properties": {"name": {"type": ["string", "null"]},
-                   "born": {"type": ["string", "null"]}}, "required": ["name", "born"],
-                   "additionalProperties": false}),
-            json!({"name": "Ada"}),
-            json!({"name": "Ada", "born": null}),
-            "an object giving only the name \"Ada\"",
-        ),
-    ]
+    CATALOGUE
+        .iter()
+        .map(|row| Probe {
+            keyword: row.keyword,
+            value: parsed(row.value),
+            breaking: parsed(row.breaking),
+            keeping: parsed(row.keeping),
+            plain: row.plain,
+        })
+        .collect()
 }
 
 /// The probe of `keyword`, if it has one.

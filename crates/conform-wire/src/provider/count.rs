@@ -37,10 +37,25 @@ pub fn keep(sent: &Value, keys: &[&str]) -> Map<String, Value> {
         .collect()
 }
 
+/// Why a count endpoint's answer gave no count.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CountError {
+    #[error("this wire has no count endpoint")]
+    NoEndpoint,
+    #[error("the count has no integer `{0}`")]
+    NoInteger(&'static str),
+    /// `endpoint` answered without the member `field` the next step needs.
+    #[error("{endpoint} returned no `{field}`")]
+    Missing {
+        endpoint: &'static str,
+        field: &'static str,
+    },
+}
+
 /// The integer `field` of a count's answer.
-pub fn integer(answer: &Value, field: &str) -> Result<u64, String> {
+pub fn integer(answer: &Value, field: &'static str) -> Result<u64, CountError> {
     answer
         .get(field)
         .and_then(Value::as_u64)
-        .ok_or_else(|| format!("the count has no integer `{field}`"))
+        .ok_or(CountError::NoInteger(field))
 }

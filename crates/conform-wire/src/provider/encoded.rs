@@ -4,12 +4,17 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 
 use super::WireRequest;
 
+/// A `base_url` that does not parse into a URL. It keeps no text: a URL can carry a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the configured base_url is not a URL")]
+pub(super) struct BadUrl;
+
 /// One call's request, encoded once for every attempt: the bytes sent, and the digest of
 /// the body (RFC 8785 canonical JSON; the key travels in a header and is not part of it),
 /// which the call's record and a tape key it by.
 pub struct Encoded {
     /// Parsed once: a malformed `base_url` fails the call, as the client would.
-    pub(super) url: Result<reqwest::Url, String>,
+    pub(super) url: Result<reqwest::Url, BadUrl>,
     pub(super) headers: HeaderMap,
     pub(super) bytes: Vec<u8>,
     pub(super) digest: String,
@@ -17,7 +22,7 @@ pub struct Encoded {
 
 impl Encoded {
     /// The request a wire format built, serialised and digested; `url` is its URL parsed.
-    pub(super) fn of(request: WireRequest, url: Result<reqwest::Url, String>) -> Encoded {
+    pub(super) fn of(request: WireRequest, url: Result<reqwest::Url, BadUrl>) -> Encoded {
         let WireRequest {
             mut headers, body, ..
         } = request;

@@ -102,28 +102,106 @@ pub trait WireFormat: Send + Sync {
         key: Option<&Secret>,
     ) -> WireRequest;
 
-    /// Decodes a 2xx body.
-    fn decode(&self, body: &[u8]) -> Result<Reply, CallError>;
+    /// Decodes a 2xx body. The default reads one JSON document ([`decode_document`]): a
+    /// wire whose bodies are something else (a fast path, a stream folded here, a body
+    /// that tells which of two codecs speaks) overrides it.
+    fn decode(&self, body: &[u8]) -> Result<Reply, CallError> {
+        decode_document(self, body)
+    }
+
+    /// The reply a whole 2xx JSON document holds, for the default [`WireFormat::decode`].
+    /// A wire that overrides `decode` does not need it; one that does not, must say.
+    fn reply(&self, _document: &Value) -> Result<Reply, CallError> {
+        Err(CallError::new(
+            ErrorKind::InvalidResponse,
+            "this wire format reads no JSON document",
+        ))
+    }
+
+    /// The error an event of a streamed body carries, in this vendor's words, when a
+    /// stream came where one document was expected; `None` when the event is no error.
+    fn error_event(&self, _event: &Value) -> Option<CallError> {
+        None
+    }
+
+    /// What a processed document of the wrong shape still says: what it cost, and the
+    /// model that served it.
+    fn served(&self, _document: &Value) -> (Usage, Option<String>) {
+        (Usage::default(), None)
+    }
 
     /// Decodes the 2xx body of a call that asked for a stream (`stream = true`): the
     /// vendor's events folded into one reply, as if it had come whole. A stream that ends
     /// without the vendor's terminal event is [`ErrorKind::StreamTruncated`]; an error
     /// event inside it is classified as the matching error status would be. A server that
-    /// ignores the request and answers with one document still decodes. The default is
-    /// [`WireFormat::decode`], for wire formats that fold streams there.
+    /// ignores the request and answers with one document still decodes. The default
+    /// folds server-sent events with [`WireFormat::fold`], and decodes anything else
+    /// with [`WireFormat::decode`] (which is where some wire formats fold streams).
     fn decode_stream(&self, body: &[u8]) -> Result<Reply, CallError> {
+        if sse::is_event_stream(body)
+            && let Some(folded) = self.fold(body)
+        {
+            return folded.map_err(CallError::after_success);
+        }
         self.decode(body)
+    }
+
+    /// A body of server-sent events folded into one reply, for the default
+    /// [`WireFormat::decode_stream`]; `None` for a wire that folds streams elsewhere.
+    fn fold(&self, _body: &[u8]) -> Option<Result<Reply, CallError>> {
+        None
     }
 
     /// In a streamed body, the byte offset just past the first event that carries a
     /// piece of the answer (text, refusal or tool arguments): time to first token is when
     /// that byte arrived. `None` when no event does, or the wire format does not stream.
-    fn first_token_end(&self, _body: &[u8]) -> Option<usize> {
-        None
+    /// The default reads SSE events or NDJSON lines and asks [`WireFormat::carries_answer`].
+    fn first_token_end(&self, body: &[u8]) -> Option<usize> {
+        stream::first_answer_end(body, |event, data| self.carries_answer(event, data))
     }
 
-    /// Classifies a non-2xx answer.
-    fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError;
+    /// Whether the JSON data of a streamed event (named `event` in SSE) or line carries
+    /// a piece of the answer.
+    fn carries_answer(&self, _event: &str, _data: &Value) -> bool {
+        false
+    }
+
+    /// Classifies a non-2xx answer. The default reads the status as every vendor does
+    /// ([`error::classify_status`]), refined by what the body says
+    /// ([`WireFormat::error_fields`]), with a vendor's advice ([`WireFormat::advise`]),
+    /// the body's excerpt when it says nothing, and the server's hints of when to retry
+    /// (the headers', else the body's: [`WireFormat::retry_hint`]).
+    fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
+        let parsed: Option<Value> = serde_json::from_slice(body).ok();
+        let (kind, message) = self.error_fields(status, parsed.as_ref());
+        let mut classified = error::classify_status(status, body, message);
+        if let Some(kind) = kind {
+            classified.kind = kind;
+        }
+        self.advise(&mut classified);
+        if classified.message.is_empty() {
+            classified.message = error::excerpt(body);
+        }
+        let hinted = classified.server_hints(headers);
+        match hinted.retry_after {
+            Some(_) => hinted,
+            None => hinted.retry_after(self.retry_hint(parsed.as_ref())),
+        }
+    }
+
+    /// What an error body (`parsed`, when it is JSON) says: the kind it makes of
+    /// `status`, when it refines it, and its message.
+    fn error_fields(&self, _status: u16, _parsed: Option<&Value>) -> (Option<ErrorKind>, String) {
+        (None, String::new())
+    }
+
+    /// Advice added to a classified error: the setting that avoids it.
+    fn advise(&self, _classified: &mut CallError) {}
+
+    /// When the error body says to retry, where the headers said nothing.
+    fn retry_hint(&self, _parsed: Option<&Value>) -> Option<std::time::Duration> {
+        None
+    }
 
     /// What this vendor's API refuses in a conversation, on top of what no vendor takes
     /// (`conform_config::conversation::problems`): JSON pointers into the case.
@@ -163,8 +241,8 @@ pub trait WireFormat: Send + Sync {
         _answer: &Value,
         _sent: &WireRequest,
         _config: &ProviderConfig,
-    ) -> Result<count::Counted, String> {
-        Err("this wire has no count endpoint".into())
+    ) -> Result<count::Counted, count::CountError> {
+        Err(count::CountError::NoEndpoint)
     }
 
     /// The schema dialect the answer's schema is held to in `config`'s structured-output
@@ -205,6 +283,25 @@ pub trait WireFormat: Send + Sync {
     ) -> Result<auth::Credentials, auth::CredentialError> {
         Ok(None)
     }
+}
+
+/// A 2xx body as one JSON document, as [`WireFormat::decode`] reads it by default: a
+/// streamed body where one was expected is named as such, or its error event classified
+/// ([`WireFormat::error_event`]); a document [`WireFormat::reply`] cannot read keeps
+/// what it said it cost and who served it ([`WireFormat::served`]).
+pub(crate) fn decode_document<W: WireFormat + ?Sized>(
+    wire: &W,
+    body: &[u8],
+) -> Result<Reply, CallError> {
+    parse_body(body)
+        .map_err(|e| streamed::reject(body, |event| wire.error_event(event)).unwrap_or(e))
+        .and_then(|document| {
+            wire.reply(&document).map_err(|e| {
+                let (usage, model) = wire.served(&document);
+                e.keep_served(usage, model, None)
+            })
+        })
+        .map_err(CallError::after_success)
 }
 
 /// The wire format for a provider kind. Pass [`ProviderConfig::wire_kind`], which

@@ -131,7 +131,7 @@ enum Slot {
 
 /// One shape's request with its texts left out.
 struct Template {
-    url: Result<reqwest::Url, String>,
+    url: Result<reqwest::Url, super::encoded::BadUrl>,
     headers: HeaderMap,
     /// The body as sent.
     wire: Cut,
@@ -335,7 +335,8 @@ mod tests {
         let key = conform_config::secret::Secret::new("sk-test".into());
         let wire = |call: &CallSpec<'_>| format.encode(call, config, Some(&key));
         let full = |request: WireRequest| {
-            let url = reqwest::Url::parse(&request.url).map_err(|_| request.url.clone());
+            let url =
+                reqwest::Url::parse(&request.url).map_err(|_| crate::provider::encoded::BadUrl);
             Encoded::of(request, url)
         };
         let templates = Templates::default();
@@ -415,7 +416,8 @@ mod tests {
         let other = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
         let format = wire_format(config.wire_kind());
         let wire = |call: &CallSpec<'_>| format.encode(call, config, None);
-        let full = |request: WireRequest| Encoded::of(request, Err(String::new()));
+        let full =
+            |request: WireRequest| Encoded::of(request, Err(crate::provider::encoded::BadUrl));
         let templates = Templates::default();
         let calls = [
             (with(Some("s")), schema()),
@@ -452,7 +454,8 @@ mod tests {
             }
             request
         };
-        let full = |request: WireRequest| Encoded::of(request, Err(String::new()));
+        let full =
+            |request: WireRequest| Encoded::of(request, Err(crate::provider::encoded::BadUrl));
         let templates = Templates::default();
         let schema = schema();
         for user in ["a", "a long one", "b"] {

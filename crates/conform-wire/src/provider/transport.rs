@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use backon::{ExponentialBuilder, Retryable};
 
 use super::auth::{self, Authorize, Environment, Outgoing};
+use super::encoded::BadUrl;
 use super::error::{CallError, ErrorKind};
 use super::limits::{CallSlot, Pace, Pacer, RateLimitInfo};
 use super::tape::{Recorder, Replayer};
@@ -261,14 +262,14 @@ impl Endpoint {
     }
 
     /// Parses `url`, or reuses the parse of the same URL the call before.
-    fn parse_url(&self, url: &str) -> Result<reqwest::Url, String> {
+    fn parse_url(&self, url: &str) -> Result<reqwest::Url, BadUrl> {
         let mut last = self.last_url.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((text, parsed)) = last.as_ref()
             && text == url
         {
             return Ok(parsed.clone());
         }
-        let parsed = reqwest::Url::parse(url).map_err(|_| url.to_string())?;
+        let parsed = reqwest::Url::parse(url).map_err(|_| BadUrl)?;
         *last = Some((url.to_string(), parsed.clone()));
         Ok(parsed)
     }
@@ -568,7 +569,7 @@ fn is_success(status: u16) -> bool {
 
 /// The URL as an error may show it: `scheme://host:port/path`. No query, fragment or
 /// user info: any of those could hold a key.
-fn printable_url(url: &Result<reqwest::Url, String>) -> String {
+fn printable_url(url: &Result<reqwest::Url, BadUrl>) -> String {
     match url {
         Ok(u) => {
             let host = u.host().map(|h| h.to_string()).unwrap_or_default();
@@ -587,7 +588,7 @@ fn printable_url(url: &Result<reqwest::Url, String>) -> String {
 /// URL, query and all.
 fn from_reqwest(
     e: &reqwest::Error,
-    url: &Result<reqwest::Url, String>,
+    url: &Result<reqwest::Url, BadUrl>,
     status: Option<u16>,
 ) -> CallError {
     let url = printable_url(url);

@@ -15,6 +15,26 @@ use super::chat_template::ChatTemplate;
 use super::{Count, Message, TokenizeError, Tokenizer};
 use conform_config::{Conversation, Role};
 
+/// Why a Hugging Face tokenizer could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot load the tokenizer {}: {reason}", file.display())]
+    Tokenizer { file: PathBuf, reason: String },
+    #[error("{} is not JSON: {source}", file.display())]
+    Config {
+        file: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error(
+        "no chat template: put `chat_template` in {} or a chat_template.jinja beside {}",
+        config.display(),
+        file.display()
+    )]
+    NoTemplate { config: PathBuf, file: PathBuf },
+    #[error("the chat template of {} does not compile: {reason}", dir.display())]
+    Template { dir: PathBuf, reason: String },
+}
+
 /// A Hugging Face tokenizer with its chat template.
 pub struct HuggingFace {
     tokenizer: tokenizers::Tokenizer,
@@ -26,7 +46,7 @@ pub struct HuggingFace {
 impl HuggingFace {
     /// Loads `path` (a `tokenizer.json`, or the directory holding it) once per process
     /// and shares it.
-    pub fn shared(path: &Path) -> Result<Arc<HuggingFace>, String> {
+    pub fn shared(path: &Path) -> Result<Arc<HuggingFace>, LoadError> {
         static LOADED: OnceLock<Mutex<HashMap<PathBuf, Arc<HuggingFace>>>> = OnceLock::new();
         let key = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
         let cache = LOADED.get_or_init(Default::default);
@@ -41,7 +61,7 @@ impl HuggingFace {
     }
 
     /// Loads `path` (a `tokenizer.json`, or the directory holding it).
-    pub fn load(path: &Path) -> Result<HuggingFace, String> {
+    pub fn load(path: &Path) -> Result<HuggingFace, LoadError> {
         let (dir, file) = if path.is_dir() {
             (path.to_path_buf(), path.join("tokenizer.json"))
         } else {
@@ -50,26 +70,28 @@ impl HuggingFace {
                 path.to_path_buf(),
             )
         };
-        let tokenizer = tokenizers::Tokenizer::from_file(&file)
-            .map_err(|e| format!("cannot load the tokenizer {}: {e}", file.display()))?;
+        let tokenizer =
+            tokenizers::Tokenizer::from_file(&file).map_err(|e| LoadError::Tokenizer {
+                file: file.clone(),
+                reason: e.to_string(),
+            })?;
         let config_file = dir.join("tokenizer_config.json");
         let config: Value = match std::fs::read_to_string(&config_file) {
-            Ok(text) => serde_json::from_str(&text)
-                .map_err(|e| format!("{} is not JSON: {e}", config_file.display()))?,
+            Ok(text) => serde_json::from_str(&text).map_err(|source| LoadError::Config {
+                file: config_file.clone(),
+                source,
+            })?,
             Err(_) => Value::Null,
         };
-        let source = chat_template_source(&dir, &config).ok_or_else(|| {
-            format!(
-                "no chat template: put `chat_template` in {} or a chat_template.jinja beside {}",
-                config_file.display(),
-                file.display()
-            )
+        let source = chat_template_source(&dir, &config).ok_or_else(|| LoadError::NoTemplate {
+            config: config_file.clone(),
+            file: file.clone(),
         })?;
         let template = ChatTemplate::new(&source, special_tokens(&config)).map_err(|e| {
-            format!(
-                "the chat template of {} does not compile: {e}",
-                dir.display()
-            )
+            LoadError::Template {
+                dir: dir.clone(),
+                reason: e.to_string(),
+            }
         })?;
         let mut control: Vec<(u32, String)> = tokenizer
             .get_added_tokens_decoder()

@@ -181,13 +181,13 @@ impl Counter {
                 let path = resolve(&config.file, path);
                 huggingface::HuggingFace::shared(&path)
                     .map(|t| Counter::Local(t as Arc<dyn Tokenizer>))
-                    .map_err(problem)
+                    .map_err(|e| problem(e.to_string()))
             }
             TokenizerKind::Provider => provider::ProviderCounter::new(config)
                 .map(|c| Counter::Remote(Arc::new(c)))
                 .map_err(|m| {
                     Diagnostics(vec![
-                        Diagnostic::new(&config.file, m).field("tokenizer.kind"),
+                        Diagnostic::new(&config.file, m.to_string()).field("tokenizer.kind"),
                     ])
                 }),
         }

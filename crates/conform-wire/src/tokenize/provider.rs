@@ -29,15 +29,22 @@ pub struct ProviderCounter {
     describe: String,
 }
 
+/// Why a provider's count endpoint cannot count.
+#[derive(Debug, thiserror::Error)]
+pub enum CounterError {
+    #[error(
+        "tokenizer kind `provider` counts through the provider's count endpoint; kind `{0}` has none: use tiktoken or huggingface"
+    )]
+    NoEndpoint(&'static str),
+    #[error("cannot build the HTTP client: {0}")]
+    Client(reqwest::Error),
+}
+
 impl ProviderCounter {
     /// A counter for `config`, whose vendor must have a count endpoint.
-    pub fn new(config: &ProviderConfig) -> Result<ProviderCounter, String> {
+    pub fn new(config: &ProviderConfig) -> Result<ProviderCounter, CounterError> {
         let Some(endpoint) = config.kind.describe().count_endpoint else {
-            return Err(format!(
-                "tokenizer kind `provider` counts through the provider's count endpoint; \
-                 kind `{}` has none: use tiktoken or huggingface",
-                config.kind.as_str()
-            ));
+            return Err(CounterError::NoEndpoint(config.kind.as_str()));
         };
         // Installing twice is harmless; the error only says a provider is already there.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -45,7 +52,7 @@ impl ProviderCounter {
             .retry(reqwest::retry::never())
             .connect_timeout(Duration::from_secs(10))
             .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            .map_err(CounterError::Client)?;
         // A missing key is the run's to report (it stops before any call); `conform check`
         // builds counters offline and must not fail on it.
         let key = config.api_key().ok().flatten();
@@ -74,7 +81,7 @@ impl ProviderCounter {
             match self
                 .wire
                 .count_answer(step, &answer, &sent, &self.config)
-                .map_err(TokenizeError::Provider)?
+                .map_err(|e| TokenizeError::Provider(e.to_string()))?
             {
                 Counted::Tokens(count) => return Ok(count),
                 Counted::Then(request) => next = request,

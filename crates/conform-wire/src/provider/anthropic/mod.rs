@@ -22,11 +22,9 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use super::count::{self, Count, CountRequest, Counted};
-use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
-use super::{
-    CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, sse, streamed,
-};
-use super::{parse_body, wire_schema};
+use super::error::{self, CallError, ErrorKind, mentions_context_length};
+use super::wire_schema;
+use super::{CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest};
 use conform_config::conversation::{Message, Role, Tool, ToolChoice};
 use conform_config::secret::Secret;
 use conform_config::{ProviderConfig, StructuredOutput};
@@ -67,7 +65,7 @@ impl WireFormat for AnthropicMessages {
         answer: &Value,
         sent: &WireRequest,
         _config: &ProviderConfig,
-    ) -> Result<Counted, String> {
+    ) -> Result<Counted, count::CountError> {
         Ok(Counted::Tokens(Count {
             tokens: count::integer(answer, "input_tokens")?,
             exact: sent.body.get("output_config").is_none(),
@@ -181,57 +179,43 @@ impl WireFormat for AnthropicMessages {
         }
     }
 
-    fn decode(&self, body: &[u8]) -> Result<Reply, CallError> {
-        parse_body(body)
-            .map_err(|e| {
-                streamed::reject(body, |event| {
-                    error_object(event).map(|(kind, message)| CallError::new(kind, message))
-                })
-                .unwrap_or(e)
-            })
-            .and_then(|value| {
-                // A processed message of the wrong shape still says its cost and model.
-                decode_message(&value)
-                    .map_err(|e| e.keep_served(usage_of(&value), model_of(&value), None))
-            })
-            .map_err(CallError::after_success)
+    fn reply(&self, document: &Value) -> Result<Reply, CallError> {
+        decode_message(document)
     }
 
-    fn decode_stream(&self, body: &[u8]) -> Result<Reply, CallError> {
-        if sse::is_event_stream(body) {
-            stream::fold(body).map_err(CallError::after_success)
-        } else {
-            self.decode(body)
-        }
+    fn error_event(&self, event: &Value) -> Option<CallError> {
+        error_object(event).map(|(kind, message)| CallError::new(kind, message))
     }
 
-    fn first_token_end(&self, body: &[u8]) -> Option<usize> {
-        super::stream::first_answer_end(body, stream::carries_answer)
+    fn served(&self, document: &Value) -> (Usage, Option<String>) {
+        (usage_of(document), model_of(document))
     }
 
-    fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
-        let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    fn fold(&self, body: &[u8]) -> Option<Result<Reply, CallError>> {
+        Some(stream::fold(body))
+    }
+
+    fn carries_answer(&self, event: &str, data: &Value) -> bool {
+        stream::carries_answer(event, data)
+    }
+
+    fn error_fields(&self, status: u16, parsed: Option<&Value>) -> (Option<ErrorKind>, String) {
         let (kind, message) = parsed
-            .as_ref()
             .and_then(error_object)
             .map_or((None, String::new()), |(k, m)| (Some(k), m));
-        let mut classified = classify_status(status, body, message);
-        if let Some(kind) = kind {
-            classified.kind = kind;
-        }
         // Cloudflare answers oversize bodies itself, often with an HTML page.
-        if status == 413 {
-            classified.kind = ErrorKind::RequestTooLarge;
+        match status {
+            413 => (Some(ErrorKind::RequestTooLarge), message),
+            _ => (kind, message),
         }
+    }
+
+    fn advise(&self, classified: &mut CallError) {
         if classified.kind == ErrorKind::BadRequest && rejects_temperature(&classified.message) {
             classified.message.push_str(
                 " (set `send_temperature = false` in the provider's [anthropic] section)",
             );
         }
-        if classified.message.is_empty() {
-            classified.message = error::excerpt(body);
-        }
-        classified.server_hints(headers)
     }
 }
 

@@ -96,8 +96,8 @@ impl WireFormat for AzureOpenAi {
             .map(|reply| filter::apply(reply, body))
     }
 
-    fn first_token_end(&self, body: &[u8]) -> Option<usize> {
-        OpenAiChat::official().first_token_end(body)
+    fn carries_answer(&self, event: &str, data: &Value) -> bool {
+        OpenAiChat::official().carries_answer(event, data)
     }
 
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {

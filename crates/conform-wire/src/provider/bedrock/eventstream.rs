@@ -51,6 +51,21 @@ pub enum Ending {
     Corrupt(String),
 }
 
+/// Why a message is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum Corrupt {
+    #[error("the prelude's CRC does not match")]
+    PreludeCrc,
+    #[error("a message of {total} bytes with {headers} bytes of headers")]
+    Lengths { total: usize, headers: usize },
+    #[error("the message's CRC does not match")]
+    MessageCrc,
+    #[error("a header runs past its block")]
+    ShortHeader,
+    #[error("header `{name}` has an unknown type {kind}")]
+    HeaderType { name: String, kind: u8 },
+}
+
 /// Every whole message of `body`, in order, and how the body ended after them.
 pub fn messages(body: &[u8]) -> (Vec<Message>, Ending) {
     let mut out = Vec::new();
@@ -78,25 +93,26 @@ pub fn messages(body: &[u8]) -> (Vec<Message>, Ending) {
 
 /// The message at the start of `bytes` and its length; `None` when `bytes` ends before
 /// it does.
-fn message(bytes: &[u8]) -> Result<Option<(Message, usize)>, String> {
+fn message(bytes: &[u8]) -> Result<Option<(Message, usize)>, Corrupt> {
     let Some(prelude) = bytes.get(..12) else {
         return Ok(None);
     };
     let total = be32(&prelude[0..4]) as usize;
     let headers_length = be32(&prelude[4..8]) as usize;
     if CRC32.checksum(&prelude[..8]) != be32(&prelude[8..12]) {
-        return Err("the prelude's CRC does not match".into());
+        return Err(Corrupt::PreludeCrc);
     }
     if !(OVERHEAD..=MAX_MESSAGE).contains(&total) || headers_length > total - OVERHEAD {
-        return Err(format!(
-            "a message of {total} bytes with {headers_length} bytes of headers"
-        ));
+        return Err(Corrupt::Lengths {
+            total,
+            headers: headers_length,
+        });
     }
     let Some(whole) = bytes.get(..total) else {
         return Ok(None);
     };
     if CRC32.checksum(&whole[..total - 4]) != be32(&whole[total - 4..]) {
-        return Err("the message's CRC does not match".into());
+        return Err(Corrupt::MessageCrc);
     }
     let headers = headers(&whole[12..12 + headers_length])?;
     let payload = whole[12 + headers_length..total - 4].to_vec();
@@ -115,9 +131,9 @@ fn be32(bytes: &[u8]) -> u32 {
 }
 
 /// The string headers of a header block; every other type is read past.
-fn headers(mut block: &[u8]) -> Result<Vec<(String, String)>, String> {
+fn headers(mut block: &[u8]) -> Result<Vec<(String, String)>, Corrupt> {
     let mut out = Vec::new();
-    let short = || "a header runs past its block".to_string();
+    let short = || Corrupt::ShortHeader;
     while !block.is_empty() {
         let name_length = usize::from(block[0]);
         let name = block.get(1..1 + name_length).ok_or_else(short)?;
@@ -132,7 +148,7 @@ fn headers(mut block: &[u8]) -> Result<Vec<(String, String)>, String> {
             5 | 8 => Some(8),
             9 => Some(16),
             6 | 7 => None,
-            other => return Err(format!("header `{name}` has an unknown type {other}")),
+            other => return Err(Corrupt::HeaderType { name, kind: other }),
         };
         block = match fixed {
             Some(length) => rest.get(length..).ok_or_else(short)?,

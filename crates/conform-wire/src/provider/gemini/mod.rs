@@ -26,17 +26,15 @@ pub(crate) mod stream;
 
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderName};
+use reqwest::header::HeaderName;
 use serde_json::{Map, Value, json};
 
 use super::count::{self, Count, CountRequest, Counted};
 use super::error::is_daily_quota;
-use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
-use super::{
-    CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, sse, streamed,
-};
-use super::{parse_body, wire_schema};
-use conform_config::conversation::{Message, Role, ToolChoice};
+use super::error::{self, CallError, ErrorKind, mentions_context_length};
+use super::wire_schema;
+use super::{CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest};
+use conform_config::conversation::{Conversation, Message, Role, ToolChoice};
 use conform_config::provider::GeminiSchemaField;
 use conform_config::secret::Secret;
 use conform_config::{ProviderConfig, StructuredOutput};
@@ -78,7 +76,7 @@ impl WireFormat for GeminiGenerateContent {
         answer: &Value,
         sent: &WireRequest,
         _config: &ProviderConfig,
-    ) -> Result<Counted, String> {
+    ) -> Result<Counted, count::CountError> {
         let schema_sent = sent.body.get("generationConfig").is_some_and(|g| {
             g.get("responseJsonSchema").is_some() || g.get("responseSchema").is_some()
         });
@@ -138,82 +136,10 @@ impl WireFormat for GeminiGenerateContent {
                 json!({"parts": [{"text": system}]}),
             );
         }
-        let parameters = match options.schema_field {
-            GeminiSchemaField::ResponseJsonSchema => "parametersJsonSchema",
-            GeminiSchemaField::ResponseSchema => "parameters",
-        };
         if let Some(c) = call.conversation.filter(|c| !c.tools.is_empty()) {
-            let declarations: Vec<Value> = c
-                .tools
-                .iter()
-                .map(|t| {
-                    let schema = match options.schema_field {
-                        GeminiSchemaField::ResponseJsonSchema => wire_schema(t.parameters()),
-                        GeminiSchemaField::ResponseSchema => {
-                            openapi_schema(&wire_schema(t.parameters()))
-                        }
-                    };
-                    json!({"name": t.name(), "description": t.description(), parameters: schema})
-                })
-                .collect();
-            body.insert(
-                "tools".into(),
-                json!([{"functionDeclarations": declarations}]),
-            );
-            if let Some(choice) = &c.tool_choice {
-                let config = match choice {
-                    ToolChoice::Auto => json!({"mode": "AUTO"}),
-                    ToolChoice::None => json!({"mode": "NONE"}),
-                    ToolChoice::Required => json!({"mode": "ANY"}),
-                    ToolChoice::Tool(name) => {
-                        json!({"mode": "ANY", "allowedFunctionNames": [name]})
-                    }
-                };
-                body.insert(
-                    "toolConfig".into(),
-                    json!({"functionCallingConfig": config}),
-                );
-            }
+            declare_tools(c, options.schema_field, &mut body);
         }
-        let mut generation = Map::new();
-        generation.insert("temperature".into(), json!(config.temperature));
-        if let Some(seed) = config.seed {
-            generation.insert("seed".into(), json!(seed));
-        }
-        generation.insert("maxOutputTokens".into(), json!(config.max_output_tokens));
-        let field = match options.schema_field {
-            GeminiSchemaField::ResponseJsonSchema => "responseJsonSchema",
-            GeminiSchemaField::ResponseSchema => "responseSchema",
-        };
-        match config.structured_output {
-            _ if !call.wants_json() => {}
-            StructuredOutput::JsonSchema => {
-                generation.insert("responseMimeType".into(), json!("application/json"));
-                generation.insert(field.into(), schema);
-            }
-            // The request declares tools of its own: the answer cannot be one more forced
-            // function, so it is asked for with the schema instead.
-            StructuredOutput::Tool if !call.tools().is_empty() => {
-                generation.insert("responseMimeType".into(), json!("application/json"));
-                generation.insert(field.into(), schema);
-            }
-            StructuredOutput::JsonObject => {
-                generation.insert("responseMimeType".into(), json!("application/json"));
-            }
-            StructuredOutput::Tool => {
-                body.insert(
-                    "tools".into(),
-                    json!([{"functionDeclarations": [{"name": call.schema_name,
-                        "description": "Return the answer", parameters: schema}]}]),
-                );
-                body.insert(
-                    "toolConfig".into(),
-                    json!({"functionCallingConfig": {"mode": "ANY",
-                        "allowedFunctionNames": [call.schema_name]}}),
-                );
-            }
-            StructuredOutput::Prompt => {}
-        }
+        let generation = generation_config(call, config, options.schema_field, schema, &mut body);
         body.insert("generationConfig".into(), Value::Object(generation));
 
         let headers = super::json_headers(key.map(|k| {
@@ -243,45 +169,37 @@ impl WireFormat for GeminiGenerateContent {
         }
     }
 
-    fn decode(&self, body: &[u8]) -> Result<Reply, CallError> {
-        parse_body(body)
-            .map_err(|e| {
-                streamed::reject(body, |doc| {
-                    let (kind, message, code) = error_object(doc)?;
-                    let mut e = CallError::new(kind.unwrap_or(ErrorKind::ServerError), message);
-                    e.status = code;
-                    Some(e)
-                })
-                .unwrap_or(e)
-            })
-            .and_then(|value| {
-                // A processed response of the wrong shape still says its cost and model.
-                decode_response(&value)
-                    .map_err(|e| e.keep_served(usage_of(&value), model_of(&value), None))
-            })
-            .map_err(CallError::after_success)
+    fn reply(&self, document: &Value) -> Result<Reply, CallError> {
+        decode_response(document)
     }
 
-    fn decode_stream(&self, body: &[u8]) -> Result<Reply, CallError> {
-        if sse::is_event_stream(body) {
-            stream::fold(body).map_err(CallError::after_success)
-        } else {
-            self.decode(body)
+    fn error_event(&self, event: &Value) -> Option<CallError> {
+        let (kind, message, code) = error_object(event)?;
+        let mut e = CallError::new(kind.unwrap_or(ErrorKind::ServerError), message);
+        e.status = code;
+        Some(e)
+    }
+
+    fn served(&self, document: &Value) -> (Usage, Option<String>) {
+        (usage_of(document), model_of(document))
+    }
+
+    fn fold(&self, body: &[u8]) -> Option<Result<Reply, CallError>> {
+        Some(stream::fold(body))
+    }
+
+    fn carries_answer(&self, event: &str, data: &Value) -> bool {
+        stream::carries_answer(event, data)
+    }
+
+    fn error_fields(&self, _status: u16, parsed: Option<&Value>) -> (Option<ErrorKind>, String) {
+        match parsed.and_then(error_object) {
+            Some((kind, message, _)) => (kind, message),
+            None => (None, String::new()),
         }
     }
 
-    fn first_token_end(&self, body: &[u8]) -> Option<usize> {
-        super::stream::first_answer_end(body, stream::carries_answer)
-    }
-
-    fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
-        let parsed: Option<Value> = serde_json::from_slice(body).ok();
-        let found = parsed.as_ref().and_then(error_object);
-        let message = found.as_ref().map(|f| f.1.clone()).unwrap_or_default();
-        let mut classified = classify_status(status, body, message);
-        if let Some((Some(kind), _, _)) = found {
-            classified.kind = kind;
-        }
+    fn advise(&self, classified: &mut CallError) {
         if classified.kind == ErrorKind::BadRequest
             && classified.message.contains("response_schema")
         {
@@ -289,15 +207,11 @@ impl WireFormat for GeminiGenerateContent {
                 " (responseSchema is an OpenAPI subset: `conform check` lists what it rejects; or set [gemini] schema_field = \"responseJsonSchema\")",
             );
         }
-        if classified.message.is_empty() {
-            classified.message = error::excerpt(body);
-        }
-        // The headers first; Google's own `RetryInfo` when they say nothing.
-        let hinted = classified.server_hints(headers);
-        match hinted.retry_after {
-            Some(_) => hinted,
-            None => hinted.retry_after(parsed.as_ref().and_then(retry_delay)),
-        }
+    }
+
+    /// Google's own `RetryInfo`, where the headers say nothing.
+    fn retry_hint(&self, parsed: Option<&Value>) -> Option<Duration> {
+        parsed.and_then(retry_delay)
     }
 }
 
@@ -621,6 +535,100 @@ pub fn openapi_schema(schema: &Value) -> Value {
         }
     }
     Value::Object(out)
+}
+
+/// The field of a function declaration its parameters' schema goes in.
+fn parameters_field(field: GeminiSchemaField) -> &'static str {
+    match field {
+        GeminiSchemaField::ResponseJsonSchema => "parametersJsonSchema",
+        GeminiSchemaField::ResponseSchema => "parameters",
+    }
+}
+
+/// The conversation's own tools, and how they may be called, in Gemini's words.
+fn declare_tools(c: &Conversation, field: GeminiSchemaField, body: &mut Map<String, Value>) {
+    let parameters = parameters_field(field);
+    let declarations: Vec<Value> = c
+        .tools
+        .iter()
+        .map(|t| {
+            let schema = match field {
+                GeminiSchemaField::ResponseJsonSchema => wire_schema(t.parameters()),
+                GeminiSchemaField::ResponseSchema => openapi_schema(&wire_schema(t.parameters())),
+            };
+            json!({"name": t.name(), "description": t.description(), parameters: schema})
+        })
+        .collect();
+    body.insert(
+        "tools".into(),
+        json!([{"functionDeclarations": declarations}]),
+    );
+    if let Some(choice) = &c.tool_choice {
+        let config = match choice {
+            ToolChoice::Auto => json!({"mode": "AUTO"}),
+            ToolChoice::None => json!({"mode": "NONE"}),
+            ToolChoice::Required => json!({"mode": "ANY"}),
+            ToolChoice::Tool(name) => {
+                json!({"mode": "ANY", "allowedFunctionNames": [name]})
+            }
+        };
+        body.insert(
+            "toolConfig".into(),
+            json!({"functionCallingConfig": config}),
+        );
+    }
+}
+
+/// `generationConfig`: the sampling settings and the structured output asked for (a
+/// forced tool call goes in `body`'s tools instead).
+fn generation_config(
+    call: &CallSpec<'_>,
+    config: &ProviderConfig,
+    schema_field: GeminiSchemaField,
+    schema: Value,
+    body: &mut Map<String, Value>,
+) -> Map<String, Value> {
+    let mut generation = Map::new();
+    generation.insert("temperature".into(), json!(config.temperature));
+    if let Some(seed) = config.seed {
+        generation.insert("seed".into(), json!(seed));
+    }
+    generation.insert("maxOutputTokens".into(), json!(config.max_output_tokens));
+    let field = match schema_field {
+        GeminiSchemaField::ResponseJsonSchema => "responseJsonSchema",
+        GeminiSchemaField::ResponseSchema => "responseSchema",
+    };
+    match config.structured_output {
+        _ if !call.wants_json() => {}
+        StructuredOutput::JsonSchema => {
+            generation.insert("responseMimeType".into(), json!("application/json"));
+            generation.insert(field.into(), schema);
+        }
+        // The request declares tools of its own: the answer cannot be one more forced
+        // function, so it is asked for with the schema instead.
+        StructuredOutput::Tool if !call.tools().is_empty() => {
+            generation.insert("responseMimeType".into(), json!("application/json"));
+            generation.insert(field.into(), schema);
+        }
+        StructuredOutput::JsonObject => {
+            generation.insert("responseMimeType".into(), json!("application/json"));
+        }
+        StructuredOutput::Tool => {
+            let parameters = parameters_field(schema_field);
+            body.insert(
+                "tools".into(),
+                json!([{"functionDeclarations": [{"name": call.schema_name,
+                    "description": "Return the answer", parameters: schema}]}]),
+            );
+            body.insert(
+                "toolConfig".into(),
+                json!({"functionCallingConfig": {"mode": "ANY",
+                    "allowedFunctionNames": [call.schema_name]}}),
+            );
+        }
+        StructuredOutput::Prompt => {}
+    }
+    generation
 }
 
 #[cfg(test)]

@@ -15,15 +15,12 @@
 pub mod server;
 pub(crate) mod stream;
 
-use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::error::is_daily_quota;
-use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
-use super::{
-    CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest, streamed,
-};
-use super::{parse_body, wire_schema};
+use super::error::{CallError, ErrorKind, mentions_context_length};
+use super::wire_schema;
+use super::{CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest};
 use conform_config::conversation::{Message, Role};
 use conform_config::secret::Secret;
 use conform_config::{ProviderConfig, StructuredOutput};
@@ -85,47 +82,35 @@ impl WireFormat for OllamaChat {
         }
     }
 
-    fn decode(&self, body: &[u8]) -> Result<Reply, CallError> {
-        parse_body(body)
-            .map_err(|e| {
-                streamed::reject(body, |doc| {
-                    let message = error_message(doc)?;
-                    Some(CallError::new(kind_of_message(None, &message), message))
-                })
-                .unwrap_or(e)
-            })
-            .and_then(|value| {
-                // A processed answer of the wrong shape still says its cost and model.
-                decode_chat(&value)
-                    .map_err(|e| e.keep_served(usage_of(&value), model_of(&value), None))
-            })
-            .map_err(CallError::after_success)
+    fn reply(&self, document: &Value) -> Result<Reply, CallError> {
+        decode_chat(document)
+    }
+
+    fn error_event(&self, event: &Value) -> Option<CallError> {
+        let message = error_message(event)?;
+        Some(CallError::new(kind_of_message(None, &message), message))
+    }
+
+    fn served(&self, document: &Value) -> (Usage, Option<String>) {
+        (usage_of(document), model_of(document))
+    }
+
+    fn carries_answer(&self, event: &str, data: &Value) -> bool {
+        stream::carries_answer(event, data)
+    }
+
+    fn error_fields(&self, status: u16, parsed: Option<&Value>) -> (Option<ErrorKind>, String) {
+        let message = parsed.and_then(error_message).unwrap_or_default();
+        let kind = parsed
+            .map(|_| kind_of_message(Some(status), &message))
+            .filter(|refined| *refined != ErrorKind::ServerError);
+        (kind, message)
     }
 
     fn decode_stream(&self, body: &[u8]) -> Result<Reply, CallError> {
         // A server that answers in one object sends a one-line stream: it too must say
         // `done: true`.
         stream::fold(body).map_err(CallError::after_success)
-    }
-
-    fn first_token_end(&self, body: &[u8]) -> Option<usize> {
-        super::stream::first_answer_end(body, stream::carries_answer)
-    }
-
-    fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
-        let parsed: Option<Value> = serde_json::from_slice(body).ok();
-        let message = parsed.as_ref().and_then(error_message).unwrap_or_default();
-        let mut classified = classify_status(status, body, message.clone());
-        if parsed.is_some() {
-            let refined = kind_of_message(Some(status), &message);
-            if refined != ErrorKind::ServerError {
-                classified.kind = refined;
-            }
-        }
-        if classified.message.is_empty() {
-            classified.message = error::excerpt(body);
-        }
-        classified.server_hints(headers)
     }
 }
 

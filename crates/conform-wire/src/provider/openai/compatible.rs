@@ -8,13 +8,12 @@
 //! `{"object": "error", "message", "type": "BadRequestError", "code": 400}`, and
 //! llama.cpp's `exceed_context_size_error` with `n_prompt_tokens` and `n_ctx`.
 
-use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use super::OpenAiChat;
-use super::error::{self, CallError, ErrorKind, classify_status, mentions_context_length};
+use super::error::{CallError, ErrorKind, mentions_context_length};
 use super::{CallSpec, Reply, WireFormat, WireRequest};
-use crate::provider::count::{self, Count, CountRequest, Counted};
+use crate::provider::count::{self, Count, CountError, CountRequest, Counted};
 use crate::provider::error::is_daily_quota;
 use conform_config::ProviderConfig;
 use conform_config::secret::Secret;
@@ -60,12 +59,16 @@ impl WireFormat for OpenAiCompatible {
         answer: &Value,
         sent: &WireRequest,
         config: &ProviderConfig,
-    ) -> Result<Counted, String> {
+    ) -> Result<Counted, CountError> {
         if step == 0 {
-            let prompt = answer
-                .get("prompt")
-                .and_then(Value::as_str)
-                .ok_or("/apply-template returned no `prompt`")?;
+            let prompt =
+                answer
+                    .get("prompt")
+                    .and_then(Value::as_str)
+                    .ok_or(CountError::Missing {
+                        endpoint: "/apply-template",
+                        field: "prompt",
+                    })?;
             return Ok(Counted::Then(CountRequest {
                 url: config.url("/tokenize"),
                 headers: sent.headers.clone(),
@@ -75,7 +78,10 @@ impl WireFormat for OpenAiCompatible {
         let tokens = answer
             .get("tokens")
             .and_then(Value::as_array)
-            .ok_or("/tokenize returned no `tokens`")?;
+            .ok_or(CountError::Missing {
+                endpoint: "/tokenize",
+                field: "tokens",
+            })?;
         Ok(Counted::Tokens(Count {
             tokens: tokens.len() as u64,
             exact: true,
@@ -115,14 +121,13 @@ impl WireFormat for OpenAiCompatible {
         CHAT.decode(body)
     }
 
-    fn first_token_end(&self, body: &[u8]) -> Option<usize> {
-        CHAT.first_token_end(body)
+    fn carries_answer(&self, event: &str, data: &Value) -> bool {
+        CHAT.carries_answer(event, data)
     }
 
-    fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
-        let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    fn error_fields(&self, status: u16, parsed: Option<&Value>) -> (Option<ErrorKind>, String) {
         // Nested `{"error": {...}}` or flat `{"object": "error", ...}`, or `{"error": "..."}`.
-        let err = parsed.as_ref().map(|v| match v.get("error") {
+        let err = parsed.map(|v| match v.get("error") {
             Some(e) if e.is_object() => e,
             _ => v,
         });
@@ -135,29 +140,24 @@ impl WireFormat for OpenAiCompatible {
         let message = match text("message") {
             m if !m.is_empty() => m,
             _ => parsed
-                .as_ref()
                 .and_then(|v| v.get("error"))
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string(),
         };
         let (kind, code) = (text("type"), text("code"));
-        let mut classified = classify_status(status, body, message.clone());
-        classified.kind = match status {
+        let refined = match status {
             _ if kind == "exceed_context_size_error" || code == "context_length_exceeded" => {
-                ErrorKind::ContextLength
+                Some(ErrorKind::ContextLength)
             }
-            400 | 413 if mentions_context_length(&message) => ErrorKind::ContextLength,
+            400 | 413 if mentions_context_length(&message) => Some(ErrorKind::ContextLength),
             _ if code == "insufficient_quota" || kind == "insufficient_quota" => {
-                ErrorKind::QuotaExhausted
+                Some(ErrorKind::QuotaExhausted)
             }
-            429 if is_daily_quota(&message) => ErrorKind::QuotaExhausted,
-            503 if kind == "unavailable_error" => ErrorKind::Overloaded,
-            _ => classified.kind,
+            429 if is_daily_quota(&message) => Some(ErrorKind::QuotaExhausted),
+            503 if kind == "unavailable_error" => Some(ErrorKind::Overloaded),
+            _ => None,
         };
-        if classified.message.is_empty() {
-            classified.message = error::excerpt(body);
-        }
-        classified.server_hints(headers)
+        (refined, message)
     }
 }

@@ -18,7 +18,7 @@ use crate::provider::error::is_daily_quota;
 use crate::provider::{bearer_headers as headers, parse_body, wire_schema};
 use serde_json::{Map, Value, json};
 
-use super::error::{self, CallError, ErrorKind, classify_status};
+use super::error::{self, CallError, ErrorKind};
 use super::{CallSpec, Finish, FinishKind, Reply, ToolCall, Usage, WireFormat, WireRequest};
 use conform_config::secret::Secret;
 use conform_config::{ProviderConfig, StructuredOutput};
@@ -87,21 +87,13 @@ impl WireFormat for OpenAiChat {
         decode_chat(body).map_err(CallError::after_success)
     }
 
-    fn first_token_end(&self, body: &[u8]) -> Option<usize> {
-        super::stream::first_answer_end(body, stream::carries_answer)
+    fn carries_answer(&self, event: &str, data: &Value) -> bool {
+        stream::carries_answer(event, data)
     }
 
-    fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
-        let parsed: Option<Value> = serde_json::from_slice(body).ok();
-        let fields = ErrorFields::of(parsed.as_ref().and_then(|v| v.get("error")));
-        let mut classified = classify_status(status, body, fields.message.clone());
-        if let Some(kind) = fields.refine(Some(status)) {
-            classified.kind = kind;
-        }
-        if classified.message.is_empty() {
-            classified.message = error::excerpt(body);
-        }
-        classified.server_hints(headers)
+    fn error_fields(&self, status: u16, parsed: Option<&Value>) -> (Option<ErrorKind>, String) {
+        let fields = ErrorFields::of(parsed.and_then(|v| v.get("error")));
+        (fields.refine(Some(status)), fields.message)
     }
 }
 

@@ -15,7 +15,6 @@
 
 use std::collections::BTreeMap;
 
-use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::error::{CallError, ErrorKind};
@@ -70,7 +69,7 @@ impl WireFormat for OpenAiResponses {
         answer: &Value,
         _sent: &WireRequest,
         _config: &ProviderConfig,
-    ) -> Result<crate::provider::count::Counted, String> {
+    ) -> Result<crate::provider::count::Counted, crate::provider::count::CountError> {
         Ok(crate::provider::count::Counted::Tokens(
             crate::provider::count::Count {
                 tokens: crate::provider::count::integer(answer, "input_tokens")?,
@@ -177,21 +176,19 @@ impl WireFormat for OpenAiResponses {
         decoded.map_err(CallError::after_success)
     }
 
-    fn first_token_end(&self, body: &[u8]) -> Option<usize> {
-        stream::first_answer_end(body, |name, data| {
-            let kind = data.get("type").and_then(Value::as_str).unwrap_or(name);
-            matches!(
-                kind,
-                "response.output_text.delta"
-                    | "response.refusal.delta"
-                    | "response.function_call_arguments.delta"
-            ) && stream::has_text(data.get("delta"))
-        })
+    fn carries_answer(&self, event: &str, data: &Value) -> bool {
+        let kind = data.get("type").and_then(Value::as_str).unwrap_or(event);
+        matches!(
+            kind,
+            "response.output_text.delta"
+                | "response.refusal.delta"
+                | "response.function_call_arguments.delta"
+        ) && stream::has_text(data.get("delta"))
     }
 
     /// Error bodies are Chat Completions' `{"error": {message, type, param, code}}`.
-    fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> CallError {
-        OpenAiChat::official().classify(status, headers, body)
+    fn error_fields(&self, status: u16, parsed: Option<&Value>) -> (Option<ErrorKind>, String) {
+        OpenAiChat::official().error_fields(status, parsed)
     }
 }
 
