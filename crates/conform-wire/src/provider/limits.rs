@@ -701,8 +701,9 @@ impl Pacer {
     }
 
     /// A 429 asked `wait`: no request goes before it, across every call, and the rate
-    /// and burst kept come down (once for the requests sent before the first 429 of a
-    /// round: they all went at the rate it took down).
+    /// and burst kept come down when the request went at the learnt pace (once for the
+    /// requests sent before the first 429 of a round: they all went at the rate it took
+    /// down).
     fn pause(state: &mut State, ticket: &Ticket<'_>, now: Instant, wait: Duration) {
         let until = now + wait;
         // No answer stated the limit: what got through just before this 429 is the best
@@ -718,7 +719,11 @@ impl Pacer {
             bucket.level = 0.0;
             state.inferred = true;
         }
-        let lower = !state.inferred && state.lowered_at.is_none_or(|at| ticket.sent_at >= at);
+        // Only a request sent at the learnt pace shows that pace too fast: one sent
+        // before any limit was known (a run resumed on a spent account) does not.
+        let paced = ticket.requests_booked.is_some() || ticket.tokens_booked.is_some();
+        let lower =
+            !state.inferred && paced && state.lowered_at.is_none_or(|at| ticket.sent_at >= at);
         if lower {
             state.lowered_at = Some(now);
         }
@@ -1057,7 +1062,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_429_lowers_the_rate_once_for_the_requests_sent_before_it() {
+    async fn a_429_lowers_the_rate_once_for_the_paced_requests_sent_before_it() {
         let pacer = ten_a_second().await;
         let rate = |p: &Pacer| p.pace().requests.unwrap().0;
         let before = rate(&pacer);
@@ -1081,6 +1086,15 @@ mod tests {
             (again - lowered * BACKOFF_ON_429).abs() < 1e-9,
             "{lowered} → {again}"
         );
+
+        // A request sent before any limit was known says nothing of the pace.
+        let pacer = Pacer::new(&Limits::default());
+        let unpaced = pacer.acquire(1).await;
+        let first = pacer.acquire(1).await;
+        pacer.answered(&first, &stating(window(10, 0, 1000)), None);
+        let before = rate(&pacer);
+        pacer.answered(&unpaced, &RateLimitInfo::default(), wait);
+        assert_eq!(rate(&pacer), before);
     }
 
     #[tokio::test]
