@@ -33,7 +33,10 @@
 //! an account's rate limits, with no `[limits]` in the provider file: 240 calls to a mock
 //! (in its own process) that enforces a token bucket of 10 requests a second (bucket of
 //! 10), then one of tokens per minute (ten calls' worth a second, a bucket of ten calls'
-//! worth), answers 50 ms after a request arrives, sends OpenAI's `x-ratelimit-*` headers
+//! worth), then one of 600 requests a minute stated as OpenAI states it (the minute's
+//! limit, what is left of it) and enforced over short windows (10 a second, a bucket of
+//! 10: issue 46's account), answers 50 ms after a request arrives (or
+//! `RUN_THROUGHPUT_LATENCY_MS`), sends OpenAI's `x-ratelimit-*` headers
 //! on every answer and `retry-after-ms` on a 429 (`tests/common/rate_limited.rs`; served
 //! by wiremock on its own thread in the bench's process, `conform` in a child). The
 //! floor is what the bucket allows: the first bucket at once, the rest at its refill, and
@@ -571,7 +574,7 @@ fn paced() {
         "{:>28}  {:>9}  {:>9}  {:>7}  {:>9}  {:>6}  {:>7}  {:>9}",
         "limit", "wall", "floor", "ratio", "requests", "429", "429 %", "in flight"
     );
-    for dimension in ["requests", "tokens", "429s only"] {
+    for dimension in ["requests", "per minute", "tokens", "429s only"] {
         let limit = |unit: f64| rate_limited::Limit {
             capacity: per_second * unit,
             per_second: per_second * unit,
@@ -587,6 +590,11 @@ fn paced() {
                 rate_limited::RateLimited::new(Some(limit(1.0)), None, answer),
                 (PACED_CALLS as f64 - per_second) / per_second,
                 format!("{per_second} req/s, bucket {per_second}"),
+            ),
+            "per minute" => (
+                rate_limited::RateLimited::per_minute(per_second * 60.0, answer),
+                (PACED_CALLS as f64 - per_second) / per_second,
+                format!("{} req/min, {per_second} at once", per_second * 60.0),
             ),
             _ => {
                 let rate = per_second * mean_cost;

@@ -2,8 +2,11 @@
 //! token bucket for requests and one for tokens (each refilled continuously), OpenAI's
 //! `x-ratelimit-*` headers on every answer, and a 429 with `retry-after-ms` when a
 //! request does not fit. A request is charged what OpenAI charges before it answers: its
-//! messages' characters ÷ 4 plus its output ceiling. Shared by `tests/pacing.rs` and the
-//! `run_throughput` bench (`--paced`); it needs only wiremock and serde_json.
+//! messages' characters ÷ 4 plus its output ceiling. [`RateLimited::per_minute`] is an
+//! account as OpenAI runs one: the headers state the limit per minute, and it is enforced
+//! over short windows besides (a second's worth at most at once). Shared by
+//! `tests/pacing.rs` and the `run_throughput` bench (`--paced`); it needs only wiremock
+//! and serde_json.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,6 +71,8 @@ impl Level {
 struct Buckets {
     requests: Option<Level>,
     tokens: Option<Level>,
+    /// Requests enforced over a short window too, and not stated in any header.
+    enforced: Option<Level>,
     at: Instant,
 }
 
@@ -93,6 +98,7 @@ impl RateLimited {
             buckets: Mutex::new(Buckets {
                 requests: requests.map(Level::new),
                 tokens: tokens.map(Level::new),
+                enforced: None,
                 at: Instant::now(),
             }),
             content: content.to_string(),
@@ -117,6 +123,28 @@ impl RateLimited {
             most = most.max(last + 1 - first);
         }
         most
+    }
+
+    /// An account of `per_minute` requests a minute as OpenAI states and enforces it
+    /// (issue 46): the headers say the minute's limit, what is left of it and when it is
+    /// full again, and the account also holds the requests to a second's worth at once,
+    /// refilled at `per_minute` ÷ 60 a second, which no header states.
+    pub fn per_minute(per_minute: f64, content: &str) -> Self {
+        let per_second = per_minute / 60.0;
+        let stated = Limit {
+            capacity: per_minute,
+            per_second,
+        };
+        let server = RateLimited::new(Some(stated), None, content);
+        server
+            .buckets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .enforced = Some(Level::new(Limit {
+            capacity: per_second,
+            per_second,
+        }));
+        server
     }
 
     /// The same server, stating its limits only in its 429s (no headers).
@@ -164,22 +192,30 @@ impl Respond for RateLimited {
         let now = Instant::now();
         let seconds = (now - buckets.at).as_secs_f64();
         buckets.at = now;
-        for level in [&mut buckets.requests, &mut buckets.tokens]
-            .into_iter()
-            .flatten()
+        for level in [
+            &mut buckets.requests,
+            &mut buckets.tokens,
+            &mut buckets.enforced,
+        ]
+        .into_iter()
+        .flatten()
         {
             level.refill(seconds);
         }
         let wait = [
             buckets.requests.as_ref().map(|l| l.short_of(1.0)),
             buckets.tokens.as_ref().map(|l| l.short_of(cost)),
+            buckets.enforced.as_ref().map(|l| l.short_of(1.0)),
         ]
         .into_iter()
         .flatten()
         .max()
         .unwrap_or_default();
         let mut answer = if wait.is_zero() {
-            if let Some(l) = &mut buckets.requests {
+            for l in [&mut buckets.requests, &mut buckets.enforced]
+                .into_iter()
+                .flatten()
+            {
                 l.level -= 1.0;
             }
             if let Some(l) = &mut buckets.tokens {
@@ -239,9 +275,13 @@ impl RateLimited {
         let mut guard = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         let buckets = &mut *guard;
         buckets.at = Instant::now();
-        for level in [&mut buckets.requests, &mut buckets.tokens]
-            .into_iter()
-            .flatten()
+        for level in [
+            &mut buckets.requests,
+            &mut buckets.tokens,
+            &mut buckets.enforced,
+        ]
+        .into_iter()
+        .flatten()
         {
             level.level = 0.0;
         }

@@ -6,7 +6,11 @@
 //! dimension (requests, tokens), kept in step with what the server says is left, and an
 //! in-flight cap that halves on a 429 and grows back one at a time. Sending as fast as
 //! the bucket refills, never faster, is what keeps 429s rare without the user stating any
-//! limit; a 429 still pauses every call of the provider for its `Retry-After`.
+//! limit. The bucket lets at most what the account says is left go at once, and at most
+//! a second of its refill: a limit stated per minute is enforced over short windows. A
+//! 429 still pauses every request of the provider for what it asks (`Retry-After`, else
+//! the reset of the limit it exhausted), including those already waiting their turn, and
+//! takes the rate and the burst down a little.
 //!
 //! The cap is on calls ([`Pacer::call`]) as well as requests. A provider file that states
 //! its `concurrency` bounds it; one that does not starts at the default and, once the
@@ -141,8 +145,21 @@ impl Limiter {
 /// How much of the earlier answers' refill estimate each new answer keeps.
 const DECAY: f64 = 0.8;
 
-/// How long a 429 without `Retry-After` pauses the provider.
+/// How long a 429 that says nothing of when to come back pauses the provider.
 const PAUSE_WITHOUT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The most a learnt bucket lets go at once, in seconds of its refill. An account states
+/// its limit per minute but enforces it over short windows (OpenAI: 600 a minute is 10 a
+/// second, no more than about a second's worth at once), so a minute's worth stated as
+/// `remaining` is not a burst allowance: sending it at once had two thirds of the
+/// requests answered 429 (issue 46).
+const BURST_SECONDS: f64 = 1.0;
+
+/// What a 429 leaves of the rate and burst kept (once per round of requests sent before
+/// it), and what each answer without one gives back, up to the whole.
+const BACKOFF_ON_429: f64 = 0.85;
+const BACKOFF_FLOOR: f64 = 0.25;
+const BACKOFF_RECOVERY: f64 = 0.001;
 
 /// One dimension (requests or tokens) of the account as learnt from its answers.
 #[derive(Debug)]
@@ -151,12 +168,19 @@ struct Bucket {
     /// the refill per second, and longer resets (less rounding) weigh more.
     used: f64,
     secs: f64,
-    /// The refill per second the pacer keeps to (the learnt one times [`SAFETY`]); zero
-    /// until an answer stated the limit.
+    /// The refill per second the pacer keeps to (the learnt one times [`SAFETY`] and
+    /// `backoff`); zero until an answer stated the limit.
     rate: f64,
     /// The refill per second learnt, before the safety share.
     learnt: f64,
+    /// The share of the learnt rate and burst kept since the last 429s
+    /// ([`BACKOFF_ON_429`]).
+    backoff: f64,
+    /// The most at once: the largest `remaining` seen (and this call), the stated limit
+    /// and [`BURST_SECONDS`] of the refill, whichever is least.
     capacity: f64,
+    /// The largest `remaining` seen, plus the call it was stated after.
+    largest: f64,
     /// What the pacer thinks is left; below zero once calls are booked ahead of it.
     level: f64,
     at: Instant,
@@ -172,7 +196,9 @@ impl Bucket {
             secs: 0.0,
             rate: 0.0,
             learnt: 0.0,
+            backoff: 1.0,
             capacity: 0.0,
+            largest: 0.0,
             level: 0.0,
             at: now,
             shifted: 0.0,
@@ -196,10 +222,11 @@ impl Bucket {
     /// should show once this call is counted.
     fn reserve(&mut self, cost: f64, now: Instant) -> (Duration, f64) {
         self.refill(now);
-        // A call larger than the bucket can only wait for a full one.
-        self.level -= cost.min(self.capacity);
+        // A call larger than the bucket can only wait for a full one; it is still charged
+        // all it costs, so the calls after it wait for the rest.
+        let short = (cost.min(self.capacity) - self.level).max(0.0) / self.rate;
+        self.level -= cost;
         let paused = self.at.saturating_duration_since(now);
-        let short = (-self.level).max(0.0) / self.rate;
         (
             paused + Duration::from_secs_f64(short.min(3600.0)),
             self.level.max(0.0),
@@ -208,8 +235,16 @@ impl Bucket {
 
     /// Learns from one answer's `window`: the refill, the size, and whether the server
     /// has less left than this call was booked to leave (another client, or calls costing
-    /// more than estimated), which then moves the level down by the difference.
-    fn observe(&mut self, window: &Window, booked: Option<Booked>, others: f64, now: Instant) {
+    /// more than estimated), which then moves the level down by the difference. `own` is
+    /// what this call cost, `others` what the other calls in flight did.
+    fn observe(
+        &mut self,
+        window: &Window,
+        booked: Option<Booked>,
+        costs: (f64, f64),
+        now: Instant,
+    ) {
+        let (own, others) = costs;
         self.limit = window.limit;
         if let Some((used, secs)) = window.refill() {
             // `remaining` is whole and the server's level is not: on average half a
@@ -228,16 +263,14 @@ impl Bucket {
         };
         let first = !self.known();
         self.learnt = rate;
-        self.rate = rate * SAFETY;
         let remaining = window.remaining as f64;
-        self.capacity = self
-            .capacity
-            .max(remaining + 1.0)
-            .min(window.limit.max(1) as f64);
+        self.largest = self.largest.max(remaining + 1.0);
+        self.resize();
         self.refill(now);
         if first {
-            // Calls sent before any limit was known are counted as taken.
-            self.level = remaining - others;
+            // Calls sent before any limit was known are counted as taken, and this one
+            // took its share of the burst.
+            self.level = remaining.min(self.capacity - own).max(0.0) - others;
         } else if let Some(booked) = booked {
             let expected = (booked.level - (self.shifted - booked.shifted)).floor();
             if remaining < expected {
@@ -247,11 +280,33 @@ impl Bucket {
         }
     }
 
-    /// Nothing is left until `until`: a 429 said so.
-    fn empty_until(&mut self, until: Instant) {
+    /// The rate and burst kept, from what was learnt and the backoff.
+    fn resize(&mut self) {
+        self.rate = self.learnt * SAFETY * self.backoff;
+        let burst = (self.learnt * BURST_SECONDS * self.backoff).max(1.0);
+        self.capacity = (self.largest).min(self.limit.max(1) as f64).min(burst);
+        self.level = self.level.min(self.capacity);
+    }
+
+    /// Nothing is left until `until`, and the calls booked before are forgotten: a 429
+    /// said so, and they book again behind it. `lower` takes the rate and the burst down
+    /// too (once for the requests sent before the first 429 of a round).
+    fn empty_until(&mut self, until: Instant, lower: bool) {
         if self.known() {
-            self.level = self.level.min(0.0);
+            if lower {
+                self.backoff = (self.backoff * BACKOFF_ON_429).max(BACKOFF_FLOOR);
+                self.resize();
+            }
+            self.level = 0.0;
             self.at = self.at.max(until);
+        }
+    }
+
+    /// An answer that was not a 429: a little of what the last ones took back.
+    fn recover(&mut self) {
+        if self.known() && self.backoff < 1.0 {
+            self.backoff = (self.backoff + BACKOFF_RECOVERY).min(1.0);
+            self.resize();
         }
     }
 }
@@ -269,6 +324,11 @@ struct State {
     tokens: Bucket,
     /// No call starts before this (a 429's `Retry-After`), whatever the buckets say.
     paused_until: Option<Instant>,
+    /// 429s so far: a request booked before the last one books again behind its wait.
+    pauses: u64,
+    /// When the rate was last lowered for a 429: requests sent before then were sent at
+    /// the rate it already took down, and their 429s do not lower it again.
+    lowered_at: Option<Instant>,
     in_flight: usize,
     in_flight_tokens: f64,
     /// Calls holding a [`CallSlot`].
@@ -282,9 +342,9 @@ struct State {
     /// Smoothed seconds from a request's sending to its answer, and tokens a request.
     latency: Option<f64>,
     cost: Option<f64>,
-    /// When each recent answer that was not a 429 came, within [`RECENT`]: what the
-    /// account let through, for a provider whose answers state no limit.
-    recent: std::collections::VecDeque<Instant>,
+    /// The answers that were not a 429 within [`RECENT`]: what the account let through,
+    /// for a provider whose answers state no limit.
+    recent: Through,
     /// The request rate was inferred from 429s (no headers state it): it creeps up with
     /// each answer and is cut at the next 429.
     inferred: bool,
@@ -296,9 +356,75 @@ const CALM_AFTER_429: Duration = Duration::from_secs(10);
 /// How far back the answers that measure an unstated limit go.
 const RECENT: Duration = Duration::from_secs(2);
 
+/// [`RECENT`] in slots of a tenth of it.
+const SLOTS: usize = 20;
+
+/// Answers counted in slots of [`RECENT`] ÷ [`SLOTS`]: a count a slot, where an instant
+/// an answer held every answer of the last two seconds (40,000 of them at zero latency).
+#[derive(Debug)]
+struct Through {
+    slots: [u32; SLOTS],
+    start: Instant,
+    /// The slot `now` falls in, counted from `start`.
+    newest: u64,
+}
+
+impl Through {
+    fn new(start: Instant) -> Self {
+        Through {
+            slots: [0; SLOTS],
+            start,
+            newest: 0,
+        }
+    }
+
+    /// Empties the slots older than [`RECENT`] before `now`.
+    fn advance(&mut self, now: Instant) {
+        let slot = RECENT.as_nanos() / SLOTS as u128;
+        let current = u64::try_from(now.saturating_duration_since(self.start).as_nanos() / slot)
+            .unwrap_or(u64::MAX);
+        if current.saturating_sub(self.newest) >= SLOTS as u64 {
+            self.slots = [0; SLOTS];
+        } else {
+            for n in self.newest + 1..=current {
+                self.slots[(n % SLOTS as u64) as usize] = 0;
+            }
+        }
+        self.newest = self.newest.max(current);
+    }
+
+    fn add(&mut self, now: Instant) {
+        self.advance(now);
+        let newest = &mut self.slots[(self.newest % SLOTS as u64) as usize];
+        *newest = newest.saturating_add(1);
+    }
+
+    /// Answers within [`RECENT`] before `now`.
+    fn count(&mut self, now: Instant) -> u32 {
+        self.advance(now);
+        self.slots.iter().sum()
+    }
+}
+
 /// How much an inferred rate grows with each answer that is not a 429, in requests a
 /// second: about one more a second every fifty answers.
 const INFERRED_STEP: f64 = 0.02;
+
+/// How long a 429's headers say until a request of `tokens` fits, for a 429 without a
+/// `Retry-After`: for each limit with less left than the request needs, the share of its
+/// reset (the time until it is full again, refilled evenly) that the shortfall takes.
+fn stated_wait(limits: &RateLimitInfo, tokens: f64) -> Option<Duration> {
+    let short = |window: Option<Window>, need: f64| {
+        let window = window?;
+        let reset = window.reset?;
+        let (limit, remaining) = (window.limit as f64, window.remaining as f64);
+        let missing = need.min(limit) - remaining;
+        let empty = limit - remaining;
+        (missing > 0.0 && empty > 0.0).then(|| reset.mul_f64((missing / empty).min(1.0)))
+    };
+    let requests = short(limits.requests, 1.0);
+    requests.max(short(limits.tokens, tokens))
+}
 
 /// Paces one provider's requests: the configured limits as upper bounds, and the
 /// account's limits as its answers state them.
@@ -407,6 +533,8 @@ impl Pacer {
                 requests: Bucket::new(now),
                 tokens: Bucket::new(now),
                 paused_until: None,
+                pauses: 0,
+                lowered_at: None,
                 in_flight: 0,
                 in_flight_tokens: 0.0,
                 calls: 0,
@@ -415,7 +543,7 @@ impl Pacer {
                 last_throttled: None,
                 latency: None,
                 cost: None,
-                recent: std::collections::VecDeque::new(),
+                recent: Through::new(now),
                 inferred: false,
             }),
             changed: tokio::sync::Notify::new(),
@@ -492,35 +620,47 @@ impl Pacer {
             tokens_booked: None,
             sent_at: Instant::now(),
         };
-        let wait = {
-            let mut state = self.lock();
-            let now = Instant::now();
-            let mut wait = state
-                .paused_until
-                .map_or(Duration::ZERO, |until| until.saturating_duration_since(now));
-            if state.requests.known() {
-                let (w, level) = state.requests.reserve(1.0, now);
-                wait = wait.max(w);
-                ticket.requests_booked = Some(Booked {
-                    level,
-                    shifted: state.requests.shifted,
-                });
+        loop {
+            let (wait, pauses) = self.book(&mut ticket);
+            if wait.is_zero() {
+                break;
             }
-            if state.tokens.known() {
-                let (w, level) = state.tokens.reserve(cost, now);
-                wait = wait.max(w);
-                ticket.tokens_booked = Some(Booked {
-                    level,
-                    shifted: state.tokens.shifted,
-                });
-            }
-            wait
-        };
-        if !wait.is_zero() {
             tokio::time::sleep(wait).await;
+            // A 429 came while this request waited: nothing goes before the wait it
+            // asked, and the place booked before it is forgotten; book again behind it.
+            if self.lock().pauses == pauses {
+                break;
+            }
         }
         ticket.sent_at = Instant::now();
         ticket
+    }
+
+    /// Books `ticket`'s request in each bucket known: how long until it may go, and the
+    /// 429s counted when it was booked.
+    fn book(&self, ticket: &mut Ticket<'_>) -> (Duration, u64) {
+        let mut state = self.lock();
+        let now = Instant::now();
+        let mut wait = state
+            .paused_until
+            .map_or(Duration::ZERO, |until| until.saturating_duration_since(now));
+        if state.requests.known() {
+            let (w, level) = state.requests.reserve(1.0, now);
+            wait = wait.max(w);
+            ticket.requests_booked = Some(Booked {
+                level,
+                shifted: state.requests.shifted,
+            });
+        }
+        if state.tokens.known() {
+            let (w, level) = state.tokens.reserve(ticket.tokens, now);
+            wait = wait.max(w);
+            ticket.tokens_booked = Some(Booked {
+                level,
+                shifted: state.tokens.shifted,
+            });
+        }
+        (wait, state.pauses)
     }
 
     /// The provider answered `ticket`'s request: `limits` are what its headers said, and
@@ -536,84 +676,103 @@ impl Pacer {
         let others = state.in_flight.saturating_sub(1) as f64;
         let other_tokens = (state.in_flight_tokens - ticket.tokens).max(0.0);
         if let Some(window) = &limits.requests {
-            state
-                .requests
-                .observe(window, ticket.requests_booked, others, now);
+            let booked = ticket.requests_booked;
+            (state.requests).observe(window, booked, (1.0, others), now);
         }
         if let Some(window) = &limits.tokens {
-            state
-                .tokens
-                .observe(window, ticket.tokens_booked, other_tokens, now);
-        }
-        while state
-            .recent
-            .front()
-            .is_some_and(|t| now.duration_since(*t) > RECENT)
-        {
-            state.recent.pop_front();
+            let booked = ticket.tokens_booked;
+            (state.tokens).observe(window, booked, (ticket.tokens, other_tokens), now);
         }
         let grew = match throttled {
             Some(retry_after) => {
                 self.throttled.fetch_add(1, Ordering::Relaxed);
-                let until = now + retry_after.unwrap_or(PAUSE_WITHOUT_RETRY_AFTER);
-                // No answer stated the limit: what got through just before this 429 is
-                // the best measure of it.
-                if (!state.requests.known() || state.inferred) && !state.recent.is_empty() {
-                    let through = state.recent.len() as f64 / RECENT.as_secs_f64();
-                    let bucket = &mut state.requests;
-                    bucket.learnt = through;
-                    bucket.rate = through * SAFETY;
-                    bucket.capacity = 1.0;
-                    bucket.level = 0.0;
-                    state.inferred = true;
-                }
-                state.paused_until = Some(state.paused_until.map_or(until, |u| u.max(until)));
-                state.requests.empty_until(until);
-                state.tokens.empty_until(until);
-                state.cap = (state.cap / 2).max(1);
-                state.answered_since_growth = 0;
-                state.last_throttled = Some(now);
+                let wait = retry_after
+                    .or_else(|| stated_wait(limits, ticket.tokens))
+                    .unwrap_or(PAUSE_WITHOUT_RETRY_AFTER);
+                Self::pause(&mut state, ticket, now, wait);
                 false
             }
-            None => {
-                state.recent.push_back(now);
-                if state.inferred {
-                    state.requests.rate += INFERRED_STEP;
-                    state.requests.learnt = state.requests.learnt.max(state.requests.rate);
-                }
-                let took = now.saturating_duration_since(ticket.sent_at).as_secs_f64();
-                let smooth = |old: Option<f64>, new: f64| {
-                    Some(old.map_or(new, |o| o * SMOOTHING + new * (1.0 - SMOOTHING)))
-                };
-                state.latency = smooth(state.latency, took);
-                state.cost = smooth(state.cost, ticket.tokens);
-                // Unstated, the cap may go as far as a stated limit keeps busy; stated,
-                // as far as the file says.
-                let ceiling = match self.stated {
-                    true => self.max_in_flight,
-                    false => Self::busy(&state).map_or(DEFAULT_CONCURRENCY, |busy| {
-                        busy.clamp(DEFAULT_CONCURRENCY, self.max_in_flight)
-                    }),
-                };
-                // Unstated and long after any 429: straight to what the limit keeps busy;
-                // else one more at a time.
-                let jump = !self.stated
-                    && (state.last_throttled)
-                        .is_none_or(|at| now.duration_since(at) > CALM_AFTER_429);
-                state.answered_since_growth += 1;
-                let grow =
-                    state.cap < ceiling && (jump || state.answered_since_growth >= state.cap);
-                if grow {
-                    state.cap = if jump { ceiling } else { state.cap + 1 };
-                    state.answered_since_growth = 0;
-                }
-                grow
-            }
+            None => self.grow(&mut state, ticket, now),
         };
         drop(state);
         if grew {
             self.changed.notify_waiters();
         }
+    }
+
+    /// A 429 asked `wait`: no request goes before it, across every call, and the rate
+    /// and burst kept come down when the request went at the learnt pace (once for the
+    /// requests sent before the first 429 of a round: they all went at the rate it took
+    /// down).
+    fn pause(state: &mut State, ticket: &Ticket<'_>, now: Instant, wait: Duration) {
+        let until = now + wait;
+        // No answer stated the limit: what got through just before this 429 is the best
+        // measure of it.
+        let through = state.recent.count(now);
+        if (!state.requests.known() || state.inferred) && through > 0 {
+            let through = f64::from(through) / RECENT.as_secs_f64();
+            let bucket = &mut state.requests;
+            bucket.learnt = through;
+            bucket.rate = through * SAFETY;
+            bucket.largest = 1.0;
+            bucket.capacity = 1.0;
+            bucket.level = 0.0;
+            state.inferred = true;
+        }
+        // Only a request sent at the learnt pace shows that pace too fast: one sent
+        // before any limit was known (a run resumed on a spent account) does not.
+        let paced = ticket.requests_booked.is_some() || ticket.tokens_booked.is_some();
+        let lower =
+            !state.inferred && paced && state.lowered_at.is_none_or(|at| ticket.sent_at >= at);
+        if lower {
+            state.lowered_at = Some(now);
+        }
+        state.paused_until = Some(state.paused_until.map_or(until, |u| u.max(until)));
+        state.pauses += 1;
+        state.requests.empty_until(until, lower);
+        state.tokens.empty_until(until, lower);
+        state.cap = (state.cap / 2).max(1);
+        state.answered_since_growth = 0;
+        state.last_throttled = Some(now);
+    }
+
+    /// An answer that was not a 429: the latency and cost it shows, a little of the rate
+    /// a 429 took back, and the calls in flight grown toward what the limit keeps busy.
+    /// Returns whether the cap grew.
+    fn grow(&self, state: &mut State, ticket: &Ticket<'_>, now: Instant) -> bool {
+        state.recent.add(now);
+        if state.inferred {
+            state.requests.rate += INFERRED_STEP;
+            state.requests.learnt = state.requests.learnt.max(state.requests.rate);
+        } else {
+            state.requests.recover();
+        }
+        state.tokens.recover();
+        let took = now.saturating_duration_since(ticket.sent_at).as_secs_f64();
+        let smooth = |old: Option<f64>, new: f64| {
+            Some(old.map_or(new, |o| o * SMOOTHING + new * (1.0 - SMOOTHING)))
+        };
+        state.latency = smooth(state.latency, took);
+        state.cost = smooth(state.cost, ticket.tokens);
+        // Unstated, the cap may go as far as a stated limit keeps busy; stated, as far as
+        // the file says.
+        let ceiling = match self.stated {
+            true => self.max_in_flight,
+            false => Self::busy(state).map_or(DEFAULT_CONCURRENCY, |busy| {
+                busy.clamp(DEFAULT_CONCURRENCY, self.max_in_flight)
+            }),
+        };
+        // Unstated and long after any 429: straight to what the limit keeps busy; else
+        // one more at a time.
+        let jump = !self.stated
+            && (state.last_throttled).is_none_or(|at| now.duration_since(at) > CALM_AFTER_429);
+        state.answered_since_growth += 1;
+        let grow = state.cap < ceiling && (jump || state.answered_since_growth >= state.cap);
+        if grow {
+            state.cap = if jump { ceiling } else { state.cap + 1 };
+            state.answered_since_growth = 0;
+        }
+        grow
     }
 
     /// What the pacer knows now.
@@ -723,6 +882,22 @@ mod tests {
         assert!(second.is_ok(), "the slot was not given back");
     }
 
+    /// How many requests of 100 tokens (or of one request) go at once, without a wait,
+    /// once an answer stated `info`.
+    fn sent_at_once(info: &RateLimitInfo) -> usize {
+        let now = Instant::now();
+        let (window, cost) = match (info.requests, info.tokens) {
+            (Some(requests), _) => (requests, 1.0),
+            (None, Some(tokens)) => (tokens, 100.0),
+            (None, None) => return 0,
+        };
+        let mut bucket = Bucket::new(now);
+        bucket.observe(&window, None, (cost, 0.0), now);
+        (0..1000)
+            .take_while(|_| bucket.reserve(cost, now).0.is_zero())
+            .count()
+    }
+
     fn window(limit: u64, remaining: u64, reset_ms: u64) -> Window {
         Window {
             limit,
@@ -748,7 +923,7 @@ mod tests {
         let now = Instant::now();
         let mut bucket = Bucket::new(now);
         // Nothing left, full again in a second: about ten a second.
-        bucket.observe(&window(10, 0, 1000), None, 0.0, now);
+        bucket.observe(&window(10, 0, 1000), None, (1.0, 0.0), now);
         let rate = bucket.rate;
         assert!((9.0..10.0).contains(&rate), "{rate}");
         let (first, _) = bucket.reserve(1.0, now);
@@ -766,7 +941,7 @@ mod tests {
         let now = Instant::now();
         let mut bucket = Bucket::new(now);
         for _ in 0..50 {
-            bucket.observe(&window(5, 4, 200), None, 0.0, now);
+            bucket.observe(&window(5, 4, 200), None, (1.0, 0.0), now);
         }
         assert!((bucket.learnt - 5.0).abs() < 1e-9, "{}", bucket.learnt);
     }
@@ -775,7 +950,7 @@ mod tests {
     fn calls_in_flight_when_the_limit_is_first_learnt_count_as_taken() {
         let now = Instant::now();
         let mut bucket = Bucket::new(now);
-        bucket.observe(&window(10, 9, 100), None, 3.0, now);
+        bucket.observe(&window(10, 9, 100), None, (1.0, 3.0), now);
         assert_eq!(bucket.level, 6.0);
         assert_eq!(bucket.capacity, 10.0);
     }
@@ -784,7 +959,8 @@ mod tests {
     fn a_server_with_less_left_than_booked_moves_the_level_down_once() {
         let now = Instant::now();
         let mut bucket = Bucket::new(now);
-        bucket.observe(&window(100, 50, 5000), None, 0.0, now);
+        // About 99 a second: a burst of 50 fits a second's worth.
+        bucket.observe(&window(100, 50, 500), None, (1.0, 0.0), now);
         let (_, level) = bucket.reserve(1.0, now);
         let booked = Booked {
             level,
@@ -792,10 +968,10 @@ mod tests {
         };
         let before = bucket.level;
         // Another client took 20 meanwhile.
-        bucket.observe(&window(100, 29, 7100), Some(booked), 0.0, now);
+        bucket.observe(&window(100, 29, 710), Some(booked), (1.0, 0.0), now);
         assert_eq!(before - bucket.level, 20.0);
         // A call booked before that correction is not corrected for it again.
-        bucket.observe(&window(100, 29, 7100), Some(booked), 0.0, now);
+        bucket.observe(&window(100, 29, 710), Some(booked), (1.0, 0.0), now);
         assert_eq!(before - bucket.level, 20.0);
     }
 
@@ -803,10 +979,144 @@ mod tests {
     fn a_429_empties_the_bucket_until_its_retry_after() {
         let now = Instant::now();
         let mut bucket = Bucket::new(now);
-        bucket.observe(&window(10, 9, 100), None, 0.0, now);
-        bucket.empty_until(now + Duration::from_secs(2));
+        bucket.observe(&window(10, 9, 100), None, (1.0, 0.0), now);
+        bucket.empty_until(now + Duration::from_secs(2), false);
         let (wait, _) = bucket.reserve(1.0, now);
         assert!(wait >= Duration::from_secs(2), "{wait:?}");
+    }
+
+    #[test]
+    fn a_minute_stated_as_left_is_not_a_burst() {
+        // Issue 46's account: 600 a minute, one used, back in 100 ms. What goes at once
+        // is a second's worth (less this call), not the 599 said to be left.
+        let info = RateLimitInfo {
+            requests: Some(window(600, 599, 100)),
+            tokens: None,
+        };
+        assert_eq!(sent_at_once(&info), 9);
+        // 60,000 tokens a minute, 100 used, back in 100 ms: a second's worth is about
+        // 1,000 (995: whole counts read half a token high), less this call's 100: eight
+        // more calls of 100 at once.
+        let tokens = RateLimitInfo {
+            requests: None,
+            tokens: Some(window(60_000, 59_900, 100)),
+        };
+        assert_eq!(sent_at_once(&tokens), 8);
+    }
+
+    #[test]
+    fn the_burst_is_at_most_what_the_account_says_is_left() {
+        // Ten a second, but 3 left of the minute: three go at once.
+        let info = RateLimitInfo {
+            requests: Some(window(600, 3, 59_700)),
+            tokens: None,
+        };
+        assert_eq!(sent_at_once(&info), 3);
+    }
+
+    #[test]
+    fn a_call_larger_than_the_burst_waits_for_a_full_one_and_pays_all_it_costs() {
+        let now = Instant::now();
+        let mut bucket = Bucket::new(now);
+        // 1,000 tokens a second, a burst of 1,000, full.
+        bucket.observe(&window(60_000, 59_999, 1), None, (0.0, 0.0), now);
+        let rate = bucket.rate;
+        let (first, _) = bucket.reserve(3000.0, now);
+        assert_eq!(first, Duration::ZERO);
+        // The next one waits for the 2,000 the first took beyond the bucket, and its own.
+        let (second, _) = bucket.reserve(1000.0, now);
+        let expected = 3000.0 / rate;
+        assert!((second.as_secs_f64() - expected).abs() < 1e-6, "{second:?}");
+    }
+
+    #[test]
+    fn a_429_without_retry_after_waits_what_the_reset_says() {
+        // Nothing left of 600, full again in a minute: one comes back in 100 ms.
+        let info = RateLimitInfo {
+            requests: Some(window(600, 0, 60_000)),
+            tokens: None,
+        };
+        assert_eq!(stated_wait(&info, 1.0), Some(Duration::from_millis(100)));
+        // Left enough of what it states: the headers do not say what to wait.
+        let left = RateLimitInfo {
+            requests: Some(window(600, 12, 58_800)),
+            tokens: None,
+        };
+        assert_eq!(stated_wait(&left, 1.0), None);
+    }
+
+    /// A pacer that learnt ten a second from one answer, its bucket spent.
+    async fn ten_a_second() -> Pacer {
+        let pacer = Pacer::new(&Limits::default());
+        let ticket = pacer.acquire(1).await;
+        pacer.answered(&ticket, &stating(window(10, 0, 1000)), None);
+        drop(ticket);
+        pacer
+    }
+
+    fn stating(requests: Window) -> RateLimitInfo {
+        RateLimitInfo {
+            requests: Some(requests),
+            tokens: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_429_lowers_the_rate_once_for_the_paced_requests_sent_before_it() {
+        let pacer = ten_a_second().await;
+        let rate = |p: &Pacer| p.pace().requests.unwrap().0;
+        let before = rate(&pacer);
+        let wait = Some(Some(Duration::from_millis(1)));
+        // Two requests out together, both answered 429: one lowering.
+        let first = pacer.acquire(1).await;
+        let second = pacer.acquire(1).await;
+        pacer.answered(&first, &RateLimitInfo::default(), wait);
+        pacer.answered(&second, &RateLimitInfo::default(), wait);
+        let lowered = rate(&pacer);
+        assert!(
+            (lowered - before * BACKOFF_ON_429).abs() < 1e-9,
+            "{before} → {lowered}"
+        );
+        // A request sent after it and answered 429 lowers it again.
+        drop((first, second));
+        let third = pacer.acquire(1).await;
+        pacer.answered(&third, &RateLimitInfo::default(), wait);
+        let again = rate(&pacer);
+        assert!(
+            (again - lowered * BACKOFF_ON_429).abs() < 1e-9,
+            "{lowered} → {again}"
+        );
+
+        // A request sent before any limit was known says nothing of the pace.
+        let pacer = Pacer::new(&Limits::default());
+        let unpaced = pacer.acquire(1).await;
+        let first = pacer.acquire(1).await;
+        pacer.answered(&first, &stating(window(10, 0, 1000)), None);
+        let before = rate(&pacer);
+        pacer.answered(&unpaced, &RateLimitInfo::default(), wait);
+        assert_eq!(rate(&pacer), before);
+    }
+
+    #[tokio::test]
+    async fn a_429_holds_back_a_request_already_waiting_its_turn() {
+        let pacer = Pacer::new(&Limits::default());
+        let out = pacer.acquire(1).await;
+        let first = pacer.acquire(1).await;
+        // Ten a second, nothing left, and `out` still in flight.
+        pacer.answered(&first, &stating(window(10, 0, 1000)), None);
+        drop(first);
+        let started = Instant::now();
+        // This request waits its turn (about 200 ms)...
+        let waiting = pacer.acquire(1);
+        let throttled = async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            // ...when `out`'s 429 asks for 500 ms: it goes after those, not before.
+            let wait = Some(Some(Duration::from_millis(500)));
+            pacer.answered(&out, &RateLimitInfo::default(), wait);
+        };
+        let (ticket, ()) = tokio::join!(waiting, throttled);
+        let waited = ticket.sent_at.duration_since(started);
+        assert!(waited >= Duration::from_millis(520), "{waited:?}");
     }
 
     #[test]
@@ -816,7 +1126,9 @@ mod tests {
         {
             let mut state = pacer.lock();
             let now = Instant::now();
-            state.requests.observe(&window(10, 0, 1000), None, 0.0, now);
+            state
+                .requests
+                .observe(&window(10, 0, 1000), None, (1.0, 0.0), now);
         }
         let pace = pacer.pace();
         let (keep, learnt) = pace.requests.unwrap();
