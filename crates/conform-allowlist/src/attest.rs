@@ -34,7 +34,9 @@ pub trait Signed: Serialize {
     const NOUN: &'static str;
     /// The suite and the provider, by the digests the record names.
     fn subjects(&self) -> Vec<Subject>;
+    /// The signature the record carries, if any.
     fn attestation(&self) -> Option<&Envelope>;
+    /// Where signing puts its envelope.
     fn attestation_mut(&mut self) -> &mut Option<Envelope>;
 }
 
@@ -154,10 +156,13 @@ pub fn signed_by(envelope: Option<&Envelope>) -> Vec<&str> {
 /// statement about its pair made after it was already seen.
 #[derive(Debug)]
 pub struct Checked {
+    /// The suite the record is about.
     pub suite: String,
+    /// The provider the record is about.
     pub provider: String,
     /// `entry` or `revocation`.
     pub kind: &'static str,
+    /// The key that signed it, as `name (id)`, or why it does not count as signed.
     pub signer: Result<String, Unverified>,
     /// Why the entry is superseded, when it is.
     pub superseded: Option<String>,
@@ -201,11 +206,16 @@ pub fn verify_all(
 /// `conform allowlist verify` could not check anything.
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
+    /// There is no trust file to check the signatures against.
     #[error(
         "no trust file at {}: list the keys allowed to sign (`conform keys new`), or name one with --trust",
         path.display()
     )]
-    NoTrust { path: std::path::PathBuf },
+    NoTrust {
+        /// Where the trust file was looked for.
+        path: std::path::PathBuf,
+    },
+    /// The trust file could not be read or lists a key that is not one.
     #[error(transparent)]
     Trust(#[from] crate::sign::SignError),
     /// The allowlist's denial detail.
@@ -217,7 +227,9 @@ pub enum VerifyError {
 /// at `trust`.
 #[derive(Debug)]
 pub struct Verification {
+    /// The trust file the signatures were checked against.
     pub trust: std::path::PathBuf,
+    /// Every entry, then every revocation, as checked.
     pub entries: Vec<Checked>,
 }
 

@@ -157,7 +157,9 @@ impl Reason {
 #[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error)]
 #[error("failover not allowed ({}): {detail}", reason.code())]
 pub struct Denial {
+    /// The stable code a caller branches on.
     pub reason: Reason,
+    /// The sentence for people: what failed and what to do about it.
     pub detail: String,
     /// The entry that was held against the query and failed it (expired, changed …).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -168,6 +170,7 @@ pub struct Denial {
 }
 
 impl Denial {
+    /// A denial for `reason`, about no record.
     pub fn new(reason: Reason, detail: impl Into<String>) -> Self {
         Denial {
             reason,
@@ -187,6 +190,7 @@ impl Denial {
 /// Failover is permitted, on this entry's evidence, which met these bounds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Permit {
+    /// The entry whose evidence permits it.
     pub entry: Entry,
     /// The failure rate the evidence had to rule out, and who asked for it; `None` for
     /// the orchestrator contract's reading, which holds an entry to its time alone.
@@ -260,7 +264,9 @@ impl BoundFrom {
 /// A share the evidence must rule out anything above, and who set it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Bound {
+    /// The share, from 0 to 1.
     pub rate: f64,
+    /// Who asked for it.
     pub from: BoundFrom,
 }
 
@@ -456,8 +462,11 @@ impl Required {
 /// What a project's settings (`conform.toml`) require of every permit.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProjectBounds {
+    /// `[evidence] max_undetected_failure_rate`, when the project sets one.
     pub max_undetected_failure_rate: Option<f64>,
+    /// `[evidence] max_undetected_drift`, when the project sets one.
     pub max_undetected_drift: Option<f64>,
+    /// How long after its first call evidence may permit (30 days unless the project says otherwise).
     pub max_valid_for: std::time::Duration,
 }
 

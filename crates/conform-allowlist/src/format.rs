@@ -17,6 +17,7 @@ pub const SCHEMA: &str = include_str!("../../../schemas/allowlist.v1.schema.json
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Allowlist {
+    /// Always [`FORMAT`]: any other value denies everything.
     pub format: String,
     /// Kept sorted by (suite, provider), so the file diffs cleanly.
     pub entries: Vec<Entry>,
@@ -59,12 +60,15 @@ impl Allowlist {
 /// Failover to `provider` for `suite` is permitted until `valid_until`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
+    /// The suite the evidence was made with, by name.
     pub suite: String,
+    /// The fallback provider, by its file's name.
     pub provider: String,
     /// The model the provider file names.
     pub model: String,
     /// Every model name the responses reported.
     pub served_models: Vec<String>,
+    /// Every `system_fingerprint` the responses reported, where the provider gives one.
     pub system_fingerprints: Vec<String>,
     /// Templates, schema, rules and cases: the digest of `suite_identity`.
     pub suite_digest: String,
@@ -80,6 +84,7 @@ pub struct Entry {
     pub provider_identity: Option<ProviderIdentity>,
     /// `tiktoken:o200k_base`, `huggingface:sha256:<digest of tokenizer.json>`, or `none`.
     pub tokenizer: String,
+    /// The run the entry rests on and what it showed.
     pub evidence: Evidence,
     /// RFC 3339, UTC.
     pub generated_at: String,
@@ -105,14 +110,17 @@ pub struct Entry {
 /// What the entry rests on.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
+    /// The run that made the evidence.
     pub run_id: String,
     /// The run's `report.json`.
     pub report: String,
+    /// The conform that made the run.
     pub conform_version: String,
     /// RFC 3339, UTC: when the first call of the evidence was made. An entry is valid
     /// for at most the project's `max_valid_for` after it, however it was merged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_call_at: Option<String>,
+    /// Cases sent.
     pub cases: u64,
     /// How many times each case was sent.
     pub repeats: u32,
@@ -146,7 +154,9 @@ pub struct Evidence {
 /// probability `confidence` ([`crate::stats`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RulesOut {
+    /// The probability the bound holds.
     pub confidence: f64,
+    /// The failure rate ruled out, from 0 to 1.
     pub failure_rate_above: f64,
 }
 
@@ -179,6 +189,7 @@ impl RulesOut {
 pub struct LatencyEvidence {
     /// Calls that got an answer, and were timed.
     pub calls: u64,
+    /// How far from the exact percentile each may be, as a share of it.
     pub relative_error: f64,
     /// First byte sent to last byte read.
     pub total_ms: Percentiles,
@@ -201,9 +212,13 @@ pub struct ToolEvidence {
     pub answers: u64,
     /// Tool calls made.
     pub calls: u64,
+    /// Turns that should have called a tool and did, over turns that called one.
     pub trigger_precision: Option<f64>,
+    /// Turns that called a tool, over turns that should have.
     pub trigger_recall: Option<f64>,
+    /// The harmonic mean of `trigger_precision` and `trigger_recall`.
     pub trigger_f1: Option<f64>,
+    /// Tool calls whose arguments are valid against the tool's schema, over tool calls made.
     pub schema_accuracy: Option<f64>,
     /// With repeats: the Wilson lower bounds the thresholds were held to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -213,10 +228,15 @@ pub struct ToolEvidence {
 /// The tool measures' Wilson lower bounds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Bounds {
+    /// The probability each lower bound holds.
     pub confidence: f64,
+    /// The lower bound of [`ToolEvidence::trigger_precision`].
     pub trigger_precision: Option<f64>,
+    /// The lower bound of [`ToolEvidence::trigger_recall`].
     pub trigger_recall: Option<f64>,
+    /// The lower bound of [`ToolEvidence::trigger_f1`].
     pub trigger_f1: Option<f64>,
+    /// The lower bound of [`ToolEvidence::schema_accuracy`].
     pub schema_accuracy: Option<f64>,
 }
 
@@ -238,9 +258,13 @@ pub struct DifferentialEvidence {
     /// The run whose answers of the reference the candidate was compared with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference_run: Option<String>,
+    /// How much less the candidate may agree with the reference than the reference with itself.
     pub margin: f64,
+    /// The confidence the comparison was held to.
     pub confidence: f64,
+    /// Cases compared.
     pub cases: u64,
+    /// Each compared field, in the suite's order.
     pub fields: Vec<FieldEvidence>,
     /// What the comparison rules out, for people: readers recompute it from the fields
     /// ([`DifferentialEvidence::drift_rules_out`]) rather than trust it.
@@ -251,10 +275,15 @@ pub struct DifferentialEvidence {
 /// One compared field.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FieldEvidence {
+    /// The JSON pointer of the field in the answer.
     pub field: String,
+    /// How often the reference agreed with itself on this field.
     pub reference_agreement: Option<f64>,
+    /// How often the candidate agreed with the reference on this field.
     pub candidate_agreement: Option<f64>,
+    /// The reference's pairs of answers compared with each other.
     pub reference_pairs: u64,
+    /// The candidate's answers paired with the reference's.
     pub candidate_pairs: u64,
     /// `pass`, `fail`, `no_floor`, `not_compared`, `insufficient` or `uninformative`.
     pub verdict: String,
@@ -289,9 +318,11 @@ impl FieldEvidence {
 /// `confidence`, and on which field. A candidate drifting further would have been found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DriftRulesOut {
+    /// The probability the bound holds.
     pub confidence: f64,
     /// The field whose pairs rule out least.
     pub field: String,
+    /// The excess disagreement ruled out, from 0 to 1.
     pub drift_above: f64,
 }
 
@@ -328,21 +359,27 @@ impl DifferentialEvidence {
 /// Pass and fail counts of one check.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckCount {
+    /// Calls this check passed.
     pub passed: u64,
+    /// Calls this check failed.
     pub failed: u64,
 }
 
 /// A removed (or never granted) entry and why: the last conclusive run failed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Revocation {
+    /// The suite the revoked entry was for.
     pub suite: String,
+    /// The provider the revoked entry was for.
     pub provider: String,
+    /// The run that failed.
     pub run_id: String,
     /// RFC 3339, UTC: when the run that revoked it finished. An entry made before it
     /// permits nothing.
     pub at: String,
     /// The finding codes that failed the run.
     pub reasons: Vec<String>,
+    /// The failing run's `report.json`.
     pub report: String,
     /// The suite the failing run was made with: the digest of its `suite_identity`.
     /// Absent in revocations written before they were signed.

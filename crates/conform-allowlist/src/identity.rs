@@ -13,12 +13,14 @@ use serde_json::Value;
 pub struct SuiteIdentity {
     /// File name (relative to the suite folder) → `sha256:` of its bytes.
     pub files: BTreeMap<String, String>,
+    /// The case files, as their count and one digest.
     pub cases: CasesIdentity,
 }
 
 /// The case files of a suite.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CasesIdentity {
+    /// How many case files there are.
     pub count: u64,
     /// `sha256:` over each case's name and the digest of its bytes, in name order.
     pub digest: String,

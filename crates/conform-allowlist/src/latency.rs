@@ -6,8 +6,11 @@ use serde::{Deserialize, Serialize};
 /// Three percentiles, in milliseconds, each within the evidence's `relative_error`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
+    /// The median.
     pub p50: f64,
+    /// The 95th percentile.
     pub p95: f64,
+    /// The 99th percentile.
     pub p99: f64,
 }
 

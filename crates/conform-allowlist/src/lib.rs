@@ -39,6 +39,9 @@
 //! whole reader. What the file holds and why each denial happens is in conform's
 //! docs/allowlist.md and docs/signing.md.
 
+#![deny(missing_docs)]
+#![deny(unreachable_pub)]
+
 // What a reader calls is at the root; what is a namespace of its own stays a module:
 // signatures (`attest`, `sign`), the statistics of a permit (`stats`), digests, latency
 // words and where in a JSON file a parse error is (`position`).

@@ -28,8 +28,11 @@ pub struct Seen {
 /// `at`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stated {
+    /// The suite the statement is about.
     pub suite: String,
+    /// The provider the statement is about.
     pub provider: String,
+    /// When it was made: a later statement about the pair supersedes it.
     pub at: OffsetDateTime,
 }
 
@@ -73,6 +76,7 @@ impl Seen {
         (self.pairs.iter()).map(|((s, p), at)| (s.as_str(), p.as_str(), *at))
     }
 
+    /// Nothing has been seen: a first reader, or a state file lost.
     pub fn is_empty(&self) -> bool {
         self.pairs.is_empty()
     }

@@ -3,6 +3,9 @@
 //! comparison with a reference); [`verdict`] tallies a (suite, provider)'s records and
 //! turns them into a verdict with typed reasons; [`latency`] keeps bounded histograms.
 
+#![deny(missing_docs)]
+#![deny(unreachable_pub)]
+
 pub mod check;
 pub mod latency;
 pub mod verdict;

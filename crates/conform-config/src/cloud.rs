@@ -27,15 +27,22 @@ pub enum CloudApi {
 /// A cloud field as a provider file names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Field {
+    /// Azure's `deployment`: the name the model is deployed under.
     Deployment,
+    /// Azure's `api_version`, sent as the `api-version` query parameter.
     ApiVersion,
+    /// The variable that holds a bearer token, where the cloud takes one instead of a key.
     TokenEnv,
+    /// The cloud region the endpoint is in (Bedrock, Vertex).
     Region,
+    /// Bedrock's `api`: which request shape to speak.
     Api,
+    /// Vertex's Google Cloud `project`.
     Project,
 }
 
 impl Field {
+    /// Every cloud field, in the order a provider file's problems name them.
     pub const ALL: [Field; 6] = [
         Field::Deployment,
         Field::ApiVersion,
@@ -45,6 +52,7 @@ impl Field {
         Field::Project,
     ];
 
+    /// The field's name in a provider file.
     pub fn name(self) -> &'static str {
         match self {
             Field::Deployment => "deployment",
@@ -93,16 +101,22 @@ pub const BEARER: &str = "bearer";
 /// The cloud fields of a provider file, as given (`api` with its default filled in).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CloudSettings {
+    /// See [`Field::Deployment`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment: Option<String>,
+    /// See [`Field::ApiVersion`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
+    /// See [`Field::TokenEnv`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_env: Option<String>,
+    /// See [`Field::Region`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
+    /// See [`Field::Api`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<CloudApi>,
+    /// See [`Field::Project`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
 }

@@ -27,13 +27,16 @@ pub enum Role {
     /// Instructions; OpenAI's newer name `developer` is read as this.
     #[serde(alias = "developer")]
     System,
+    /// What the caller says.
     User,
+    /// What the model said, or the calls it made, earlier in the conversation.
     Assistant,
     /// A tool's result, answering one call of an earlier assistant turn.
     Tool,
 }
 
 impl Role {
+    /// The role as OpenAI Chat writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             Role::System => "system",
@@ -48,6 +51,7 @@ impl Role {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Message {
+    /// Who speaks.
     pub role: Role,
     /// The text (a template: case variables may appear in it). `null` for an assistant
     /// turn that only calls tools.
@@ -91,10 +95,12 @@ impl Message {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct HistoryCall {
+    /// The call's id, which the tool message answering it names.
     pub id: String,
     /// Always `function`.
     #[serde(rename = "type", default = "function_type")]
     pub kind: String,
+    /// The function called, with its arguments.
     pub function: HistoryFunction,
     /// What a vendor attached to the call that must go back with it, as Gemini's
     /// OpenAI-compatible API carries it: `{"google": {"thought_signature": "…"}}`. Gemini
@@ -107,6 +113,7 @@ pub struct HistoryCall {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct HistoryFunction {
+    /// The tool's name, as declared.
     pub name: String,
     /// A string of JSON, as OpenAI sends it, or the object itself.
     pub arguments: Value,
@@ -154,6 +161,7 @@ pub struct Tool {
     /// Always `function`.
     #[serde(rename = "type", default = "function_type")]
     pub kind: String,
+    /// The function the tool is.
     pub function: ToolFunction,
 }
 
@@ -161,7 +169,9 @@ pub struct Tool {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolFunction {
+    /// What the model calls it by.
     pub name: String,
+    /// What it does, for the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// JSON Schema (draft 2020-12) of the arguments object [default: no arguments].
@@ -178,18 +188,22 @@ fn no_parameters() -> Value {
 }
 
 impl Tool {
+    /// What the model calls it by.
     pub fn name(&self) -> &str {
         &self.function.name
     }
 
+    /// What it does, for the model; empty when not said.
     pub fn description(&self) -> &str {
         self.function.description.as_deref().unwrap_or_default()
     }
 
+    /// The JSON Schema of its arguments.
     pub fn parameters(&self) -> &Value {
         &self.function.parameters
     }
 
+    /// Whether the provider was asked to enforce the arguments' schema.
     pub fn strict(&self) -> bool {
         self.function.strict == Some(true)
     }
@@ -263,9 +277,13 @@ impl From<ToolChoice> for Value {
 /// A case's request, rendered: what every adapter translates for its vendor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conversation {
+    /// The messages, in order, the case's variables filled in.
     pub messages: Vec<Message>,
+    /// The tools the model may call, shared by every case of a suite that declares them once.
     pub tools: Arc<[Tool]>,
+    /// Which tool the model must call, may call or must not, when the case says.
     pub tool_choice: Option<ToolChoice>,
+    /// Whether the model may call several tools in one turn, when the case says.
     pub parallel_tool_calls: Option<bool>,
     /// Ask for the suite's JSON answer with the provider's structured-output mode; false
     /// when the case expects tool calls or free text.
@@ -364,11 +382,14 @@ pub fn openai_message(m: &Message) -> Value {
 /// suite's tools file, for `/tools/…` when the tools are the suite's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
+    /// Where in the file, as a JSON pointer.
     pub pointer: String,
+    /// What is wrong there.
     pub message: String,
 }
 
 impl Problem {
+    /// A problem at `pointer`.
     pub fn new(pointer: impl Into<String>, message: impl Into<String>) -> Problem {
         Problem {
             pointer: pointer.into(),

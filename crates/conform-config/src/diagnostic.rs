@@ -12,15 +12,20 @@ pub use conform_allowlist::position::{json_error_at, json_error_message, line_co
 /// Printed as `file:line:column: field: message`, the form editors and CI annotate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
+    /// The file the problem is in.
     pub file: PathBuf,
+    /// Its line, from 1, when known.
     pub line: Option<usize>,
+    /// Its column, from 1, when known.
     pub column: Option<usize>,
     /// The field path inside the file, such as `limits.concurrency` or `vars.currency`.
     pub field: Option<String>,
+    /// What is wrong, and what would be right.
     pub message: String,
 }
 
 impl Diagnostic {
+    /// A problem in `file`, not yet placed at a line.
     pub fn new(file: &Path, message: impl Into<String>) -> Self {
         Diagnostic {
             file: file.to_path_buf(),
@@ -31,6 +36,7 @@ impl Diagnostic {
         }
     }
 
+    /// This problem, naming the field it is about.
     pub fn field(mut self, field: impl Into<String>) -> Self {
         self.field = Some(field.into());
         self
@@ -46,6 +52,7 @@ impl Diagnostic {
         self
     }
 
+    /// This problem, placed at `line` and `column`.
     pub fn at_line(mut self, line: usize, column: usize) -> Self {
         self.line = Some(line);
         self.column = Some(column);
@@ -94,22 +101,27 @@ impl fmt::Display for Diagnostic {
 pub struct Diagnostics(pub Vec<Diagnostic>);
 
 impl Diagnostics {
+    /// One more problem.
     pub fn push(&mut self, d: Diagnostic) {
         self.0.push(d);
     }
 
+    /// No problem was found.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
+    /// How many problems were found.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// Each problem, in the order found.
     pub fn iter(&self) -> impl Iterator<Item = &Diagnostic> {
         self.0.iter()
     }
 
+    /// The problems `other` found, after these.
     pub fn extend(&mut self, other: Diagnostics) {
         self.0.extend(other.0);
     }

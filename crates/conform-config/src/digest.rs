@@ -115,6 +115,7 @@ impl std::fmt::Debug for Parts {
 }
 
 impl Parts {
+    /// One more part, named, so that the same bytes under another name digest differently.
     pub fn add(&mut self, name: &str, bytes: &[u8]) -> &mut Self {
         for piece in [name.as_bytes(), bytes] {
             self.0.update((piece.len() as u64).to_be_bytes());
@@ -123,6 +124,7 @@ impl Parts {
         self
     }
 
+    /// `sha256:` and the hex digest of every part added.
     pub fn finish(self) -> String {
         format!("sha256:{}", hex(&self.0.finalize()))
     }

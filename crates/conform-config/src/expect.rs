@@ -21,6 +21,7 @@ use super::conversation::{Problem, Tool, ToolChoice};
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
+    /// The calls the answer must make, or `"none"`.
     pub tool_calls: ExpectedCalls,
 }
 
@@ -40,6 +41,7 @@ pub enum ExpectError {
     /// A call of the list that does not read as one.
     #[error("{0}")]
     Call(serde_json::Error),
+    /// `tool_calls` is neither `"none"` nor a list.
     #[error(
         "expect.tool_calls is \"none\", or a list of calls: [{{\"name\": \"…\", \"arguments\": {{\"/pointer\": value}}}}]"
     )]
@@ -79,11 +81,14 @@ pub struct ExpectedCall {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum ToolNames {
+    /// This one tool.
     One(String),
+    /// Any one of these tools.
     AnyOf(Vec<String>),
 }
 
 impl ToolNames {
+    /// A call of the tool `name` is what is expected.
     pub fn matches(&self, name: &str) -> bool {
         match self {
             ToolNames::One(one) => one == name,
@@ -91,6 +96,7 @@ impl ToolNames {
         }
     }
 
+    /// The tools named, in the case's order.
     pub fn names(&self) -> Vec<&str> {
         match self {
             ToolNames::One(one) => vec![one.as_str()],

@@ -21,8 +21,11 @@ pub enum Kind {
     Openai,
     /// vLLM, llama.cpp and other servers that speak Chat Completions.
     OpenaiCompatible,
+    /// Anthropic's own API.
     Anthropic,
+    /// Google's Gemini API.
     Gemini,
+    /// Ollama's own API.
     Ollama,
     /// A simulated provider started in-process on loopback (see `conform_wire::sim`): not a
     /// wire of its own, but a simulation of the one its `[sim] wire` names.
@@ -287,6 +290,7 @@ impl Kind {
         }
     }
 
+    /// The kind as a provider file writes it.
     pub fn as_str(self) -> &'static str {
         self.describe().name
     }

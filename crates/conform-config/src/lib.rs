@@ -5,6 +5,9 @@
 //! Loading never stops at the first problem: every file is read and every problem is
 //! returned as a [`Diagnostic`] naming the file, the line and the field.
 
+#![deny(missing_docs)]
+#![deny(unreachable_pub)]
+
 mod case_reader;
 pub mod cloud;
 pub mod conversation;
@@ -48,7 +51,9 @@ pub use suite::{
 /// Where the configuration lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Paths {
+    /// `providers/`: one TOML file per provider.
     pub providers: PathBuf,
+    /// `fixtures/`: one folder per suite.
     pub fixtures: PathBuf,
     /// `conform.toml`: the project's settings ([`Settings`]); optional.
     pub settings: PathBuf,
@@ -57,6 +62,7 @@ pub struct Paths {
 }
 
 impl Paths {
+    /// The usual layout of a project at `root`.
     pub fn under(root: &Path) -> Paths {
         Paths {
             providers: root.join("providers"),
@@ -70,14 +76,18 @@ impl Paths {
 /// Which providers and suites to load; empty means all of them.
 #[derive(Debug, Clone, Default)]
 pub struct Selection {
+    /// Provider names, as their files are named.
     pub providers: Vec<String>,
+    /// Suite names, as their folders are named.
     pub suites: Vec<String>,
 }
 
 /// The loaded, validated configuration of one run.
 #[derive(Debug, Clone)]
 pub struct Workspace {
+    /// The selected providers, each validated.
     pub providers: Vec<ProviderConfig>,
+    /// The selected suites, each validated.
     pub suites: Vec<Suite>,
     /// `conform.toml`, or the defaults when there is none.
     pub settings: Settings,

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pricing {
+    /// USD per million prompt tokens.
     pub input_per_mtok: f64,
+    /// USD per million output tokens.
     pub output_per_mtok: f64,
     /// Cached prompt tokens, where the vendor bills them apart (cheaper).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -18,16 +20,20 @@ pub struct Pricing {
 /// A cost interval in USD.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct CostRange {
+    /// The least it may cost.
     pub low: f64,
+    /// The most it may cost.
     pub high: f64,
 }
 
 impl CostRange {
+    /// Adds `other` to this range, bound by bound.
     pub fn add(&mut self, other: CostRange) {
         self.low += other.low;
         self.high += other.high;
     }
 
+    /// `usd` is within the range, allowing for rounding in the last bits.
     pub fn contains(&self, usd: f64) -> bool {
         // Sums of products of decimal prices: allow for the rounding of the last bits.
         let slack = 1e-9 * self.high.abs().max(1.0);
@@ -89,19 +95,23 @@ impl Pricing {
 /// reports show both.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct PairCost {
+    /// The provider's prices the cost was counted at.
     pub pricing: Pricing,
     /// The plan's range for the pair's planned calls, when it was made.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub estimate: Option<CostRange>,
     /// USD by the usage the calls reported (prompt tokens at the full input price).
     pub actual_usd: f64,
+    /// Prompt tokens the calls reported.
     pub prompt_tokens: u64,
+    /// Output tokens the calls reported.
     pub output_tokens: u64,
     /// Calls that came back without a usage count: their cost is not in `actual_usd`.
     pub calls_without_usage: u64,
 }
 
 impl PairCost {
+    /// Nothing spent yet, at `pricing`.
     pub fn new(pricing: Pricing) -> PairCost {
         PairCost {
             pricing,

@@ -76,6 +76,7 @@ impl Settings {
         }
     }
 
+    /// The settings in `source`, read from `path`, with every problem found.
     pub fn parse(path: &Path, source: &str) -> Result<Settings, Diagnostics> {
         let file: File = toml::from_str(source)
             .map_err(|e| Diagnostics(vec![diagnostic::from_toml(path, source, &e)]))?;
@@ -138,7 +139,9 @@ impl Settings {
     file = FILE
 )]
 pub struct TooLong {
+    /// The validity asked for.
     pub asked: Duration,
+    /// The longest the project allows.
     pub allowed: Duration,
 }
 

@@ -29,6 +29,7 @@ pub enum StructuredOutput {
     Prompt,
 }
 
+/// `[limits]`: how hard a run may press the provider, and how often it retries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
@@ -37,7 +38,9 @@ pub struct Limits {
     /// let it ([`conform_wire::provider::limits::Pacer`]); read it with [`Limits::concurrency`].
     #[serde(default)]
     pub concurrency: Option<usize>,
+    /// The account's request rate limit, when the file states it: the pacer keeps under it.
     pub requests_per_minute: Option<u32>,
+    /// The account's token rate limit, when the file states it: the pacer keeps under it.
     pub tokens_per_minute: Option<u32>,
     /// Retries after the first request, for retryable failures only.
     #[serde(default = "default_max_retries")]
@@ -89,6 +92,7 @@ fn default_retry_base_wait() -> Duration {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenizerConfig {
+    /// Which counter [default: none, no prompt is counted].
     #[serde(default)]
     pub kind: TokenizerKind,
     /// `o200k_base` or `cl100k_base`, for `tiktoken`.
@@ -116,6 +120,7 @@ impl Default for TokenizerConfig {
     }
 }
 
+/// What counts a provider's prompt tokens locally, if anything does.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TokenizerKind {
@@ -125,6 +130,7 @@ pub enum TokenizerKind {
     Huggingface,
     /// The provider's own endpoints (llama.cpp `/apply-template` + `/tokenize`).
     Provider,
+    /// Nothing: token counts are not checked.
     #[default]
     None,
 }
@@ -133,6 +139,7 @@ pub enum TokenizerKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SimConfig {
+    /// What the simulation gets wrong, or nothing.
     pub behaviour: super::simulation::Behaviour,
     /// The verdict the demo expects; a different one makes `conform demo` fail.
     pub expect: super::simulation::ExpectedVerdict,
@@ -151,6 +158,7 @@ pub struct SimConfig {
         with = "optional_duration"
     )]
     pub latency_p50: Option<Duration>,
+    /// With `latency_p50`: the 95th percentile of the drawn latencies.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -223,16 +231,20 @@ pub struct GeminiOptions {
     pub schema_field: GeminiSchemaField,
 }
 
+/// The Gemini API version in the request path.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GeminiApiVersion {
+    /// `v1beta`, where new features arrive first.
     #[default]
     #[serde(rename = "v1beta")]
     V1beta,
+    /// `v1`, the stable version.
     #[serde(rename = "v1")]
     V1,
 }
 
 impl GeminiApiVersion {
+    /// The version as the path writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             GeminiApiVersion::V1beta => "v1beta",
@@ -258,7 +270,9 @@ pub enum GeminiSchemaField {
 /// property of how it was tested.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RunProperty {
+    /// A stable code a report can be searched for.
     pub code: &'static str,
+    /// What it means for the evidence, in a sentence.
     pub message: String,
 }
 
@@ -314,21 +328,33 @@ fn default_timeout() -> Duration {
 pub struct ProviderConfig {
     /// The file stem: `providers/openai.toml` is `openai`.
     pub name: String,
+    /// The file it was read from.
     #[serde(skip)]
     pub file: PathBuf,
+    /// The wire it speaks.
     pub kind: Kind,
+    /// The model asked for.
     pub model: String,
     /// Empty for a simulated provider until its server starts.
     pub base_url: String,
+    /// The environment variable holding the API key; `None` where the wire needs no key or the cloud has its own credentials.
     pub api_key_env: Option<String>,
+    /// Sampling temperature sent with every request.
     pub temperature: f64,
+    /// Sampling seed, where the provider takes one.
     pub seed: Option<i64>,
+    /// The most tokens an answer may have.
     pub max_output_tokens: u32,
+    /// How long one attempt may take before it counts as timed out.
     #[serde(with = "humantime_serde_compat")]
     pub timeout: Duration,
+    /// How the suite's JSON answer is asked for.
     pub structured_output: StructuredOutput,
+    /// Concurrency, rate limits and retries.
     pub limits: Limits,
+    /// Which tokenizer counts prompts, if any.
     pub tokenizer: TokenizerConfig,
+    /// `[sim]`: the simulation this provider is, when it is one.
     pub sim: Option<SimConfig>,
     /// Ask for a server-sent-event stream and fold it into one reply. Streams are where
     /// some servers differ (mid-stream errors, missing usage); the answer is the same.
@@ -341,8 +367,10 @@ pub struct ProviderConfig {
     /// Latency objectives this provider's verdicts are held to (with the suite's).
     #[serde(flatten)]
     pub slo: Slo,
+    /// `[anthropic]`, when the file has it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub anthropic: Option<AnthropicOptions>,
+    /// `[gemini]`, when the file has it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gemini: Option<GeminiOptions>,
     /// A cloud's deployment, region, project, API and token variable, where given.
@@ -357,14 +385,26 @@ pub struct ProviderConfig {
 /// Why an API key could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
+    /// The variable that should hold the key is not set.
     #[error(
         "provider `{provider}` reads its API key from ${var}, which is not set: export {var}=… (the key is never read from a file)"
     )]
-    Missing { provider: String, var: String },
+    Missing {
+        /// The provider, by name.
+        provider: String,
+        /// The variable its file names.
+        var: String,
+    },
+    /// A cloud's credentials are in none of the variables it reads.
     #[error(
         "provider `{provider}` finds its credentials in the environment, and none is set: export {wanted} (credentials are never read from a provider file)"
     )]
-    Environment { provider: String, wanted: String },
+    Environment {
+        /// The provider, by name.
+        provider: String,
+        /// The variables that would do, as a sentence.
+        wanted: String,
+    },
 }
 
 impl ProviderConfig {
@@ -375,6 +415,7 @@ impl ProviderConfig {
         Self::parse(path, &source)
     }
 
+    /// Validates `source`, the text of `path`, reporting every problem with its line and field.
     pub fn parse(path: &Path, source: &str) -> Result<ProviderConfig, Diagnostics> {
         let file: ProviderFile = toml::from_str(source)
             .map_err(|e| Diagnostics(vec![diagnostic::from_toml(path, source, &e)]))?;
@@ -701,11 +742,11 @@ mod humantime_serde_compat {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&humantime::format_duration(*d).to_string())
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let text = String::deserialize(d)?;
         humantime::parse_duration(&text).map_err(|e| {
             serde::de::Error::custom(format!(

@@ -14,8 +14,11 @@ use serde_json::Value;
 /// or member, as jq's `.[]` reads them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
+    /// The member of this name.
     Key(String),
+    /// The element at this index.
     Index(usize),
+    /// Every element or member.
     Any,
 }
 
@@ -28,7 +31,10 @@ pub enum Reach {
     Open,
     /// An object that allows other members, but declares none of this name: almost
     /// always a typo. Carries the members it does declare.
-    Undeclared { declared: Vec<String> },
+    Undeclared {
+        /// The members the object declares.
+        declared: Vec<String>,
+    },
     /// No valid answer holds a value there; the sentence says why.
     Impossible(String),
 }

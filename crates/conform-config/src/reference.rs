@@ -63,6 +63,7 @@ pub struct RecordedAnswer {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordedCall {
+    /// The tool called.
     pub name: String,
     /// The arguments as a JSON value; arguments that were not JSON stay a string.
     #[serde(default = "empty_object")]
@@ -161,8 +162,10 @@ pub struct DifferentialSpec {
 }
 
 impl DifferentialSpec {
+    /// The margin when the suite gives none.
     pub const DEFAULT_MARGIN: f64 = 0.05;
 
+    /// The margin the suite gives, or [`Self::DEFAULT_MARGIN`].
     pub fn margin(&self) -> f64 {
         self.margin.unwrap_or(Self::DEFAULT_MARGIN)
     }

@@ -16,6 +16,7 @@ use std::fmt;
 pub struct Secret(String);
 
 impl Secret {
+    /// A value that never prints.
     pub fn new(value: String) -> Self {
         Secret(value)
     }

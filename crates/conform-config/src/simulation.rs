@@ -66,7 +66,10 @@ pub enum Handling {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExpectedVerdict {
+    /// Every call should pass: the demo's faithful fallback.
     Conformant,
+    /// The answers should fail the suite.
     Nonconformant,
+    /// The evidence should be too thin to decide.
     Inconclusive,
 }

@@ -28,6 +28,7 @@ pub struct Slo {
 }
 
 impl Slo {
+    /// No objective is set.
     pub fn is_empty(&self) -> bool {
         self.max_p95_latency.is_none() && self.max_p95_ttft.is_none()
     }
@@ -67,14 +68,16 @@ pub(crate) mod optional_duration {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 
-    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
         match d {
             Some(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
             None => s.serialize_none(),
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
         let text = String::deserialize(d)?;
         humantime::parse_duration(&text).map(Some).map_err(|e| {
             serde::de::Error::custom(format!(

@@ -22,9 +22,11 @@ use crate::digest::bytes_hex;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleSpec {
+    /// What reports call the rule.
     pub name: String,
     /// A jq expression that must yield `true`.
     pub expr: String,
+    /// What a failing answer is told.
     pub message: String,
 }
 
@@ -34,11 +36,14 @@ pub struct RuleSpec {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolRuleSpec {
+    /// What reports call the rule.
     pub name: String,
     /// Only calls to this tool are held to the rule [default: every call].
     #[serde(default)]
     pub tool: Option<String>,
+    /// A jq expression that must yield `true`.
     pub expr: String,
+    /// What a failing call is told.
     pub message: String,
 }
 
@@ -50,13 +55,18 @@ pub struct ToolRuleSpec {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolThresholds {
+    /// The least trigger precision: of the calls made, the share that should have been.
     pub min_trigger_precision: Option<f64>,
+    /// The least trigger recall: of the calls that should have been made, the share that were.
     pub min_trigger_recall: Option<f64>,
+    /// The least harmonic mean of trigger precision and recall.
     pub min_trigger_f1: Option<f64>,
+    /// The least share of calls whose arguments validate against the tool's `parameters`.
     pub min_schema_accuracy: Option<f64>,
 }
 
 impl ToolThresholds {
+    /// The suite demands nothing of tool calling as a whole.
     pub fn is_empty(&self) -> bool {
         self.min_trigger_precision.is_none()
             && self.min_trigger_recall.is_none()
@@ -138,21 +148,31 @@ fn default_threshold() -> f64 {
 /// grow with their number.
 #[derive(Debug, Clone)]
 pub struct Suite {
+    /// The folder name under `fixtures/`.
     pub name: String,
+    /// The suite's folder.
     pub dir: PathBuf,
+    /// Its `suite.toml`.
     pub file: PathBuf,
     /// The text of `suite.toml`, kept to place later diagnostics on their line.
     pub source: String,
+    /// What the suite tests, for people.
     pub description: String,
+    /// The JSON Schema every answer must validate against.
     pub schema: Arc<Value>,
+    /// Where the schema was read from.
     pub schema_file: PathBuf,
+    /// How many times each case is sent.
     pub repeats: u32,
+    /// The share of a case's calls that must pass for the case to pass.
     pub pass_threshold: f64,
     /// JSON pointers whose values must equal the case's `expected` ones.
     pub agree: Vec<String>,
     /// Fields of `expected` knowingly not compared (`not_compared`).
     pub not_compared: Vec<String>,
+    /// The business rules every answer is held to.
     pub rules: Vec<RuleSpec>,
+    /// How alike a case's repeated answers must be.
     pub stability: StabilitySpec,
     /// With a provider that streams, every case is also sent unstreamed, and the two
     /// answers must be the same (canonical JSON).
@@ -169,13 +189,17 @@ pub struct Suite {
     /// The tools every case may call (`tools` in `suite.toml`); a case's own `tools`
     /// replace them.
     pub tools: Arc<[Tool]>,
+    /// Where the suite's tools were read from, when they have their own file.
     pub tools_file: Option<PathBuf>,
+    /// The business rules every tool call is held to.
     pub tool_rules: Vec<ToolRuleSpec>,
+    /// What tool calling as a whole must reach.
     pub tool_thresholds: ToolThresholds,
     /// The live reference provider (`reference = "…"`), which `--reference` overrides.
     pub reference: Option<String>,
     /// How candidates are held to the reference (`[differential]`).
     pub differential: DifferentialSpec,
+    /// Every case, by file, in name order.
     pub cases: Vec<CaseRef>,
     /// `suite.toml`, the schema and the tools by file name, each `sha256:` of its bytes:
     /// [`Suite::identity`] adds the case files.
@@ -232,8 +256,10 @@ pub struct CaseRef {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Case {
+    /// The case file's name without `.json`.
     #[serde(skip)]
     pub id: String,
+    /// What the case is about, for people.
     #[serde(default)]
     pub description: String,
     /// Template variables: of the suite's templates, and of the messages' contents.
@@ -248,8 +274,10 @@ pub struct Case {
     /// The tools this request declares, instead of the suite's.
     #[serde(default)]
     pub tools: Option<Vec<Tool>>,
+    /// Which tool the model must call, may call or must not, for this request.
     #[serde(default)]
     pub tool_choice: Option<ToolChoice>,
+    /// Whether the model may call several tools in one turn, for this request.
     #[serde(default)]
     pub parallel_tool_calls: Option<bool>,
     /// The tool calls the answer must hold, or none.
@@ -294,7 +322,9 @@ impl Case {
 /// The prompt of one case, rendered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Prompt {
+    /// The system prompt, when the suite has one.
     pub system: Option<String>,
+    /// The user message.
     pub user: String,
 }
 
@@ -302,7 +332,9 @@ pub struct Prompt {
 /// (then `prompt` is its summary: the leading system text and the last user message).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rendered {
+    /// What the summary of the request is.
     pub prompt: Prompt,
+    /// The whole request, for a case that gives one.
     pub conversation: Option<Conversation>,
 }
 
@@ -312,6 +344,7 @@ impl CaseRef {
         self.dir.join(format!("{}.json", self.id))
     }
 
+    /// Reads and validates the case file.
     pub fn load(&self) -> Result<Case, Diagnostic> {
         self.load_from(None)
     }

@@ -4,5 +4,8 @@
 //! Every answer comes from the reader crate's one decision, `conform_allowlist`'s
 //! `Allowlist::decide_with`, through [`allowlist::decide`].
 
+#![deny(missing_docs)]
+#![deny(unreachable_pub)]
+
 pub mod allowlist;
 pub mod export;

@@ -12,9 +12,13 @@ use conform_config::conversation::{Message, Tool, ToolChoice};
 /// What a request says, in the case's shape.
 #[derive(Debug, Clone)]
 pub struct Request {
+    /// The conversation, as the case writes it.
     pub messages: Vec<Message>,
+    /// The tools it declared, if any.
     pub tools: Option<Vec<Tool>>,
+    /// Which tool the model had to call, could call or could not, if it said.
     pub tool_choice: Option<ToolChoice>,
+    /// Whether the model could call several tools in one turn, if it said.
     pub parallel_tool_calls: Option<bool>,
     /// `response_format` / `text.format` asked for JSON.
     pub json_answer: bool,
@@ -32,6 +36,7 @@ pub struct Request {
 pub struct FieldError {
     /// Where in the body: `messages[2].content`.
     pub field: String,
+    /// What is wrong there.
     pub message: String,
     /// True when the body is well-formed but holds something a case cannot carry (an
     /// image, a built-in tool): the request is skipped and listed, not an error.
@@ -59,7 +64,9 @@ impl FieldError {
 /// The endpoint a body was sent to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Api {
+    /// Chat Completions.
     Chat,
+    /// The Responses API.
     Responses,
 }
 
@@ -89,6 +96,7 @@ impl Api {
         }
     }
 
+    /// The request `body` in the case's shape, or what it holds that a case cannot.
     pub fn request(self, body: &Value) -> Result<Request, FieldError> {
         match self {
             Api::Chat => chat_request(body),
@@ -96,6 +104,7 @@ impl Api {
         }
     }
 
+    /// The answers a response `body` holds, one per choice, as Chat messages.
     pub fn answers(self, body: &Value) -> Result<Vec<Value>, FieldError> {
         match self {
             Api::Chat => chat_answers(body),

@@ -32,14 +32,22 @@ pub enum Read<'r> {
     /// Boxed: a record is large, and most sources skip few requests.
     Request(Box<Record<'r>>),
     /// A request that cannot be carried over: `at` is its place, `why` what was not.
-    Skipped { at: String, why: String },
+    Skipped {
+        /// Its place in the input.
+        at: String,
+        /// What could not be carried over.
+        why: String,
+    },
 }
 
 /// What `suite.toml` says about a source: the comment that opens it, its table (without
 /// `schema`), and a schema the source itself gave (else the requests' own decide it).
 pub struct Suite {
+    /// The comment that opens `suite.toml`: where the suite came from.
     pub header: String,
+    /// The rest of `suite.toml`.
     pub table: toml::Table,
+    /// The schema the source gave, and the sentence that says where it came from.
     pub schema: Option<(Value, String)>,
 }
 

@@ -12,6 +12,7 @@ use super::lines::Lines;
 use super::openai_batch::parse;
 use super::{ImportError, Importer, Options, Summary, file_name};
 
+/// Imports a file of request bodies, one per line, as a suite.
 pub fn import(input: &Path, opts: &Options) -> Result<Summary, ImportError> {
     let name = file_name(input);
     driver::drive(Jsonl { input, name }, opts)

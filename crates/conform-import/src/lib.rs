@@ -15,6 +15,9 @@
 //! Recorded answers are written in the agreed `reference` format of a case (the model
 //! asked for, the served model, when, from which line, and one answer per choice).
 
+#![deny(missing_docs)]
+#![deny(unreachable_pub)]
+
 pub mod chat;
 pub mod driver;
 pub mod jsonl;
@@ -38,54 +41,99 @@ pub use redact::Rules as Redaction;
 /// Why an import stopped. Nothing was written when it did.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
+    /// An input could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The input.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// The suite could not be written.
     #[error("cannot write {path}: {source}")]
     Write {
+        /// The file or folder.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// A line is longer than `--max-line-bytes`.
     #[error(
         "{path}:{line}: the line is longer than {max} bytes: raise --max-line-bytes if it is a real request"
     )]
     LineTooLong {
+        /// The input.
         path: PathBuf,
+        /// The line, from 1.
         line: usize,
+        /// The cap, in bytes.
         max: usize,
     },
+    /// A line does not hold what its format promises.
     #[error("{path}:{line}: {field}: {message}")]
     Malformed {
+        /// The input.
         path: PathBuf,
+        /// The line, from 1.
         line: usize,
+        /// The field, as a path into the line.
         field: String,
+        /// What is wrong with it.
         message: String,
     },
+    /// The input as a whole is not the format asked for.
     #[error("{path}: {message}")]
-    Format { path: PathBuf, message: String },
+    Format {
+        /// The input.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The suite exists and `--force` was not given.
     #[error("{path} already exists: pass --force to replace it, or choose another --suite name")]
-    Exists { path: PathBuf },
+    Exists {
+        /// The suite folder.
+        path: PathBuf,
+    },
+    /// The suite name would not make a folder name.
     #[error(
         "`{0}` is not a suite name: use letters, digits, `-`, `_` and `.` (it becomes fixtures/NAME)"
     )]
     SuiteName(String),
+    /// More distinct requests than `--max-cases`.
     #[error(
         "{path}: more than {max} distinct requests: take a reproducible subset with --sample N --seed S, or raise --max-cases"
     )]
-    TooMany { path: PathBuf, max: usize },
+    TooMany {
+        /// The input.
+        path: PathBuf,
+        /// The cap.
+        max: usize,
+    },
+    /// Every request was skipped.
     #[error("{path}: no request could be imported ({skipped} skipped): nothing was written")]
-    Empty { path: PathBuf, skipped: u64 },
+    Empty {
+        /// The input.
+        path: PathBuf,
+        /// Requests skipped.
+        skipped: u64,
+    },
+    /// A command-line option's value cannot be used.
     #[error("{option} `{value}`: {message}")]
     Option {
+        /// The option, as typed.
         option: &'static str,
+        /// Its value.
         value: String,
+        /// Why it cannot be used.
         message: String,
     },
+    /// The on-disk index the import keeps could not be used.
     #[error("the import's scratch index {path}: {source}")]
     Scratch {
+        /// The index file.
         path: PathBuf,
+        /// What went wrong.
         source: scratch::ScratchError,
     },
 }
@@ -105,6 +153,7 @@ pub struct Options {
     pub max_cases: usize,
     /// At most this many bytes per input line.
     pub max_line_bytes: usize,
+    /// What is removed from the requests before they are written.
     pub redaction: Redaction,
 }
 
@@ -120,7 +169,9 @@ pub struct Summary {
     pub dir: PathBuf,
     /// Requests read (lines, or tests).
     pub read: u64,
+    /// Case files written.
     pub written: u64,
+    /// Requests left out because an earlier one sent the same.
     pub duplicates: u64,
     /// Duplicates whose recorded answers joined the first one's as repeats.
     pub repeats_merged: u64,
@@ -145,10 +196,14 @@ pub struct Summary {
 pub enum Input<'a> {
     /// A Batch input file, and its output and error files.
     OpenaiBatch {
+        /// The Batch input file.
         input: &'a Path,
+        /// Its output and error files, where the recorded answers are.
         outputs: &'a [PathBuf],
     },
+    /// One JSON request body per line.
     Jsonl(&'a Path),
+    /// A promptfoo configuration's tests.
     Promptfoo(&'a Path),
     /// OTLP JSON exports of OpenTelemetry GenAI telemetry (spans and log records).
     Otel(&'a [PathBuf]),
@@ -187,7 +242,9 @@ impl Input<'_> {
 /// The summary a person reads after an import of `kind` (`openai-batch`, `jsonl` …):
 /// the counts, the schema, the notes (the first 20) and what to do next.
 pub struct Report {
+    /// The source format, as the command names it.
     pub kind: &'static str,
+    /// What the import did.
     pub summary: Summary,
 }
 
@@ -243,11 +300,13 @@ pub struct Item {
     pub order: u64,
     /// The file stem.
     pub id: String,
+    /// The case file's content.
     pub case: Value,
     /// The JSON Schema its request asked the answer to follow, if any (redacted).
     pub schema: Option<Value>,
     /// The canonical fingerprint of what is sent.
     pub fingerprint: [u8; 32],
+    /// The case records the answers the source logged.
     pub has_reference: bool,
 }
 
@@ -361,6 +420,7 @@ impl<'o> Importer<'o> {
         }
     }
 
+    /// Counts `n` values redacted.
     pub fn redacted(&mut self, n: usize) {
         self.summary.redacted += n as u64;
     }

@@ -14,6 +14,7 @@ pub struct Line<'a> {
     pub number: usize,
     /// Where the line starts in the file.
     pub offset: u64,
+    /// The line, without its ending.
     pub text: &'a str,
 }
 
@@ -28,6 +29,7 @@ pub struct Lines {
 }
 
 impl Lines {
+    /// Opens `path`, whose lines may be at most `max` bytes.
     pub fn open(path: &Path, max: usize) -> Result<Lines, ImportError> {
         let file = File::open(path).map_err(|source| ImportError::Read {
             path: path.to_path_buf(),
@@ -43,6 +45,7 @@ impl Lines {
         })
     }
 
+    /// The file being read.
     pub fn path(&self) -> &Path {
         &self.path
     }

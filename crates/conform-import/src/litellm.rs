@@ -18,6 +18,7 @@ use super::{ImportError, Importer, Options, Summary, file_name};
 /// The call types that are a chat completion.
 const CHAT_CALLS: &[&str] = &["completion", "acompletion"];
 
+/// Imports LiteLLM's logging payloads, one per line, as a suite.
 pub fn import(input: &Path, opts: &Options) -> Result<Summary, ImportError> {
     let log = Log {
         input,

@@ -27,6 +27,7 @@ struct Test {
     other: Vec<String>,
 }
 
+/// Imports a promptfoo configuration's tests as a suite.
 pub fn import(input: &Path, opts: &Options) -> Result<Summary, ImportError> {
     let config = Config {
         input,

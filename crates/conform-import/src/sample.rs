@@ -7,10 +7,12 @@
 pub struct SplitMix64(u64);
 
 impl SplitMix64 {
+    /// The generator that `seed` starts.
     pub fn new(seed: u64) -> SplitMix64 {
         SplitMix64(seed)
     }
 
+    /// The next number of the sequence.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -41,6 +43,7 @@ pub struct Reservoir<T> {
 }
 
 impl<T> Reservoir<T> {
+    /// An empty sample of at most `size` items, drawn with `seed`.
     pub fn new(size: usize, seed: u64) -> Reservoir<T> {
         Reservoir {
             size,
@@ -73,6 +76,7 @@ impl<T> Reservoir<T> {
         &mut self.items
     }
 
+    /// The items held, in no particular order.
     pub fn into_items(self) -> Vec<T> {
         self.items
     }

@@ -31,10 +31,13 @@ pub const BATCH: usize = 4096;
 /// Why the scratch index failed; [`super::ImportError::Scratch`] names its file.
 #[derive(Debug, thiserror::Error)]
 pub enum ScratchError {
+    /// SQLite refused.
     #[error("SQLite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// The index file could not be read or written.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// A count or an offset too large for SQLite.
     #[error("a value does not fit SQLite's 64-bit integer: {0}")]
     TooLarge(#[from] std::num::TryFromIntError),
 }
@@ -43,8 +46,11 @@ pub enum ScratchError {
 /// messages) and its byte offset (to read it back).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct At {
+    /// Which of the output files, from 0.
     pub file: usize,
+    /// The line, from 1.
     pub line: usize,
+    /// Where the line starts in the file, in bytes.
     pub offset: u64,
 }
 

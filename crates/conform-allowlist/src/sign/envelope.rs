@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The payload type of an in-toto Statement.
-pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
+pub(crate) const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
 /// in-toto's Statement, version 1.
-pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+pub(crate) const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 
 /// DSSE's pre-authentication encoding: what is signed, so that a signature over one
 /// payload type can never be read as one over another.
@@ -25,15 +25,19 @@ pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A DSSE envelope: a payload and the signatures over its [`pae`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
+    /// Always the in-toto Statement's media type.
     #[serde(rename = "payloadType")]
     pub payload_type: String,
     /// The Statement's JSON, in base64.
     pub payload: String,
+    /// One for each key that signed; conform writes one.
     pub signatures: Vec<Signature>,
 }
 
+/// One key's signature over the envelope's payload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Signature {
     /// The signing key's id ([`super::PublicKey::id`]).
@@ -46,22 +50,29 @@ pub struct Signature {
 /// conform says of it (the predicate).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Statement {
+    /// Always `https://in-toto.io/Statement/v1`.
     #[serde(rename = "_type")]
     pub statement_type: String,
+    /// What the statement is about, by digest: a suite and a provider, or a shard's files.
     pub subject: Vec<Subject>,
+    /// What kind of claim the predicate is: an entry, a revocation, a shard.
     #[serde(rename = "predicateType")]
     pub predicate_type: String,
+    /// The claim itself: the record without its signature.
     pub predicate: Value,
 }
 
+/// A thing the statement is about, named and pinned by its digest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Subject {
+    /// What it is called: a suite, a provider, a file.
     pub name: String,
     /// Algorithm → lowercase hex digest.
     pub digest: std::collections::BTreeMap<String, String>,
 }
 
 impl Statement {
+    /// A Statement of the current version about `subject`.
     pub fn new(subject: Vec<Subject>, predicate_type: &str, predicate: Value) -> Statement {
         Statement {
             statement_type: STATEMENT_TYPE.to_string(),

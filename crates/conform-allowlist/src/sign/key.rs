@@ -55,6 +55,7 @@ impl SigningKey {
         Some(SigningKey(ed25519_dalek::SigningKey::from_bytes(&seed)))
     }
 
+    /// The half that `trust.toml` lists and readers verify with.
     pub fn public(&self) -> PublicKey {
         PublicKey::of(self.0.verifying_key())
     }
@@ -117,9 +118,13 @@ fn write_new(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
 
 /// A key pair just written, and where each half goes.
 pub struct NewPair {
+    /// The name the pair is written under, and that `trust.toml` lists it by.
     pub name: String,
+    /// The private half's file: it goes to the CI's secret store, nowhere else.
     pub secret: PathBuf,
+    /// The public half's file: it goes into `trust.toml`.
     pub public: PathBuf,
+    /// The public key, to name in `trust.toml` and to find by id in envelopes.
     pub key: PublicKey,
 }
 

@@ -29,28 +29,46 @@ pub(crate) const SECRET_PREFIX: &str = "conform-ed25519-secret:";
 /// How a public key is written (`.pub` files, `trust.toml`).
 const PUBLIC_PREFIX: &str = "conform-ed25519:";
 
+/// Why a key or a trust file could not be read, written or made.
 #[derive(Debug, thiserror::Error)]
 pub enum SignError {
+    /// `CONFORM_SIGNING_KEY` holds neither a key nor the path of one.
     #[error(
         "{KEY_VARIABLE} holds neither a signing key nor the path of a readable key file \
          (write one with `conform keys new --out DIR`)"
     )]
     NotAKey,
+    /// The file named as a signing key does not hold one.
     #[error("{path} is not a conform signing key (it must start with `{SECRET_PREFIX}`)")]
-    NotAKeyFile { path: PathBuf },
+    NotAKeyFile {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Text that should be a public key is not one.
     #[error("`{text}` is not a conform public key (it must start with `{PUBLIC_PREFIX}`)")]
-    NotAPublicKey { text: String },
+    NotAPublicKey {
+        /// Its first 80 characters.
+        text: String,
+    },
+    /// A key or trust file could not be read or written.
     #[error("cannot read or write {path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// The trust file is not valid, at this line.
     #[error("{path}:{line}: {message}")]
     Trust {
+        /// The trust file.
         path: PathBuf,
+        /// The line of the problem, from 1.
         line: usize,
+        /// What is wrong there.
         message: String,
     },
+    /// The system gave no randomness to make a key with.
     #[error("the system gave no randomness for a new key: {0}")]
     Random(String),
 }
@@ -74,6 +92,7 @@ impl PublicKey {
         id
     }
 
+    /// A key from its text: `conform-ed25519:`, then 32 bytes in base64, as `trust.toml` lists it.
     pub fn parse(text: &str) -> Result<PublicKey, SignError> {
         let bad = || SignError::NotAPublicKey {
             text: text.chars().take(80).collect(),

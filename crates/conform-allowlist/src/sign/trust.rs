@@ -13,25 +13,34 @@ use serde::Deserialize;
 
 use super::{Envelope, PublicKey, SignError, Statement, pae};
 
+/// The keys a project trusts to sign its evidence, as its `trust.toml` lists them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trust {
+    /// Where the trust file was read from.
     pub path: PathBuf,
+    /// The listed keys, in the file's order.
     pub keys: Vec<TrustedKey>,
 }
 
+/// One listed key.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrustedKey {
+    /// The name the trust file gives it, which reports show next to its id.
     pub name: String,
+    /// The key.
     pub key: PublicKey,
 }
 
 /// Why an envelope does not count as signed by a trusted key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unverified {
+    /// The record carries no signature.
     #[error("it carries no signature")]
     Unsigned,
+    /// A signature does not verify over the record as it is now.
     #[error("its signature does not verify: {0}")]
     SignatureInvalid(String),
+    /// The record is signed only by keys the trust file does not list.
     #[error("it is signed by key {0}, which the trust file does not list")]
     UntrustedKey(String),
 }

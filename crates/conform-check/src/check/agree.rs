@@ -5,8 +5,10 @@ use super::{Check, Code, Finding, Outcome, Subject};
 use conform_config::reach::{self, Reach};
 use conform_config::{Diagnostic, Diagnostics, Suite};
 
+/// The check's name in outcomes and reports.
 pub const NAME: &str = "agree";
 
+/// The suite's `agree` pointers: each value of the answer must equal the case's `expected` one.
 pub struct AgreeCheck;
 
 impl AgreeCheck {

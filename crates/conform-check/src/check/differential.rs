@@ -54,8 +54,11 @@ pub const MAX_CASES: usize = 10;
 
 /// The compared field that holds the whole answer.
 pub const ANSWER: &str = "answer";
+/// The compared field that says whether the answer called a tool at all.
 pub const TOOL_CALL_MADE: &str = "tool_call.made";
+/// The compared field that holds the names of the tools called.
 pub const TOOL_CALL_NAMES: &str = "tool_call.name";
+/// The compared field that holds the calls' arguments.
 pub const TOOL_CALL_ARGUMENTS: &str = "tool_call.arguments";
 
 /// The fields compared in a suite, in the order a [`Signature`] holds them.
@@ -166,7 +169,9 @@ pub fn answer_usable(outcomes: &[super::Outcome]) -> bool {
 /// and on a candidate's first repeat the case's recorded reference answers.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Observed {
+    /// This answer's signature; `None` when the call failed.
     pub own: Option<Signature>,
+    /// The case's recorded reference answers, on a candidate's first repeat.
     pub recorded: Option<Vec<Signature>>,
 }
 
@@ -213,11 +218,14 @@ fn hash(s: &str) -> u64 {
 /// Agreeing pairs out of pairs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Share {
+    /// Pairs whose values agree.
     pub agreeing: u64,
+    /// Pairs compared.
     pub pairs: u64,
 }
 
 impl Share {
+    /// `agreeing / pairs`; `None` without a pair.
     pub fn rate(&self) -> Option<f64> {
         (self.pairs > 0).then(|| self.agreeing as f64 / self.pairs as f64)
     }
@@ -232,7 +240,9 @@ impl Share {
 /// candidate's with the reference's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CasePairs {
+    /// The reference's pairs among its own answers.
     pub reference: Share,
+    /// The candidate's answers paired with the reference's.
     pub candidate: Share,
 }
 
@@ -266,6 +276,7 @@ pub struct Test {
     pub z: f64,
     /// The critical value at the confidence.
     pub critical: f64,
+    /// The candidate's agreement is significantly below the floor: the field fails.
     pub below: bool,
 }
 
@@ -324,12 +335,19 @@ pub enum FieldVerdict {
 /// verdict).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FieldRow {
+    /// The compared field.
     pub field: String,
+    /// The reference's pairs among its own answers, over every case.
     pub reference: Share,
+    /// The candidate's pairs with the reference, over every case.
     pub candidate: Share,
+    /// The reference's agreement with itself: the floor the candidate is held to.
     pub reference_agreement: Option<f64>,
+    /// The candidate's agreement with the reference.
     pub candidate_agreement: Option<f64>,
+    /// What the field's pairs decide.
     pub verdict: FieldVerdict,
+    /// The test behind the verdict, when one was made.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub test: Option<Test>,
 }
@@ -337,9 +355,11 @@ pub struct FieldRow {
 /// A case where the candidate disagreed with the reference.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CaseRow {
+    /// The case, by id.
     pub case: String,
     /// Disagreeing candidate × reference pairs, summed over the fields.
     pub disagreeing: u64,
+    /// Candidate × reference pairs compared, summed over the fields.
     pub pairs: u64,
     /// The fields the candidate disagreed on beyond the reference's own disagreement.
     pub fields: Vec<String>,
@@ -353,9 +373,11 @@ pub struct CaseRow {
 /// (filled in from the answers once the run is over) the values side by side.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct FieldDisagreement {
+    /// The compared field.
     pub field: String,
     /// Disagreeing candidate × reference pairs of this field.
     pub disagreeing: u64,
+    /// Candidate × reference pairs of this field.
     pub pairs: u64,
     /// The reference's distinct values of the field, as JSON.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -375,9 +397,13 @@ pub struct FieldDisagreement {
 pub struct Differential {
     /// The reference: a provider's name, or `recorded` for answers in the cases.
     pub reference: String,
+    /// How far below the reference's floor the candidate's agreement may be.
     pub margin: f64,
+    /// The confidence each field's test is made at.
     pub confidence: f64,
+    /// Cases compared.
     pub cases: u64,
+    /// One row per compared field.
     pub fields: Vec<FieldRow>,
     /// The most disagreeing cases first.
     pub worst_cases: Vec<CaseRow>,
@@ -398,6 +424,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl Differential {
+    /// An empty comparison with `reference` over `fields`, to which cases are added.
     pub fn new(reference: &str, fields: Vec<String>, margin: f64, confidence: f64) -> Self {
         Differential {
             reference: reference.to_string(),
@@ -556,6 +583,7 @@ pub enum Undecided {
 }
 
 impl Undecided {
+    /// The finding code a report shows.
     pub fn as_str(self) -> &'static str {
         match self {
             Undecided::Unavailable => NO_REFERENCE,

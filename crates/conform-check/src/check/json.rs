@@ -6,6 +6,7 @@ use serde_json::Value;
 use super::{Code, Finding};
 use conform_config::StructuredOutput;
 
+/// The check's name in outcomes and reports.
 pub const NAME: &str = "json";
 
 /// Parses `text` as one JSON value, or says precisely what is wrong with it.

@@ -35,7 +35,9 @@ use conform_wire::provider::{CallError, Reply};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
+    /// The check found nothing wrong.
     Pass,
+    /// The check found something wrong.
     Fail,
     /// The check could not run (no parsed output to look at).
     Skip,
@@ -46,6 +48,7 @@ pub enum Status {
 pub struct Finding {
     /// What it is, by its stable name: `schema_violation`, `not_pure_json` …
     pub code: Code,
+    /// What was wrong, for people.
     pub message: String,
     /// The JSON pointer (instance path) the finding concerns, when it concerns one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,6 +98,7 @@ struct OutcomeFile {
 }
 
 impl Finding {
+    /// A finding of `code`, at no particular place.
     pub fn new(code: Code, message: impl Into<String>) -> Self {
         Finding {
             code,
@@ -103,6 +107,7 @@ impl Finding {
         }
     }
 
+    /// This finding, at the JSON pointer `path` of the answer.
     pub fn at(mut self, path: impl Into<String>) -> Self {
         self.path = Some(path.into());
         self
@@ -112,8 +117,11 @@ impl Finding {
 /// The result of one check on one call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Outcome {
+    /// Which check it is.
     pub check: &'static str,
+    /// Whether it passed, failed or did not apply.
     pub status: Status,
+    /// What it found wrong; empty on a pass.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
     /// What the tool-calls check counted for the suite's tool measures.
@@ -122,6 +130,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// A pass when `findings` is empty, a failure otherwise.
     pub fn from_findings(check: &'static str, findings: Vec<Finding>) -> Self {
         let status = if findings.is_empty() {
             Status::Pass
@@ -136,6 +145,7 @@ impl Outcome {
         }
     }
 
+    /// The check did not apply to this answer.
     pub fn skip(check: &'static str) -> Self {
         Outcome {
             check,
@@ -149,9 +159,13 @@ impl Outcome {
 /// What a check looks at: one answer to one case, in its suite, from one provider.
 #[derive(Debug, Clone, Copy)]
 pub struct Subject<'a> {
+    /// The suite the case belongs to.
     pub suite: &'a Suite,
+    /// The case that was sent.
     pub case: &'a Case,
+    /// The provider that answered.
     pub provider: &'a ProviderConfig,
+    /// What it answered.
     pub reply: &'a Reply,
     /// The answer parsed as JSON, when it is pure JSON.
     pub output: Option<&'a Value>,
@@ -168,12 +182,14 @@ pub struct Subject<'a> {
 pub struct CallFacts<'a> {
     /// The run's start time, unix seconds.
     pub now: i64,
+    /// The prompt's token counts, when a tokenizer is configured.
     pub tokens: Option<&'a tokens::PromptTokens>,
 }
 
 /// One check. Implementations are cheap to call: anything expensive (compiling a
 /// schema, a rule) happens once, when the check is built for its suite.
 pub trait Check: Send + Sync {
+    /// The name outcomes and reports know the check by.
     fn name(&self) -> &'static str;
 
     /// Whether the check has anything to say about this call (a tokens check does not
@@ -183,6 +199,7 @@ pub trait Check: Send + Sync {
         true
     }
 
+    /// The check's outcome for one answer.
     fn check(&self, subject: &Subject<'_>) -> Outcome;
 }
 
@@ -323,6 +340,7 @@ impl Checks {
 /// What [`Checks::evaluate`] found of one call.
 #[derive(Debug)]
 pub struct Judged {
+    /// One outcome per check, transport first.
     pub outcomes: Vec<Outcome>,
     /// The reply's whole text as JSON, when the JSON check parsed that text and it parsed.
     pub text_json: Option<Value>,

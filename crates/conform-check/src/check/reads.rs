@@ -20,7 +20,9 @@ use conform_config::reach::Step;
 /// stands in the expression (bytes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Read {
+    /// The path the expression reads, step by step.
     pub steps: Vec<Step>,
+    /// Where in the expression the read is, to place a diagnostic.
     pub span: Range<usize>,
 }
 

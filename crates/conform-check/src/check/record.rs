@@ -8,18 +8,25 @@ use conform_wire::provider::{CallError, Finish, ToolCall, Usage};
 /// Longest excerpt of an answer shown in a finding's message.
 pub const MAX_OUTPUT: usize = 4096;
 
+/// Everything one call left: who was asked what, what came back, and what the checks said.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallRecord {
+    /// The suite, by name.
     pub suite: String,
+    /// The case, by id.
     pub case: String,
+    /// The provider, by name.
     pub provider: String,
+    /// Which send of the case this was, from 0.
     pub repeat: u32,
     /// Digest of the request body (canonical JSON; the key is in a header, never here).
     pub request_digest: Option<String>,
+    /// Every check passed.
     pub passed: bool,
     /// Why the call was not sent (the provider had been stopped).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_run: Option<String>,
+    /// Milliseconds from the first byte sent to the last byte read; `None` when the call failed.
     pub latency_ms: Option<f64>,
     /// Time to the first byte of the body.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -28,7 +35,9 @@ pub struct CallRecord {
     /// the whole body, for an answer in one piece.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttft_ms: Option<f64>,
+    /// Transport retries before the last attempt.
     pub retries: u32,
+    /// The token counts the provider reported.
     pub usage: Usage,
     /// The prompt tokens counted before the call with the provider's tokenizer, to set
     /// beside `usage.prompt_tokens`.
@@ -39,14 +48,19 @@ pub struct CallRecord {
     /// again).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prompt_count_inexact: bool,
+    /// The model name the answer reported.
     pub served_model: Option<String>,
+    /// The `system_fingerprint` the answer reported, where the provider gives one.
     pub system_fingerprint: Option<String>,
+    /// Why the model stopped, when it answered.
     pub finish: Option<Finish>,
     /// The refusal text, when the model refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refusal: Option<String>,
+    /// Why the call failed, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<CallError>,
+    /// Every check's outcome.
     pub checks: Vec<Outcome>,
     /// The whole answer text, so that `conform merge` can judge it again.
     pub output: Option<String>,
@@ -79,11 +93,15 @@ pub struct CallRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unstreamed {
+    /// The unstreamed call was answered.
     Answer {
+        /// The answer's text.
         text: String,
+        /// The tool calls it made.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
     },
+    /// The call failed: no answer to check.
     Failed(CallError),
 }
 

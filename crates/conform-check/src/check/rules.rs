@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::{Check, Code, Finding, Outcome, Subject};
 use conform_config::{Diagnostic, Diagnostics, Suite};
 
+/// The check's name in outcomes and reports.
 pub const NAME: &str = "rules";
 
 /// Longest excerpt of a value shown in a finding.
@@ -105,6 +106,7 @@ impl RulesCheck {
         self.rules.len()
     }
 
+    /// The suite has no rule.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }
@@ -162,7 +164,9 @@ pub(crate) fn unreadable(
 /// One compile problem: where in the expression (byte span) and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExprError {
+    /// Where in the expression the problem is.
     pub span: std::ops::Range<usize>,
+    /// What is wrong there.
     pub message: String,
 }
 
@@ -521,6 +525,7 @@ pub fn to_val(value: &Value) -> Val {
     }
 }
 
+/// A JSON object as a jq value, members in order.
 pub fn to_val_map(map: &serde_json::Map<String, Value>) -> Val {
     let mut out = jaq_json::Map::default();
     for (k, v) in map {

@@ -5,6 +5,7 @@ use jsonschema::Validator;
 use super::{Check, Code, Finding, Outcome, Subject};
 use conform_config::{Diagnostic, Diagnostics, Suite, schema_file};
 
+/// The check's name in outcomes and reports.
 pub const NAME: &str = "schema";
 
 /// The suite's schema, compiled once.
@@ -13,6 +14,7 @@ pub struct SchemaCheck {
 }
 
 impl SchemaCheck {
+    /// The check of the suite's schema, or where the schema is not a valid JSON Schema.
     pub fn compile(suite: &Suite) -> Result<SchemaCheck, Diagnostics> {
         jsonschema::draft202012::new(&suite.schema)
             .map(|validator| SchemaCheck { validator })

@@ -30,6 +30,7 @@ pub const DEFAULT_CONFIDENCE: f64 = 0.95;
 /// The least stable case seen.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CaseAgreement {
+    /// The case, by id.
     pub case: String,
     /// Share of answered repeats that gave the most common output.
     pub agreement: f64,
@@ -40,9 +41,13 @@ pub struct CaseAgreement {
 /// Stability of one (suite, provider).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Stability {
+    /// How many times each case is sent.
     pub repeats: u32,
+    /// The least share of a case's answers that must agree, when the suite sets it.
     pub min_agreement: Option<f64>,
+    /// The least lower bound on a case's pass rate, when the suite sets it.
     pub min_case_pass_lower_bound: Option<f64>,
+    /// The confidence of each bound.
     pub confidence: f64,
     /// Cases whose repeats have all arrived.
     pub cases: u64,
@@ -50,6 +55,7 @@ pub struct Stability {
     pub cases_unanimous: u64,
     /// Mean over cases of their agreement.
     pub mean_agreement: f64,
+    /// The case whose answers agreed least.
     pub least_stable: Option<CaseAgreement>,
     /// Cases under `min_agreement`.
     pub cases_below_agreement: u64,
@@ -94,6 +100,7 @@ impl CaseRepeats {
 }
 
 impl Stability {
+    /// An empty tally for `repeats` sends of each case, held to `spec`.
     pub fn new(repeats: u32, spec: &StabilitySpec) -> Self {
         Stability {
             repeats: repeats.max(1),

@@ -7,6 +7,7 @@ use super::{Code, Finding, Outcome};
 use crate::check::record::{MAX_OUTPUT, reply_digest, truncate};
 use conform_wire::provider::{CallError, Reply};
 
+/// The check's name in outcomes and reports.
 pub const NAME: &str = "stream_agreement";
 
 /// How the streamed and the unstreamed answer to one case compare. A streamed call that

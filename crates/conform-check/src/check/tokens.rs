@@ -14,6 +14,7 @@ use super::{Check, Code, Finding, Outcome, Subject};
 use conform_config::{Conversation, ProviderConfig};
 use conform_wire::tokenize::ControlToken;
 
+/// The check's name in outcomes and reports.
 pub const NAME: &str = "tokens";
 
 /// What was counted before the call, for one case and one provider.

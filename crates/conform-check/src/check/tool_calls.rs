@@ -35,6 +35,7 @@ use super::{Check, Code, Finding, Outcome, Subject, tool_text};
 use conform_config::{Answer, Diagnostics, Suite, ToolChoice};
 use conform_wire::provider::{FinishKind, ToolCall, wire_format};
 
+/// The check's name in outcomes and reports.
 pub const NAME: &str = "tool_calls";
 
 /// Most schema errors reported for one call's arguments.
@@ -134,6 +135,7 @@ impl ToolCallsCheck {
         valid_calls
     }
 
+    /// The check of the suite's expected calls, or every problem with its tools.
     pub fn compile(suite: &Suite) -> Result<ToolCallsCheck, Diagnostics> {
         let mut problems = Diagnostics::default();
         let mut suite_validators = HashMap::new();

@@ -27,20 +27,30 @@ use conform_config::ToolThresholds;
 pub struct ToolMetrics {
     /// Answers counted: those to requests that declare tools.
     pub answers: u64,
+    /// Answers that called a tool where the case expected one.
     pub true_positives: u64,
+    /// Answers that called a tool where the case expected none.
     pub false_positives: u64,
+    /// Answers that called no tool where the case expected one.
     pub false_negatives: u64,
+    /// Answers that called no tool where the case expected none.
     pub true_negatives: u64,
     /// Calls made, and those with valid arguments.
     pub calls: u64,
+    /// Calls whose arguments validate against the tool's `parameters`.
     pub valid_calls: u64,
+    /// Of the answers that called a tool, the share that should have.
     pub trigger_precision: Option<f64>,
+    /// Of the answers that should have called a tool, the share that did.
     pub trigger_recall: Option<f64>,
+    /// The harmonic mean of precision and recall.
     pub trigger_f1: Option<f64>,
+    /// Of the calls made, the share whose arguments validate.
     pub schema_accuracy: Option<f64>,
     /// The Wilson lower bounds the thresholds are judged by, when there are repeats.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lower_bounds: Option<Bounds>,
+    /// What the suite demands of these measures.
     pub thresholds: ToolThresholds,
     #[serde(skip)]
     repeats: u32,
@@ -149,9 +159,13 @@ impl ToolMetrics {
 /// One of K2 Vendor Verifier's measures a suite may set a threshold on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Measure {
+    /// See [`ToolMetrics::trigger_precision`].
     TriggerPrecision,
+    /// See [`ToolMetrics::trigger_recall`].
     TriggerRecall,
+    /// See [`ToolMetrics::trigger_f1`].
     TriggerF1,
+    /// See [`ToolMetrics::schema_accuracy`].
     SchemaAccuracy,
 }
 

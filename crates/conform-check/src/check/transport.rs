@@ -3,8 +3,10 @@
 use super::{Code, Finding, Outcome};
 use conform_wire::provider::{CallError, FinishKind, Reply};
 
+/// The check's name in outcomes and reports.
 pub const NAME: &str = "transport";
 
+/// A failed call fails the transport check with the error's code.
 pub fn outcome_of_error(error: &CallError) -> Outcome {
     Outcome::from_findings(
         NAME,
@@ -12,6 +14,7 @@ pub fn outcome_of_error(error: &CallError) -> Outcome {
     )
 }
 
+/// An answer passes the transport check when the model stopped on its own or to call a tool.
 pub fn outcome_of_reply(reply: &Reply) -> Outcome {
     let raw = reply.finish.raw.as_deref().unwrap_or("none");
     let finding = match reply.finish.kind {

@@ -48,6 +48,7 @@ impl From<ExpectedVerdict> for Verdict {
 }
 
 impl Verdict {
+    /// The verdict as reports and the allowlist write it.
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Conformant => "conformant",
@@ -63,11 +64,17 @@ pub use conform_allowlist::CheckCount;
 /// A failure kept to explain the verdict in plain words.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Example {
+    /// The case, by id.
     pub case: String,
+    /// Which send of the case, from 0.
     pub repeat: u32,
+    /// The check that failed.
     pub check: String,
+    /// The finding's code.
     pub code: Code,
+    /// The finding, for people.
     pub message: String,
+    /// Where in the answer, as a JSON pointer, when the finding has a place.
     pub path: Option<String>,
     /// The start of what came back.
     pub output: Option<String>,
@@ -80,11 +87,15 @@ const MAX_SEEN: usize = 32;
 /// number of calls.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Tally {
+    /// The suite, by name.
     pub suite: String,
+    /// The provider, by name.
     pub provider: String,
     /// Calls the plan holds for this pair.
     pub planned: u64,
+    /// Calls that passed every check.
     pub passed: u64,
+    /// Calls that failed a check or got no answer.
     pub failed: u64,
     /// Calls not sent because the provider had been stopped.
     pub not_run: u64,
@@ -108,15 +119,21 @@ pub struct Tally {
     pub rate_limited: u64,
     /// Calls that passed on their first request.
     pub passed_first_attempt: u64,
+    /// Transport retries, over every call.
     pub retries: u64,
+    /// Passes and failures per check.
     pub checks: BTreeMap<String, CheckCount>,
     /// How often each finding code occurred.
     pub codes: BTreeMap<Code, u64>,
+    /// Every model name the answers reported: more than one is a model swapped mid-run.
     pub served_models: BTreeSet<String>,
+    /// Every `system_fingerprint` the answers reported.
     pub system_fingerprints: BTreeSet<String>,
     /// Set when a call's error stopped the provider: `(code, message)`.
     pub halted: Option<(Code, String)>,
+    /// A call failed because of the configuration, not the provider: the verdict says nothing of it.
     pub config_error: bool,
+    /// A few failures, to explain the verdict in plain words.
     pub examples: Vec<Example>,
     /// How the repeats of each case agree, when the suite repeats or demands it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -170,6 +187,7 @@ impl Latencies {
 }
 
 impl Tally {
+    /// An empty tally for a pair that plans `planned` calls.
     pub fn new(suite: &str, provider: &str, planned: u64) -> Self {
         Tally {
             suite: suite.to_string(),
@@ -179,6 +197,7 @@ impl Tally {
         }
     }
 
+    /// Counts one call's record.
     pub fn add(&mut self, record: &CallRecord) {
         if record.saved {
             self.saved += 1;
@@ -371,6 +390,7 @@ impl Tally {
         ratio(self.passed, self.planned)
     }
 
+    /// Calls that passed on their first request over planned calls.
     pub fn first_attempt_pass_rate(&self) -> f64 {
         ratio(self.passed_first_attempt, self.planned)
     }
@@ -551,7 +571,9 @@ impl Tally {
 /// What decided a pair's verdict before all its planned calls were sent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
+    /// The test that decided.
     pub rule: DecisionRule,
+    /// The suite's `pass_threshold` when it was decided.
     pub pass_threshold: f64,
     /// Its own failures (the model's, and the provider's own failures to answer) when it was decided.
     pub model_failures: u64,

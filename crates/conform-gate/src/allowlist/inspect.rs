@@ -31,29 +31,43 @@ fn stamp(t: OffsetDateTime) -> String {
 pub enum Show {
     /// The file could not be trusted: nothing is permitted.
     Unreadable(Unreadable),
+    /// The file was read: each entry with what a gate decides now.
     Readable(Listing),
 }
 
 /// An allowlist that permits nothing because it could not be read.
 #[derive(Debug, Clone, Serialize)]
 pub struct Unreadable {
+    /// The allowlist file.
     pub path: PathBuf,
+    /// Always false: what a script branches on.
     pub readable: bool,
+    /// Why it could not be read, as a denial reason code.
     pub reason: &'static str,
+    /// Why, in a sentence.
     pub detail: String,
+    /// Always empty: an unreadable file lists nothing a reader could rely on.
     pub entries: Vec<Entry>,
+    /// Always empty, like `entries`.
     pub revocations: Vec<Revocation>,
 }
 
 /// Every entry of a readable allowlist with its decision now.
 #[derive(Debug, Clone, Serialize)]
 pub struct Listing {
+    /// The allowlist file.
     pub path: PathBuf,
+    /// Always true: what a script branches on.
     pub readable: bool,
+    /// The file's `format`.
     pub format: String,
+    /// The instant every entry was decided at, RFC 3339.
     pub at: String,
+    /// Every entry, each with its decision now.
     pub entries: Vec<ShownEntry>,
+    /// Every revocation the file records.
     pub revocations: Vec<Revocation>,
+    /// Entries that did not have the v1 shape: they permit nothing.
     pub malformed: usize,
     /// The instant every entry was decided at (`at`), which the text counts time left from.
     #[serde(skip)]
@@ -63,6 +77,7 @@ pub struct Listing {
 /// An entry as the file holds it, with the status a gate would give it now.
 #[derive(Debug, Clone, Serialize)]
 pub struct ShownEntry {
+    /// The entry, as the file holds it.
     #[serde(flatten)]
     pub entry: Entry,
     /// `permitted`, or the denial's reason code.
@@ -313,14 +328,17 @@ fn reasons(codes: &[String]) -> String {
 #[derive(Debug, thiserror::Error)]
 #[error("no suite in {} or in the allowlist: name one with --suite", fixtures.display())]
 pub struct NoSuite {
+    /// The fixtures folder that holds no suite.
     pub fixtures: PathBuf,
 }
 
 /// Why `conform allowlist explain` could not explain.
 #[derive(Debug, thiserror::Error)]
 pub enum ExplainError {
+    /// No suite to explain.
     #[error(transparent)]
     NoSuite(NoSuite),
+    /// The reader's state file could not be read.
     #[error(transparent)]
     State(#[from] StateError),
 }
@@ -328,22 +346,31 @@ pub enum ExplainError {
 /// `conform allowlist explain`: a provider, suite by suite, decided as a gate decides.
 #[derive(Debug, Clone, Serialize)]
 pub struct Explanation {
+    /// The provider explained.
     pub provider: String,
+    /// The allowlist file.
     pub path: PathBuf,
+    /// The instant every suite was decided at, RFC 3339.
     pub at: String,
     /// Every suite permits the provider.
     pub permitted: bool,
+    /// Each suite's decision, in name order.
     pub suites: Vec<SuiteStanding>,
 }
 
 /// One suite's decision for the provider, in words.
 #[derive(Debug, Clone, Serialize)]
 pub struct SuiteStanding {
+    /// The suite, by name.
     pub suite: String,
+    /// `permitted`, or the denial's reason code.
     pub status: &'static str,
+    /// Why, in a sentence.
     pub detail: String,
+    /// The entry the decision was made on, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub entry: Option<Entry>,
+    /// The revocation behind a denial, when one is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revocation: Option<Revocation>,
     /// The suite or the provider is not in this project.
@@ -478,19 +505,28 @@ pub fn verify(
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub enum GateAnswer {
+    /// Failover is permitted, on this evidence.
     Permitted(Box<GatePermit>),
+    /// Failover is denied, and why.
     Denied(GateDenial),
 }
 
+/// A permit as `conform gate --json` prints it.
 #[derive(Debug, Clone, Serialize)]
 pub struct GatePermit {
+    /// Always true: what a script branches on.
     pub permitted: bool,
+    /// The suite asked about.
     pub suite: String,
+    /// The provider asked about.
     pub provider: String,
+    /// When the entry stops permitting, RFC 3339.
     pub valid_until: String,
+    /// What the entry rests on.
     pub evidence: Evidence,
     /// The keys whose signatures the entry carries (none when unsigned).
     pub signed_by: Vec<String>,
+    /// The failure rate the evidence rules out, recomputed from its counts.
     pub rules_out: RulesOut,
     /// The failure rate the evidence had to rule out, and who set it (none for the
     /// orchestrator contract's reading).
@@ -506,12 +542,18 @@ pub struct GatePermit {
     pub words: String,
 }
 
+/// A denial as `conform gate --json` prints it.
 #[derive(Debug, Clone, Serialize)]
 pub struct GateDenial {
+    /// Always false: what a script branches on.
     pub permitted: bool,
+    /// The suite asked about.
     pub suite: String,
+    /// The provider asked about.
     pub provider: String,
+    /// The denial's stable reason code.
     pub reason: &'static str,
+    /// Why, in a sentence, and what to do about it.
     pub detail: String,
     /// The finding codes of the revocation behind the denial, if one is.
     pub findings: Option<Vec<String>>,
@@ -546,6 +588,7 @@ impl GateAnswer {
         })
     }
 
+    /// The answer for `decision` about (`suite`, `provider`).
     pub fn of(decision: Result<Permit, Denial>, suite: &str, provider: &str) -> GateAnswer {
         match decision {
             Ok(permit) => GateAnswer::Permitted(Box::new(GatePermit {

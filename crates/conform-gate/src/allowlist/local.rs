@@ -10,12 +10,17 @@ use conform_config::{Paths, ProviderConfig, ProviderIdentity, Settings, Suite, S
 /// The suite and provider as the project holds them now, and the project's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Local {
+    /// The digest of `suite_identity`, as an entry pins it.
     pub suite_digest: String,
+    /// The suite as its files are now, to name the file that changed.
     pub suite_identity: SuiteIdentity,
     /// The repeats the suite asks for.
     pub suite_repeats: u32,
+    /// The digest of `provider_identity`, as an entry pins it.
     pub provider_digest: String,
+    /// The provider as its file is now, to name the field that changed.
     pub provider_identity: ProviderIdentity,
+    /// The provider is a simulation: its evidence never permits a real failover.
     pub simulated: bool,
     /// `conform.toml`: the validity window and the failure rate every permit must rule
     /// out.
@@ -29,6 +34,7 @@ pub struct Local {
 /// The project's `providers/` folder, read when an entry names a reference.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Providers {
+    /// Where the project's files are.
     pub paths: Paths,
 }
 
@@ -101,7 +107,9 @@ impl Local {
 /// What `fixtures/SUITE` says now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SuiteFacts {
+    /// The suite as its files are now.
     pub identity: SuiteIdentity,
+    /// The repeats the suite asks for.
     pub repeats: u32,
 }
 

@@ -13,8 +13,11 @@ use conform_config::Paths;
 /// One failover question: to `provider`, for `suite`, at `at`.
 #[derive(Debug, Clone, Copy)]
 pub struct Query<'a> {
+    /// The suite the fallback must keep.
     pub suite: &'a str,
+    /// The fallback provider, by name.
     pub provider: &'a str,
+    /// The instant the question is asked at.
     pub at: OffsetDateTime,
     /// The project whose `fixtures/SUITE` and `providers/PROVIDER.toml` the evidence must
     /// still match. `None` holds the entry to nothing but its time (the orchestrator

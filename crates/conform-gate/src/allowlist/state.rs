@@ -38,10 +38,18 @@ pub enum StateError {
          to start over (an older allowlist put back is then recognised only from the next read on)",
         path.display()
     )]
-    Unreadable { path: PathBuf, why: String },
+    Unreadable {
+        /// The state file.
+        path: PathBuf,
+        /// What was wrong with it.
+        why: String,
+    },
+    /// The state file could not be written.
     #[error("cannot write the state file {}: {source}", path.display())]
     Write {
+        /// The state file.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
 }
@@ -113,6 +121,7 @@ impl State {
         })
     }
 
+    /// The statements this reader has seen, pair by pair.
     pub fn seen(&self) -> &Seen {
         &self.seen
     }

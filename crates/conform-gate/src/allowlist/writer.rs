@@ -21,8 +21,11 @@ pub enum Change {
     /// than what the project's files say (`--base-url`, `--stream`, fewer `--repeats`
     /// than the suite's), so its evidence is not about them. The file is not touched.
     Withhold {
+        /// The suite, by name.
         suite: String,
+        /// The provider, by name.
         provider: String,
+        /// What the run sent that the project's files do not say.
         why: String,
     },
 }
@@ -30,7 +33,9 @@ pub enum Change {
 /// What an update did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Updated {
+    /// The (suite, provider) pairs granted.
     pub granted: Vec<(String, String)>,
+    /// The (suite, provider) pairs revoked.
     pub revoked: Vec<(String, String)>,
     /// Set when the previous file could not be read and was replaced.
     pub replaced_unreadable: Option<String>,
@@ -54,11 +59,15 @@ pub struct Overwrite<'a> {
     pub allow_unsigned: bool,
 }
 
+/// Why the allowlist was not written.
 #[derive(Debug, thiserror::Error)]
 pub enum UpdateError {
+    /// The file, its lock or its temporary copy could not be read or written.
     #[error("cannot update the allowlist {path}: {source}")]
     Io {
+        /// The allowlist file.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
     /// An unsigned grant would replace signed statements: nothing was written.
@@ -73,9 +82,11 @@ pub enum UpdateError {
         if pairs.len() == 1 { "it" } else { "them" }
     )]
     UnsignedOverSigned {
+        /// The allowlist file.
         path: PathBuf,
         /// `suite × provider (entry)`, one per statement that would be replaced.
         pairs: Vec<String>,
+        /// The trust file that lists the key.
         trust: PathBuf,
     },
 }
@@ -280,16 +291,23 @@ pub fn write_atomically(path: &Path, dir: &Path, bytes: &[u8]) -> std::io::Resul
 /// Why [`regrant`] stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum RegrantError {
+    /// The entry file could not be read.
     #[error("cannot read {}: {source}", path.display())]
     Read {
+        /// The entry file.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// The entry file does not hold an entry.
     #[error("{} is not an allowlist entry: {source}", path.display())]
     Entry {
+        /// The entry file.
         path: PathBuf,
+        /// What the parser said.
         source: serde_json::Error,
     },
+    /// The allowlist could not be updated.
     #[error(transparent)]
     Update(#[from] UpdateError),
     /// The caller could not say a generation was written.

@@ -15,12 +15,15 @@ use super::{Chain, Names};
 /// Where the setting goes: LiteLLM reads `fallbacks` from either section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Section {
+    /// `router_settings`, where LiteLLM's docs put it.
     #[default]
     RouterSettings,
+    /// `litellm_settings`, for a config that already keeps its settings there.
     LitellmSettings,
 }
 
 impl Section {
+    /// The section's key in the config.
     pub fn key(self) -> &'static str {
         match self {
             Section::RouterSettings => "router_settings",

@@ -29,7 +29,9 @@ use conform_config::Paths;
 /// digest then does not count).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SuiteRef {
+    /// The suite's folder name.
     pub name: String,
+    /// The digest its evidence must have been made with, instead of the project's.
     pub digest: Option<String>,
 }
 
@@ -70,6 +72,7 @@ impl Names {
         }
     }
 
+    /// The name `provider` goes by in the gateway's config.
     pub fn of<'a>(&'a self, provider: &'a str) -> &'a str {
         self.0.get(provider).map_or(provider, String::as_str)
     }
@@ -78,6 +81,7 @@ impl Names {
 /// A fallback that every selected suite permits.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Fallback {
+    /// The provider, by conform name.
     pub provider: String,
     /// The configured model the evidence was made with.
     pub model: String,
@@ -90,18 +94,24 @@ pub struct Fallback {
 /// suites' evidence names different models.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Excluded {
+    /// The provider, by conform name.
     pub provider: String,
+    /// The suite that denied it, when one did.
     pub suite: Option<String>,
+    /// The denial's reason code, or `model_differs`.
     pub reason: String,
+    /// Why, in a sentence.
     pub detail: String,
 }
 
 /// The failover chain of one primary.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Chain {
+    /// The provider requests go to first.
     pub primary: String,
     /// In order of preference.
     pub fallbacks: Vec<Fallback>,
+    /// The candidates left out, each with why.
     pub excluded: Vec<Excluded>,
 }
 

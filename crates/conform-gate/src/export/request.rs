@@ -18,14 +18,19 @@ use conform_config::{Paths, ProviderConfig};
 /// The fallbacks to export, as asked.
 #[derive(Debug, Clone)]
 pub struct Request<'a> {
+    /// The allowlist file.
     pub allowlist: &'a Path,
+    /// Where the project's files are.
     pub paths: &'a Paths,
+    /// The providers requests go to first.
     pub primaries: Vec<String>,
     /// Empty: every provider in the allowlist.
     pub fallbacks: Vec<String>,
     /// Empty: every suite in the project's fixtures.
     pub suites: Vec<String>,
+    /// What each provider is called in the gateway's config.
     pub names: Names,
+    /// The instant the entries must be valid at.
     pub at: OffsetDateTime,
     /// The state file the reader keeps (`--state`), if any.
     pub state: Option<&'a Path>,
@@ -34,19 +39,30 @@ pub struct Request<'a> {
 /// Why nothing can be exported.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExportError {
+    /// The allowlist could not be trusted: nothing is permitted.
     #[error("no fallback can be exported ({code}): {detail}")]
-    Unreadable { code: &'static str, detail: String },
+    Unreadable {
+        /// The denial's reason code.
+        code: &'static str,
+        /// Why, in a sentence.
+        detail: String,
+    },
     /// The state file (`--state`) could not be read or written.
     #[error("{0}")]
     State(String),
+    /// No suite to prove the fallbacks for.
     #[error(
         "no suite in {}: name the suites the fallbacks must be proven for with --suite",
         fixtures.display()
     )]
-    NoSuite { fixtures: PathBuf },
+    NoSuite {
+        /// The fixtures folder that holds no suite.
+        fixtures: PathBuf,
+    },
     /// Suites or providers the project does not have, one problem each.
     #[error("{}", .0.join("; "))]
     Unknown(Vec<String>),
+    /// A Portkey config was asked for more than one primary.
     #[error(
         "a Portkey config has one primary: run `conform export portkey --primary P` once per primary"
     )]
@@ -66,7 +82,9 @@ impl ExportError {
 /// The chains of every primary, decided at one instant, and the header naming them.
 #[derive(Debug, Clone)]
 pub struct Export {
+    /// One chain per primary, in the order asked.
     pub chains: Vec<Chain>,
+    /// What each provider is called in the gateway's config.
     pub names: Names,
     /// The provider files of the primaries and fallbacks that are a cloud's, whose
     /// deployments the configs pin.

@@ -22,7 +22,9 @@ use super::{Chain, Names};
 /// answer, and the first token of a stream, may take before it moves to the next provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
+    /// How long a whole non-streamed answer may take, in milliseconds.
     pub non_streaming_total_ms: u64,
+    /// How long the first token of a stream may take, in milliseconds.
     pub streaming_ttft_ms: u64,
 }
 

@@ -15,11 +15,13 @@ pub struct Built<'r> {
     /// The case, its request's paths redacted through `redactor`, which the import
     /// redacts as a whole.
     pub case: Value,
+    /// The JSON Schema its request asked the answer to follow, if any.
     pub schema: Option<Value>,
     /// Tools its calls name that the telemetry never defined, declared by name.
     pub declared: Vec<String>,
     /// Request settings recorded but not carried (`temperature` …).
     pub dropped: Vec<String>,
+    /// Redacts the case as a whole, the request paths it redacted already included.
     pub redactor: Redactor<'r>,
     /// Why the answers were not kept, when they were not.
     pub no_reference: Option<&'static str>,

@@ -29,18 +29,23 @@ pub struct Content {
     pub choices: Vec<Value>,
     /// Chat Completions `tools`, when the telemetry recorded their definitions.
     pub tools: Option<Vec<Value>>,
+    /// Where the content was found.
     pub placement: Placement,
 }
 
 /// Where the content was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
+    /// On the span, as `gen_ai.input.messages` and `gen_ai.output.messages` attributes.
     SpanAttributes,
+    /// In a `gen_ai.client.inference.operation.details` log record.
     DetailsEvent,
+    /// In the older per-message log records (`gen_ai.*.message`, `gen_ai.choice`).
     LegacyEvents,
 }
 
 impl Placement {
+    /// Where the content was found, in words for a note.
     pub fn describe(self) -> &'static str {
         match self {
             Placement::SpanAttributes => "span attributes",

@@ -59,6 +59,7 @@ struct Tally {
     placements: BTreeMap<&'static str, u64>,
 }
 
+/// Imports OTLP JSON exports of GenAI telemetry, spans and log records, as a suite.
 pub fn import(inputs: &[PathBuf], opts: &Options) -> Result<Summary, ImportError> {
     let first = inputs.first().ok_or_else(|| ImportError::Option {
         option: "FILE",

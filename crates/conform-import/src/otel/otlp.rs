@@ -19,20 +19,26 @@ use crate::lines::Lines;
 pub struct Span {
     /// `TRACEID:SPANID`, lower-case hex: what its log records name too.
     pub key: String,
+    /// Its span id, lower-case hex.
     pub span_id: String,
+    /// The span's name.
     pub name: String,
     /// When it ended (else started), in Unix seconds.
     pub time: Option<i64>,
+    /// Its attributes, as plain JSON.
     pub attributes: Map<String, Value>,
 }
 
 /// A log record, joined to its span by [`Record::key`].
 #[derive(Debug, Clone)]
 pub struct Record {
+    /// `TRACEID:SPANID` of the span it belongs to.
     pub key: String,
     /// `eventName`, or the older `event.name` attribute.
     pub event: Option<String>,
+    /// Its attributes, as plain JSON.
     pub attributes: Map<String, Value>,
+    /// Its body, as plain JSON.
     pub body: Value,
     /// When it happened (else was observed), in Unix seconds.
     pub time: Option<i64>,
@@ -43,14 +49,18 @@ pub struct Record {
 /// What one line (or file) held.
 #[derive(Debug)]
 pub enum Item {
+    /// A span.
     Span(Span),
+    /// A log record.
     Record(Record),
 }
 
 /// Which signal a pass reads: a line that cannot hold it is not parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Want {
+    /// Spans only.
     Spans,
+    /// Log records only.
     Records,
 }
 
