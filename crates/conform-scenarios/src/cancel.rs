@@ -207,6 +207,9 @@ async fn terminal_attempts(ctx: &Ctx) -> Checked {
     Ok(())
 }
 
+/// How long a late result may take to be written once its attempt is marked.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub fn late_after_job_cancel() -> Def {
     Def {
         name: "late-result-after-job-cancel",
@@ -259,15 +262,19 @@ async fn late_after_job_cancel_body(ctx: &Ctx) -> Checked {
             &format!("a new attempt on {provider}: 409 job_cancelled"),
         )?;
     }
-    let after = ctx
-        .poll(
-            &intent.owner,
-            &id,
-            "the late result arrives and its attempt is superseded",
-            t.late() + t.slack(),
-            |j| job::attempt_state(j, 0) == Some("superseded"),
-        )
-        .await?;
+    ctx.poll(
+        &intent.owner,
+        &id,
+        "the late result arrives and its attempt is superseded",
+        t.late() + t.slack(),
+        |j| job::attempt_state(j, 0) == Some("superseded"),
+    )
+    .await?;
+    // The attempt is marked before the result is settled: an orchestrator that then
+    // writes the late result anyway does so a moment later, so the job is read again
+    // once that moment is surely past, not in the same breath as the attempt's state.
+    tokio::time::sleep(SETTLE).await;
+    let after = ctx.read(&intent.owner, &id).await?;
     ctx.check_eq(
         (job::state(&after), job::version(&after), job::completed_by(&after), after.get("result")),
         (Some("cancelled"), Some(v0 + 1), None, Some(&Value::Null)),
