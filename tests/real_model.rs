@@ -88,8 +88,11 @@ fn run_suite(
     let stdout = String::from_utf8_lossy(&out.stdout);
     loud(&format!("conform run {provider}:\n{stdout}"));
     let code = out.status.code().unwrap_or(-1);
+    // These tests measure counts and repeats, not permits: a faithful run on fewer calls
+    // than a permit needs is inconclusive for that reason alone (exit 3), and measured.
+    let too_few = code == 3 && stdout.contains("insufficient_evidence: ");
     assert!(
-        code == 0 || code == 1,
+        code == 0 || code == 1 || too_few,
         "conform run {provider} exited {code}:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );

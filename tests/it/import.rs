@@ -210,6 +210,15 @@ fn check_record_and_replay(
             text(&recorded.stdout)
         );
     }
+    if reason == Some("insufficient_evidence") {
+        // Why says what the calls rule out and what to do, not the bare code.
+        let why = text(&recorded.stdout);
+        assert!(
+            why.contains("which rules out a failure rate above")
+                && why.contains("add cases or repeats"),
+            "{why}"
+        );
+    }
     let replayed = run(&["--replay", "tapes"], false);
     let stdout = text(&replayed.stdout);
     assert_eq!(
