@@ -349,10 +349,7 @@ fn compared(result: &RunResult, suites: &[Arc<PreparedSuite>]) -> Vec<(String, V
         .filter(|s| (result.verdicts.iter()).any(|v| v.tally.suite == s.suite.name))
         // Cases without `expected` are compared with a reference, if anything: a suite
         // none of whose cases has one has nothing to list here.
-        .filter(|s| {
-            (0..s.suite.cases.len())
-                .any(|i| (s.load_request(i)).is_ok_and(|(case, _)| case.expected.is_some()))
-        })
+        .filter(|s| s.has_expected)
         .map(|s| (s.suite.name.clone(), s.suite.agree.clone()))
         .collect()
 }

@@ -52,6 +52,9 @@ pub struct PreparedSuite {
     held: HeldCases,
     /// [`schema_name`] of the suite's name, which every call's request carries.
     schema_name: String,
+    /// Whether a case the pre-flight read has `expected`: what the answers are compared
+    /// with, said once the run is over.
+    pub has_expected: bool,
 }
 
 impl PreparedSuite {
@@ -62,6 +65,7 @@ impl PreparedSuite {
             suite,
             checks,
             held: HeldCases::default(),
+            has_expected: false,
         })
     }
 
@@ -111,8 +115,10 @@ pub fn prepare_visiting(
     let mut problems = Diagnostics::default();
     let mut prepared = Vec::with_capacity(suites.len());
     for suite in suites {
+        let mut has_expected = false;
         let held = suite.each_case(keep == Keep::CaseBytes, |case_ref, loaded| match loaded {
             Ok(case) => {
+                has_expected |= case.expected.is_some();
                 let path = case_ref.path();
                 problems.extend(suite.case_problems(&case, &path));
                 let rendered = suite.request(&case, &path).map_err(|d| problems.extend(d));
@@ -126,7 +132,11 @@ pub fn prepare_visiting(
             Err(d) => problems.push(d),
         });
         match PreparedSuite::new(suite) {
-            Ok(p) => prepared.push(Arc::new(PreparedSuite { held, ..p })),
+            Ok(p) => prepared.push(Arc::new(PreparedSuite {
+                held,
+                has_expected,
+                ..p
+            })),
             Err(d) => problems.extend(d),
         }
     }

@@ -184,7 +184,7 @@ mod tests {
     use super::*;
 
     fn chains() -> Vec<Chain> {
-        super::chains(&allowlist(Path::new("/work/allowlist.json")))
+        super::chains(&allowlist(Path::new("allowlist.json")))
     }
 
     fn upstreams() -> Upstreams {

@@ -105,7 +105,7 @@ mod tests {
 
     #[test]
     fn each_primary_routes_to_the_permitted_fallback_and_the_revoked_model_is_in_no_routing() {
-        let list = allowlist(std::path::Path::new("/work/allowlist.json"));
+        let list = allowlist(std::path::Path::new("allowlist.json"));
         let text = config(&chains(&list), &upstreams(), 2000);
         for primary in [PRIMARY, UNREACHABLE, ANTHROPIC_PRIMARY] {
             assert!(
