@@ -12,7 +12,6 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::run::{PreparedSuite, RunResult};
@@ -30,30 +29,18 @@ const MAX_DIFFERENCES: usize = 8;
 const MAX_ANSWERS: usize = 8;
 
 /// One answer as `results.jsonl` (or a recorded reference) holds it.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default)]
 struct Answer {
-    #[serde(default)]
     output: Option<String>,
-    #[serde(default)]
     tool_calls: Vec<Call>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 struct Call {
     name: String,
-    #[serde(default)]
     arguments: Option<Value>,
 }
 
-/// The part of a `results.jsonl` line that says whose answer it is.
-#[derive(Deserialize)]
-struct Line {
-    suite: String,
-    case: String,
-    provider: String,
-    #[serde(flatten)]
-    answer: Answer,
-}
 
 type Key = (String, String, String);
 
@@ -76,27 +63,30 @@ pub fn attach(result: &mut RunResult, suites: &[Arc<PreparedSuite>]) {
         return;
     }
     let mut answers: HashMap<Key, Vec<Answer>> = HashMap::new();
-    let read = crate::results::Lines::each(&result.dir, |line| {
-        if let Ok(Line {
-            suite,
-            case,
-            provider,
-            answer,
-        }) = serde_json::from_str::<Line>(line)
-        {
-            let key = (suite, case, provider);
-            if wanted.contains(&key) && answer.output.is_some() {
-                let kept = answers.entry(key).or_default();
-                if kept.len() < MAX_ANSWERS {
-                    kept.push(answer);
-                }
+    let records = match crate::results::Records::open(&result.dir) {
+        Ok(records) => records,
+        Err(e) => {
+            tracing::warn!("the values of the disagreeing cases could not be read: {e}");
+            return;
+        }
+    };
+    // A line that is not a call record has no answer to show: the reports say so elsewhere.
+    for (_, record) in records.flatten() {
+        let key = (record.suite, record.case, record.provider);
+        if wanted.contains(&key) && record.output.is_some() {
+            let kept = answers.entry(key).or_default();
+            if kept.len() < MAX_ANSWERS {
+                kept.push(Answer {
+                    output: record.output,
+                    tool_calls: (record.tool_calls.into_iter())
+                        .map(|c| Call {
+                            name: c.name,
+                            arguments: c.arguments,
+                        })
+                        .collect(),
+                });
             }
         }
-        Ok(())
-    });
-    if let Err(e) = read {
-        tracing::warn!("the values of the disagreeing cases could not be read: {e}");
-        return;
     }
     for v in &mut result.verdicts {
         let suite = suites.iter().find(|s| s.suite.name == v.tally.suite);
