@@ -215,10 +215,11 @@ fn why(result: &RunResult) -> String {
         if v.reasons.contains(&Reason::InsufficientEvidence) && t.differential.is_none() {
             let _ = writeln!(
                 out,
-                "    insufficient_evidence: {} of {} calls passed, which rules out a failure rate above {:.1} % only, more than the bound a permit must rule out (`max_undetected_failure_rate` in conform.toml, 10 % by default): add cases or repeats",
+                "    insufficient_evidence: {} of {} calls passed, which rules out a failure rate above {:.1} % only, more than the bound a permit must rule out (`max_undetected_failure_rate` in conform.toml, {:.0} % by default): add cases or repeats",
                 t.passed,
                 t.planned,
-                t.rules_out() * 100.0
+                t.rules_out() * 100.0,
+                conform_allowlist::DEFAULT_MAX_UNDETECTED_FAILURE_RATE * 100.0
             );
         }
         for code in &v.reasons {
