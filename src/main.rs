@@ -61,3 +61,21 @@ fn init_logging(verbose: u8) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum;
+    use conform_scenarios::gateway as gw;
+
+    use crate::cli::scenarios::GatewayArg;
+
+    /// `--gateway` maps each name to `gw::Kind::ALL` by position: the order must agree.
+    #[test]
+    fn each_gateway_argument_is_the_gateway_of_its_name() {
+        assert_eq!(GatewayArg::value_variants().len(), gw::Kind::ALL.len());
+        for arg in GatewayArg::value_variants() {
+            let name = arg.to_possible_value().map(|v| v.get_name().to_string());
+            assert_eq!(name.as_deref(), Some(gw::Kind::ALL[*arg as usize].name()));
+        }
+    }
+}

@@ -29,7 +29,7 @@ mod merge;
 mod plan;
 mod probe;
 mod run;
-mod scenarios;
+pub(crate) mod scenarios;
 mod serve;
 mod tape;
 

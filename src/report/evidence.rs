@@ -41,7 +41,6 @@ struct Call {
     arguments: Option<Value>,
 }
 
-
 type Key = (String, String, String);
 
 /// Fills in the values of every worst case's disagreeing fields, reading the answers of
