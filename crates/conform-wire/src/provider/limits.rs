@@ -453,7 +453,7 @@ pub(crate) struct Ticket<'a> {
     sent_at: Instant,
 }
 
-/// One call's place among the calls in flight, from [`Pacer::call`] until it is dropped.
+/// One call's place among the calls in flight, from `Pacer::call` until it is dropped.
 #[derive(Debug)]
 pub struct CallSlot<'a> {
     pacer: &'a Pacer,

@@ -172,7 +172,7 @@ pub trait WireFormat: Send + Sync {
     }
 
     /// Classifies a non-2xx answer. The default reads the status as every vendor does
-    /// ([`error::classify_status`]), refined by what the body says
+    /// (`error::classify_status`), refined by what the body says
     /// ([`WireFormat::error_fields`]), with a vendor's advice ([`WireFormat::advise`]),
     /// the body's excerpt when it says nothing, and the server's hints of when to retry
     /// (the headers', else the body's: [`WireFormat::retry_hint`]).

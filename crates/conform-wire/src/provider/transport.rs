@@ -671,7 +671,7 @@ impl Endpoint {
         self.pacer.pace()
     }
 
-    /// Waits for room for one more call in flight ([`Pacer::call`]).
+    /// Waits for room for one more call in flight (`Pacer::call`).
     pub async fn call_slot(&self) -> CallSlot<'_> {
         self.pacer.call().await
     }
