@@ -6,6 +6,9 @@
 //! Every vendor's wire words (event names, error types, finish reasons) live in its own
 //! folder under [`provider`], and nowhere else in the workspace.
 
+#![deny(missing_docs)]
+#![deny(unreachable_pub)]
+
 pub mod probe;
 pub mod provider;
 pub mod sim;

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 /// The probe of one keyword.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Probe {
+    /// The JSON Schema keyword this probe tests.
     pub keyword: &'static str,
     /// The subschema of `value`, which uses the keyword.
     value: Value,

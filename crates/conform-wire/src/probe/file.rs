@@ -18,6 +18,7 @@ pub const FORMAT: &str = "conform.probes/v1";
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Probes {
+    /// Always [`FORMAT`]: a file of another format is neither read nor overwritten.
     pub format: String,
     /// By provider name.
     pub providers: BTreeMap<String, ProviderProbes>,
@@ -35,9 +36,11 @@ impl Default for Probes {
 /// What is known of one provider.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProviderProbes {
+    /// The model probed: results for another model say nothing about this one.
     pub model: String,
     /// The configuration probed (never a secret): a later change makes the results stale.
     pub provider_digest: String,
+    /// Whether the results came from a simulated provider, not a real one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub simulated: bool,
     /// By keyword.
@@ -47,12 +50,17 @@ pub struct ProviderProbes {
 /// The last conclusive probe of one keyword.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KeywordProbe {
+    /// What the provider does with the keyword.
     pub support: Support,
+    /// Why, in words: the error of a rejection, or what decided.
     pub detail: String,
+    /// Answers to the pushed prompt.
     pub pushed: Answers,
+    /// Answers to the plain prompt.
     pub plain: Answers,
     /// RFC 3339, UTC.
     pub probed_at: String,
+    /// The probe run that concluded it.
     pub run_id: String,
     /// The probe's report.
     pub report: String,
@@ -61,16 +69,28 @@ pub struct KeywordProbe {
 /// Why the file could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
+    /// The file exists but could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// What reading it failed with.
         source: std::io::Error,
     },
+    /// The file is not JSON of this format.
     #[error("{path} is not a {FORMAT} file: {why}")]
-    Format { path: PathBuf, why: String },
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The file could not be written.
     #[error("cannot write {path}: {source}")]
     Write {
+        /// The file.
         path: PathBuf,
+        /// What writing it failed with.
         source: std::io::Error,
     },
 }
@@ -108,10 +128,15 @@ pub fn load(path: &Path) -> Result<Probes, FileError> {
 /// One probe run's conclusive outcomes for `provider`, to merge into the file.
 #[derive(Debug, Clone)]
 pub struct Update<'a> {
+    /// The provider as its file says; its digest marks the results stale once it changes.
     pub provider: &'a ProviderConfig,
+    /// The run's outcomes; inconclusive ones are not merged.
     pub outcomes: &'a [Outcome],
+    /// When, RFC 3339 UTC.
     pub probed_at: String,
+    /// The probe run.
     pub run_id: &'a str,
+    /// The probe's report, for a reader of the file to find why.
     pub report: String,
 }
 

@@ -16,13 +16,17 @@ pub const CODE: &str = "schema_keyword_ignored";
 /// One keyword the failover from `primary` to `candidate` loses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
+    /// The keyword the candidate does not enforce.
     pub keyword: String,
     /// The first place the schema uses it (a JSON pointer).
     pub path: String,
     /// How many more places use it.
     pub more: usize,
+    /// The provider that enforces it.
     pub primary: String,
+    /// The fallback that strips or ignores it.
     pub candidate: String,
+    /// What the candidate does with it.
     pub candidate_support: Support,
     /// Set when a probe was made with another configuration than the provider's now.
     pub stale: Vec<String>,

@@ -10,6 +10,7 @@ use conform_config::{Case, CaseRef, Suite};
 /// A schema a suite sends to the provider, and where it is written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SchemaSource {
+    /// The schema itself.
     pub schema: Value,
     /// The file that holds it.
     pub file: PathBuf,
@@ -64,6 +65,7 @@ pub fn case_schemas(case_ref: &CaseRef, case: &Case) -> Vec<SchemaSource> {
 /// One keyword as a schema uses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Use {
+    /// The keyword's name.
     pub keyword: String,
     /// JSON pointer to the keyword in its schema.
     pub path: String,

@@ -50,14 +50,20 @@ pub const SYSTEM: &str = "You answer with JSON only.";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Support {
+    /// Every pushed answer kept the keyword: the provider holds the model to it.
     Enforces,
+    /// A schema that uses the keyword is refused, and the same request without it is accepted.
     Rejects,
+    /// Not enforced, but shown to the model: most plain answers keep it.
     Strips,
+    /// Not enforced, and most plain answers break it too: the model does not see it.
     Ignores,
+    /// Refused with and without the keyword, or no usable answer came back.
     Inconclusive,
 }
 
 impl Support {
+    /// The word for it, as `probes.json` and the reports write it.
     pub fn as_str(self) -> &'static str {
         match self {
             Support::Enforces => "enforces",
@@ -96,9 +102,13 @@ impl Answers {
 /// The probe of one keyword on one provider.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
+    /// The JSON Schema keyword probed.
     pub keyword: String,
+    /// What the provider does with it, by the rule of the module documentation.
     pub support: Support,
+    /// Answers to the prompt that dictates an answer breaking the keyword.
     pub pushed: Answers,
+    /// Answers to the prompt that leaves the model free (asked only once a pushed answer broke it).
     pub plain: Answers,
     /// Why, in words: the error of a rejection, or what decided.
     pub detail: String,
@@ -191,6 +201,7 @@ pub fn split_probeable(used: &[String]) -> (Vec<Probe>, Vec<String>) {
 /// What probing will cost at most, before anything is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cost {
+    /// Requests at most: every probe's pushed and plain repeats, and its control request.
     pub requests: u64,
     /// Prompt tokens, estimated at four bytes a token (the schema included).
     pub prompt_tokens: u64,

@@ -23,12 +23,17 @@ pub struct Plan {
     pub suites: Vec<String>,
     /// Every keyword those schemas use.
     pub used: Vec<String>,
+    /// One probe for each keyword used that a probe tells apart.
     pub probes: Vec<Probe>,
     /// Structure and annotations, which no probe tells apart.
     pub not_probed: Vec<String>,
+    /// The most the probe can send, for the plan's print and `--budget`.
     pub cost: Cost,
+    /// The provider's name.
     pub provider: String,
+    /// The model probed.
     pub model: String,
+    /// Whether the provider is a simulation.
     pub simulated: bool,
     /// The provider's `structured_output` when it sends no schema at all.
     pub sends_no_schema: Option<StructuredOutput>,
@@ -121,16 +126,23 @@ impl fmt::Display for Plan {
 /// Why a probe's results could not be kept.
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
+    /// The report's run folder could not be created.
     #[error("cannot create {}: {source}", path.display())]
     CreateDir {
+        /// The folder.
         path: PathBuf,
+        /// What creating it failed with.
         source: std::io::Error,
     },
+    /// The report could not be written.
     #[error("cannot write {}: {source}", path.display())]
     Write {
+        /// The report.
         path: PathBuf,
+        /// What writing it failed with.
         source: std::io::Error,
     },
+    /// `probes.json` could not be read or updated.
     #[error(transparent)]
     File(#[from] FileError),
 }
@@ -138,19 +150,33 @@ pub enum ProbeError {
 /// `reports/<run-id>/probe.json` (`conform.probe-report/v1`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Report<'a> {
+    /// `conform.probe-report/v1`.
     pub format: &'static str,
+    /// The probe run.
     pub run_id: &'a str,
+    /// When the report was written, RFC 3339 UTC.
     pub at: &'a str,
+    /// The provider's name.
     pub provider: &'a str,
+    /// The model probed.
     pub model: &'a str,
+    /// The provider's kind as configured.
     pub kind: Kind,
+    /// The wire format the kind speaks.
     pub wire: Kind,
+    /// The configuration's digest (never a secret), as `probes.json` keeps it.
     pub provider_digest: String,
+    /// The suites whose schemas were probed.
     pub suites: &'a [String],
+    /// How often each prompt was repeated.
     pub repeats: u32,
+    /// The output cap of each request.
     pub max_output_tokens: u32,
+    /// Requests the probe sent.
     pub requests_sent: u64,
+    /// One outcome per keyword probed.
     pub keywords: &'a [Outcome],
+    /// Keywords the suites use that no probe tells apart.
     pub not_probed: &'a [String],
     /// keyword → provider → support, for every provider on file.
     pub matrix: Map<String, Value>,
@@ -164,10 +190,15 @@ pub struct Keep<'a> {
     pub as_written: &'a ProviderConfig,
     /// The provider as probed.
     pub probed: &'a ProviderConfig,
+    /// How often each prompt was repeated.
     pub repeats: u32,
+    /// Requests sent, for the report.
     pub requests_sent: u64,
+    /// The probe run, which names its report folder.
     pub run_id: &'a str,
+    /// The reports folder.
     pub reports: &'a Path,
+    /// The allowlist, beside which `probes.json` lives.
     pub allowlist: &'a Path,
     /// Every provider and suite of the project, for the findings.
     pub project: &'a Workspace,
@@ -178,14 +209,21 @@ pub struct Keep<'a> {
 /// What a probe left: the report, `probes.json` as it now reads, and the findings.
 #[derive(Debug, Clone)]
 pub struct Done {
+    /// The run's `probe.json`.
     pub report: PathBuf,
+    /// `probes.json`.
     pub probes_file: PathBuf,
+    /// `probes.json` as it reads after this probe's results are merged.
     pub on_file: Probes,
+    /// The provider probed.
     pub probed: String,
+    /// The probes that were run.
     pub probes: Vec<Probe>,
+    /// Their outcomes, in the same order.
     pub outcomes: Vec<Outcome>,
     /// (schema file, finding) of the probed provider against the project's others.
     pub findings: Vec<(String, Finding)>,
+    /// Requests the probe sent.
     pub requests_sent: u64,
 }
 

@@ -25,14 +25,17 @@ pub enum FinishKind {
     Other,
 }
 
+/// Why the answer stopped: in common terms, and in the vendor's own word.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finish {
+    /// The vendor's reason mapped onto the kinds every check understands.
     pub kind: FinishKind,
     /// The vendor's own word (`stop`, `end_turn`, `MAX_TOKENS` …), when it sent one.
     pub raw: Option<String>,
 }
 
 impl Finish {
+    /// A finish of `kind`, keeping the vendor's word when it sent one.
     pub fn new(kind: FinishKind, raw: Option<&str>) -> Self {
         Finish {
             kind,
@@ -52,7 +55,9 @@ impl Finish {
 /// Token usage as the provider reported it. A missing count is unknown, never 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Tokens of the prompt, as the provider counted them.
     pub prompt_tokens: Option<u64>,
+    /// Tokens of the answer, as the provider counted them.
     pub output_tokens: Option<u64>,
 }
 
@@ -63,6 +68,7 @@ pub struct ToolCall {
     /// servers may send none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// The tool's name, as declared in the request.
     pub name: String,
     /// The arguments parsed as JSON; `None` when the text is not JSON at all.
     pub arguments: Option<Value>,
@@ -119,13 +125,16 @@ pub struct Reply {
     /// Every tool call, in the order the vendor gave them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    /// Why the answer stopped.
     pub finish: Finish,
     /// The refusal text, when the model refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusal: Option<String>,
+    /// What the call cost, as the provider reported it.
     pub usage: Usage,
     /// The model that actually answered (`gpt-4o-2024-08-06` for `gpt-4o`).
     pub served_model: Option<String>,
+    /// The backend configuration that served the request (OpenAI's `system_fingerprint`), when sent.
     pub system_fingerprint: Option<String>,
 }
 
@@ -152,6 +161,7 @@ impl Reply {
 /// A reply with what the transport measured.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Completion {
+    /// The decoded answer.
     #[serde(flatten)]
     pub reply: Reply,
     /// From the first byte sent to the last byte read, of the request that succeeded.

@@ -6,7 +6,7 @@ use conform_config::conversation::{Message, Problem, Role};
 /// The rules of a vendor that keeps the system prompt apart from the conversation
 /// (Anthropic, Gemini): no system message after the first turn, and the conversation
 /// begins with the user.
-pub fn system_kept_apart(messages: &[Message], vendor: &str) -> Vec<Problem> {
+pub(crate) fn system_kept_apart(messages: &[Message], vendor: &str) -> Vec<Problem> {
     let mut found = Vec::new();
     let leading = messages
         .iter()

@@ -17,9 +17,11 @@ pub enum Severity {
 /// One schema feature a provider's structured-output mode cannot honour.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Incompatibility {
+    /// Whether the feature is refused or only not enforced.
     pub severity: Severity,
     /// JSON pointer into the schema file.
     pub path: String,
+    /// What the feature is and what the provider does with it, for the user.
     pub message: String,
 }
 

@@ -109,6 +109,7 @@ impl ErrorKind {
         ErrorKind::NotRecorded,
     ];
 
+    /// The stable snake-case name records, reports and the README use.
     pub fn code(self) -> &'static str {
         match self {
             ErrorKind::Auth => "auth_failed",
@@ -155,8 +156,11 @@ impl ErrorKind {
 /// a failure after retries says how many were made: the run's record carries both.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, thiserror::Error)]
 pub struct CallError {
+    /// What went wrong, as the retry and verdict policy classifies it.
     pub kind: ErrorKind,
+    /// The HTTP status, when a response came back.
     pub status: Option<u16>,
+    /// The provider's own message, or what conform saw.
     pub message: String,
     /// Whether a 2xx status had arrived: after one, nothing is retried. Written only
     /// when one had (`"stage": "after_success"`), so `conform merge` reads the same
@@ -187,6 +191,7 @@ pub struct CallError {
 }
 
 impl CallError {
+    /// An error of `kind`, before any 2xx, with nothing yet known of retries or timing.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         CallError {
             kind,
@@ -268,11 +273,13 @@ impl CallError {
             .and_then(|s| s.system_fingerprint.as_deref())
     }
 
+    /// Sets the HTTP status that came back.
     pub fn status(mut self, status: u16) -> Self {
         self.status = Some(status);
         self
     }
 
+    /// Sets how long the provider asked to wait before a retry.
     pub fn retry_after(mut self, wait: Option<Duration>) -> Self {
         self.retry_after = wait;
         self
@@ -303,6 +310,7 @@ impl CallError {
         policy::rule(self.kind, self.stage).effect
     }
 
+    /// The kind's stable code.
     pub fn code(&self) -> &'static str {
         self.kind.code()
     }
@@ -347,8 +355,11 @@ impl fmt::Display for CallError {
 /// call cost and who served it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Served {
+    /// The tokens the call cost.
     pub usage: Usage,
+    /// The model that served it.
     pub model: Option<String>,
+    /// The backend configuration that served it (OpenAI's `system_fingerprint`).
     pub system_fingerprint: Option<String>,
     /// The answer's text as far as a stream had delivered it before it broke off or
     /// failed: the whole valid JSON may have arrived before a cut.
@@ -360,6 +371,7 @@ pub struct Served {
 pub struct Measured {
     /// First byte sent to the last byte read.
     pub latency: Duration,
+    /// First byte sent to the first byte of the body.
     pub first_byte: Option<Duration>,
     /// When the first piece of the answer arrived.
     pub first_token: Option<Duration>,
@@ -367,7 +379,7 @@ pub struct Measured {
 
 /// The classification every vendor shares, from the status and body alone; each
 /// [`crate::provider::WireFormat`] refines it with what its error bodies say.
-pub fn classify_status(status: u16, body: &[u8], message: String) -> CallError {
+pub(crate) fn classify_status(status: u16, body: &[u8], message: String) -> CallError {
     // An HTML page is a proxy's or gateway's answer; a 413, 429 or 5xx still means what
     // its status says, whatever page it came with.
     let kind = if looks_like_html(body) && !(status == 413 || status == 429 || status >= 500) {
@@ -402,7 +414,7 @@ pub(crate) fn is_daily_quota(message: &str) -> bool {
 }
 
 /// Whether a body is an HTML page rather than JSON.
-pub fn looks_like_html(body: &[u8]) -> bool {
+pub(crate) fn looks_like_html(body: &[u8]) -> bool {
     let start = body
         .iter()
         .position(|b| !b.is_ascii_whitespace())
@@ -414,7 +426,7 @@ pub fn looks_like_html(body: &[u8]) -> bool {
 
 /// Whether a provider's message says the prompt does not fit the context window.
 /// Several servers say so only in prose (vLLM, Anthropic, Ollama, Gemini).
-pub fn mentions_context_length(message: &str) -> bool {
+pub(crate) fn mentions_context_length(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     m.contains("maximum context length")
         || m.contains("context length")
@@ -430,7 +442,7 @@ pub fn mentions_context_length(message: &str) -> bool {
 /// per min (TPM): Limit 30000, Requested 30601" (and the hosts that copy it), or any
 /// message whose `Requested` count is above its `Limit`. A plain "Rate limit reached …
 /// Limit 30000, Used 29000, Requested 1500" is a wait, not this.
-pub fn exceeds_account_limit(message: &str) -> bool {
+pub(crate) fn exceeds_account_limit(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     if m.contains("request too large") || m.contains("request is too large") {
         return true;
@@ -456,7 +468,7 @@ fn number_after(text: &str, word: &str) -> Option<u64> {
 }
 
 /// A short, printable excerpt of a body for an error message.
-pub fn excerpt(body: &[u8]) -> String {
+pub(crate) fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
     let mut out: String = text.chars().take(200).collect();

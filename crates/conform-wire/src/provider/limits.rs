@@ -31,7 +31,7 @@ use conform_config::Limits;
 use conform_config::provider::DEFAULT_CONCURRENCY;
 
 /// The most calls in flight at once to one provider whose file states no `concurrency`.
-pub const ADAPTIVE_CEILING: usize = 32;
+pub(crate) const ADAPTIVE_CEILING: usize = 32;
 
 /// How much of the earlier answers' latency and cost each new answer keeps.
 const SMOOTHING: f64 = 0.8;
@@ -64,18 +64,21 @@ impl Window {
 /// vendors and the servers that imitate them send some, all or none.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RateLimitInfo {
+    /// The limit on requests, when the headers state one.
     pub requests: Option<Window>,
+    /// The limit on tokens, when the headers state one.
     pub tokens: Option<Window>,
 }
 
 impl RateLimitInfo {
+    /// Whether the answer stated no limit at all.
     pub fn is_empty(&self) -> bool {
         self.requests.is_none() && self.tokens.is_none()
     }
 }
 
 /// Parses an OpenAI-style duration: `12ms`, `1s`, `6m0s`, `1h2m3.5s`, `0.5s`.
-pub fn parse_go_duration(text: &str) -> Option<Duration> {
+pub(crate) fn parse_go_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
     if text.is_empty() {
         return None;
@@ -112,13 +115,13 @@ const SAFETY: f64 = 0.97;
 
 /// Waits until a request of an estimated size may be sent.
 #[derive(Debug)]
-pub struct Limiter {
+pub(crate) struct Limiter {
     requests: Option<DefaultDirectRateLimiter>,
     tokens: Option<(DefaultDirectRateLimiter, NonZeroU32)>,
 }
 
 impl Limiter {
-    pub fn new(limits: &Limits) -> Self {
+    pub(crate) fn new(limits: &Limits) -> Self {
         let per_minute = |n: Option<u32>| n.and_then(NonZeroU32::new);
         Limiter {
             requests: per_minute(limits.requests_per_minute)
@@ -129,7 +132,7 @@ impl Limiter {
     }
 
     /// Returns once one more request of about `tokens` tokens fits both rates.
-    pub async fn acquire(&self, tokens: u32) {
+    pub(crate) async fn acquire(&self, tokens: u32) {
         if let Some(requests) = &self.requests {
             requests.until_ready().await;
         }
@@ -429,7 +432,7 @@ fn stated_wait(limits: &RateLimitInfo, tokens: f64) -> Option<Duration> {
 /// Paces one provider's requests: the configured limits as upper bounds, and the
 /// account's limits as its answers state them.
 #[derive(Debug)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     configured: Limiter,
     max_in_flight: usize,
     /// The provider file states its concurrency: the cap never grows past it.
@@ -441,7 +444,7 @@ pub struct Pacer {
 
 /// One request's place in the pacer, from [`Pacer::acquire`] until it is dropped.
 #[derive(Debug)]
-pub struct Ticket<'a> {
+pub(crate) struct Ticket<'a> {
     pacer: &'a Pacer,
     tokens: f64,
     requests_booked: Option<Booked>,
@@ -450,7 +453,7 @@ pub struct Ticket<'a> {
     sent_at: Instant,
 }
 
-/// One call's place among the calls in flight, from [`Pacer::call`] until it is dropped.
+/// One call's place among the calls in flight, from `Pacer::call` until it is dropped.
 #[derive(Debug)]
 pub struct CallSlot<'a> {
     pacer: &'a Pacer,
@@ -484,6 +487,7 @@ pub struct Pace {
     /// Tokens a minute the pacer keeps to, and the refill learnt.
     #[serde(serialize_with = "pair")]
     pub tokens: Option<(f64, f64)>,
+    /// The most calls the pacer lets be in flight at once.
     pub in_flight_cap: usize,
     /// 429s answered so far.
     pub throttled: u64,
@@ -518,7 +522,7 @@ impl std::fmt::Display for Pace {
 }
 
 impl Pacer {
-    pub fn new(limits: &Limits) -> Self {
+    pub(crate) fn new(limits: &Limits) -> Self {
         let now = Instant::now();
         let stated = limits.concurrency.is_some();
         let max_in_flight = match stated {
@@ -557,13 +561,13 @@ impl Pacer {
 
     /// The most calls this pacer may ever let be in flight at once: what a runner
     /// buffers.
-    pub fn max_in_flight(&self) -> usize {
+    pub(crate) fn max_in_flight(&self) -> usize {
         self.max_in_flight
     }
 
     /// Returns once one more call may be in flight: a caller holds the slot for the whole
     /// call (retries included) and decides only then whether the call is still wanted.
-    pub async fn call(&self) -> CallSlot<'_> {
+    pub(crate) async fn call(&self) -> CallSlot<'_> {
         loop {
             let changed = self.changed.notified();
             {
@@ -598,7 +602,7 @@ impl Pacer {
 
     /// Returns once one more request of about `tokens` tokens fits the configured rates,
     /// the in-flight cap and the account's learnt limits.
-    pub async fn acquire(&self, tokens: u32) -> Ticket<'_> {
+    pub(crate) async fn acquire(&self, tokens: u32) -> Ticket<'_> {
         self.configured.acquire(tokens).await;
         let cost = f64::from(tokens.max(1));
         loop {
@@ -665,7 +669,7 @@ impl Pacer {
 
     /// The provider answered `ticket`'s request: `limits` are what its headers said, and
     /// `throttled` is `Some(retry_after)` when the answer was a 429 that a wait cures.
-    pub fn answered(
+    pub(crate) fn answered(
         &self,
         ticket: &Ticket<'_>,
         limits: &RateLimitInfo,
@@ -776,7 +780,7 @@ impl Pacer {
     }
 
     /// What the pacer knows now.
-    pub fn pace(&self) -> Pace {
+    pub(crate) fn pace(&self) -> Pace {
         let state = self.lock();
         let known =
             |b: &Bucket, scale: f64| b.known().then_some((b.rate * scale, b.learnt * scale));

@@ -6,30 +6,30 @@
 //! body into a [`CallError`]. That keeps every vendor quirk testable against the
 //! recorded payloads, and keeps retries and limits in one place.
 
-pub mod anthropic;
+mod anthropic;
 pub mod auth;
-pub mod azure;
+mod azure;
 pub mod bedrock;
-pub mod completion;
-pub mod conversation;
-pub mod count;
+mod completion;
+mod conversation;
+pub(crate) mod count;
 pub mod dialect;
 mod encoded;
-pub mod error;
-pub mod gemini;
-pub mod limits;
-pub mod ollama;
-pub mod openai;
+mod error;
+mod gemini;
+mod limits;
+mod ollama;
+pub(crate) mod openai;
 pub mod openai_responses;
 pub mod policy;
 pub mod server;
-pub mod sse;
+mod sse;
 pub(crate) mod stream;
 mod streamed;
 pub mod tape;
 mod template;
 pub mod transport;
-pub mod vertex;
+mod vertex;
 
 use std::sync::Arc;
 
@@ -37,9 +37,11 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, Header
 use serde_json::Value;
 
 pub use completion::{Completion, Finish, FinishKind, Reply, ToolCall, Usage};
+pub use count::{CountError, CountRequest, Counted};
 pub use dialect::Dialect;
 pub use encoded::Encoded;
-pub use error::{CallError, Effect, ErrorKind, Served};
+pub use error::{CallError, Effect, ErrorKind, Measured, Served};
+pub use limits::{CallSlot, Pace, RateLimitInfo, Window};
 pub use policy::Stage;
 pub use transport::Transport;
 
@@ -50,6 +52,7 @@ use conform_config::{Conversation, Kind, Prompt, ProviderConfig};
 /// What to ask of the provider for one call.
 #[derive(Debug, Clone, Copy)]
 pub struct CallSpec<'a> {
+    /// The case's system and user text (for a request-shaped case, its summary).
     pub prompt: &'a Prompt,
     /// The suite's JSON Schema for the answer.
     pub schema: &'a Value,
@@ -84,9 +87,11 @@ impl CallSpec<'_> {
 /// An HTTP POST, ready to send.
 #[derive(Debug, Clone)]
 pub struct WireRequest {
+    /// Where it goes, query included.
     pub url: String,
     /// Headers, including authentication; sensitive values are marked so.
     pub headers: HeaderMap,
+    /// The JSON body.
     pub body: Value,
 }
 
@@ -167,7 +172,7 @@ pub trait WireFormat: Send + Sync {
     }
 
     /// Classifies a non-2xx answer. The default reads the status as every vendor does
-    /// ([`error::classify_status`]), refined by what the body says
+    /// (`error::classify_status`), refined by what the body says
     /// ([`WireFormat::error_fields`]), with a vendor's advice ([`WireFormat::advise`]),
     /// the body's excerpt when it says nothing, and the server's hints of when to retry
     /// (the headers', else the body's: [`WireFormat::retry_hint`]).

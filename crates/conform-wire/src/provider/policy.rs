@@ -33,6 +33,7 @@ pub enum Stage {
 }
 
 impl Stage {
+    /// Whether no 2xx had arrived: the default, which records leave out.
     pub fn is_before_success(&self) -> bool {
         *self == Stage::BeforeSuccess
     }
@@ -50,10 +51,13 @@ pub struct Rule {
 /// One row of the table.
 #[derive(Debug, Clone, Copy)]
 pub struct Row {
+    /// The kind of failure.
     pub kind: ErrorKind,
     /// What the kind is, for the README.
     pub meaning: &'static str,
+    /// What a failure of this kind does when no 2xx has arrived.
     pub before_success: Rule,
+    /// What it does once a 2xx has arrived.
     pub after_success: Rule,
 }
 

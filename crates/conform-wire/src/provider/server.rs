@@ -87,13 +87,18 @@ pub fn cut_stream<S: WireServer + ?Sized>(
 /// An HTTP answer, before it is sent.
 #[derive(Debug)]
 pub struct Response {
+    /// The HTTP status to answer with.
     pub status: u16,
+    /// Extra headers, beside the content type.
     pub headers: Vec<(&'static str, &'static str)>,
+    /// The `Content-Type` header's value.
     pub content_type: &'static str,
+    /// The body, as sent.
     pub body: Vec<u8>,
 }
 
 impl Response {
+    /// A JSON answer.
     pub fn json(status: u16, body: &Value) -> Response {
         Response {
             status,
@@ -103,6 +108,7 @@ impl Response {
         }
     }
 
+    /// An answer with `body` as it is: a stream, an HTML error page, a broken body.
     pub fn raw(status: u16, body: String, content_type: &'static str) -> Response {
         Response {
             status,
@@ -112,6 +118,7 @@ impl Response {
         }
     }
 
+    /// Adds a header to the answer (a rate limit, a retry hint).
     pub fn header(mut self, name: &'static str, value: &'static str) -> Response {
         self.headers.push((name, value));
         self
@@ -123,6 +130,7 @@ impl Response {
 pub struct Asked<'a> {
     /// Characters of system and user text, for a plausible token count.
     pub prompt_chars: usize,
+    /// The request's output token cap, when it set one.
     pub output_limit: Option<u64>,
     /// The tool the request forces, if any.
     pub tool: Option<&'a str>,
@@ -138,9 +146,12 @@ pub struct Asked<'a> {
 /// What the request asked of tool use, as read off the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Choice {
+    /// The model chooses whether to call a tool.
     #[default]
     Auto,
+    /// No tool may be called.
     None,
+    /// Some tool must be called.
     Required,
     /// A named tool.
     Named,
@@ -149,12 +160,15 @@ pub enum Choice {
 /// One answer, before it takes a vendor's shape.
 #[derive(Debug)]
 pub struct Answer<'a> {
+    /// The text, or the forced tool's JSON input.
     pub content: String,
     /// Cut off at the output limit rather than finished.
     pub cut_off: bool,
+    /// The model the answer says served it.
     pub model: &'a str,
     /// The request's sequence number, for ids.
     pub n: u64,
+    /// Prompt tokens to report in the usage.
     pub prompt_tokens: u64,
     /// The forced tool, when the content is its JSON input.
     pub tool: Option<&'a str>,
@@ -163,6 +177,7 @@ pub struct Answer<'a> {
 /// One tool call an answer carries.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {
+    /// The tool's name.
     pub name: &'a str,
     /// The arguments as they go on the wire: their JSON text, or whatever a drift made of
     /// it.

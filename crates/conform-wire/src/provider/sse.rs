@@ -18,7 +18,7 @@ use super::error::{self, CallError, ErrorKind};
 
 /// One dispatched event: its name (`message` when the server named none) and its data.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
+pub(crate) struct Event {
     pub name: String,
     pub data: String,
 }
@@ -26,7 +26,7 @@ pub struct Event {
 /// Whether a success body is an event stream rather than one JSON document: its first
 /// line is an SSE field or comment. Deciding by content lets one decoder take both, so a
 /// server that ignores `stream: true` and answers in JSON still decodes.
-pub fn is_event_stream(body: &[u8]) -> bool {
+pub(crate) fn is_event_stream(body: &[u8]) -> bool {
     let body = body.strip_prefix("\u{feff}".as_bytes()).unwrap_or(body);
     let start = body
         .iter()
@@ -40,7 +40,7 @@ pub fn is_event_stream(body: &[u8]) -> bool {
 
 /// Every complete event in `body`, in order. An event cut off before its blank line is
 /// not dispatched, as the SSE rules say; the caller notices the missing terminator.
-pub fn events(body: &[u8]) -> Result<Vec<Event>, CallError> {
+pub(crate) fn events(body: &[u8]) -> Result<Vec<Event>, CallError> {
     let mut stream = EventStream::new(futures::stream::iter([Ok::<_, Infallible>(body)]));
     let mut cx = Context::from_waker(Waker::noop());
     let mut out = Vec::new();
@@ -70,7 +70,7 @@ pub fn events(body: &[u8]) -> Result<Vec<Event>, CallError> {
 }
 
 /// Parses one event's data as JSON, telling a cut-off chunk from one that never was JSON.
-pub fn json(event: &Event) -> Result<Value, CallError> {
+pub(crate) fn json(event: &Event) -> Result<Value, CallError> {
     serde_json::from_str(&event.data).map_err(|e| {
         let kind = if e.is_eof() {
             ErrorKind::TruncatedBody

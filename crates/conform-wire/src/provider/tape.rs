@@ -27,25 +27,47 @@ use conform_config::secret::Secret;
 /// One recorded response and the request it answered.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Exchange {
+    /// The digest of the request, by which replay finds the answer.
     pub request_digest: String,
+    /// The request body sent, key scrubbed (`null` when it was not JSON).
     pub request: Value,
+    /// The response's status, replayed as it was.
     pub status: u16,
+    /// The response headers, minus anything that could authenticate.
     pub headers: BTreeMap<String, String>,
+    /// The response body as text.
     pub body: String,
 }
 
 /// Why a tape cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TapeError {
+    /// The tape could not be written.
     #[error("cannot write the tape {path}: {source}")]
-    Write { path: PathBuf, source: io::Error },
+    Write {
+        /// The tape file.
+        path: PathBuf,
+        /// What writing it failed with.
+        source: io::Error,
+    },
+    /// The tape could not be read.
     #[error("cannot read the tape {path}: {source} (record one with `conform run --record DIR`)")]
-    Read { path: PathBuf, source: io::Error },
+    Read {
+        /// The tape file.
+        path: PathBuf,
+        /// What reading it failed with.
+        source: io::Error,
+    },
+    /// A line of the tape is not an exchange.
     #[error("{path}:{line}:{column}: not a recorded exchange: {message}")]
     Line {
+        /// The tape file.
         path: PathBuf,
+        /// The line, from 1.
         line: usize,
+        /// The column, from 1.
         column: usize,
+        /// What the JSON parser said.
         message: String,
     },
 }
@@ -182,6 +204,7 @@ impl Replayer {
         Some((exchange.status, headers, exchange.body.into_bytes()))
     }
 
+    /// The tape file replayed.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -111,6 +111,7 @@ pub enum Tape {
 
 /// One provider, ready to call: its configuration, wire format, key and rate limits.
 pub struct Endpoint {
+    /// The provider's configuration as the run uses it.
     pub config: Arc<ProviderConfig>,
     /// The same provider asked for one document instead of a stream (`stream = false`):
     /// what a suite's `stream_agreement` compares the streamed answer with.
@@ -140,6 +141,7 @@ impl std::fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
+    /// An endpoint that calls `config` through `wire` over `transport`, paced by its limits.
     pub fn new(
         config: Arc<ProviderConfig>,
         wire: Arc<dyn WireFormat>,
@@ -669,7 +671,7 @@ impl Endpoint {
         self.pacer.pace()
     }
 
-    /// Waits for room for one more call in flight ([`Pacer::call`]).
+    /// Waits for room for one more call in flight (`Pacer::call`).
     pub async fn call_slot(&self) -> CallSlot<'_> {
         self.pacer.call().await
     }

@@ -11,13 +11,16 @@
 
 use serde_json::Value;
 
-pub use conform_config::simulation::Handling;
+pub(crate) use conform_config::simulation::Handling;
 
 /// The handling of `keyword` under `table`. `"*"` stands for every constraint keyword not
 /// named (those `conform probe` probes, but `required` and `additionalProperties`, which
 /// every structured-output mode needs); structure (`type`, `properties` …) is enforced
 /// unless named.
-pub fn handling(table: &std::collections::BTreeMap<String, Handling>, keyword: &str) -> Handling {
+pub(crate) fn handling(
+    table: &std::collections::BTreeMap<String, Handling>,
+    keyword: &str,
+) -> Handling {
     let constraint = !matches!(keyword, "required" | "additionalProperties")
         && crate::probe::catalogue::of(keyword).is_some();
     table
@@ -28,7 +31,7 @@ pub fn handling(table: &std::collections::BTreeMap<String, Handling>, keyword: &
 }
 
 /// Every keyword used anywhere in `schema`, in document order, without repeats.
-pub fn keywords_of(schema: &Value) -> Vec<String> {
+pub(crate) fn keywords_of(schema: &Value) -> Vec<String> {
     let mut found = Vec::new();
     crate::probe::inventory::walk_keywords(schema, &mut |keyword, _| {
         if !found.iter().any(|k| k == keyword) {

@@ -8,7 +8,7 @@ use conform_config::provider::SimConfig;
 
 /// The latency of a simulation's answers, in the simulated (virtual) time.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Latency {
+pub(crate) enum Latency {
     Fixed(Duration),
     /// `ln(latency)` is normal with median `p50` and 95th percentile `p95`.
     LogNormal {
@@ -17,13 +17,13 @@ pub enum Latency {
     },
 }
 
-/// The standard normal's 95th percentile.
 use conform_allowlist::stats::normal_quantile;
 
+/// The standard normal's 95th percentile.
 const Z95: f64 = 1.644_853_626_951_472_2;
 
 impl Latency {
-    pub fn of(sim: &SimConfig) -> Latency {
+    pub(crate) fn of(sim: &SimConfig) -> Latency {
         match (sim.latency_p50, sim.latency_p95) {
             (Some(p50), Some(p95)) => Latency::LogNormal { p50, p95 },
             _ => Latency::Fixed(sim.latency),
@@ -33,7 +33,7 @@ impl Latency {
     /// The latency of the `n`-th answer. The quantiles are taken in the golden-ratio
     /// sequence, which spreads any run of consecutive answers evenly over the
     /// distribution: 100 answers have close to the configured percentiles.
-    pub fn nth(&self, n: u64) -> Duration {
+    pub(crate) fn nth(&self, n: u64) -> Duration {
         match *self {
             Latency::Fixed(d) => d,
             Latency::LogNormal { p50, p95 } => {

@@ -10,8 +10,8 @@
 //! ([`crate::provider::server::WireServer`], in the vendor's folder), so the runner calls
 //! it through that vendor's adapter.
 
-pub mod keywords;
-pub mod latency;
+mod keywords;
+mod latency;
 pub mod tools;
 
 use std::collections::HashMap;

@@ -10,6 +10,7 @@ use conform_config::{Answer, Case, Tool, ToolNames};
 /// One call a simulation makes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimCall {
+    /// The tool's name.
     pub name: String,
     /// The arguments object.
     pub arguments: Value,
@@ -88,8 +89,11 @@ pub use crate::provider::server::Choice;
 /// An answer before it takes a vendor's shape.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Planned {
+    /// The answer text.
     pub content: String,
+    /// The tool calls, in order.
     pub calls: Vec<SimCall>,
+    /// Whether the answer stops at the output limit rather than finishing.
     pub cut_off: bool,
 }
 

@@ -188,10 +188,15 @@ fn tojson(value: JValue, kwargs: Kwargs) -> Result<String, Error> {
 
 /// Python's `json.dumps` layout.
 pub struct Style {
+    /// The indentation of a nested level; `None` puts everything on one line.
     pub indent: Option<String>,
+    /// What goes between items: Python's `", "`.
     pub item_sep: String,
+    /// What goes between a key and its value: Python's `": "`.
     pub key_sep: String,
+    /// Whether non-ASCII characters are written as `\uXXXX` escapes.
     pub ensure_ascii: bool,
+    /// Whether objects are written with their keys sorted.
     pub sort_keys: bool,
 }
 
@@ -207,6 +212,7 @@ impl Style {
         }
     }
 
+    /// Appends `value` at nesting `level` to `out`, as `json.dumps` lays it out.
     pub fn write(&self, value: &Value, level: usize, out: &mut String) {
         match value {
             Value::Array(items) if !items.is_empty() => {

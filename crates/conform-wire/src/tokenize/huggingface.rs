@@ -18,21 +18,42 @@ use conform_config::{Conversation, Role};
 /// Why a Hugging Face tokenizer could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// `tokenizer.json` could not be loaded.
     #[error("cannot load the tokenizer {}: {reason}", file.display())]
-    Tokenizer { file: PathBuf, reason: String },
+    Tokenizer {
+        /// The file.
+        file: PathBuf,
+        /// What the tokenizers library said.
+        reason: String,
+    },
+    /// `tokenizer_config.json` is not JSON.
     #[error("{} is not JSON: {source}", file.display())]
     Config {
+        /// The file.
         file: PathBuf,
+        /// What the parser said.
         source: serde_json::Error,
     },
+    /// Neither the config nor the folder holds a chat template.
     #[error(
         "no chat template: put `chat_template` in {} or a chat_template.jinja beside {}",
         config.display(),
         file.display()
     )]
-    NoTemplate { config: PathBuf, file: PathBuf },
+    NoTemplate {
+        /// `tokenizer_config.json`.
+        config: PathBuf,
+        /// `tokenizer.json`, beside which a `chat_template.jinja` would be.
+        file: PathBuf,
+    },
+    /// The chat template does not compile.
     #[error("the chat template of {} does not compile: {reason}", dir.display())]
-    Template { dir: PathBuf, reason: String },
+    Template {
+        /// The tokenizer's folder.
+        dir: PathBuf,
+        /// What minijinja said.
+        reason: String,
+    },
 }
 
 /// A Hugging Face tokenizer with its chat template.

@@ -27,7 +27,9 @@ use conform_config::{
 /// One chat message as a tokenizer sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Message<'a> {
+    /// The message's role, as the chat template names it (`system`, `user` …).
     pub role: &'a str,
+    /// The message's text.
     pub content: &'a str,
     /// OpenAI's optional participant name (billed as one more token).
     pub name: Option<&'a str>,
@@ -90,10 +92,13 @@ pub use crate::provider::count::Count;
 /// Why a prompt could not be counted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TokenizeError {
+    /// The chat template failed to render.
     #[error("the chat template failed to render: {0}")]
     Template(String),
+    /// The tokenizer failed to encode.
     #[error("the tokenizer failed: {0}")]
     Encode(String),
+    /// The provider's count endpoint failed.
     #[error("the provider's token count failed: {0}")]
     Provider(String),
 }
@@ -132,6 +137,7 @@ pub enum Counter {
     /// No tokenizer configured: the tokens check does not apply.
     #[default]
     None,
+    /// A tokenizer run here.
     Local(Arc<dyn Tokenizer>),
     /// Counted by the provider's own endpoints.
     Remote(Arc<provider::ProviderCounter>),
@@ -193,10 +199,12 @@ impl Counter {
         }
     }
 
+    /// Whether no tokenizer is configured: the tokens check does not apply.
     pub fn is_none(&self) -> bool {
         matches!(self, Counter::None)
     }
 
+    /// What counts the prompts, for reports: `none`, or the tokenizer's own description.
     pub fn describe(&self) -> &str {
         match self {
             Counter::None => "none",
@@ -267,6 +275,7 @@ fn resolve(provider_file: &Path, path: &Path) -> PathBuf {
 pub struct ControlToken {
     /// `vars.body`, `vars.items[2].note`.
     pub variable: String,
+    /// The control token as it appears in the text.
     pub token: String,
 }
 

@@ -32,10 +32,12 @@ pub struct ProviderCounter {
 /// Why a provider's count endpoint cannot count.
 #[derive(Debug, thiserror::Error)]
 pub enum CounterError {
+    /// The provider's kind has no count endpoint.
     #[error(
         "tokenizer kind `provider` counts through the provider's count endpoint; kind `{0}` has none: use tiktoken or huggingface"
     )]
     NoEndpoint(&'static str),
+    /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Client(reqwest::Error),
 }
@@ -65,6 +67,7 @@ impl ProviderCounter {
         })
     }
 
+    /// `provider (<endpoint>)`, for reports.
     pub fn describe(&self) -> &str {
         &self.describe
     }

@@ -20,7 +20,7 @@ const ANTHROPIC_REJECTED: &[&str] = &[
 ];
 
 /// `output_config.format`.
-pub struct OutputConfig;
+pub(crate) struct OutputConfig;
 
 impl Dialect for OutputConfig {
     fn name(&self) -> &'static str {

@@ -12,7 +12,7 @@ use time::format_description::well_known::Rfc3339;
 use crate::provider::limits::{RateLimitInfo, Window};
 
 /// What an answer's `anthropic-ratelimit-*` headers say, as of `now`.
-pub fn rate_limits(headers: &HeaderMap) -> RateLimitInfo {
+pub(crate) fn rate_limits(headers: &HeaderMap) -> RateLimitInfo {
     rate_limits_at(headers, OffsetDateTime::now_utc())
 }
 

@@ -13,9 +13,9 @@
 //! With `stream = true` the request says `stream: true` and the events are folded by
 //! [`stream`].
 
-pub mod dialect;
-pub mod limits;
-pub mod server;
+pub(crate) mod dialect;
+pub(crate) mod limits;
+pub(crate) mod server;
 pub(crate) mod stream;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -30,10 +30,10 @@ use conform_config::secret::Secret;
 use conform_config::{ProviderConfig, StructuredOutput};
 
 /// The API version this adapter speaks (the one the recorded payloads were made with).
-pub const API_VERSION: &str = "2023-06-01";
+pub(crate) const API_VERSION: &str = "2023-06-01";
 
 #[derive(Debug, Clone, Copy, Default)]
-pub struct AnthropicMessages;
+pub(crate) struct AnthropicMessages;
 
 impl WireFormat for AnthropicMessages {
     fn rate_limits(&self, headers: &HeaderMap) -> crate::provider::limits::RateLimitInfo {

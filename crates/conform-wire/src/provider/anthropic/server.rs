@@ -8,7 +8,7 @@ use crate::provider::server::{
 };
 
 /// The server side of Anthropic Messages.
-pub struct MessagesServer;
+pub(crate) struct MessagesServer;
 
 impl WireServer for MessagesServer {
     fn on_route(&self, path: &str) -> bool {

@@ -29,9 +29,11 @@ use conform_config::secret::Secret;
 /// A request as it is about to be sent: what a signature is computed over.
 #[derive(Debug, Clone, Copy)]
 pub struct Outgoing<'a> {
+    /// Where it goes.
     pub url: &'a reqwest::Url,
     /// The headers the wire format set (not the credentials: those are what is computed).
     pub headers: &'a HeaderMap,
+    /// The body, as the bytes sent.
     pub body: &'a [u8],
 }
 

@@ -28,6 +28,7 @@ pub struct SigV4 {
 }
 
 impl SigV4 {
+    /// Credentials that sign for `service` in `region`.
     pub fn new(
         access_key_id: String,
         secret_access_key: Secret,

@@ -17,7 +17,7 @@
 //! - Limits: `x-ratelimit-*` as OpenAI's reader reads them (Azure states the remaining
 //!   requests and tokens; a 429's `retry-after-ms` or `retry-after` says how long to wait).
 
-pub mod filter;
+pub(crate) mod filter;
 
 use std::sync::Arc;
 
@@ -32,7 +32,7 @@ use conform_config::ProviderConfig;
 use conform_config::secret::Secret;
 
 #[derive(Debug, Clone, Copy, Default)]
-pub struct AzureOpenAi;
+pub(crate) struct AzureOpenAi;
 
 /// The first API version that takes `max_completion_tokens` and `stream_options`.
 const MODERN: &str = "2024-09-01";

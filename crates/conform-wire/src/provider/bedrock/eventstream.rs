@@ -26,6 +26,7 @@ pub struct Message {
     /// The headers whose values are strings (`:message-type`, `:event-type` …); values
     /// of other types are skipped, as nothing here reads them.
     pub headers: Vec<(String, String)>,
+    /// The message's body: for an event, the JSON of one chunk.
     pub payload: Vec<u8>,
     /// The offset just past this message in the body.
     pub end: usize,
@@ -46,7 +47,10 @@ pub enum Ending {
     /// Right after a message.
     Clean,
     /// In the middle of a message: the body was cut off.
-    Cut { bytes: usize },
+    Cut {
+        /// How many bytes of the partial message had arrived.
+        bytes: usize,
+    },
     /// At a message that is not one: a CRC that does not match, a length that cannot be.
     Corrupt(String),
 }

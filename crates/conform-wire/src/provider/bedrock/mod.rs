@@ -50,13 +50,17 @@ pub const SERVICE: &str = "bedrock";
 
 /// The environment variables credentials are read from, as AWS's SDKs read them.
 pub const BEARER_TOKEN: &str = "AWS_BEARER_TOKEN_BEDROCK";
+/// The access key's id, for SigV4.
 pub const ACCESS_KEY_ID: &str = "AWS_ACCESS_KEY_ID";
+/// The access key's secret.
 pub const SECRET_ACCESS_KEY: &str = "AWS_SECRET_ACCESS_KEY";
+/// The session token that temporary credentials come with.
 pub const SESSION_TOKEN: &str = "AWS_SESSION_TOKEN";
 
 /// The media type of an event stream.
 const EVENT_STREAM: &str = "application/vnd.amazon.eventstream";
 
+/// AWS Bedrock Runtime, Converse or InvokeModel as the provider's `api` says.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Bedrock;
 

@@ -61,7 +61,7 @@ const GEMINI_JSON_SCHEMA_KEYWORDS: &[&str] = &[
 ];
 
 /// `responseSchema`.
-pub struct ResponseSchema;
+pub(crate) struct ResponseSchema;
 
 impl Dialect for ResponseSchema {
     fn name(&self) -> &'static str {
@@ -109,7 +109,7 @@ impl Dialect for ResponseSchema {
 }
 
 /// `responseJsonSchema`.
-pub struct ResponseJsonSchema;
+pub(crate) struct ResponseJsonSchema;
 
 impl Dialect for ResponseJsonSchema {
     fn name(&self) -> &'static str {

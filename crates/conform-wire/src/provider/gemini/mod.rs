@@ -20,8 +20,8 @@
 //! With `stream = true` the call goes to `:streamGenerateContent?alt=sse` and the chunks
 //! are folded by [`stream`].
 
-pub mod dialect;
-pub mod server;
+pub(crate) mod dialect;
+pub(crate) mod server;
 pub(crate) mod stream;
 
 use std::time::Duration;
@@ -40,7 +40,7 @@ use conform_config::secret::Secret;
 use conform_config::{ProviderConfig, StructuredOutput};
 
 #[derive(Debug, Clone, Copy, Default)]
-pub struct GeminiGenerateContent;
+pub(crate) struct GeminiGenerateContent;
 
 impl WireFormat for GeminiGenerateContent {
     /// `POST …/models/{model}:countTokens`, with `contents` alone, or the whole
@@ -485,7 +485,7 @@ fn field_dialect(config: &ProviderConfig) -> &'static dyn crate::provider::Diale
 /// properties' order to `propertyOrdering` (Gemini otherwise orders them alphabetically).
 /// Every other keyword passes through unchanged, so what `responseSchema` rejects is
 /// rejected loudly by the provider (and listed by `conform check` before any call).
-pub fn openapi_schema(schema: &Value) -> Value {
+pub(crate) fn openapi_schema(schema: &Value) -> Value {
     let Some(map) = schema.as_object() else {
         return schema.clone();
     };

@@ -8,7 +8,7 @@ use crate::provider::server::{
 };
 
 /// The server side of Gemini's `generateContent`.
-pub struct GenerateServer;
+pub(crate) struct GenerateServer;
 
 impl WireServer for GenerateServer {
     /// `/v1(beta)?/models/MODEL:(generateContent|streamGenerateContent)`.

@@ -12,7 +12,7 @@
 //! disappears on prompt-cache hits) is unknown, never 0. `model` echoes the tag that was
 //! asked for. Errors are `{"error": "…"}` with the HTTP status.
 
-pub mod server;
+pub(crate) mod server;
 pub(crate) mod stream;
 
 use serde_json::{Map, Value, json};
@@ -26,7 +26,7 @@ use conform_config::secret::Secret;
 use conform_config::{ProviderConfig, StructuredOutput};
 
 #[derive(Debug, Clone, Copy, Default)]
-pub struct OllamaChat;
+pub(crate) struct OllamaChat;
 
 impl WireFormat for OllamaChat {
     fn server(&self) -> Option<&'static dyn crate::provider::server::WireServer> {

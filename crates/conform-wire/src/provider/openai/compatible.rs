@@ -19,7 +19,7 @@ use conform_config::ProviderConfig;
 use conform_config::secret::Secret;
 
 #[derive(Debug, Clone, Copy, Default)]
-pub struct OpenAiCompatible;
+pub(crate) struct OpenAiCompatible;
 
 const CHAT: OpenAiChat = OpenAiChat {
     max_tokens_field: "max_tokens",

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::provider::dialect::{Dialect, Incompatibility, Severity, escape, is_object_node, push};
 
 /// OpenAI strict mode.
-pub struct Strict;
+pub(crate) struct Strict;
 
 impl Dialect for Strict {
     fn name(&self) -> &'static str {

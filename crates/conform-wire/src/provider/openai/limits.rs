@@ -9,7 +9,7 @@ use reqwest::header::HeaderMap;
 use crate::provider::limits::{RateLimitInfo, Window, parse_go_duration};
 
 /// What an answer's `x-ratelimit-*` headers say.
-pub fn rate_limits(headers: &HeaderMap) -> RateLimitInfo {
+pub(crate) fn rate_limits(headers: &HeaderMap) -> RateLimitInfo {
     RateLimitInfo {
         requests: window(headers, "requests"),
         tokens: window(headers, "tokens"),

@@ -6,10 +6,10 @@
 //! `finish_reason: "stop"`; it is normalized to [`FinishKind::Refusal`]. With `stream = true`
 //! the answer is an event stream of chunks, folded by [`stream`].
 
-pub mod compatible;
-pub mod dialect;
-pub mod limits;
-pub mod server;
+pub(crate) mod compatible;
+pub(crate) mod dialect;
+pub(crate) mod limits;
+pub(crate) mod server;
 pub(crate) mod stream;
 
 use reqwest::header::HeaderMap;
@@ -25,14 +25,14 @@ use conform_config::{ProviderConfig, StructuredOutput};
 
 /// The official API: `max_completion_tokens`, strict schemas.
 #[derive(Debug, Clone, Copy)]
-pub struct OpenAiChat {
+pub(crate) struct OpenAiChat {
     /// The official API names the output limit `max_completion_tokens`; servers that
     /// copy the older API (llama.cpp) only read `max_tokens`.
     pub(crate) max_tokens_field: &'static str,
 }
 
 impl OpenAiChat {
-    pub fn official() -> Self {
+    pub(crate) fn official() -> Self {
         OpenAiChat {
             max_tokens_field: "max_completion_tokens",
         }

@@ -8,7 +8,7 @@ use crate::provider::server::{
 };
 
 /// The server side of Chat Completions.
-pub struct ChatServer;
+pub(crate) struct ChatServer;
 
 impl WireServer for ChatServer {
     fn on_route(&self, path: &str) -> bool {

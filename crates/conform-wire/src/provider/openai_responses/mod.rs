@@ -27,6 +27,7 @@ use conform_config::conversation::{Message, Role, ToolChoice};
 use conform_config::secret::Secret;
 use conform_config::{ProviderConfig, StructuredOutput};
 
+/// The OpenAI Responses API, as a [`WireFormat`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OpenAiResponses;
 

@@ -39,23 +39,23 @@ use conform_config::conversation::{Message, Problem};
 use conform_config::secret::Secret;
 
 /// The Messages version Vertex takes in the body.
-pub const ANTHROPIC_VERSION: &str = "vertex-2023-10-16";
+pub(crate) const ANTHROPIC_VERSION: &str = "vertex-2023-10-16";
 
 /// The variable naming a service account's key file, as Google's libraries read it.
-pub const CREDENTIALS_FILE: &str = "GOOGLE_APPLICATION_CREDENTIALS";
+pub(crate) const CREDENTIALS_FILE: &str = "GOOGLE_APPLICATION_CREDENTIALS";
 
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Vertex;
+pub(crate) struct Vertex;
 
 /// Whose model a provider file names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Publisher {
+pub(crate) enum Publisher {
     Google,
     Anthropic,
 }
 
 impl Publisher {
-    pub fn of(model: &str) -> Publisher {
+    pub(crate) fn of(model: &str) -> Publisher {
         match model.starts_with("claude") {
             true => Publisher::Anthropic,
             false => Publisher::Google,
