@@ -78,6 +78,19 @@ const PINNED: [Pinned; 3] = [
             ("hang-past-timeout", "duplicate work"),
             ("anthropic-primary-streams", "on /v1/messages"),
             ("anthropic-cut-stream-chunked", "an error event"),
+            ("accounting", "the answer carries the fallback's usage"),
+            (
+                "content-filter-400",
+                "documented: the gateway fails over on the primary's content-filter rejection",
+            ),
+            ("wall-clock-budget", "HTTP 408"),
+            // With num_retries: 0 nothing is retried: the rule holds with one attempt each.
+            ("retry-after-honoured", "no upstream was attempted twice"),
+            (
+                "flapping-primary",
+                "back on the primary within 2000 ms of its recovery",
+            ),
+            ("no-hammering", "(4 came)"),
         ],
     },
     Pinned {
@@ -90,6 +103,18 @@ const PINNED: [Pinned; 3] = [
             ("cut-stream-closed", "HTTP 500"),
             ("failover-on-503", "fallback's complete answer"),
             ("anthropic-failover-on-529", "on /v1/messages"),
+            ("accounting", "the answer carries the fallback's usage"),
+            (
+                "content-filter-400",
+                "documented: the gateway fails over on the primary's content-filter rejection",
+            ),
+            ("wall-clock-budget", "HTTP 408"),
+            ("retry-after-honoured", "no upstream was attempted twice"),
+            (
+                "flapping-primary",
+                "back on the primary within 2000 ms of its recovery",
+            ),
+            ("no-hammering", "(4 came)"),
         ],
     },
     Pinned {
@@ -114,6 +139,10 @@ const PINNED: [Pinned; 3] = [
             "unreadable-2xx-empty-streamed",
             "context-length",
             "anthropic-failover-on-529",
+            "accounting",
+            "content-filter-400",
+            "flapping-primary",
+            "no-hammering",
         ],
         evidence: &[
             ("rate-limited-429", "fallback's complete answer"),
@@ -130,6 +159,20 @@ const PINNED: [Pinned; 3] = [
             ("hang-past-timeout", "duplicate work"),
             ("anthropic-primary-streams", "on /v1/messages"),
             ("every-fallback-fails", "HTTP 502"),
+            // Its usage is the fallback's; only the model names the primary.
+            ("accounting", "the answer carries the fallback's usage"),
+            ("accounting", "but fallback served it"),
+            (
+                "content-filter-400",
+                "documented: the gateway fails over on the primary's content-filter rejection",
+            ),
+            ("wall-clock-budget", "HTTP 502"),
+            ("retry-after-honoured", "no upstream was attempted twice"),
+            (
+                "flapping-primary",
+                "back on the primary within 2000 ms of its recovery",
+            ),
+            ("no-hammering", "(4 came)"),
         ],
     },
 ];
@@ -280,7 +323,10 @@ fn assert_arrivals_listed(report: &Value) {
 fn assert_client_requests_listed(report: &Value) {
     for (name, s) in &by_name(report) {
         let requests = s["client_requests"].as_array().cloned().unwrap_or_default();
-        assert!(!requests.is_empty(), "{name}: no client request listed: {s}");
+        assert!(
+            !requests.is_empty(),
+            "{name}: no client request listed: {s}"
+        );
         for r in &requests {
             for field in ["status", "complete", "ms", "sent_unix_ms", "attempts"] {
                 assert!(r.get(field).is_some(), "{name}: no {field} in {r}");
@@ -729,7 +775,8 @@ fn broken_gateways() {
         .unwrap_or_default()
         .to_string();
     assert!(
-        reason.contains("primary was attempted again") && reason.contains("Retry-After: 2 (2000 ms)"),
+        reason.contains("primary was attempted again")
+            && reason.contains("Retry-After: 2 (2000 ms)"),
         "{reason}"
     );
 
@@ -737,7 +784,11 @@ fn broken_gateways() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, report, stderr) = against_with(Broken::ReportsThePrimarysModel, &args);
     assert_eq!(code, 1, "{stderr}");
-    assert_eq!(failed(&report), ["accounting", "failover-on-500"], "{report:#}");
+    assert_eq!(
+        failed(&report),
+        ["accounting", "failover-on-500"],
+        "{report:#}"
+    );
     for name in ["failover-on-500", "accounting"] {
         let reason = by_name(&report)[name]["outcome"]["reason"]
             .as_str()

@@ -157,7 +157,9 @@ impl ClientRequest {
                 .filter(|(_, a)| a.len() > 1)
                 .map(|(m, a)| (m.clone(), a.windows(2).map(gap).collect()))
                 .collect(),
-            attempts: (by_model.iter()).map(|(m, a)| (m.clone(), a.len())).collect(),
+            attempts: (by_model.iter())
+                .map(|(m, a)| (m.clone(), a.len()))
+                .collect(),
         }
     }
 }

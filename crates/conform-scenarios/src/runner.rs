@@ -5,9 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quick_junit::{
-    NonSuccessKind, Property, Report as Junit, TestCase, TestCaseStatus, TestSuite,
-};
+use quick_junit::{NonSuccessKind, Property, Report as Junit, TestCase, TestCaseStatus, TestSuite};
 use serde::Serialize;
 
 use super::ctx::{Ctx, Env};

@@ -155,9 +155,8 @@ impl Ctx {
     pub fn client_requests(&self) -> Vec<ClientRequest> {
         let arrivals = self.env.board.arrivals(&self.tag);
         let sent = self.record().sent.clone();
-        let next_sent: Vec<Option<u64>> = (1..=sent.len())
-            .map(|i| sent.get(i).map(|s| s.1))
-            .collect();
+        let next_sent: Vec<Option<u64>> =
+            (1..=sent.len()).map(|i| sent.get(i).map(|s| s.1)).collect();
         (sent.into_iter().zip(next_sent))
             .map(|((asked, at, received), next)| {
                 let attempts: Vec<_> = (arrivals.iter())
@@ -440,7 +439,12 @@ mod tests {
         assert_eq!(timed.attempts[FALLBACK], 1);
         let none = ClientRequest::timed(PRIMARY, 1_000, blank(), &[]);
         assert_eq!(none.first_attempt_ms, None);
-        assert!(serde_json::to_value(&none).unwrap().get("first_attempt_ms").is_none());
+        assert!(
+            serde_json::to_value(&none)
+                .unwrap()
+                .get("first_attempt_ms")
+                .is_none()
+        );
     }
 
     fn blank() -> Received {

@@ -505,7 +505,9 @@ async fn retry_after_honoured(ctx: &Ctx) -> Checked {
     let measured = if gaps.is_empty() {
         "no upstream was attempted twice".to_string()
     } else {
-        let each: Vec<String> = (gaps.iter()).map(|(m, g)| format!("{m} after {g} ms")).collect();
+        let each: Vec<String> = (gaps.iter())
+            .map(|(m, g)| format!("{m} after {g} ms"))
+            .collect();
         format!("attempted again: {}", each.join(", "))
     };
     let early: Vec<String> = (gaps.iter())
@@ -565,14 +567,19 @@ async fn flapping_primary(ctx: &Ctx) -> Checked {
         },
     );
     let deadline = Instant::now() + FLAP_DOWN + RECOVERY_BOUND;
-    let sent = paced(ctx, deadline, |at, r| at >= up_at && served_by_model(r, PRIMARY)).await;
+    let sent = paced(ctx, deadline, |at, r| {
+        at >= up_at && served_by_model(r, PRIMARY)
+    })
+    .await;
     // A probe: an attempt on the primary for a request sent while it was down.
     let probes: usize = (ctx.client_requests().iter())
         .filter(|r| r.sent_unix_ms < up_at)
         .map(|r| r.attempts.get(PRIMARY).copied().unwrap_or(0))
         .sum();
     let (down, after): (Vec<_>, Vec<_>) = sent.iter().partition(|(at, _)| *at < up_at);
-    let by_fallback = (down.iter()).filter(|(_, r)| served_by_model(r, FALLBACK)).count();
+    let by_fallback = (down.iter())
+        .filter(|(_, r)| served_by_model(r, FALLBACK))
+        .count();
     ctx.pass(format!(
         "reported: while the primary was down ({} ms, {} requests every {} ms) {by_fallback} \
          were served by the fallback and {} were not; the primary was probed {probes} times",
@@ -594,7 +601,9 @@ async fn flapping_primary(ctx: &Ctx) -> Checked {
             ))
         ),
         || {
-            let fallback = (after.iter()).filter(|(_, r)| served_by_model(r, FALLBACK)).count();
+            let fallback = (after.iter())
+                .filter(|(_, r)| served_by_model(r, FALLBACK))
+                .count();
             format!(
                 "none of the {} requests sent in the {bound} ms after it recovered was served \
                  by it ({fallback} by the fallback)",

@@ -609,7 +609,10 @@ mod tests {
         };
         let (answer, board) = raw_answer(up).await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-        assert_eq!(board.arrivals("ctagframing1")[0].behaviour, Behaviour::Answer);
+        assert_eq!(
+            board.arrivals("ctagframing1")[0].behaviour,
+            Behaviour::Answer
+        );
         let (refused, _) = raw_answer(Behaviour::ContentFilter).await;
         assert!(refused.starts_with("HTTP/1.1 400"), "{refused}");
     }
@@ -619,7 +622,11 @@ mod tests {
     #[tokio::test]
     async fn a_hang_until_closed_ends_when_the_peer_closes() {
         let board = Board::default();
-        board.script("primary", "ctaghang1", Behaviour::HangUntilClosed { ms: 30_000 });
+        board.script(
+            "primary",
+            "ctaghang1",
+            Behaviour::HangUntilClosed { ms: 30_000 },
+        );
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         serve(listener, "primary", board.clone());
