@@ -12,7 +12,9 @@
 //! The teeth: `broken_gateway` is a gateway of a few lines (primary, then the fallback;
 //! streams buffered and checked), correct as written, and wrong in one way per variant:
 //! it fails over to the revoked candidate, it presents a cut stream as complete, it
-//! retries a 2xx. The correct one passes every scenario; each variant is caught.
+//! retries a 2xx, it retries a 429 at once whatever its `Retry-After` says, it reports
+//! the primary's model after failing over. The correct one passes every scenario (it
+//! retries nothing); each variant is caught.
 //!
 //! The call-time gate (`gate_callback/`): `integrations/litellm/`'s callback in the pinned
 //! LiteLLM proxy, asking a real `conform serve`, sees a revocation at the next request.
@@ -76,6 +78,19 @@ const PINNED: [Pinned; 3] = [
             ("hang-past-timeout", "duplicate work"),
             ("anthropic-primary-streams", "on /v1/messages"),
             ("anthropic-cut-stream-chunked", "an error event"),
+            ("accounting", "the answer carries the fallback's usage"),
+            (
+                "content-filter-400",
+                "documented: the gateway fails over on the primary's content-filter rejection",
+            ),
+            ("wall-clock-budget", "HTTP 408"),
+            // With num_retries: 0 nothing is retried: the rule holds with one attempt each.
+            ("retry-after-honoured", "no upstream was attempted twice"),
+            (
+                "flapping-primary",
+                "back on the primary within 2000 ms of its recovery",
+            ),
+            ("no-hammering", "(4 came)"),
         ],
     },
     Pinned {
@@ -88,6 +103,18 @@ const PINNED: [Pinned; 3] = [
             ("cut-stream-closed", "HTTP 500"),
             ("failover-on-503", "fallback's complete answer"),
             ("anthropic-failover-on-529", "on /v1/messages"),
+            ("accounting", "the answer carries the fallback's usage"),
+            (
+                "content-filter-400",
+                "documented: the gateway fails over on the primary's content-filter rejection",
+            ),
+            ("wall-clock-budget", "HTTP 408"),
+            ("retry-after-honoured", "no upstream was attempted twice"),
+            (
+                "flapping-primary",
+                "back on the primary within 2000 ms of its recovery",
+            ),
+            ("no-hammering", "(4 came)"),
         ],
     },
     Pinned {
@@ -112,6 +139,10 @@ const PINNED: [Pinned; 3] = [
             "unreadable-2xx-empty-streamed",
             "context-length",
             "anthropic-failover-on-529",
+            "accounting",
+            "content-filter-400",
+            "flapping-primary",
+            "no-hammering",
         ],
         evidence: &[
             ("rate-limited-429", "fallback's complete answer"),
@@ -128,6 +159,20 @@ const PINNED: [Pinned; 3] = [
             ("hang-past-timeout", "duplicate work"),
             ("anthropic-primary-streams", "on /v1/messages"),
             ("every-fallback-fails", "HTTP 502"),
+            // Its usage is the fallback's; only the model names the primary.
+            ("accounting", "the answer carries the fallback's usage"),
+            ("accounting", "but fallback served it"),
+            (
+                "content-filter-400",
+                "documented: the gateway fails over on the primary's content-filter rejection",
+            ),
+            ("wall-clock-budget", "HTTP 502"),
+            ("retry-after-honoured", "no upstream was attempted twice"),
+            (
+                "flapping-primary",
+                "back on the primary within 2000 ms of its recovery",
+            ),
+            ("no-hammering", "(4 came)"),
         ],
     },
 ];
@@ -273,6 +318,33 @@ fn assert_arrivals_listed(report: &Value) {
     }
 }
 
+/// Each scenario's JSON lists the client's requests, what each received, and the
+/// upstream attempts that came for each: together, every upstream request counted.
+fn assert_client_requests_listed(report: &Value) {
+    for (name, s) in &by_name(report) {
+        let requests = s["client_requests"].as_array().cloned().unwrap_or_default();
+        assert!(
+            !requests.is_empty(),
+            "{name}: no client request listed: {s}"
+        );
+        for r in &requests {
+            for field in ["status", "complete", "ms", "sent_unix_ms", "attempts"] {
+                assert!(r.get(field).is_some(), "{name}: no {field} in {r}");
+            }
+        }
+        for (model, count) in s["provider_requests"].as_object().into_iter().flatten() {
+            let attempts: u64 = (requests.iter())
+                .filter_map(|r| r["attempts"][model.as_str()].as_u64())
+                .sum();
+            assert_eq!(
+                count["received"].as_u64(),
+                Some(attempts),
+                "{name}: {model}'s requests are not all attempts of a client request"
+            );
+        }
+    }
+}
+
 /// Live processes (not zombies) whose environment names `work`: what a spawned gateway
 /// left running after `conform scenarios` ended (the run gives its gateway the config's
 /// path, in the working folder, in `CONFORM_GATEWAY_CONFIG`).
@@ -335,6 +407,7 @@ fn known_results(pinned: &Pinned, spawn: &str) -> Result<(), Failed> {
     }
     assert_revoked_untouched(&report);
     assert_arrivals_listed(&report);
+    assert_client_requests_listed(&report);
     let survivors = survivors(work.path());
     assert!(
         survivors.is_empty(),
@@ -425,6 +498,8 @@ enum Broken {
     FailsOverToRevoked,
     CompletesCutStreams,
     RetriesA2xx,
+    IgnoresRetryAfter,
+    ReportsThePrimarysModel,
 }
 
 struct Gateway {
@@ -517,9 +592,12 @@ async fn completions(State(g): State<Arc<Gateway>>, _: HeaderMap, body: Bytes) -
         _ => &g.primary,
     };
     let mut first = call(&g, primary, &body).await;
-    if g.broken == Broken::RetriesA2xx
-        && first.as_ref().is_some_and(|(s, _)| (200..300).contains(s))
-    {
+    let retry = |status: u16| match g.broken {
+        Broken::RetriesA2xx => (200..300).contains(&status),
+        Broken::IgnoresRetryAfter => status == 429,
+        _ => false,
+    };
+    if first.as_ref().is_some_and(|(s, _)| retry(*s)) {
         first = call(&g, primary, &body).await;
     }
     if let Some((status, bytes)) = &first {
@@ -540,7 +618,14 @@ async fn completions(State(g): State<Arc<Gateway>>, _: HeaderMap, body: Bytes) -
         &g.fallback
     };
     match call(&g, next, &body).await {
-        Some((status, bytes)) if whole(status, &bytes, stream) => answer(status, bytes),
+        Some((status, bytes)) if whole(status, &bytes, stream) => {
+            if g.broken == Broken::ReportsThePrimarysModel {
+                let named = String::from_utf8_lossy(&bytes)
+                    .replace(r#""model":"fallback-mock""#, r#""model":"primary-mock""#);
+                return answer(status, named.into_bytes());
+            }
+            answer(status, bytes)
+        }
         _ => answer(
             502,
             br#"{"error":{"message":"every model failed","type":"server_error"}}"#.to_vec(),
@@ -631,11 +716,17 @@ fn broken_gateways() {
     );
     assert_eq!(code, 0, "{stderr}");
     assert_revoked_untouched(&report);
-    // The same JUnit as the orchestrator scenarios: one case per scenario.
+    assert_client_requests_listed(&report);
+    // The same JUnit as the orchestrator scenarios: one case per scenario, each client
+    // request's fields as properties.
     let xml = std::fs::read_to_string(&xml).unwrap();
     let cases = report["scenarios"].as_array().unwrap().len();
     assert!(xml.contains(&format!("tests=\"{cases}\"")), "{xml}");
     assert!(xml.contains("failures=\"0\""), "{xml}");
+    assert!(
+        xml.contains(r#"<property name="client_request.1.first_attempt_ms""#),
+        "{xml}"
+    );
 
     let (code, report, _) = against(Broken::FailsOverToRevoked);
     assert_eq!(code, 1);
@@ -672,4 +763,40 @@ fn broken_gateways() {
         reason.contains("primary received 2 request(s), expected 1"),
         "{reason}"
     );
+
+    // The request-level variants run only the scenarios that must catch them.
+    let only = |names: &str| ["--only".to_string(), names.to_string()];
+    let args = only("retry-after-honoured");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, report, stderr) = against_with(Broken::IgnoresRetryAfter, &args);
+    assert_eq!(code, 1, "{stderr}");
+    let reason = by_name(&report)["retry-after-honoured"]["outcome"]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        reason.contains("primary was attempted again")
+            && reason.contains("Retry-After: 2 (2000 ms)"),
+        "{reason}"
+    );
+
+    let args = only("failover-on-500,accounting");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, report, stderr) = against_with(Broken::ReportsThePrimarysModel, &args);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(
+        failed(&report),
+        ["accounting", "failover-on-500"],
+        "{report:#}"
+    );
+    for name in ["failover-on-500", "accounting"] {
+        let reason = by_name(&report)[name]["outcome"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            reason.contains("the answer says model \"primary-mock\", but fallback served it"),
+            "{name}: {reason}"
+        );
+    }
 }

@@ -599,6 +599,7 @@ impl Ctx {
             provider_requests: counts,
             provider_arrivals: arrivals.into_iter().map(ProviderArrival::Job).collect(),
             stray_requests: strays,
+            client_requests: Vec::new(),
             notes: r.notes.clone(),
         }
     }

@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::api::Exchange;
+use super::gateway::client::Received;
 use super::gateway::upstream::Arrival as UpstreamArrival;
 use super::mock::Arrival;
 
@@ -92,6 +93,10 @@ pub struct Evidence {
     pub provider_arrivals: Vec<ProviderArrival>,
     /// Requests carrying no tag any scenario handed out: work nobody asked for.
     pub stray_requests: Vec<Arrival>,
+    /// A gateway scenario's client requests, in order: what each received and when the
+    /// upstreams were attempted for it (none for an orchestrator scenario).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub client_requests: Vec<ClientRequest>,
     /// Things worth knowing that are not checks (timings, which attempt won).
     pub notes: Vec<String>,
 }
@@ -103,6 +108,60 @@ pub struct Evidence {
 pub enum ProviderArrival {
     Job(Arrival),
     Upstream(UpstreamArrival),
+}
+
+/// One request a client sent through a gateway: what it received (`ms` is the wall time
+/// of its whole call) and the upstream attempts that came for it (those that arrived
+/// after it was sent and before the client's next request).
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientRequest {
+    /// The model the client asked for, by the gateway's name.
+    pub asked: String,
+    pub sent_unix_ms: u64,
+    #[serde(flatten)]
+    pub received: Received,
+    /// From the client sending to the first upstream attempt arriving; none when no
+    /// upstream was attempted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_attempt_ms: Option<u64>,
+    /// The gap before each next attempt, whichever upstream it went to.
+    pub gaps_ms: Vec<u64>,
+    /// The gaps between attempts on the same upstream, by model (only models attempted
+    /// more than once).
+    pub gaps_by_upstream_ms: BTreeMap<String, Vec<u64>>,
+    /// Attempts each upstream received for this request, by model.
+    pub attempts: BTreeMap<String, usize>,
+}
+
+impl ClientRequest {
+    /// `received` for the request sent at `sent_unix_ms`, timed by the attempts that came
+    /// for it, in their order of arrival.
+    pub fn timed(
+        asked: &str,
+        sent_unix_ms: u64,
+        received: Received,
+        attempts: &[&UpstreamArrival],
+    ) -> ClientRequest {
+        let gap = |pair: &[&UpstreamArrival]| pair[1].at_unix_ms.saturating_sub(pair[0].at_unix_ms);
+        let mut by_model: BTreeMap<String, Vec<&UpstreamArrival>> = BTreeMap::new();
+        for a in attempts {
+            by_model.entry(a.model.clone()).or_default().push(a);
+        }
+        ClientRequest {
+            asked: asked.to_string(),
+            sent_unix_ms,
+            received,
+            first_attempt_ms: (attempts.first()).map(|a| a.at_unix_ms.saturating_sub(sent_unix_ms)),
+            gaps_ms: attempts.windows(2).map(gap).collect(),
+            gaps_by_upstream_ms: (by_model.iter())
+                .filter(|(_, a)| a.len() > 1)
+                .map(|(m, a)| (m.clone(), a.windows(2).map(gap).collect()))
+                .collect(),
+            attempts: (by_model.iter())
+                .map(|(m, a)| (m.clone(), a.len()))
+                .collect(),
+        }
+    }
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -127,6 +186,7 @@ impl Evidence {
             provider_requests: BTreeMap::new(),
             provider_arrivals: Vec::new(),
             stray_requests: Vec::new(),
+            client_requests: Vec::new(),
             notes: Vec::new(),
         }
     }

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quick_junit::{NonSuccessKind, Report as Junit, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{NonSuccessKind, Property, Report as Junit, TestCase, TestCaseStatus, TestSuite};
 use serde::Serialize;
 
 use super::ctx::{Ctx, Env};
@@ -164,7 +164,8 @@ fn is_standard(path: &std::path::Path) -> bool {
 }
 
 /// The run as JUnit XML: one test case per scenario, the failing check as the message,
-/// the evidence as JSON in `system-out`.
+/// the evidence as JSON in `system-out`, and each gateway client request's fields as
+/// properties (`client_request.N.FIELD`, N from 1), passed or not.
 pub fn junit(report: &SuiteReport) -> Junit {
     let mut suite = TestSuite::new("conform scenarios");
     for evidence in &report.scenarios {
@@ -185,6 +186,7 @@ pub fn junit(report: &SuiteReport) -> Junit {
         let mut case = TestCase::new(evidence.scenario.clone(), status);
         case.set_classname("conform.scenarios");
         case.set_time(Duration::from_secs_f64(evidence.seconds));
+        case.add_properties(client_request_properties(evidence));
         if !matches!(evidence.outcome, Outcome::Passed) {
             case.set_system_out(serde_json::to_string_pretty(evidence).unwrap_or_default());
         }
@@ -193,6 +195,27 @@ pub fn junit(report: &SuiteReport) -> Junit {
     let mut junit = Junit::new("conform scenarios");
     junit.add_test_suite(suite);
     junit
+}
+
+/// Each client request's top-level fields, as text (an object or a list as its JSON).
+fn client_request_properties(evidence: &Evidence) -> Vec<Property> {
+    let mut properties = Vec::new();
+    for (i, request) in evidence.client_requests.iter().enumerate() {
+        let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(request) else {
+            continue;
+        };
+        for (name, value) in fields {
+            let text = match value {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            properties.push(Property::new(
+                format!("client_request.{}.{name}", i + 1),
+                text,
+            ));
+        }
+    }
+    properties
 }
 
 #[cfg(test)]
@@ -244,5 +267,52 @@ mod tests {
         assert!(xml.contains(r#"failures="1""#), "{xml}");
         assert!(xml.contains("exactly one 201"), "{xml}");
         assert!(!report.all_passed());
+    }
+
+    /// A gateway scenario's client requests reach JUnit as properties, passed or not.
+    #[test]
+    fn junit_carries_each_client_requests_fields_as_properties() {
+        let received = crate::gateway::client::Received {
+            status: 200,
+            content: Some("{}".into()),
+            model: Some("fallback-mock".into()),
+            complete: true,
+            finish_reason: Some("stop".into()),
+            done: false,
+            error_event: false,
+            transfer_error: None,
+            usage: None,
+            ms: 1_234,
+            exchange: None,
+        };
+        let mut passed = Evidence::skipped("accounting", "about", "");
+        passed.outcome = Outcome::Passed;
+        passed.client_requests = vec![crate::evidence::ClientRequest::timed(
+            "primary",
+            1_000,
+            received,
+            &[],
+        )];
+        let report = SuiteReport {
+            format: FORMAT,
+            target: "litellm at http://127.0.0.1:1".into(),
+            attempt_timeout_ms: 1000,
+            late_window_ms: 0,
+            providers: Vec::new(),
+            passed: 1,
+            failed: 0,
+            skipped: 0,
+            seconds: 1.0,
+            scenarios: vec![passed],
+        };
+        let xml = junit(&report).to_string().unwrap();
+        for property in [
+            r#"name="client_request.1.status" value="200""#,
+            r#"name="client_request.1.model" value="fallback-mock""#,
+            r#"name="client_request.1.ms" value="1234""#,
+            r#"name="client_request.1.asked" value="primary""#,
+        ] {
+            assert!(xml.contains(property), "{property}: {xml}");
+        }
     }
 }

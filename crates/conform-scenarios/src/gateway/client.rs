@@ -40,10 +40,38 @@ pub struct Received {
     pub error_event: bool,
     /// The body broke off, or did not arrive in time.
     pub transfer_error: Option<String>,
+    /// The answer's `usage` (a stream's last one), when it carries one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
     pub ms: u64,
     /// The exchange, for the evidence.
     #[serde(skip)]
     pub exchange: Option<Exchange>,
+}
+
+/// The token counts an answer reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub total_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// The `usage` object of an answer or a stream's event, if it holds any count.
+    fn read(value: &Value) -> Option<Usage> {
+        let usage = value.get("usage")?;
+        let count = |k: &str| usage.get(k).and_then(Value::as_u64);
+        let read = Usage {
+            prompt_tokens: count("prompt_tokens"),
+            completion_tokens: count("completion_tokens"),
+            total_tokens: count("total_tokens"),
+        };
+        (read.prompt_tokens.is_some()
+            || read.completion_tokens.is_some()
+            || read.total_tokens.is_some())
+        .then_some(read)
+    }
 }
 
 impl Received {
@@ -80,6 +108,9 @@ impl Received {
                 .as_deref()
                 .map_or("none".to_string(), |c| format!("{c:?}"))
         ));
+        if let Some(tokens) = self.usage.and_then(|u| u.prompt_tokens) {
+            parts.push(format!("usage {tokens} prompt tokens"));
+        }
         parts.join(", ")
     }
 }
@@ -146,6 +177,7 @@ impl Client {
             done: false,
             error_event: false,
             transfer_error: None,
+            usage: None,
             ms: 0,
             exchange: None,
         };
@@ -215,6 +247,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 fn read_plain(value: &Value, received: &mut Received) {
+    received.usage = Usage::read(value);
     received.model = value
         .get("model")
         .and_then(Value::as_str)
@@ -248,6 +281,9 @@ fn read_stream(text: &str, received: &mut Received) {
         };
         if event.get("error").is_some() {
             received.error_event = true;
+        }
+        if let Some(usage) = Usage::read(&event) {
+            received.usage = Some(usage);
         }
         if let Some(m) = event.get("model").and_then(Value::as_str)
             && !m.is_empty()
@@ -285,6 +321,7 @@ mod tests {
             done: false,
             error_event: false,
             transfer_error: None,
+            usage: None,
             ms: 0,
             exchange: None,
         }
@@ -308,6 +345,24 @@ mod tests {
             &mut r,
         );
         assert!(!r.complete && r.error_event);
+    }
+
+    #[test]
+    fn usage_is_read_from_an_answer_and_from_a_streams_last_usage() {
+        let mut r = blank();
+        let answer = json!({"model": "m", "choices": [{"message": {"content": "x"}}],
+            "usage": {"prompt_tokens": 31, "completion_tokens": 4, "total_tokens": 35}});
+        read_plain(&answer, &mut r);
+        assert_eq!(r.usage.and_then(|u| u.prompt_tokens), Some(31));
+        let mut r = blank();
+        read_plain(&json!({"usage": null}), &mut r);
+        assert_eq!(r.usage, None);
+        let mut r = blank();
+        read_stream(
+            "data: {\"choices\":[],\"usage\":null}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":24}}\n\n",
+            &mut r,
+        );
+        assert_eq!(r.usage.and_then(|u| u.prompt_tokens), Some(24));
     }
 
     #[test]

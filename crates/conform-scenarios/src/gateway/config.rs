@@ -30,6 +30,11 @@ pub const ANTHROPIC_PRIMARY: &str = "primary-anthropic";
 /// Every model the gateway's config names, in its model list's order.
 pub const CONFIGURED: [&str; 5] = [PRIMARY, FALLBACK, REVOKED, UNREACHABLE, ANTHROPIC_PRIMARY];
 
+/// The retries of one upstream per client request that the configs conform writes
+/// allow: LiteLLM's `num_retries` from the export; Portkey's and TensorZero's configs
+/// set none.
+pub const RETRIES: usize = litellm::NUM_RETRIES as usize;
+
 /// The key the client presents to the gateway (LiteLLM's master key).
 pub const GATEWAY_KEY: &str = "sk-conform-gateway-scenarios";
 /// The key the gateway presents to the mock upstreams.

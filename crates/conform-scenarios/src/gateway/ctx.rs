@@ -12,8 +12,10 @@ use super::config::{MODELS, REVOKED};
 use super::upstream::{Behaviour, Board};
 use crate::api::Exchange;
 use crate::ctx::{Checked, Failed};
-use crate::evidence::{CheckRecord, Evidence, Outcome, ProviderArrival, RequestCount};
-use crate::mock::TAG_PREFIX;
+use crate::evidence::{
+    CheckRecord, ClientRequest, Evidence, Outcome, ProviderArrival, RequestCount,
+};
+use crate::mock::{TAG_PREFIX, unix_ms};
 
 /// What every scenario of a run shares.
 pub struct Env {
@@ -33,6 +35,8 @@ struct Record {
     /// By model: the requests the scenario calls for; a model absent is only reported
     /// (the revoked candidate is always held to zero).
     expected: BTreeMap<String, usize>,
+    /// Each client request: the model asked, when it was sent, what came back.
+    sent: Vec<(String, u64, Received)>,
 }
 
 /// One scenario's context.
@@ -88,10 +92,14 @@ impl Ctx {
 
     /// Asks `model` (the gateway's name for it) through the gateway.
     pub async fn ask_model(&self, model: &str, stream: bool) -> Received {
+        let sent = unix_ms();
         let received = self.env.client.ask(model, &self.tag, stream).await;
+        let mut record = self.record();
         if let Some(x) = &received.exchange {
-            self.record().exchanges.push(x.clone());
+            record.exchanges.push(x.clone());
         }
+        (record.sent).push((model.to_string(), sent, received.clone()));
+        drop(record);
         self.note(format!("the client received: {}", received.summary()));
         received
     }
@@ -140,6 +148,23 @@ impl Ctx {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
+    /// The client's requests so far, each with the upstream attempts that came for it:
+    /// those that arrived after it was sent and before the next one was.
+    pub fn client_requests(&self) -> Vec<ClientRequest> {
+        let arrivals = self.env.board.arrivals(&self.tag);
+        let sent = self.record().sent.clone();
+        let next_sent: Vec<Option<u64>> =
+            (1..=sent.len()).map(|i| sent.get(i).map(|s| s.1)).collect();
+        (sent.into_iter().zip(next_sent))
+            .map(|((asked, at, received), next)| {
+                let attempts: Vec<_> = (arrivals.iter())
+                    .filter(|a| a.at_unix_ms >= at && next.is_none_or(|n| a.at_unix_ms < n))
+                    .collect();
+                ClientRequest::timed(&asked, at, received, &attempts)
+            })
+            .collect()
     }
 
     /// Requests `model` received for this scenario so far.
@@ -251,6 +276,7 @@ impl Ctx {
                 serde_json::to_string(&a.behaviour).unwrap_or_default()
             ));
         }
+        let client_requests = self.client_requests();
         // Traffic to a revoked model is the failure that matters most: it leads.
         let revoked = self.count(REVOKED);
         let outcome = match (result, count_failure) {
@@ -275,6 +301,7 @@ impl Ctx {
                 .map(ProviderArrival::Upstream)
                 .collect(),
             stray_requests: Vec::new(),
+            client_requests,
             notes: r.notes.clone(),
         }
     }
@@ -329,5 +356,111 @@ mod tests {
         let done = arrivals[0]["done_unix_ms"].as_u64().unwrap();
         assert!(done >= at, "{arrivals:?}");
         assert_eq!(evidence.provider_requests[PRIMARY].received, 1);
+        // No client request went through a gateway: none is listed.
+        let json = serde_json::to_value(&evidence).unwrap();
+        assert!(json.get("client_requests").is_none(), "{json}");
+    }
+
+    /// Each client request is listed with what it received (status, model, usage, its
+    /// wall time) and the upstream attempts that came for it, timed from its sending.
+    #[tokio::test]
+    async fn the_evidence_lists_each_client_request_with_what_it_received_and_its_attempts() {
+        let board = Board::default();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        super::super::upstream::serve(listener, PRIMARY, board.clone());
+        // The client talks to the upstream itself: a gateway that passes everything on.
+        let url = format!("http://{addr}/v1/chat/completions");
+        let env = Arc::new(Env {
+            board,
+            client: Client::new(url, Vec::new()).unwrap(),
+            timeout: Duration::from_millis(100),
+            gateway: "a test".into(),
+        });
+        let ctx = Ctx::new(env, "two-requests", "two requests reach the primary");
+        ctx.script(
+            PRIMARY,
+            Behaviour::Flapping {
+                status: 503,
+                up_at_unix_ms: unix_ms() + 150,
+            },
+        );
+        let first = ctx.ask(false).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let second = ctx.ask(false).await;
+        assert_eq!((first.status, second.status), (503, 200));
+        let evidence = ctx.conclude(async { Ok(()) }).await;
+        let json = serde_json::to_value(&evidence).unwrap();
+        let requests = json["client_requests"].as_array().unwrap();
+        assert_eq!(requests.len(), 2, "{json}");
+        assert_eq!(requests[0]["status"], 503);
+        assert_eq!(requests[0]["complete"], false);
+        assert_eq!(requests[1]["status"], 200);
+        assert_eq!(requests[1]["complete"], true);
+        assert_eq!(requests[1]["model"], PRIMARY);
+        assert_eq!(requests[1]["usage"]["prompt_tokens"], 24);
+        for r in requests {
+            assert_eq!(r["attempts"][PRIMARY], 1, "{r}");
+            assert_eq!(r["asked"], PRIMARY);
+            let first_attempt = r["first_attempt_ms"].as_u64().unwrap();
+            // Both to the millisecond, each rounded down: one apart at most.
+            assert!(first_attempt <= r["ms"].as_u64().unwrap() + 1, "{r}");
+            assert!(r.get("exchange").is_none(), "{r}");
+        }
+        let sent: Vec<u64> = (requests.iter())
+            .map(|r| r["sent_unix_ms"].as_u64().unwrap())
+            .collect();
+        assert!(sent[1] >= sent[0] + 250, "{sent:?}");
+    }
+
+    /// The gaps before each next attempt, overall and on one upstream.
+    #[test]
+    fn gaps_are_measured_between_attempts_overall_and_per_upstream() {
+        let arrival = |model: &str, at: u64| super::super::upstream::Arrival {
+            model: model.into(),
+            path: "/v1/chat/completions".into(),
+            tag: None,
+            at_unix_ms: at,
+            done_unix_ms: Some(at + 1),
+            stream: false,
+            behaviour: Behaviour::Answer,
+        };
+        let all = [
+            arrival(PRIMARY, 1_010),
+            arrival(FALLBACK, 1_030),
+            arrival(PRIMARY, 3_100),
+        ];
+        let attempts: Vec<_> = all.iter().collect();
+        let timed = ClientRequest::timed(PRIMARY, 1_000, blank(), &attempts);
+        assert_eq!(timed.first_attempt_ms, Some(10));
+        assert_eq!(timed.gaps_ms, [20, 2_070]);
+        assert_eq!(timed.gaps_by_upstream_ms[PRIMARY], [2_090]);
+        assert!(!timed.gaps_by_upstream_ms.contains_key(FALLBACK));
+        assert_eq!(timed.attempts[PRIMARY], 2);
+        assert_eq!(timed.attempts[FALLBACK], 1);
+        let none = ClientRequest::timed(PRIMARY, 1_000, blank(), &[]);
+        assert_eq!(none.first_attempt_ms, None);
+        assert!(
+            serde_json::to_value(&none)
+                .unwrap()
+                .get("first_attempt_ms")
+                .is_none()
+        );
+    }
+
+    fn blank() -> Received {
+        Received {
+            status: 0,
+            content: None,
+            model: None,
+            complete: false,
+            finish_reason: None,
+            done: false,
+            error_event: false,
+            transfer_error: None,
+            usage: None,
+            ms: 0,
+            exchange: None,
+        }
     }
 }

@@ -11,12 +11,16 @@
 //! scenario reports the gateway's behaviour and its consequence as a passing check
 //! marked `documented`, not as a failure of the test.
 
+use std::time::{Duration, Instant};
+
 use futures::future::BoxFuture;
 
-use super::config::{ANTHROPIC_PRIMARY, FALLBACK, PRIMARY, UNREACHABLE};
+use super::client::Received;
+use super::config::{ANTHROPIC_PRIMARY, FALLBACK, PRIMARY, RETRIES, UNREACHABLE};
 use super::ctx::Ctx;
-use super::upstream::{Behaviour, Unreadable};
+use super::upstream::{Behaviour, Unreadable, prompt_tokens};
 use crate::ctx::Checked;
+use crate::mock::unix_ms;
 
 /// One gateway scenario.
 #[derive(Clone, Copy)]
@@ -189,6 +193,46 @@ static ALL: &[Def] = &[
              request each, and the revoked candidate still nothing",
         every_fallback_fails
     ),
+    // Request-level fault classes (issue 45). Those that fail the primary again and again
+    // come last, so that a gateway's cooldown of it reaches no other scenario.
+    def!(
+        "accounting",
+        "the primary answers 500: the fallback's answer names the fallback's model and \
+             carries the fallback's usage",
+        accounting
+    ),
+    def!(
+        "content-filter-400",
+        "the primary's content filter refuses the request (400): the primary is not \
+             retried; failing over is reported as the gateway's policy choice",
+        content_filter
+    ),
+    def!(
+        "wall-clock-budget",
+        "the primary and the fallback both hang past the timeout: the client's whole call \
+             ends within the attempts the config allows times the timeout, plus slack",
+        wall_clock_budget
+    ),
+    def!(
+        "retry-after-honoured",
+        "the primary and the fallback both answer 429 with Retry-After: 2: no upstream is \
+             attempted again sooner than the header says",
+        retry_after_honoured
+    ),
+    def!(
+        "flapping-primary",
+        "the primary answers 503 for a while, then recovers, the client asking at a steady \
+             pace: served by the fallback (or an error) while it is down, back on the primary \
+             within a bound, the probes in between counted",
+        flapping_primary
+    ),
+    def!(
+        "no-hammering",
+        "the primary keeps answering 503 to requests at a steady pace: the attempts on one \
+             upstream per client request, and in the whole window, stay within the config's \
+             retries",
+        no_hammering
+    ),
 ];
 
 async fn primary_answers(ctx: &Ctx, stream: bool) -> Checked {
@@ -350,6 +394,283 @@ async fn every_fallback_fails(ctx: &Ctx) -> Checked {
     )
 }
 
+async fn accounting(ctx: &Ctx) -> Checked {
+    ctx.script(
+        PRIMARY,
+        Behaviour::Status {
+            status: 500,
+            retry_after: None,
+        },
+    );
+    ctx.expect(PRIMARY, 1);
+    ctx.expect(FALLBACK, 1);
+    let received = ctx.ask(false).await;
+    let (want, primary) = (prompt_tokens(FALLBACK), prompt_tokens(PRIMARY));
+    let got = received.usage.and_then(|u| u.prompt_tokens);
+    let usage = ctx.check(
+        got == Some(want),
+        format!(
+            "the answer carries the fallback's usage ({want} prompt tokens; the primary's \
+             upstream reports {primary})"
+        ),
+        || match got {
+            None => format!("the answer carries no usage: {}", received.summary()),
+            Some(n) if n == primary => format!("the usage is the primary's ({n} prompt tokens)"),
+            Some(n) => format!("the usage says {n} prompt tokens, no upstream's count"),
+        },
+    );
+    // Both are checked, so the evidence says which of the two the gateway gets wrong.
+    let named = ctx.served_by(&received, FALLBACK);
+    usage.and(named)
+}
+
+async fn content_filter(ctx: &Ctx) -> Checked {
+    ctx.script(PRIMARY, Behaviour::ContentFilter);
+    ctx.expect(PRIMARY, 1);
+    let received = ctx.ask(false).await;
+    report_choice(ctx, &received);
+    ctx.check(
+        ctx.count(PRIMARY) == 1,
+        "the primary's content-filter rejection is not retried (exactly 1 request)",
+        || format!("the primary received {} requests", ctx.count(PRIMARY)),
+    )?;
+    if ctx.count(FALLBACK) > 0 {
+        ctx.pass(
+            "documented: the gateway fails over on the primary's content-filter rejection \
+             (400); consequence: a request one provider's policy refused is sent to another, \
+             whose policy may let it through",
+        );
+    } else {
+        ctx.pass(format!(
+            "documented: the gateway passes the content-filter rejection on (HTTP {}) without \
+             failing over",
+            received.status
+        ));
+    }
+    ctx.complete_only_if_genuine(&received)
+}
+
+/// Slack on top of the attempts' timeouts: the gateway's own work and a loaded machine.
+const BUDGET_SLACK: Duration = Duration::from_secs(2);
+
+async fn wall_clock_budget(ctx: &Ctx) -> Checked {
+    let timeout = ctx.env().timeout;
+    let hang = (timeout * 4).as_millis() as u64;
+    for model in [PRIMARY, FALLBACK] {
+        ctx.script(model, Behaviour::HangUntilClosed { ms: hang });
+    }
+    // The primary and the fallback, each once and retried as often as the config says.
+    let attempts = 2 * (1 + RETRIES) as u32;
+    let budget = timeout * attempts + BUDGET_SLACK;
+    let received = ctx.ask(false).await;
+    report_choice(ctx, &received);
+    ctx.check(
+        u128::from(received.ms) <= budget.as_millis(),
+        format!(
+            "the client's whole call ends within {} ms ({attempts} attempts the config allows \
+             x the {} ms timeout + {} ms); it took {} ms",
+            budget.as_millis(),
+            timeout.as_millis(),
+            BUDGET_SLACK.as_millis(),
+            received.ms
+        ),
+        || format!("it took {} ms: {}", received.ms, received.summary()),
+    )?;
+    ctx.complete_only_if_genuine(&received)
+}
+
+/// The `Retry-After` the rate-limited upstreams send, in seconds.
+const RETRY_AFTER_S: u32 = 2;
+
+async fn retry_after_honoured(ctx: &Ctx) -> Checked {
+    // Both rate-limited: retrying one of them is the only way to an answer, so a gateway
+    // that retries at all shows here whether it waits.
+    for model in [PRIMARY, FALLBACK] {
+        ctx.script(
+            model,
+            Behaviour::Status {
+                status: 429,
+                retry_after: Some(RETRY_AFTER_S),
+            },
+        );
+    }
+    let received = ctx.ask(false).await;
+    report_choice(ctx, &received);
+    ctx.settle().await;
+    let wait = u64::from(RETRY_AFTER_S) * 1000;
+    let gaps: Vec<(String, u64)> = (ctx.client_requests().iter())
+        .flat_map(|r| r.gaps_by_upstream_ms.clone())
+        .flat_map(|(m, gaps)| gaps.into_iter().map(move |g| (m.clone(), g)))
+        .collect();
+    let measured = if gaps.is_empty() {
+        "no upstream was attempted twice".to_string()
+    } else {
+        let each: Vec<String> = (gaps.iter())
+            .map(|(m, g)| format!("{m} after {g} ms"))
+            .collect();
+        format!("attempted again: {}", each.join(", "))
+    };
+    let early: Vec<String> = (gaps.iter())
+        .filter(|(_, g)| *g < wait)
+        .map(|(m, g)| format!("{m} was attempted again {g} ms after its 429 said Retry-After: {RETRY_AFTER_S} ({wait} ms)"))
+        .collect();
+    ctx.check(
+        early.is_empty(),
+        format!(
+            "no upstream is attempted again sooner than its Retry-After ({wait} ms) says \
+             ({measured})"
+        ),
+        || early.join("; "),
+    )?;
+    ctx.complete_only_if_genuine(&received)
+}
+
+/// How often the client asks in the scenarios that send a sequence.
+const PACE: Duration = Duration::from_millis(200);
+/// How long the flapping primary is down.
+const FLAP_DOWN: Duration = Duration::from_millis(1_200);
+/// How soon after it recovers the gateway must be back on the primary.
+const RECOVERY_BOUND: Duration = Duration::from_secs(2);
+
+/// Asks the primary every [`PACE`] (at once after a slower answer) until `deadline`, or
+/// until `enough` says so of an answer and when it was sent.
+async fn paced(
+    ctx: &Ctx,
+    deadline: Instant,
+    mut enough: impl FnMut(u64, &Received) -> bool,
+) -> Vec<(u64, Received)> {
+    let mut sent = Vec::new();
+    loop {
+        let next = Instant::now() + PACE;
+        let at = unix_ms();
+        let received = ctx.ask(false).await;
+        let stop = enough(at, &received);
+        sent.push((at, received));
+        if stop || Instant::now() >= deadline {
+            return sent;
+        }
+        tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
+    }
+}
+
+fn served_by_model(received: &Received, model: &str) -> bool {
+    received.complete && received.served().is_some_and(|(m, _)| m == model)
+}
+
+async fn flapping_primary(ctx: &Ctx) -> Checked {
+    let up_at = unix_ms() + FLAP_DOWN.as_millis() as u64;
+    ctx.script(
+        PRIMARY,
+        Behaviour::Flapping {
+            status: 503,
+            up_at_unix_ms: up_at,
+        },
+    );
+    let deadline = Instant::now() + FLAP_DOWN + RECOVERY_BOUND;
+    let sent = paced(ctx, deadline, |at, r| {
+        at >= up_at && served_by_model(r, PRIMARY)
+    })
+    .await;
+    // A probe: an attempt on the primary for a request sent while it was down.
+    let probes: usize = (ctx.client_requests().iter())
+        .filter(|r| r.sent_unix_ms < up_at)
+        .map(|r| r.attempts.get(PRIMARY).copied().unwrap_or(0))
+        .sum();
+    let (down, after): (Vec<_>, Vec<_>) = sent.iter().partition(|(at, _)| *at < up_at);
+    let by_fallback = (down.iter())
+        .filter(|(_, r)| served_by_model(r, FALLBACK))
+        .count();
+    ctx.pass(format!(
+        "reported: while the primary was down ({} ms, {} requests every {} ms) {by_fallback} \
+         were served by the fallback and {} were not; the primary was probed {probes} times",
+        FLAP_DOWN.as_millis(),
+        down.len(),
+        PACE.as_millis(),
+        down.len() - by_fallback,
+    ));
+    let back = (after.iter()).position(|(_, r)| served_by_model(r, PRIMARY));
+    let bound = RECOVERY_BOUND.as_millis() as u64;
+    let since = |i: usize| after[i].0.saturating_sub(up_at);
+    ctx.check(
+        back.is_some_and(|i| since(i) <= bound),
+        format!(
+            "back on the primary within {bound} ms of its recovery{}",
+            back.map_or(String::new(), |i| format!(
+                " (the request sent {} ms after it; {i} served elsewhere before)",
+                since(i)
+            ))
+        ),
+        || {
+            let fallback = (after.iter())
+                .filter(|(_, r)| served_by_model(r, FALLBACK))
+                .count();
+            format!(
+                "none of the {} requests sent in the {bound} ms after it recovered was served \
+                 by it ({fallback} by the fallback)",
+                after.len()
+            )
+        },
+    )?;
+    for (_, received) in &sent {
+        ctx.complete_only_if_genuine(received)?;
+    }
+    Ok(())
+}
+
+/// How many requests the client sends to the failing primary.
+const HAMMER_REQUESTS: usize = 4;
+
+async fn no_hammering(ctx: &Ctx) -> Checked {
+    ctx.script(
+        PRIMARY,
+        Behaviour::Status {
+            status: 503,
+            retry_after: None,
+        },
+    );
+    let started = Instant::now();
+    let mut count = 0;
+    let sent = paced(ctx, started + PACE * 60, |_, _| {
+        count += 1;
+        count == HAMMER_REQUESTS
+    })
+    .await;
+    ctx.settle().await;
+    let window = started.elapsed().as_millis();
+    let per_request = 1 + RETRIES;
+    let requests = ctx.client_requests();
+    let over: Vec<String> = (requests.iter().enumerate())
+        .flat_map(|(i, r)| {
+            (r.attempts.iter())
+                .filter(|(_, n)| **n > per_request)
+                .map(move |(m, n)| format!("request {}: {m} attempted {n} times", i + 1))
+        })
+        .collect();
+    ctx.check(
+        over.is_empty(),
+        format!(
+            "at most {per_request} attempt(s) on one upstream per client request (1 + the \
+             config's {RETRIES} retries)"
+        ),
+        || over.join("; "),
+    )?;
+    let bound = HAMMER_REQUESTS * per_request;
+    let primary = ctx.count(PRIMARY);
+    ctx.check(
+        primary <= bound,
+        format!(
+            "at most {bound} attempts on the failing primary in the {window} ms window of \
+             {HAMMER_REQUESTS} requests {} ms apart ({primary} came)",
+            PACE.as_millis()
+        ),
+        || format!("the primary received {primary} requests"),
+    )?;
+    for (_, received) in &sent {
+        ctx.complete_only_if_genuine(received)?;
+    }
+    Ok(())
+}
+
 /// Says what the gateway did: failed over, passed an error on, or handed over as
 /// complete something no upstream finished (what `complete_only_if_genuine` fails).
 fn report_choice(ctx: &Ctx, received: &super::client::Received) {
@@ -383,6 +704,7 @@ mod tests {
             done: complete,
             error_event: false,
             transfer_error: None,
+            usage: None,
             ms: 5,
             exchange: None,
         }

@@ -50,6 +50,43 @@ pub enum Behaviour {
     ErrorEvent,
     /// A 200 whose body is not a completion.
     Unreadable { body: Unreadable },
+    /// 400: the vendor's content filter refused the request (OpenAI's
+    /// `content_policy_violation`), which no retry of it cures.
+    ContentFilter,
+    /// `status` until the instant `up_at_unix_ms`, then answers: a primary that is down
+    /// for a while and recovers. An arrival records what it did then.
+    Flapping { status: u16, up_at_unix_ms: u64 },
+    /// Silent until the gateway closes the connection (it gave up), or answers after `ms`:
+    /// a hang whose end shows when the gateway abandoned the attempt.
+    HangUntilClosed { ms: u64 },
+}
+
+impl Behaviour {
+    /// What the upstream does with a request arriving at `now_unix_ms`: a flapping
+    /// upstream is down or up by then; every other behaviour is itself.
+    fn at(self, now_unix_ms: u64) -> Behaviour {
+        match self {
+            Behaviour::Flapping {
+                status,
+                up_at_unix_ms,
+            } if now_unix_ms < up_at_unix_ms => Behaviour::Status {
+                status,
+                retry_after: None,
+            },
+            Behaviour::Flapping { .. } => Behaviour::Answer,
+            other => other,
+        }
+    }
+}
+
+/// The prompt tokens an upstream's answers report: distinct per model, so that the usage
+/// a client receives tells which upstream it was counted by.
+pub fn prompt_tokens(model: &str) -> u64 {
+    match model {
+        super::config::FALLBACK => 31,
+        super::config::REVOKED => 43,
+        _ => 24,
+    }
 }
 
 /// A 2xx body that cannot be read as a completion.
@@ -143,11 +180,13 @@ impl Board {
             .and_then(|t| inner.scripts.get(&(model.to_string(), t.clone())))
             .cloned()
             .unwrap_or(Behaviour::Answer);
+        let at_unix_ms = unix_ms();
+        let behaviour = behaviour.at(at_unix_ms);
         inner.arrivals.push(Arrival {
             model: model.to_string(),
             path: path.to_string(),
             tag: tag.clone(),
-            at_unix_ms: unix_ms(),
+            at_unix_ms,
             done_unix_ms: None,
             stream,
             behaviour: behaviour.clone(),
@@ -203,7 +242,7 @@ async fn one(mut stream: TcpStream, model: &str, board: &Board) {
         cut_off: false,
         model: &asked,
         n: unix_ms(),
-        prompt_tokens: 24,
+        prompt_tokens: prompt_tokens(model),
         tool: None,
     };
     let server = server_for_path(&path);
@@ -351,7 +390,11 @@ fn framed(
     let (content_type, cut) = server.stream_cut(answer);
     let cut_events = stream_events(content_type, &cut);
     Some(match behaviour {
-        Behaviour::Answer | Behaviour::Hang { .. } => whole(server, answer, streamed),
+        Behaviour::Answer
+        | Behaviour::Hang { .. }
+        | Behaviour::HangUntilClosed { .. }
+        | Behaviour::Flapping { .. } => whole(server, answer, streamed),
+        Behaviour::ContentFilter => shaped(&server.content_filtered(), &[]),
         Behaviour::Status {
             status,
             retry_after,
@@ -418,6 +461,11 @@ async fn respond(
     if let Behaviour::Hang { ms } = behaviour {
         tokio::time::sleep(Duration::from_millis(*ms)).await;
     }
+    if let Behaviour::HangUntilClosed { ms } = behaviour
+        && !held_open(stream, Duration::from_millis(*ms)).await
+    {
+        return Ok(());
+    }
     match framed(behaviour, server, answer, streamed) {
         Some(bytes) => {
             stream.write_all(&bytes).await?;
@@ -435,6 +483,22 @@ async fn respond(
         }
     }
     stream.shutdown().await
+}
+
+/// Waits `wait` in silence; `false` when the peer closed or reset the connection first.
+async fn held_open(stream: &mut TcpStream, wait: Duration) -> bool {
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => return true,
+            read = stream.read(&mut buf) => match read {
+                // The request was read whole: more bytes are a pipelined request, ignored.
+                Ok(n) if n > 0 => {}
+                _ => return false,
+            },
+        }
+    }
 }
 
 #[cfg(test)]
@@ -522,6 +586,63 @@ mod tests {
 
         let (whole, _) = raw_answer(Behaviour::Answer).await;
         assert!(whole.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{whole}");
+    }
+
+    /// A flapping upstream answers its status until the instant, then answers; its
+    /// arrivals say which it did. A content filter's 400 is the vendor's own.
+    #[tokio::test]
+    async fn a_flapping_upstream_is_down_until_its_instant_and_each_arrival_says_what_it_did() {
+        let down = Behaviour::Flapping {
+            status: 503,
+            up_at_unix_ms: unix_ms() + 60_000,
+        };
+        let (answer, board) = raw_answer(down).await;
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        let arrivals = board.arrivals("ctagframing1");
+        assert!(
+            matches!(arrivals[0].behaviour, Behaviour::Status { status: 503, .. }),
+            "{arrivals:?}"
+        );
+        let up = Behaviour::Flapping {
+            status: 503,
+            up_at_unix_ms: unix_ms(),
+        };
+        let (answer, board) = raw_answer(up).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert_eq!(
+            board.arrivals("ctagframing1")[0].behaviour,
+            Behaviour::Answer
+        );
+        let (refused, _) = raw_answer(Behaviour::ContentFilter).await;
+        assert!(refused.starts_with("HTTP/1.1 400"), "{refused}");
+    }
+
+    /// A hang that ends when the gateway gives up: the arrival is done when the
+    /// connection closed, not when the hang would have ended.
+    #[tokio::test]
+    async fn a_hang_until_closed_ends_when_the_peer_closes() {
+        let board = Board::default();
+        board.script(
+            "primary",
+            "ctaghang1",
+            Behaviour::HangUntilClosed { ms: 30_000 },
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        serve(listener, "primary", board.clone());
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let body = r#"{"model":"primary-mock","messages":[{"role":"user","content":"ctaghang1"}]}"#;
+        let request = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        drop(stream);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let arrival = &board.arrivals("ctaghang1")[0];
+        let held = arrival.done_unix_ms.expect("done once closed") - arrival.at_unix_ms;
+        assert!((150..5_000).contains(&held), "{held} ms");
     }
 
     #[test]

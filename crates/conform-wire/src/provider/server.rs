@@ -48,6 +48,15 @@ pub trait WireServer: Send + Sync {
         )
     }
 
+    /// A 400 for a request the vendor's content filter refused, as the vendor words it:
+    /// a rejection a retry of the same request does not cure.
+    fn content_filtered(&self) -> Response {
+        self.error(
+            400,
+            "the request was rejected by the provider's content filter",
+        )
+    }
+
     /// `answer`'s stream as a connection dropped in the middle of it leaves it: its
     /// opening and part of the content, none of the events that end it. By default the
     /// first half of the content's events, for a wire that opens with content.

@@ -172,6 +172,18 @@ impl WireServer for ChatServer {
         )
     }
 
+    /// OpenAI's documented rejection by its safety system: `invalid_request_error` with
+    /// the code `content_policy_violation`.
+    fn content_filtered(&self) -> Response {
+        Response::json(
+            400,
+            &json!({"error": {
+                "message": "Your request was rejected as a result of our safety system. Your prompt may contain text that is not allowed by our safety system.",
+                "type": "invalid_request_error", "param": null,
+                "code": "content_policy_violation"}}),
+        )
+    }
+
     /// The stream opens with the role, then the content.
     fn stream_cut(&self, answer: &Answer<'_>) -> (&'static str, String) {
         crate::provider::server::cut_stream(self, answer, 1)
@@ -231,6 +243,12 @@ mod tests {
             let error = wire.classify(status, &headers, &failure.body);
             assert!(error.kind.retryable(), "{status}: {:?}", error.kind);
         }
+        let refused = ChatServer.content_filtered();
+        assert_eq!(refused.status, 400);
+        let body: Value = serde_json::from_slice(&refused.body).unwrap_or_default();
+        assert_eq!(body["error"]["code"], "content_policy_violation");
+        let error = wire.classify(400, &reqwest::header::HeaderMap::new(), &refused.body);
+        assert!(!error.kind.retryable(), "{:?}", error.kind);
         let too_long = ChatServer.context_exceeded();
         let error = wire.classify(400, &reqwest::header::HeaderMap::new(), &too_long.body);
         assert_eq!(error.kind, ErrorKind::ContextLength);
