@@ -8,15 +8,15 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// The owner header of the contract.
-pub const OWNER: &str = "x-owner-id";
+pub(crate) const OWNER: &str = "x-owner-id";
 /// The idempotency key header.
-pub const KEY: &str = "idempotency-key";
+pub(crate) const KEY: &str = "idempotency-key";
 /// The replay marker.
-pub const REPLAYED: &str = "idempotent-replayed";
+pub(crate) const REPLAYED: &str = "idempotent-replayed";
 
 /// How long the orchestrator may take to answer one call. Its answers never wait for a
 /// provider, so anything slower is a failure in itself.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One HTTP call to the orchestrator.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use super::job;
 use super::mock::{Reply, Step, answer_content};
 use super::providers::{FALLBACK, PRIMARY};
 
-pub fn cancel_releases() -> Def {
+pub(crate) fn cancel_releases() -> Def {
     Def {
         name: "cancel-releases",
         about: "cancelling an unknown or starting attempt answers it cancelled and really lets a \
@@ -210,7 +210,7 @@ async fn terminal_attempts(ctx: &Ctx) -> Checked {
 /// How long a late result may take to be written once its attempt is marked.
 const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 
-pub fn late_after_job_cancel() -> Def {
+pub(crate) fn late_after_job_cancel() -> Def {
     Def {
         name: "late-result-after-job-cancel",
         about: "a job cancelled while its provider works: the cancel increments the version and \

@@ -2,12 +2,9 @@
 //! a scenario may fail an orchestrator only for breaking a rule the contract states, so
 //! every failure names the rule (the tests below hold every quote to the contract's text).
 
-/// The contract's file, as the repository keeps it.
-pub const CONTRACT: &str = "docs/contract/ORCHESTRATOR.md";
-
 /// A section of the contract and a sentence quoted from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Clause {
+pub(crate) struct Clause {
     pub section: &'static str,
     pub quote: &'static str,
 }
@@ -31,7 +28,7 @@ const UNIQUE: &str =
 const FIRST_WINS: &str = "The first result to arrive wins, whichever provider sent it";
 
 /// The clause `scenario` enforces; `None` for a name no scenario has.
-pub fn of(scenario: &str) -> Option<Clause> {
+pub(crate) fn of(scenario: &str) -> Option<Clause> {
     Some(match scenario {
         "key-forms" => clause(ENDPOINTS, "The key is 1 to 255 visible ASCII characters"),
         "owner-scoping" => clause(

@@ -30,13 +30,16 @@ const KEPT_ARRIVALS: usize = 40;
 /// `CONFORM_LATE_WINDOW_MS`, and the margins the scenarios derive from it.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
+    /// `CONFORM_ATTEMPT_TIMEOUT_MS`: when a `starting` attempt becomes `unknown`.
     pub attempt_timeout: Duration,
+    /// `CONFORM_LATE_WINDOW_MS`: how long after its deadline a result still competes.
     pub late_window: Duration,
 }
 
 impl Timing {
-    /// The smallest timing the scenarios' ordering margins stay safe with.
+    /// The smallest attempt timeout the scenarios' ordering margins stay safe with.
     pub const MIN_ATTEMPT_TIMEOUT: Duration = Duration::from_millis(500);
+    /// The smallest late window the scenarios' ordering margins stay safe with.
     pub const MIN_LATE_WINDOW: Duration = Duration::from_millis(1000);
 
     /// How much later than promised the orchestrator may be seen to act, on a busy
@@ -74,10 +77,13 @@ impl Timing {
 
 /// Everything the scenarios of one run share.
 pub struct Env {
+    /// The orchestrator under test.
     pub api: Api,
+    /// The mock providers it is configured with.
     pub providers: Providers,
     /// `CONFORM_ALLOWLIST`: the scenarios write it and may rewrite it.
     pub allowlist: PathBuf,
+    /// The orchestrator's timing, which the scenarios' waits are derived from.
     pub timing: Timing,
     /// The spawned orchestrator, when the suite started it (restarts need it).
     pub spawned: Option<Arc<Spawned>>,
@@ -88,6 +94,7 @@ pub struct Env {
 }
 
 impl Env {
+    /// A run with a fresh run id.
     pub fn new(
         api: Api,
         providers: Providers,
@@ -126,7 +133,10 @@ fn run_id() -> String {
 
 /// A scenario stopped: this check failed.
 #[derive(Debug, Clone)]
-pub struct Failed(pub String);
+pub struct Failed(
+    /// The scenario's failure reason: the check, then why.
+    pub String,
+);
 
 /// A step of a scenario: it goes on, or it stops with the check that failed.
 pub type Checked<T = ()> = Result<T, Failed>;
@@ -135,8 +145,11 @@ pub type Checked<T = ()> = Result<T, Failed>;
 /// requests.
 #[derive(Debug, Clone)]
 pub struct Intent {
+    /// `X-Owner-Id`.
     pub owner: String,
+    /// `Idempotency-Key`.
     pub key: String,
+    /// In the job's input, so the mock providers know which requests are this intent's.
     pub tag: String,
     /// The `POST /v1/jobs` body.
     pub body: Value,
@@ -184,6 +197,7 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// A scenario's context, counting from now; strays already on the board are not its.
     pub fn new(env: Arc<Env>, scenario: &'static str, about: &'static str) -> Ctx {
         let strays_before = env.providers.board().strays().len();
         Ctx {
@@ -200,10 +214,12 @@ impl Ctx {
         self.record.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// What every scenario of the run shares.
     pub fn env(&self) -> &Env {
         &self.env
     }
 
+    /// The orchestrator's timing, for the scenario's waits.
     pub fn timing(&self) -> Timing {
         self.env.timing
     }
@@ -226,7 +242,7 @@ impl Ctx {
         tag
     }
 
-    /// A fresh intent on `provider` for [`TASK`]: new owner, key and tag. Every provider
+    /// A fresh intent on `provider` for `TASK`: new owner, key and tag. Every provider
     /// is expected to see none of its requests until [`Ctx::expect`] says otherwise.
     pub fn intent(&self, provider: &str) -> Intent {
         let tag = self.tag();

@@ -14,13 +14,16 @@ use super::mock::Arrival;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Outcome {
+    /// Every check held.
     Passed,
     /// `reason` is the first check that failed.
     Failed {
+        /// The check, and why it failed.
         reason: String,
     },
     /// Not run, and why (e.g. it restarts the orchestrator and there is no `--spawn`).
     Skipped {
+        /// Why it was not run.
         reason: String,
     },
 }
@@ -64,24 +67,32 @@ impl CheckRecord {
 /// allowed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct RequestCount {
+    /// What arrived.
     pub received: usize,
+    /// What the scenario's jobs called for.
     pub expected: usize,
 }
 
 /// The verdict of one scenario and its evidence.
 #[derive(Debug, Clone, Serialize)]
 pub struct Evidence {
+    /// The scenario's name.
     pub scenario: String,
+    /// The scenario's sentence: what it proves.
     pub about: String,
+    /// Its verdict.
     pub outcome: Outcome,
+    /// How long it ran.
     pub seconds: f64,
     /// Every check, in order; the failing one last.
     pub checks: Vec<CheckRecord>,
     /// The calls sent to the orchestrator and its answers (polling reads are counted in
     /// `polls`, and only their last answer is kept).
     pub exchanges: Vec<Exchange>,
+    /// Exchanges not kept once the evidence held its fill of them.
     #[serde(skip_serializing_if = "is_zero")]
     pub exchanges_omitted: usize,
+    /// How many polling reads were sent.
     pub polls: usize,
     /// Every job the scenario created, as read back at the end.
     pub jobs: Vec<Value>,
@@ -106,7 +117,9 @@ pub struct Evidence {
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub enum ProviderArrival {
+    /// At a mock provider, for one of the scenario's jobs.
     Job(Arrival),
+    /// At a gateway's upstream.
     Upstream(UpstreamArrival),
 }
 
@@ -191,10 +204,12 @@ impl Evidence {
         }
     }
 
+    /// Whether the verdict is a pass.
     pub fn passed(&self) -> bool {
         self.outcome == Outcome::Passed
     }
 
+    /// Whether the verdict is a failure (a skip is neither).
     pub fn failed(&self) -> bool {
         matches!(self.outcome, Outcome::Failed { .. })
     }

@@ -12,7 +12,7 @@ use super::job;
 use super::mock::{Reply, Step, answer_content};
 use super::providers::{FALLBACK, PRIMARY, ROGUE};
 
-pub fn failover_gate() -> Def {
+pub(crate) fn failover_gate() -> Def {
     Def {
         name: "failover-gate",
         about: "failover to an allowlisted provider: 202; to one without an entry, or for a task \
@@ -175,7 +175,7 @@ async fn open_attempt_refused_first(ctx: &Ctx) -> Checked {
     )
 }
 
-pub fn fail_closed() -> Def {
+pub(crate) fn fail_closed() -> Def {
     Def {
         name: "allowlist-fail-closed",
         about: "the allowlist rewritten (then a wait of more than one second) as missing, not \

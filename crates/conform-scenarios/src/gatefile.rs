@@ -10,12 +10,12 @@ use time::format_description::well_known::Rfc3339;
 use conform_gate::allowlist::{Allowlist, Entry, Evidence};
 
 /// The task every scenario job names; the allowlist permits failover to `fallback` for it.
-pub const TASK: &str = "invoice-extraction";
+pub(crate) const TASK: &str = "invoice-extraction";
 /// A task the allowlist has no entry for.
-pub const OTHER_TASK: &str = "ticket-triage";
+pub(crate) const OTHER_TASK: &str = "ticket-triage";
 
 /// An allowlist permitting failover to each `(provider, valid_until)` for `task`.
-pub fn allowlist(task: &str, entries: &[(&str, &str)]) -> Vec<u8> {
+pub(crate) fn allowlist(task: &str, entries: &[(&str, &str)]) -> Vec<u8> {
     let now = rfc3339(OffsetDateTime::now_utc());
     let file = Allowlist {
         entries: entries
@@ -63,12 +63,12 @@ pub fn allowlist(task: &str, entries: &[(&str, &str)]) -> Vec<u8> {
 }
 
 /// The allowlist of a run: failover to `fallback` for [`TASK`], valid for a day.
-pub fn standard() -> Vec<u8> {
+pub(crate) fn standard() -> Vec<u8> {
     allowlist(TASK, &[("fallback", &in_seconds(86_400))])
 }
 
 /// An RFC 3339 instant `seconds` from now (negative: in the past).
-pub fn in_seconds(seconds: i64) -> String {
+pub(crate) fn in_seconds(seconds: i64) -> String {
     rfc3339(OffsetDateTime::now_utc() + time::Duration::seconds(seconds))
 }
 
@@ -77,7 +77,7 @@ fn rfc3339(t: OffsetDateTime) -> String {
 }
 
 /// Replaces the file atomically, so the orchestrator reads the old one or the new one.
-pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),
@@ -86,7 +86,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Removes the file; a file already gone is fine.
-pub fn remove(path: &Path) -> std::io::Result<()> {
+pub(crate) fn remove(path: &Path) -> std::io::Result<()> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),

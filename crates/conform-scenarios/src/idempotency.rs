@@ -12,7 +12,7 @@ use super::gatefile::OTHER_TASK;
 use super::job;
 use super::providers::{FALLBACK, PRIMARY};
 
-pub fn double_click() -> Def {
+pub(crate) fn double_click() -> Def {
     Def {
         name: "double-click",
         about: "2 and then 32 concurrent creations with one key, released together and repeated: \
@@ -80,7 +80,7 @@ fn one_creation<'a>(ctx: &Ctx, answers: &'a [Exchange], label: &str) -> Checked<
 }
 
 /// `201×1, 200×31`.
-pub fn statuses(answers: &[Exchange]) -> String {
+pub(crate) fn statuses(answers: &[Exchange]) -> String {
     let mut counts: BTreeMap<u16, usize> = BTreeMap::new();
     for e in answers {
         *counts.entry(e.status).or_default() += 1;
@@ -92,7 +92,7 @@ pub fn statuses(answers: &[Exchange]) -> String {
         .join(", ")
 }
 
-pub fn key_reuse() -> Def {
+pub(crate) fn key_reuse() -> Def {
     Def {
         name: "key-reuse",
         about: "same key, another payload: 409 (or 422), never a 2xx, nothing changes, no upstream \
@@ -256,7 +256,7 @@ fn respell(value: &Value, spelling: Spelling) -> String {
     }
 }
 
-pub fn concurrent_mismatch() -> Def {
+pub(crate) fn concurrent_mismatch() -> Def {
     Def {
         name: "concurrent-mismatch",
         about: "two payloads raced under one key, repeated: one job, the other payload a 409 \

@@ -12,20 +12,29 @@ use super::workdir::WorkDir;
 
 /// What is tested.
 pub enum Target {
+    /// An orchestrator speaking the contract, spawned or already running.
     Orchestrator(session::Request),
+    /// A real gateway, through its own configuration.
     Gateway(gateway::Request),
 }
 
 /// The options every `conform scenarios` has.
 pub struct Options {
+    /// `--only`: run just these scenarios, by name.
     pub only: Vec<String>,
+    /// `--skip`: leave these out, by name.
     pub skip: Vec<String>,
+    /// `--list`: name the selected scenarios instead of running them.
     pub list: bool,
     /// `--format json`: the whole report on stdout, no progress lines.
     pub json: bool,
+    /// `--junit PATH`: also write the run as JUnit XML.
     pub junit: Option<PathBuf>,
+    /// `--fail-fast`: stop at the first failure (the rest are reported skipped).
     pub fail_fast: bool,
+    /// Where the working folder is made (the temporary directory by default).
     pub work_dir: Option<PathBuf>,
+    /// Keep the working folder even when every scenario passed (it is kept on failure).
     pub keep: bool,
 }
 
@@ -34,7 +43,9 @@ pub struct Options {
 pub enum Ended {
     /// Listed, or every selected scenario passed.
     Passed,
+    /// A scenario failed: the orchestrator or gateway broke a rule.
     Failed,
+    /// The options cannot make a run.
     Usage,
     /// The orchestrator or gateway could not be started or reached, or the run was
     /// interrupted.
@@ -44,14 +55,20 @@ pub enum Ended {
 /// What stopped the command itself.
 #[derive(Debug, thiserror::Error)]
 pub enum InvokeError {
+    /// The working folder could not be created.
     #[error("{0}")]
     Work(#[source] std::io::Error),
+    /// The run could not be set up: the allowlist not written, no free port, no HTTP
+    /// client.
     #[error(transparent)]
     Setup(SetupError),
+    /// The gateway run could not be set up.
     #[error(transparent)]
     Gateway(GatewayError),
+    /// The JUnit report could not be written.
     #[error(transparent)]
     Junit(#[from] JunitError),
+    /// The report or the list could not be written as JSON.
     #[error("cannot write the report as JSON: {0}")]
     Json(#[from] serde_json::Error),
 }

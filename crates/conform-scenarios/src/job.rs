@@ -6,83 +6,83 @@ use serde_json::{Value, json};
 use super::api::{Call, Exchange};
 
 /// `GET /v1/jobs/{id}` as `owner`.
-pub fn get(owner: &str, id: &str) -> Call {
+pub(crate) fn get(owner: &str, id: &str) -> Call {
     Call::get(format!("/v1/jobs/{id}")).owner(owner)
 }
 
 /// `POST /v1/jobs/{id}/attempts` on `provider`, as `owner`.
-pub fn attempt(owner: &str, id: &str, provider: &str) -> Call {
+pub(crate) fn attempt(owner: &str, id: &str, provider: &str) -> Call {
     Call::post(format!("/v1/jobs/{id}/attempts"))
         .owner(owner)
         .json(&json!({"provider": provider}))
 }
 
 /// `POST /v1/attempts/{id}/cancel` as `owner`.
-pub fn cancel_attempt(owner: &str, attempt_id: &str) -> Call {
+pub(crate) fn cancel_attempt(owner: &str, attempt_id: &str) -> Call {
     Call::post(format!("/v1/attempts/{attempt_id}/cancel")).owner(owner)
 }
 
 /// `POST /v1/jobs/{id}/cancel` as `owner`.
-pub fn cancel_job(owner: &str, id: &str) -> Call {
+pub(crate) fn cancel_job(owner: &str, id: &str) -> Call {
     Call::post(format!("/v1/jobs/{id}/cancel")).owner(owner)
 }
 
-pub fn id(job: &Value) -> Option<&str> {
+pub(crate) fn id(job: &Value) -> Option<&str> {
     job.get("id").and_then(Value::as_str)
 }
 
-pub fn state(job: &Value) -> Option<&str> {
+pub(crate) fn state(job: &Value) -> Option<&str> {
     job.get("state").and_then(Value::as_str)
 }
 
-pub fn version(job: &Value) -> Option<i64> {
+pub(crate) fn version(job: &Value) -> Option<i64> {
     job.get("version").and_then(Value::as_i64)
 }
 
-pub fn completed_by(job: &Value) -> Option<&str> {
+pub(crate) fn completed_by(job: &Value) -> Option<&str> {
     job.get("completed_by").and_then(Value::as_str)
 }
 
-pub fn attempts(job: &Value) -> &[Value] {
+pub(crate) fn attempts(job: &Value) -> &[Value] {
     job.get("attempts")
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice)
 }
 
 /// The `n`-th attempt (0-based), in the order the job lists them.
-pub fn attempt_at(job: &Value, n: usize) -> Option<&Value> {
+pub(crate) fn attempt_at(job: &Value, n: usize) -> Option<&Value> {
     attempts(job).get(n)
 }
 
 /// The attempt with this id.
-pub fn attempt_by_id<'a>(job: &'a Value, attempt_id: &str) -> Option<&'a Value> {
+pub(crate) fn attempt_by_id<'a>(job: &'a Value, attempt_id: &str) -> Option<&'a Value> {
     attempts(job).iter().find(|a| id(a) == Some(attempt_id))
 }
 
 /// The state of the `n`-th attempt.
-pub fn attempt_state(job: &Value, n: usize) -> Option<&str> {
+pub(crate) fn attempt_state(job: &Value, n: usize) -> Option<&str> {
     attempt_at(job, n).and_then(state)
 }
 
 /// The id of the `n`-th attempt.
-pub fn attempt_id(job: &Value, n: usize) -> Option<&str> {
+pub(crate) fn attempt_id(job: &Value, n: usize) -> Option<&str> {
     attempt_at(job, n).and_then(id)
 }
 
 /// The `error` code of the `n`-th attempt.
-pub fn attempt_error(job: &Value, n: usize) -> Option<&str> {
+pub(crate) fn attempt_error(job: &Value, n: usize) -> Option<&str> {
     attempt_at(job, n)
         .and_then(|a| a.get("error"))
         .and_then(Value::as_str)
 }
 
 /// Whether the attempt is open (`starting` or `unknown`).
-pub fn is_open(attempt_state: Option<&str>) -> bool {
+pub(crate) fn is_open(attempt_state: Option<&str>) -> bool {
     matches!(attempt_state, Some("starting" | "unknown"))
 }
 
 /// `state v3 [primary:succeeded, fallback:superseded]`, for evidence lines.
-pub fn summary(job: &Value) -> String {
+pub(crate) fn summary(job: &Value) -> String {
     let attempts: Vec<String> = attempts(job)
         .iter()
         .map(|a| {
@@ -107,7 +107,7 @@ pub fn summary(job: &Value) -> String {
 }
 
 /// What an answer was, in one line: the status, the problem code, or the job.
-pub fn describe(exchange: &Exchange) -> String {
+pub(crate) fn describe(exchange: &Exchange) -> String {
     if let Some(error) = &exchange.error {
         return format!("{} {}: no answer ({error})", exchange.method, exchange.path);
     }

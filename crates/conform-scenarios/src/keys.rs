@@ -9,7 +9,7 @@ use super::job;
 use super::mock::{Reply, Step};
 use super::providers::PRIMARY;
 
-pub fn key_forms() -> Def {
+pub(crate) fn key_forms() -> Def {
     Def {
         name: "key-forms",
         about: "a missing, empty, too long, non-ASCII or doubled key is a 400 and binds nothing; \

@@ -3,46 +3,51 @@
 //! failover on the allowlist.
 //!
 //! - [`Scenario`]: the tiny trait every scenario implements (through [`Def`]);
-//! - [`ctx`]: the run's [`Env`] and each scenario's [`Ctx`] (fresh owners, keys and tags,
+//! - `ctx`: the run's [`Env`] and each scenario's [`Ctx`] (fresh owners, keys and tags,
 //!   recorded exchanges and checks, and the final request-count check);
-//! - [`mock`] and [`providers`]: mock providers on loopback (wiremock, plus a fault
+//! - `mock` and [`providers`]: mock providers on loopback (wiremock, plus a fault
 //!   server for resets and cut bodies), scripted per job;
-//! - [`spawn`]: starting, crashing and restarting the orchestrator under test;
-//! - [`runner`]: selection, the run, JUnit;
+//! - `spawn`: starting, crashing and restarting the orchestrator under test;
+//! - `runner`: selection, the run, JUnit;
 //! - [`session`]: one `conform scenarios` around the runner: options, reaching the
 //!   orchestrator, and the text a person reads;
-//! - [`raw`]: HTTP/1.1 written byte for byte, for what a client library will not send;
-//! - the scenarios, by theme: [`keys`], [`idempotency`], [`replay`], [`owners`],
-//!   [`outcomes`], [`timeout`], [`cancel`], [`race`], [`reads`], [`gate`], [`restart`],
+//! - `raw`: HTTP/1.1 written byte for byte, for what a client library will not send;
+//! - the scenarios, by theme: `keys`, `idempotency`, `replay`, `owners`,
+//!   `outcomes`, `timeout`, `cancel`, `race`, `reads`, `gate`, `restart`,
 //!   and the [`robustness`] family (hostile input and load), which runs last.
 
-pub mod api;
-pub mod cancel;
-pub mod clauses;
-pub mod ctx;
-pub mod evidence;
-pub mod gate;
-pub mod gatefile;
+#![deny(missing_docs)]
+#![deny(unreachable_pub)]
+
+mod api;
+mod cancel;
+mod clauses;
+mod ctx;
+mod evidence;
+mod gate;
+mod gatefile;
+// Exempt while src/gateway/ is being rewritten elsewhere; that work brings it under these lints.
+#[allow(missing_docs, unreachable_pub)]
 pub mod gateway;
-pub mod idempotency;
+mod idempotency;
 pub mod invoke;
-pub mod job;
-pub mod keys;
-pub mod mock;
-pub mod outcomes;
-pub mod owners;
+mod job;
+mod keys;
+mod mock;
+mod outcomes;
+mod owners;
 pub mod providers;
-pub mod race;
-pub mod raw;
-pub mod reads;
-pub mod replay;
-pub mod restart;
+mod race;
+mod raw;
+mod reads;
+mod replay;
+mod restart;
 pub mod robustness;
-pub mod runner;
+mod runner;
 pub mod session;
-pub mod spawn;
-pub mod timeout;
-pub mod workdir;
+mod spawn;
+mod timeout;
+mod workdir;
 
 use futures::future::BoxFuture;
 
@@ -65,9 +70,14 @@ pub trait Scenario: Send + Sync {
 
 /// A scenario as a name, a sentence and an async function.
 pub struct Def {
+    /// [`Scenario::name`].
     pub name: &'static str,
+    /// [`Scenario::about`].
     pub about: &'static str,
+    /// [`Scenario::needs_restart`].
     pub needs_restart: bool,
+    /// The scenario's own checks; [`Scenario::run`] then counts the providers' requests
+    /// and cites the contract's clause on failure.
     pub body: for<'a> fn(&'a Ctx) -> BoxFuture<'a, Checked>,
 }
 

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 /// The prefix of every tag; what follows is lowercase alphanumeric.
-pub const TAG_PREFIX: &str = "ctag";
+pub(crate) const TAG_PREFIX: &str = "ctag";
 
 /// What a provider answers.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -46,7 +46,7 @@ impl Reply {
 }
 
 /// The content of [`Reply::answer`]; the job's `result` is this, parsed.
-pub fn answer_content(provider: &str, arrival: usize) -> String {
+pub(crate) fn answer_content(provider: &str, arrival: usize) -> String {
     json!({"provider": provider, "arrival": arrival}).to_string()
 }
 
@@ -218,7 +218,7 @@ impl Board {
 }
 
 /// The tag in a request body: `ctag` followed by lowercase alphanumerics.
-pub fn find_tag(body: &[u8]) -> Option<String> {
+pub(crate) fn find_tag(body: &[u8]) -> Option<String> {
     let prefix = TAG_PREFIX.as_bytes();
     let start = body.windows(prefix.len()).position(|w| w == prefix)?;
     let tail = &body[start..];
@@ -231,7 +231,10 @@ pub fn find_tag(body: &[u8]) -> Option<String> {
 
 /// The HTTP answer for a reply, as status, headers and body. `Reset` and `Truncated`
 /// have no faithful HTTP form; callers that cannot produce them send this instead.
-pub fn http_answer(provider: &str, arrival: &Arrival) -> (u16, Vec<(String, String)>, Vec<u8>) {
+pub(crate) fn http_answer(
+    provider: &str,
+    arrival: &Arrival,
+) -> (u16, Vec<(String, String)>, Vec<u8>) {
     let json_header = ("content-type".to_string(), "application/json".to_string());
     match &arrival.answer.reply {
         Reply::Result { .. } | Reply::Reset | Reply::Truncated => {
@@ -261,7 +264,7 @@ pub fn http_answer(provider: &str, arrival: &Arrival) -> (u16, Vec<(String, Stri
 }
 
 /// An OpenAI chat completion; `content: None` gives an empty `choices` list.
-pub fn completion(provider: &str, content: Option<&str>) -> Vec<u8> {
+pub(crate) fn completion(provider: &str, content: Option<&str>) -> Vec<u8> {
     let choices = match content {
         Some(c) => json!([{
             "index": 0,
@@ -284,7 +287,7 @@ pub fn completion(provider: &str, content: Option<&str>) -> Vec<u8> {
 }
 
 /// Milliseconds since the Unix epoch.
-pub fn unix_ms() -> u64 {
+pub(crate) fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)

@@ -15,7 +15,7 @@ use super::job;
 use super::mock::{Reply, Step, answer_content};
 use super::providers::{DEAD, FAULTY, PRIMARY};
 
-pub fn provider_request() -> Def {
+pub(crate) fn provider_request() -> Def {
     Def {
         name: "provider-request",
         about: "the job's input goes upstream as the body of POST /v1/chat/completions, with the \
@@ -301,7 +301,7 @@ fn outcome_table() -> Vec<Expected> {
     rows
 }
 
-pub fn classification() -> Def {
+pub(crate) fn classification() -> Def {
     Def {
         name: "outcome-classification",
         about: "connection refused, 4xx (429 included), 501, 503, 529 and a 200 without a choice \
@@ -434,7 +434,7 @@ async fn new_attempt_ends(
     }
 }
 
-pub fn no_hidden_retries() -> Def {
+pub(crate) fn no_hidden_retries() -> Def {
     Def {
         name: "no-hidden-retries",
         about: "for every error status, a reset and a cut body: exactly one upstream request per \

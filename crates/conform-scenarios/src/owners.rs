@@ -9,7 +9,7 @@ use super::job;
 use super::mock::{Reply, Step};
 use super::providers::{FALLBACK, PRIMARY};
 
-pub fn owner_scoping() -> Def {
+pub(crate) fn owner_scoping() -> Def {
     Def {
         name: "owner-scoping",
         about: "one key under two owners makes two jobs; another owner's job and attempts \

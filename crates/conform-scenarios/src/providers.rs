@@ -1,4 +1,4 @@
-//! The mock providers, one server per provider name, all reading the same [`Board`]:
+//! The mock providers, one server per provider name, all reading the same `Board`:
 //!
 //! - `primary`, `fallback`, `rogue`: wiremock servers speaking OpenAI Chat Completions;
 //!   the allowlist permits failover to `fallback` and never to `rogue`;
@@ -17,10 +17,15 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use super::mock::{Board, Reply, http_answer};
 
+/// The provider jobs are created on.
 pub const PRIMARY: &str = "primary";
+/// The failover target the scenarios' allowlist permits.
 pub const FALLBACK: &str = "fallback";
+/// A failover target the allowlist never permits.
 pub const ROGUE: &str = "rogue";
+/// The fault server: resets and bodies cut mid-way.
 pub const FAULTY: &str = "faulty";
+/// Bound but never listening: connecting is refused.
 pub const DEAD: &str = "dead";
 
 /// Every provider name the orchestrator must be configured with.
@@ -29,13 +34,18 @@ pub const NAMES: [&str; 5] = [PRIMARY, FALLBACK, ROGUE, FAULTY, DEAD];
 /// Why the mock providers could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
+    /// A provider's port could not be bound (another process holds it, say).
     #[error("cannot listen on 127.0.0.1:{port} for provider `{provider}`: {source}")]
     Bind {
+        /// The provider, by name.
         provider: String,
+        /// The port asked for (0: any free one).
         port: u16,
+        /// What the operating system answered.
         #[source]
         source: std::io::Error,
     },
+    /// `--mock-ports` names a provider that is not one of [`NAMES`].
     #[error("--mock-ports names `{0}`, which is not a mock provider (expected {names})", names = NAMES.join(", "))]
     UnknownName(String),
 }
@@ -115,6 +125,7 @@ impl Providers {
         })
     }
 
+    /// What every provider received and is scripted to answer.
     pub fn board(&self) -> &Board {
         &self.board
     }

@@ -12,7 +12,7 @@ use super::job;
 use super::mock::{Reply, Step, answer_content};
 use super::providers::{FALLBACK, PRIMARY};
 
-pub fn reverse_order() -> Def {
+pub(crate) fn reverse_order() -> Def {
     Def {
         name: "reverse-order-finish",
         about: "primary slow and cancelled, fallback fast: the fallback's result wins, the \
@@ -23,7 +23,7 @@ pub fn reverse_order() -> Def {
     }
 }
 
-pub fn forward_order() -> Def {
+pub(crate) fn forward_order() -> Def {
     Def {
         name: "forward-order-finish",
         about: "primary cancelled but quick, fallback slow: the first result to arrive (the \
@@ -150,7 +150,7 @@ async fn finish_in_order(
     )
 }
 
-pub fn three_way() -> Def {
+pub(crate) fn three_way() -> Def {
     Def {
         name: "three-way-race",
         about: "three attempts (primary cancelled, fallback cancelled, primary again) answering \

@@ -17,7 +17,12 @@ use super::api::Exchange;
 /// A request's head: `METHOD PATH HTTP/1.1`, `Host`, the given headers, and a
 /// `Content-Length` when `length` is given (none: the body is sent chunked when there is
 /// one, or the head ends there).
-pub fn head(method: &str, path: &str, headers: &[(&str, &[u8])], length: Option<usize>) -> Vec<u8> {
+pub(crate) fn head(
+    method: &str,
+    path: &str,
+    headers: &[(&str, &[u8])],
+    length: Option<usize>,
+) -> Vec<u8> {
     let mut out = format!("{method} {path} HTTP/1.1\r\nHost: orchestrator\r\n").into_bytes();
     for (name, value) in headers {
         out.extend_from_slice(name.as_bytes());
@@ -32,7 +37,7 @@ pub fn head(method: &str, path: &str, headers: &[(&str, &[u8])], length: Option<
 }
 
 /// `head` finished with a blank line.
-pub fn request(method: &str, path: &str, headers: &[(&str, &[u8])], body: &[u8]) -> Vec<u8> {
+pub(crate) fn request(method: &str, path: &str, headers: &[(&str, &[u8])], body: &[u8]) -> Vec<u8> {
     let mut out = head(method, path, headers, Some(body.len()));
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(body);
@@ -41,11 +46,10 @@ pub fn request(method: &str, path: &str, headers: &[(&str, &[u8])], body: &[u8])
 
 /// One answer, as far as it arrived.
 #[derive(Debug, Clone, Default)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// 0 when no status line arrived.
     pub status: u16,
     pub content_type: Option<String>,
-    pub retry_after: Option<String>,
     pub replayed: bool,
     pub body: Value,
     /// Why no complete answer came: the connection was closed or reset, or the wait
@@ -56,7 +60,13 @@ pub struct Answer {
 
 impl Answer {
     /// As the evidence shows an exchange; `sent` describes the request.
-    pub fn exchange(&self, method: &str, path: &str, owner: Option<&str>, sent: Value) -> Exchange {
+    pub(crate) fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        owner: Option<&str>,
+        sent: Value,
+    ) -> Exchange {
         Exchange {
             method: method.to_string(),
             path: path.to_string(),
@@ -74,7 +84,7 @@ impl Answer {
 }
 
 /// Connects to `addr` (`host:port`).
-pub async fn connect(addr: &str) -> std::io::Result<TcpStream> {
+pub(crate) async fn connect(addr: &str) -> std::io::Result<TcpStream> {
     let stream = TcpStream::connect(addr).await?;
     let _ = stream.set_nodelay(true);
     Ok(stream)
@@ -82,7 +92,7 @@ pub async fn connect(addr: &str) -> std::io::Result<TcpStream> {
 
 /// Writes `bytes` (in 64 KiB pieces) while reading the answer; stops writing once an
 /// answer has arrived. Waits at most `limit` for the answer.
-pub async fn exchange(stream: TcpStream, bytes: Vec<u8>, limit: Duration) -> Answer {
+pub(crate) async fn exchange(stream: TcpStream, bytes: Vec<u8>, limit: Duration) -> Answer {
     let started = Instant::now();
     let (read, mut write) = stream.into_split();
     let writer = tokio::spawn(async move {
@@ -101,7 +111,7 @@ pub async fn exchange(stream: TcpStream, bytes: Vec<u8>, limit: Duration) -> Ans
 }
 
 /// Reads one answer from `read`, at most `limit`.
-pub async fn read_answer(mut read: OwnedReadHalf, limit: Duration) -> Answer {
+pub(crate) async fn read_answer(mut read: OwnedReadHalf, limit: Duration) -> Answer {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + limit;
     let mut got = Vec::new();
@@ -190,7 +200,6 @@ fn parse(bytes: &[u8]) -> Option<Answer> {
     Some(Answer {
         status,
         content_type: header("content-type"),
-        retry_after: header("retry-after"),
         replayed: header("idempotent-replayed").is_some_and(|v| v.eq_ignore_ascii_case("true")),
         body: if body.is_empty() {
             Value::Null

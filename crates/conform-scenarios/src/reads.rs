@@ -12,7 +12,7 @@ use super::providers::{FALLBACK, PRIMARY, ROGUE};
 /// How many times the unknown job is read.
 const READS: usize = 1000;
 
-pub fn read_only_polling() -> Def {
+pub(crate) fn read_only_polling() -> Def {
     Def {
         name: "read-only-polling",
         about: "1,000 reads of an unknown job all answer the same job and start nothing: no \
@@ -82,7 +82,7 @@ async fn read_only_polling_body(ctx: &Ctx) -> Checked {
     )
 }
 
-pub fn immutable_result() -> Def {
+pub(crate) fn immutable_result() -> Def {
     Def {
         name: "immutable-result",
         about: "a completed job keeps its result: replays return it, retry, failover and cancel \

@@ -8,7 +8,7 @@ use super::job;
 use super::mock::{Reply, Step};
 use super::providers::PRIMARY;
 
-pub fn replay_in_every_state() -> Def {
+pub(crate) fn replay_in_every_state() -> Def {
     Def {
         name: "replay-in-every-state",
         about: "the same key and body sent again while the job is running, unknown, pending (its \

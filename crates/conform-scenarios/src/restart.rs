@@ -11,7 +11,7 @@ use super::job;
 use super::mock::{Reply, Step};
 use super::providers::{FALLBACK, PRIMARY};
 
-pub fn crash_restart() -> Def {
+pub(crate) fn crash_restart() -> Def {
     Def {
         name: "crash-restart",
         about: "SIGKILL while a provider call is in flight, then restart: the attempt still \

@@ -227,7 +227,7 @@ async fn still_serving_one_job_per_key(
     )
 }
 
-pub fn oversized_body() -> Def {
+pub(crate) fn oversized_body() -> Def {
     Def {
         name: "oversized-body",
         about: "a 32 MiB creation, announced and then chunked, is answered with the job or a \
@@ -295,7 +295,7 @@ async fn oversized_body_body(ctx: &Ctx) -> Checked {
     still_serving_one_job_per_key(ctx, &intent, &[first, second], "two oversized bodies").await
 }
 
-pub fn deep_nesting() -> Def {
+pub(crate) fn deep_nesting() -> Def {
     Def {
         name: "deep-nesting",
         about: "a creation whose input nests 100,000 arrays deep is answered with the job or a \
@@ -323,7 +323,7 @@ async fn deep_nesting_body(ctx: &Ctx) -> Checked {
     still_serving_one_job_per_key(ctx, &intent, &[choice], "a deeply nested body").await
 }
 
-pub fn invalid_utf8() -> Def {
+pub(crate) fn invalid_utf8() -> Def {
     Def {
         name: "invalid-utf8",
         about: "invalid UTF-8 in a job body is refused with a 4xx problem, never repaired into \
@@ -423,7 +423,7 @@ async fn invalid_utf8_body(ctx: &Ctx) -> Checked {
     still_serving_and_key_free(ctx, &intent, "invalid UTF-8").await
 }
 
-pub fn stalled_connections() -> Def {
+pub(crate) fn stalled_connections() -> Def {
     Def {
         name: "stalled-connections",
         about: "while 64 connections stall (half inside their headers, half inside their body), \
@@ -593,7 +593,7 @@ async fn cut_keys_are_free(ctx: &Ctx, owner: &str, cut_keys: &[String]) -> Check
     Ok(())
 }
 
-pub fn creation_burst() -> Def {
+pub(crate) fn creation_burst() -> Def {
     Def {
         name: "creation-burst",
         about: "one creation sent over 200 connections at once (and another body under the same \

@@ -13,7 +13,7 @@ use super::evidence::{CheckRecord, Evidence, Outcome};
 use super::{Scenario, gatefile};
 
 /// The format tag of the JSON report.
-pub const FORMAT: &str = "conform.scenarios/v1";
+pub(crate) const FORMAT: &str = "conform.scenarios/v1";
 
 /// `--only` or `--skip` named a scenario that does not exist.
 #[derive(Debug, thiserror::Error)]
@@ -25,7 +25,7 @@ pub struct UnknownScenario {
 
 /// The scenarios `only` names (all when empty), minus those `skip` names, in the
 /// suite's order.
-pub fn select(
+pub(crate) fn select(
     all: Vec<Box<dyn Scenario>>,
     only: &[String],
     skip: &[String],
@@ -76,7 +76,7 @@ const NEEDS_SPAWN: &str =
     "not run: it kills and restarts the orchestrator, which needs --spawn (not --target)";
 
 /// Runs the scenarios one after another; `progress` sees each evidence as it comes.
-pub async fn run(
+pub(crate) async fn run(
     env: Arc<Env>,
     scenarios: &[Box<dyn Scenario>],
     fail_fast: bool,
@@ -166,7 +166,7 @@ fn is_standard(path: &std::path::Path) -> bool {
 /// The run as JUnit XML: one test case per scenario, the failing check as the message,
 /// the evidence as JSON in `system-out`, and each gateway client request's fields as
 /// properties (`client_request.N.FIELD`, N from 1), passed or not.
-pub fn junit(report: &SuiteReport) -> Junit {
+pub(crate) fn junit(report: &SuiteReport) -> Junit {
     let mut suite = TestSuite::new("conform scenarios");
     for evidence in &report.scenarios {
         let status = match &evidence.outcome {

@@ -42,9 +42,12 @@ pub struct Request {
     pub spawn: Option<String>,
     /// Or test the one already running at this URL.
     pub target: Option<String>,
+    /// The port of each mock provider, for a running orchestrator configured with them
+    /// (`--mock-ports`); otherwise free ports are taken.
     pub mock_ports: Option<BTreeMap<String, u16>>,
     /// With `spawn`: its database [default: a fresh SQLite file in the working folder].
     pub database_url: Option<String>,
+    /// The attempt timeout and late window the orchestrator was, or is, configured with.
     pub timing: Timing,
     /// How long a spawned orchestrator may take to answer `/healthz`.
     pub startup: Duration,
@@ -55,19 +58,26 @@ pub struct Request {
 /// Options that cannot make a run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UsageError {
+    /// Neither `--spawn` nor `--target`.
     #[error("say which orchestrator to test: --spawn 'COMMAND' or --target URL")]
     NoOrchestrator,
+    /// `--target` without a port for every mock provider.
     #[error(
         "--target needs --mock-ports naming the port of every mock provider the orchestrator \
          was configured with; missing: {} (e.g. --mock-ports primary=40001,fallback=40002,rogue=40003,faulty=40004,dead=40005)",
         missing.join(", ")
     )]
-    MissingPorts { missing: Vec<&'static str> },
+    MissingPorts {
+        /// The mock providers without a port.
+        missing: Vec<&'static str>,
+    },
+    /// `--target` without the allowlist file the orchestrator reads.
     #[error(
         "--target needs --allowlist PATH (or CONFORM_ALLOWLIST): the allowlist file the \
          orchestrator reads, which the scenarios write and rewrite"
     )]
     NoAllowlist,
+    /// Timings too short for the scenarios to tell one event's order from another's.
     #[error(
         "the scenarios' ordering margins need --attempt-timeout-ms ≥ {} and --late-window-ms ≥ {}",
         Timing::MIN_ATTEMPT_TIMEOUT.as_millis(),
@@ -120,15 +130,19 @@ impl Request {
 #[derive(Debug, thiserror::Error)]
 #[error("cannot write the allowlist {}: {source}", path.display())]
 pub struct AllowlistWriteError {
+    /// Where it was to be written.
     pub path: PathBuf,
+    /// What the file system answered.
     pub source: std::io::Error,
 }
 
 /// Why the orchestrator could not be reached.
 #[derive(Debug, thiserror::Error)]
 pub enum ReachError {
+    /// No loopback port was free for a spawned orchestrator.
     #[error("cannot find a free loopback port: {0}")]
     Port(#[source] std::io::Error),
+    /// The HTTP client could not be built, or the URL is not one.
     #[error("cannot build the HTTP client: {0}")]
     Client(#[source] reqwest::Error),
     /// The spawned orchestrator did not start: inconclusive.
@@ -136,7 +150,10 @@ pub enum ReachError {
     Spawn(SpawnError),
     /// The running orchestrator does not answer: inconclusive.
     #[error("{url}/healthz does not answer 200: is the orchestrator running?")]
-    Unhealthy { url: String },
+    Unhealthy {
+        /// The `--target` URL.
+        url: String,
+    },
 }
 
 impl ReachError {
@@ -148,6 +165,7 @@ impl ReachError {
 
 /// The orchestrator under test, reached.
 pub struct Orchestrator {
+    /// Its HTTP API.
     pub api: Api,
     /// Set when the scenarios started it (and may restart it).
     pub spawned: Option<Arc<Spawned>>,
@@ -219,8 +237,10 @@ pub enum SetupError {
     /// The mock providers could not listen (a fixed port taken): a usage error.
     #[error(transparent)]
     Providers(#[from] ProviderError),
+    /// The scenarios' allowlist could not be written.
     #[error(transparent)]
     Allowlist(#[from] AllowlistWriteError),
+    /// The orchestrator could not be reached.
     #[error(transparent)]
     Reach(#[from] ReachError),
 }
@@ -239,7 +259,9 @@ impl SetupError {
 
 /// The mock providers, the scenarios' allowlist and the orchestrator under test, ready.
 pub struct Session {
+    /// What every scenario shares: the API, the providers, the allowlist, the timings.
     pub env: Arc<Env>,
+    /// Set when the scenarios started the orchestrator, which they stop at the end.
     pub spawned: Option<Arc<Spawned>>,
     /// What is tested, for the header line.
     pub described: String,
@@ -317,12 +339,16 @@ pub struct Listing(pub Vec<Listed>);
 /// One scenario of the list.
 #[derive(Debug, Clone, Serialize)]
 pub struct Listed {
+    /// [`Scenario::name`].
     pub name: &'static str,
+    /// [`Scenario::about`].
     pub about: &'static str,
+    /// [`Scenario::needs_restart`].
     pub needs_restart: bool,
 }
 
 impl Listing {
+    /// The list of `selected`, in their order.
     pub fn of(selected: &[Box<dyn Scenario>]) -> Listing {
         Listing(
             (selected.iter())
@@ -411,6 +437,7 @@ impl fmt::Display for Progress<'_> {
 
 /// The closing lines of a text run.
 pub struct Summary<'a> {
+    /// The run's results.
     pub report: &'a SuiteReport,
     /// The spawned orchestrator's log, named when a scenario failed.
     pub log: Option<&'a Path>,
@@ -441,19 +468,28 @@ impl fmt::Display for Summary<'_> {
 /// Why the JUnit report could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum JunitError {
+    /// Its folder could not be created.
     #[error("cannot create {}: {source}", dir.display())]
     Dir {
+        /// The folder.
         dir: PathBuf,
+        /// What the file system answered.
         source: std::io::Error,
     },
+    /// The file could not be created.
     #[error("cannot write the JUnit report {}: {source}", path.display())]
     Create {
+        /// The report's path.
         path: PathBuf,
+        /// What the file system answered.
         source: std::io::Error,
     },
+    /// Writing the XML failed.
     #[error("cannot write the JUnit report {}: {source}", path.display())]
     Serialize {
+        /// The report's path.
         path: PathBuf,
+        /// What the writer answered.
         source: quick_junit::SerializeError,
     },
 }

@@ -10,7 +10,7 @@ use super::job;
 use super::mock::{Reply, Step, answer_content};
 use super::providers::{FALLBACK, PRIMARY};
 
-pub fn timeout_is_unknown() -> Def {
+pub(crate) fn timeout_is_unknown() -> Def {
     Def {
         name: "timeout-is-unknown",
         about: "a provider answering after the deadline leaves the attempt and the job unknown, \

@@ -7,19 +7,19 @@ use std::path::{Path, PathBuf};
 /// A fresh directory for the database, the allowlist and the orchestrator's log. It is
 /// removed when dropped unless kept, so that no way out of a run (an early error
 /// included) leaves a `conform-scenarios-*` folder behind that nobody was told about.
-pub struct WorkDir {
+pub(crate) struct WorkDir {
     path: PathBuf,
     keep: bool,
 }
 
 impl WorkDir {
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// A new folder under `parent` (the temporary directory by default); with `keep`,
     /// it stays after the run.
-    pub fn create(parent: Option<&Path>, keep: bool) -> io::Result<WorkDir> {
+    pub(crate) fn create(parent: Option<&Path>, keep: bool) -> io::Result<WorkDir> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -36,7 +36,7 @@ impl WorkDir {
     }
 
     /// Keeps it, for a person to look into; the caller prints where.
-    pub fn keep(&mut self) -> &Path {
+    pub(crate) fn keep(&mut self) -> &Path {
         self.keep = true;
         &self.path
     }
@@ -59,7 +59,7 @@ impl Drop for WorkDir {
 }
 
 /// A loopback address no one listens on now, for the orchestrator under test.
-pub fn free_port() -> std::io::Result<String> {
+pub(crate) fn free_port() -> std::io::Result<String> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.to_string())
 }

@@ -2,5 +2,8 @@
 //! ([`ledger`]) and the reference orchestrator, `conform serve`, that implements
 //! docs/contract/ORCHESTRATOR.md on it ([`orchestrator`]).
 
+#![deny(missing_docs)]
+#![deny(unreachable_pub)]
+
 pub mod ledger;
 pub mod orchestrator;

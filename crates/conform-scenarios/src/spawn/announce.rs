@@ -10,17 +10,17 @@ use tokio::process::ChildStdout;
 use tokio::sync::oneshot;
 
 /// The announced URL, once it comes.
-pub struct Url(oneshot::Receiver<String>);
+pub(crate) struct Url(oneshot::Receiver<String>);
 
 impl Url {
     /// The URL's origin, if it was announced since the last look.
-    pub fn take(&mut self) -> Option<String> {
+    pub(crate) fn take(&mut self) -> Option<String> {
         self.0.try_recv().ok()
     }
 }
 
 /// Reads `out` to its end, copying every line into `log`.
-pub fn read(out: ChildStdout, mut log: File) -> Url {
+pub(crate) fn read(out: ChildStdout, mut log: File) -> Url {
     let (tx, rx) = oneshot::channel();
     tokio::spawn(async move {
         let mut tx = Some(tx);
@@ -38,7 +38,7 @@ pub fn read(out: ChildStdout, mut log: File) -> Url {
 }
 
 /// The origin (`scheme://host:port`) of the first http(s) URL with a host in `line`.
-pub fn origin(line: &str) -> Option<String> {
+pub(crate) fn origin(line: &str) -> Option<String> {
     line.split_whitespace()
         .filter_map(|word| {
             let start = word.find("http://").or_else(|| word.find("https://"))?;

@@ -2,8 +2,8 @@
 //! (owner, idempotency key) and at most one winning result per job, under any
 //! interleaving and across processes.
 //!
-//! - [`model`]: [`Job`], [`Attempt`] and their states;
-//! - [`outcome`]: what each operation answers;
+//! - `model`: [`Job`], [`Attempt`] and their states;
+//! - `outcome`: what each operation answers;
 //! - [`fingerprint`]: SHA-256 over RFC 8785 canonical JSON, refusing what it cannot canonicalize;
 //! - `store`: the SQL, written once for both backends; `migrate`: the shipped schema;
 //! - `seen`: when the newest allowlist statement per (suite, provider) that `conform
@@ -24,8 +24,8 @@
 pub mod fingerprint;
 mod group_commit;
 mod migrate;
-pub mod model;
-pub mod outcome;
+mod model;
+mod outcome;
 mod seen;
 mod store;
 mod text;
@@ -50,22 +50,37 @@ use store::{RaceIds, Store};
 /// Why a ledger operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
+    /// The URL names neither a SQLite file nor PostgreSQL (an in-memory SQLite database
+    /// is refused too: each connection would see its own).
     #[error(
         "the database URL `{0}` is not supported: use sqlite:///absolute/path.db (a file) or postgres://user@host/db"
     )]
     Url(String),
+    /// The database could not be reached or opened.
     #[error("cannot open the ledger at {url}: {error}")]
-    Connect { url: String, error: sqlx::Error },
+    Connect {
+        /// The URL, its password redacted.
+        url: String,
+        /// What the driver answered.
+        error: sqlx::Error,
+    },
+    /// The shipped schema could not be applied, or the database's is not one it knows.
     #[error("cannot migrate the ledger: {0}")]
     Migration(String),
+    /// A query failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// A stored value breaks the schema's rules (an unknown state name, say).
     #[error("the ledger holds a row it cannot read: {0}")]
     Corrupt(String),
+    /// An attempt id that no job has.
     #[error("attempt `{0}` does not exist")]
     NoSuchAttempt(String),
+    /// A write that did not take effect (the SQLite writer stopped, or the database
+    /// refuses writes); nothing of it was kept.
     #[error("the write failed and was rolled back: {0}")]
     Write(String),
+    /// The operating system's random source failed, so no id can be made.
     #[error("cannot draw a random id: {0}")]
     Random(String),
 }
@@ -95,7 +110,9 @@ impl Default for LedgerOptions {
 /// Which database a ledger lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
+    /// A SQLite file: one writer at a time, across processes on one machine.
     Sqlite,
+    /// A PostgreSQL server, shared by orchestrators on many machines.
     Postgres,
 }
 
@@ -118,12 +135,17 @@ macro_rules! on_store {
 /// A new job: who wants what, under which key.
 #[derive(Debug, Clone)]
 pub struct NewJob<'a> {
+    /// Whose job it is (`X-Owner-Id`); keys are unique per owner only.
     pub owner: &'a str,
+    /// The caller's `Idempotency-Key`: a repeat with the same key finds this job.
     pub idempotency_key: &'a str,
     /// From [`fingerprint::fingerprint`] over the whole request body.
     pub fingerprint: &'a str,
+    /// The suite whose allowlist entries gate this job's failover.
     pub task: &'a str,
+    /// The provider its first attempt calls.
     pub provider: &'a str,
+    /// The request's input, kept to be sent again by later attempts.
     pub input: &'a Value,
     /// The first attempt's deadline is its start plus this.
     pub attempt_timeout: Duration,
@@ -151,6 +173,7 @@ impl Ledger {
         Ok(ledger)
     }
 
+    /// Which database it opened, as the startup log names it.
     pub fn backend(&self) -> Backend {
         match self.inner {
             Inner::Sqlite(_) => Backend::Sqlite,

@@ -122,6 +122,7 @@ pub const DEFAULT_DATABASE_TIMEOUT: Duration = Duration::from_secs(2);
 /// through, if any.
 #[derive(Debug, Clone)]
 pub struct Provider {
+    /// What jobs call it by (`provider` in a job, the allowlist's `provider`).
     pub name: String,
     /// The contract's base URL (`{base}/v1/chat/completions`); for a provider file, the
     /// file's `base_url`.
@@ -186,14 +187,17 @@ impl Providers {
         Providers(list)
     }
 
+    /// The provider a job or an attempt names, if configured.
     pub fn get(&self, name: &str) -> Option<&Provider> {
         self.0.iter().find(|p| p.name == name)
     }
 
+    /// Every provider, in the configured order.
     pub fn iter(&self) -> impl Iterator<Item = &Provider> {
         self.0.iter()
     }
 
+    /// Their names, in order, for messages that list what is configured.
     pub fn names(&self) -> Vec<&str> {
         self.0.iter().map(|p| p.name.as_str()).collect()
     }

@@ -3,7 +3,7 @@
 //! An allowlist entry's evidence was made with `providers/NAME.toml`: its address, model,
 //! temperature, seed, output ceiling, structured-output mode, stream and wire. In verified
 //! mode a provider that has such a file is called with exactly those, through the adapter
-//! `conform run` used ([`super::request`]), so a failover sends what was proven. A URL map
+//! `conform run` used (`request`), so a failover sends what was proven. A URL map
 //! (`--providers`, `CONFORM_PROVIDERS`) that sends one of them to another address is
 //! refused when the process starts, naming both addresses.
 
@@ -20,7 +20,9 @@ use conform_wire::provider::{WireFormat, wire_format};
 /// A provider file as `conform serve` loaded it when it started, with its adapter and
 /// its key.
 pub struct Filed {
+    /// The file as loaded at start: what every attempt sends, whatever the file says later.
     pub config: ProviderConfig,
+    /// The adapter its `wire` names, shared with `conform run`.
     pub wire: Arc<dyn WireFormat>,
     /// The key from `api_key_env`, read once; `Err(variable)` when the file names a
     /// variable that is not set.
@@ -41,6 +43,8 @@ impl std::fmt::Debug for Filed {
 }
 
 impl Filed {
+    /// Reads the key and the credentials once, now; what is missing is kept as the
+    /// reason an attempt on this provider cannot be sent, not as an error to start.
     pub fn new(config: ProviderConfig) -> Filed {
         let key = match config.api_key() {
             Ok(key) => Ok(key),
@@ -95,29 +99,47 @@ impl Filed {
 /// Why `conform serve` does not start with the providers it was given.
 #[derive(Debug, thiserror::Error)]
 pub enum FiledError {
+    /// The URL map sends a provider with a file to another address than the file's.
     #[error(
         "the URL map (--providers / CONFORM_PROVIDERS) sends `{provider}` to {map}, but its evidence is about {file} (base_url {filed}): a failover would reach a server nothing proved. Point the map at {filed}, or leave `{provider}` out of the map (the file's address is then used); to serve {map} instead, set it as the file's base_url and prove it with `conform run {provider}`"
     )]
     Disagrees {
+        /// The provider, by name.
         provider: String,
+        /// The address the map gives.
         map: String,
+        /// The provider file, as shown.
         file: String,
+        /// The file's `base_url`.
         filed: String,
     },
+    /// A provider file does not load; every problem found is listed.
     #[error("the provider files do not load, so what they proved cannot be sent:\n{0}")]
     Unloadable(Diagnostics),
+    /// The URL map names a simulated provider.
     #[error(
         "`{provider}` is a simulation ({file}, kind = \"sim\"): it has no address to serve, and its evidence never permits a failover; leave it out of the URL map"
     )]
-    Simulated { provider: String, file: String },
+    Simulated {
+        /// The provider, by name.
+        provider: String,
+        /// Its file, as shown.
+        file: String,
+    },
+    /// Neither a provider file nor a URL map.
     #[error(
         "no provider to serve: {dir} holds no provider file and no URL map was given (--providers NAME=URL,… or CONFORM_PROVIDERS)"
     )]
-    NoProvider { dir: PathBuf },
+    NoProvider {
+        /// The folder searched for provider files.
+        dir: PathBuf,
+    },
+    /// Unverified mode without a URL map: no provider has an address.
     #[error(
         "--unverified-allowlist needs the providers' addresses: --providers NAME=URL,… or CONFORM_PROVIDERS"
     )]
     NoMap,
+    /// The URL map does not parse.
     #[error(transparent)]
     Map(#[from] ProvidersError),
 }

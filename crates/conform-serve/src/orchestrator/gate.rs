@@ -43,6 +43,7 @@ pub trait FailoverGate: Send + Sync + 'static {
 /// the files read before.
 #[derive(Debug)]
 pub struct AllowlistGate {
+    /// The allowlist file (`CONFORM_ALLOWLIST`).
     pub allowlist: PathBuf,
     /// `None` reads the file as the contract does (`--unverified-allowlist`).
     pub project: Option<Paths>,
@@ -56,6 +57,7 @@ pub struct AllowlistGate {
 }
 
 impl AllowlistGate {
+    /// A gate that has read nothing yet: the file is first read at the first decision.
     pub fn new(allowlist: PathBuf, project: Option<Paths>, ledger: Option<Ledger>) -> Self {
         AllowlistGate {
             allowlist,

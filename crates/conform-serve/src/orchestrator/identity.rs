@@ -33,11 +33,11 @@ pub(crate) fn percent_encode_owner(headers: &mut axum::http::HeaderMap) {
 
 /// The longest owner id, in characters: ids are stored and compared, so an unbounded one
 /// would let any client make every row and index entry as large as it likes.
-pub const MAX_OWNER_LEN: usize = 255;
+pub(crate) const MAX_OWNER_LEN: usize = 255;
 
 /// The one non-empty `X-Owner-Id` of at most [`MAX_OWNER_LEN`] characters. Missing,
 /// empty, repeated, too long or not visible ASCII: 401.
-pub fn owner(headers: &HeaderMap) -> Result<String, Problem> {
+pub(crate) fn owner(headers: &HeaderMap) -> Result<String, Problem> {
     let mut values = headers.get_all("x-owner-id").iter();
     let (Some(value), None) = (values.next(), values.next()) else {
         return Err(Problem::owner_required());
@@ -54,12 +54,12 @@ pub fn owner(headers: &HeaderMap) -> Result<String, Problem> {
 }
 
 /// The longest key, in characters.
-pub const MAX_KEY_LEN: usize = 255;
+pub(crate) const MAX_KEY_LEN: usize = 255;
 
 /// The idempotency key: 1 to 255 characters from 0x21 to 0x7E, sent bare (`abc`) or as
 /// exactly one structured-field string without parameters (`"abc"`), which name the
 /// same key. Anything else, or the header twice: 400 `idempotency_key_required`.
-pub fn idempotency_key(headers: &HeaderMap) -> Result<String, Problem> {
+pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<String, Problem> {
     let mut values = headers.get_all("idempotency-key").iter();
     let value = match (values.next(), values.next()) {
         (Some(value), None) => value,

@@ -81,6 +81,7 @@ pub trait BodyIntake: Send + Sync + 'static {
 
 /// A body read whole, and its charge against the budget, held until it is dropped.
 pub struct Received {
+    /// The whole body.
     pub bytes: Bytes,
     charge: Option<OwnedSemaphorePermit>,
 }

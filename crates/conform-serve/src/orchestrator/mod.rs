@@ -5,16 +5,16 @@
 //!   mode, the providers called through their provider files, the URL map held to them;
 //! - [`gate`]: the allowlist, read at every failover decision, failing closed;
 //!   `question`: the same decision asked over HTTP (`GET /v1/gate`), for gateways;
-//! - [`identity`]: `X-Owner-Id` and the `Idempotency-Key` rules;
+//! - `identity`: `X-Owner-Id` and the `Idempotency-Key` rules;
 //! - [`problem`]: RFC 9457 errors with the contract's codes;
 //! - `listen`: accepting connections and graceful shutdown; `connection`: each
 //!   connection's idle and header timeouts; [`intake`]: header size, and bodies read once
 //!   within the body timeout, the size limit and the memory budget;
 //! - `routes`: the endpoints, behind the in-flight limit; `attempt`: one upstream call
-//!   per attempt, the deadline and the late window; [`request`]: a job's input as a
+//!   per attempt, the deadline and the late window; `request`: a job's input as a
 //!   provider file's adapter sends it; [`upstream`]: the HTTP client and the outcome
 //!   classification;
-//! - [`view`]: jobs and attempts as JSON;
+//! - `view`: jobs and attempts as JSON;
 //! - [`allocator`]: glibc's allocator told to give freed memory back under load.
 //!
 //! What the routes and attempts rely on is reached through [`Seams`], one small trait
@@ -35,18 +35,18 @@ pub mod config;
 mod connection;
 pub mod filed;
 pub mod gate;
-pub mod identity;
+mod identity;
 pub mod intake;
 mod listen;
 pub mod overload;
 pub mod parser;
 pub mod problem;
 mod question;
-pub mod request;
+mod request;
 mod routes;
 pub mod store;
 pub mod upstream;
-pub mod view;
+mod view;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -72,14 +72,20 @@ use upstream::{HttpUpstream, SetupError, Upstream};
 /// serve`'s; a field replaced by a decorator of the real one changes that one concern.
 #[derive(Clone)]
 pub struct Seams {
+    /// Where jobs and attempts are kept.
     pub store: Arc<dyn JobStore>,
+    /// How an attempt reaches its provider.
     pub upstream: Arc<dyn Upstream>,
+    /// Whether an attempt may go to a provider other than the job's.
     pub gate: Arc<dyn FailoverGate>,
     /// The allowlist as `GET /v1/gate` reads it: the real gate, which `gate` is too unless
     /// a decorator replaced it (a test's broken failover changes failover alone).
     pub allowlist: Arc<AllowlistGate>,
+    /// How a request body becomes JSON.
     pub parser: Arc<dyn BodyParser>,
+    /// How a request body is read, within the limits and the memory budget.
     pub intake: Arc<dyn BodyIntake>,
+    /// The answer to a request shed by the in-flight limit.
     pub overload: Arc<dyn Overload>,
 }
 
@@ -161,10 +167,18 @@ impl App {
 /// Why the orchestrator could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The ledger did not open or migrate.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    /// The address is taken, not local, or does not resolve.
     #[error("cannot listen on {addr}: {error} (set CONFORM_LISTEN or --listen to a free address)")]
-    Bind { addr: String, error: std::io::Error },
+    Bind {
+        /// The address asked for (`CONFORM_LISTEN`).
+        addr: String,
+        /// What the operating system answered.
+        error: std::io::Error,
+    },
+    /// The HTTP client for providers could not be built.
     #[error(transparent)]
     Setup(#[from] SetupError),
 }
@@ -225,6 +239,7 @@ impl Server {
         }
     }
 
+    /// The address it listens on, with the port the system chose for port 0.
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.listener.local_addr().ok()
     }

@@ -8,6 +8,7 @@ use super::problem::Problem;
 
 /// Answers a request shed by the in-flight limit.
 pub trait Overload: Send + Sync + 'static {
+    /// The response, built afresh for each request shed.
     fn answer(&self) -> Response;
 }
 

@@ -8,6 +8,7 @@ use crate::ledger::fingerprint::{BodyError, parse_strict};
 
 /// Reads a request body as JSON.
 pub trait BodyParser: Send + Sync + 'static {
+    /// The body as JSON, or why it is refused (a 400 `invalid_request`).
     fn parse(&self, body: &[u8]) -> Result<Value, BodyError>;
 }
 

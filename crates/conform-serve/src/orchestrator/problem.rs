@@ -8,9 +8,13 @@ use serde_json::{Map, Value, json};
 /// `detail`, `code` and any extra members (`attempt_id`, `reason`).
 #[derive(Debug, Clone)]
 pub struct Problem {
+    /// The HTTP status; 503 also sends `Retry-After`.
     pub status: StatusCode,
+    /// The contract's stable code, which clients match on (`type` is made from it).
     pub code: &'static str,
+    /// What happened and what to do, for a person.
     pub detail: String,
+    /// Members beyond RFC 9457's that a code carries.
     pub extra: Map<String, Value>,
     /// The connection is closed after this answer (the request was not read to its
     /// end, so nothing else can follow on it).
@@ -18,6 +22,7 @@ pub struct Problem {
 }
 
 impl Problem {
+    /// A problem with no extra members, keeping the connection open.
     pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Problem {
         Problem {
             status,
@@ -34,11 +39,13 @@ impl Problem {
         self
     }
 
+    /// Adds the member `name` to the body.
     pub fn with(mut self, name: &str, value: impl Into<Value>) -> Problem {
         self.extra.insert(name.to_string(), value.into());
         self
     }
 
+    /// 401: no usable `X-Owner-Id` (missing, empty, repeated or not visible ASCII).
     pub fn owner_required() -> Problem {
         Problem::new(
             StatusCode::UNAUTHORIZED,
@@ -47,6 +54,8 @@ impl Problem {
         )
     }
 
+    /// 404 for a `what` (`job`, `attempt`) this owner does not have, whether or not
+    /// another owner does.
     pub fn not_found(what: &str) -> Problem {
         Problem::new(
             StatusCode::NOT_FOUND,
@@ -55,10 +64,12 @@ impl Problem {
         )
     }
 
+    /// 400: the request breaks the contract's rules, as `detail` says.
     pub fn invalid_request(detail: impl Into<String>) -> Problem {
         Problem::new(StatusCode::BAD_REQUEST, "invalid_request", detail)
     }
 
+    /// 409: the job already has a result; nothing more may start or be cancelled.
     pub fn job_completed() -> Problem {
         Problem::new(
             StatusCode::CONFLICT,
@@ -67,6 +78,7 @@ impl Problem {
         )
     }
 
+    /// 409: the job was cancelled, so no attempt may start.
     pub fn job_cancelled() -> Problem {
         Problem::new(
             StatusCode::CONFLICT,
@@ -75,6 +87,7 @@ impl Problem {
         )
     }
 
+    /// 409 with `attempt_id`: an open attempt blocks a new one.
     pub fn attempt_in_progress(attempt_id: &str) -> Problem {
         Problem::new(
             StatusCode::CONFLICT,

@@ -26,10 +26,10 @@ const CONVERSATION: [&str; 4] = ["messages", "tools", "tool_choice", "parallel_t
 
 /// A member of the job's input that cannot be sent as it is, and why.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     /// The input's member: `temperature`, `messages`.
-    pub member: String,
-    pub detail: String,
+    pub(crate) member: String,
+    pub(crate) detail: String,
 }
 
 impl Refusal {
@@ -43,14 +43,14 @@ impl Refusal {
 
 /// The job's input, read.
 #[derive(Debug, Clone)]
-pub struct JobInput {
-    pub conversation: Conversation,
+pub(crate) struct JobInput {
+    pub(crate) conversation: Conversation,
     /// Every other member that is not null, in the input's order.
-    pub parameters: Vec<(String, Value)>,
+    pub(crate) parameters: Vec<(String, Value)>,
 }
 
 /// Reads `input` (a JSON object) as a request-shaped case and its parameters.
-pub fn read(input: &Value) -> Result<JobInput, Refusal> {
+pub(crate) fn read(input: &Value) -> Result<JobInput, Refusal> {
     let Value::Object(members) = input else {
         return Err(Refusal::new("input", "`input` must be a JSON object"));
     };
@@ -145,7 +145,7 @@ fn at_pointer(problem: conversation::Problem) -> Refusal {
 
 /// A parameter a provider file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Setting {
+pub(crate) enum Setting {
     Model,
     Temperature,
     Seed,
@@ -156,7 +156,7 @@ pub enum Setting {
 
 impl Setting {
     /// The setting a member of the input names, if it names one.
-    pub fn of(member: &str) -> Option<Setting> {
+    pub(crate) fn of(member: &str) -> Option<Setting> {
         match member {
             "model" => Some(Setting::Model),
             "temperature" => Some(Setting::Temperature),
@@ -219,7 +219,11 @@ impl JobInput {
     /// The settings the request is sent with: the provider file's, with the job's
     /// parameters applied on its own provider; on a failover (`failover`) the file's
     /// alone, every parameter held to them.
-    pub fn settings(&self, filed: &Filed, failover: bool) -> Result<ProviderConfig, Refusal> {
+    pub(crate) fn settings(
+        &self,
+        filed: &Filed,
+        failover: bool,
+    ) -> Result<ProviderConfig, Refusal> {
         let file = filed.shown_file();
         let mut config = filed.config.clone();
         for (member, value) in &self.parameters {
@@ -270,7 +274,7 @@ fn unproven(member: &str, file: &str, failover: bool) -> String {
 /// through its wire adapter, with `suite`'s schema. Without a suite (a task the project
 /// has no suite for, on the job's own provider) no structured output is asked for.
 /// `Err` when the file's vendor refuses the conversation.
-pub fn encode(
+pub(crate) fn encode(
     filed: &Filed,
     config: &ProviderConfig,
     input: &JobInput,

@@ -26,7 +26,7 @@ use crate::ledger::fingerprint::fingerprint;
 use crate::ledger::{AttemptCancel, Created, JobCancel, LedgerError, NewJob, Started};
 
 /// The longest job or attempt id, task name or provider name accepted, in characters.
-pub const MAX_NAME_LEN: usize = MAX_OWNER_LEN;
+pub(crate) const MAX_NAME_LEN: usize = MAX_OWNER_LEN;
 
 /// Every route. The work routes take an in-flight slot (tower's concurrency limit, with
 /// load shedding: no slot free is 503 `overloaded` at once, never a queue); the two

@@ -17,11 +17,15 @@ use crate::ledger::{
 /// Where the orchestrator keeps jobs and attempts. Every method has the meaning of the
 /// [`Ledger`] method of the same name.
 pub trait JobStore: Send + Sync + 'static {
+    /// Which database it keeps jobs in, for the startup log ([`Ledger::backend`]).
     fn backend(&self) -> Backend;
 
+    /// Creates the job and its first attempt, or finds the job already holding the key
+    /// ([`Ledger::create_job`]).
     fn create_job<'a>(&'a self, new: &'a NewJob<'a>)
     -> BoxFuture<'a, Result<Created, LedgerError>>;
 
+    /// The job with its attempts, if `owner` owns it ([`Ledger::job`]).
     fn job<'a>(
         &'a self,
         owner: &'a str,
@@ -35,6 +39,8 @@ pub trait JobStore: Send + Sync + 'static {
         job.open_attempt()
     }
 
+    /// Starts an attempt unless the job is completed, cancelled or has an open attempt
+    /// ([`Ledger::start_attempt`]).
     fn start_attempt<'a>(
         &'a self,
         owner: &'a str,
@@ -43,40 +49,52 @@ pub trait JobStore: Send + Sync + 'static {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Started, LedgerError>>;
 
+    /// Lets a result claim the job's result slot, or records that it lost
+    /// ([`Ledger::record_result`]).
     fn record_result<'a>(
         &'a self,
         attempt_id: &'a str,
         result: &'a Value,
     ) -> BoxFuture<'a, Result<Finished, LedgerError>>;
 
+    /// A definite answer without a usable result: the attempt `failed`
+    /// ([`Ledger::record_failure`]).
     fn record_failure<'a>(
         &'a self,
         attempt_id: &'a str,
         error: &'a str,
     ) -> BoxFuture<'a, Result<Transition, LedgerError>>;
 
+    /// No definite answer: a `starting` attempt becomes `unknown`
+    /// ([`Ledger::record_unknown`]).
     fn record_unknown<'a>(
         &'a self,
         attempt_id: &'a str,
         error: &'a str,
     ) -> BoxFuture<'a, Result<Transition, LedgerError>>;
 
+    /// Overdue `starting` attempts become `unknown`; answers how many
+    /// ([`Ledger::expire_overdue`]).
     fn expire_overdue(&self) -> BoxFuture<'_, Result<usize, LedgerError>>;
 
+    /// An external process releases an open attempt ([`Ledger::cancel_attempt`]).
     fn cancel_attempt<'a>(
         &'a self,
         owner: &'a str,
         attempt_id: &'a str,
     ) -> BoxFuture<'a, Result<AttemptCancel, LedgerError>>;
 
+    /// The user abandons the job ([`Ledger::cancel_job`]).
     fn cancel_job<'a>(
         &'a self,
         owner: &'a str,
         job_id: &'a str,
     ) -> BoxFuture<'a, Result<JobCancel, LedgerError>>;
 
+    /// Whether the database takes writes now, for `/readyz` ([`Ledger::ready`]).
     fn ready(&self) -> BoxFuture<'_, Result<(), LedgerError>>;
 
+    /// Returns the connections at shutdown ([`Ledger::close`]).
     fn close(&self) -> BoxFuture<'_, ()>;
 }
 

@@ -36,11 +36,14 @@ pub struct SetupError(#[from] reqwest::Error);
 /// cheap (the body and the headers are shared or small).
 #[derive(Clone)]
 pub struct Request {
+    /// Where it is sent: the provider's endpoint for this request.
     pub url: String,
     /// The content type and, for a provider file with a key, the key in a header
     /// marked sensitive.
     pub headers: HeaderMap,
+    /// The encoded request: the job's input, or its wire adapter's form of it.
     pub body: Bytes,
+    /// How to find the result in a 200's body.
     pub reading: Reading,
     /// What authenticates the attempt once encoded (a cloud's SigV4, a service account's
     /// token), as `conform run`'s transport asks it: `None` when the headers already do.
@@ -55,7 +58,9 @@ pub enum Reading {
     /// A provider file's wire adapter: the decoded reply's text; `stream` when the
     /// request asked for a stream.
     Wire {
+        /// The adapter that decodes the reply.
         wire: Arc<dyn WireFormat>,
+        /// The reply is a stream of events, not one body.
         stream: bool,
     },
 }
@@ -158,6 +163,7 @@ impl Upstream for HttpUpstream {
 }
 
 impl HttpUpstream {
+    /// The client a server's attempts share, so connections to a provider are reused.
     pub fn new() -> Result<HttpUpstream, SetupError> {
         // Installing twice is harmless; the error only says a provider is already there.
         let _ = rustls::crypto::ring::default_provider().install_default();

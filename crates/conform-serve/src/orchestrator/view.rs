@@ -11,7 +11,7 @@ use crate::ledger::{Attempt, Job};
 /// Each provider: the file it is called through and verified against (`null` for the
 /// contract's pass-through), its endpoint without secrets, and for a file its kind and
 /// model.
-pub fn providers(providers: &Providers) -> Value {
+pub(crate) fn providers(providers: &Providers) -> Value {
     let mut out = Map::new();
     for p in providers.iter() {
         let shown = match &p.filed {
@@ -28,14 +28,14 @@ pub fn providers(providers: &Providers) -> Value {
 }
 
 /// RFC 3339, UTC.
-pub fn timestamp(ms: i64) -> Value {
+pub(crate) fn timestamp(ms: i64) -> Value {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .ok()
         .and_then(|t| t.format(&Rfc3339).ok())
         .map_or(Value::Null, Value::String)
 }
 
-pub fn attempt(a: &Attempt) -> Value {
+pub(crate) fn attempt(a: &Attempt) -> Value {
     json!({
         "id": a.id,
         "provider": a.provider,
@@ -46,7 +46,7 @@ pub fn attempt(a: &Attempt) -> Value {
     })
 }
 
-pub fn job(j: &Job) -> Value {
+pub(crate) fn job(j: &Job) -> Value {
     json!({
         "id": j.id,
         "owner": j.owner,
