@@ -36,6 +36,7 @@ use serde_json::Value;
 
 mod common;
 mod gate_callback;
+mod gateway_table;
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -43,8 +44,8 @@ const REPO: &str = env!("CARGO_MANIFEST_DIR");
 struct Pinned {
     kind: &'static str,
     version: &'static str,
-    /// The scenarios it fails today; every other scenario passes.
-    fails: &'static [&'static str],
+    /// Its column in docs/gateways.md's results table, which says what it gives today.
+    column: &'static str,
     /// A scenario whose evidence must contain each of these texts (what the failure or
     /// the reported behaviour looks like).
     evidence: &'static [(&'static str, &'static str)],
@@ -54,14 +55,9 @@ const PINNED: [Pinned; 3] = [
     Pinned {
         kind: "litellm",
         version: "1.108.7",
+        column: "LiteLLM 1.108.7",
         // A stream cut by closing the connection, and a streamed request answered by an
         // empty or HTML 200, reach the client with LiteLLM's own finish reason and [DONE].
-        fails: &[
-            "cut-stream-closed",
-            "unreadable-2xx-broken-json-streamed",
-            "unreadable-2xx-html-streamed",
-            "unreadable-2xx-empty-streamed",
-        ],
         evidence: &[
             (
                 "cut-stream-closed",
@@ -96,8 +92,8 @@ const PINNED: [Pinned; 3] = [
     Pinned {
         kind: "portkey",
         version: "1.15.2",
+        column: "Portkey gateway 1.15.2",
         // Every streamed request, healthy or not, is answered with Portkey's own 500.
-        fails: &["primary-answers-streamed", "anthropic-primary-streams"],
         evidence: &[
             ("primary-answers-streamed", "HTTP 500"),
             ("cut-stream-closed", "HTTP 500"),
@@ -120,30 +116,10 @@ const PINNED: [Pinned; 3] = [
     Pinned {
         kind: "tensorzero",
         version: "2026.6.0",
+        column: "TensorZero 2026.6.0",
         // Every answer names the model the client asked for: after failover the client
         // is told the primary served it. A cut stream ends in TensorZero's own [DONE]
         // (without a finish reason, so the client sees it incomplete).
-        fails: &[
-            "failover-on-500",
-            "failover-on-503",
-            "failover-on-529",
-            "rate-limited-429",
-            "connection-refused",
-            "connection-reset",
-            "hang-past-timeout",
-            "unreadable-2xx-broken-json",
-            "unreadable-2xx-html",
-            "unreadable-2xx-empty",
-            "unreadable-2xx-broken-json-streamed",
-            "unreadable-2xx-html-streamed",
-            "unreadable-2xx-empty-streamed",
-            "context-length",
-            "anthropic-failover-on-529",
-            "accounting",
-            "content-filter-400",
-            "flapping-primary",
-            "no-hammering",
-        ],
         evidence: &[
             ("rate-limited-429", "fallback's complete answer"),
             (
@@ -208,6 +184,13 @@ fn main() {
         .collect();
     trials.push(gate_callback_trial(required));
     trials.push(Trial::test(
+        "the_results_table_gives_every_scenario_a_verdict_for_every_pinned_gateway",
+        || {
+            the_results_table_gives_every_scenario_a_verdict_for_every_pinned_gateway();
+            Ok(())
+        },
+    ));
+    trials.push(Trial::test(
         "a_gateway_that_does_not_start_is_reported_inconclusive_with_its_log",
         || {
             a_gateway_that_does_not_start_is_reported_inconclusive_with_its_log();
@@ -222,6 +205,45 @@ fn main() {
         },
     ));
     libtest_mimic::run(&args, trials).exit();
+}
+
+/// docs/gateways.md's results table: by pinned gateway's column, each scenario's verdict.
+fn results_table() -> BTreeMap<String, gateway_table::Column> {
+    let doc = std::fs::read_to_string(Path::new(REPO).join("docs/gateways.md")).unwrap();
+    gateway_table::read(&doc).unwrap_or_else(|e| panic!("docs/gateways.md: {e}"))
+}
+
+/// Without any gateway installed: the table has a column for every pinned version, and
+/// each names every scenario `--list` gives, once.
+fn the_results_table_gives_every_scenario_a_verdict_for_every_pinned_gateway() {
+    let list = Command::new(env!("CARGO_BIN_EXE_conform"))
+        .args(["scenarios", "--gateway", "litellm", "--list"])
+        .output()
+        .unwrap();
+    let listed: Vec<String> = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .filter(|l| !l.starts_with(' ') && !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    assert!(listed.len() > 20, "{listed:?}");
+    let mut listed_sorted = listed.clone();
+    listed_sorted.sort();
+    let mut table = results_table();
+    for pinned in &PINNED {
+        let column = table.remove(pinned.column).unwrap_or_else(|| {
+            panic!(
+                "docs/gateways.md's results table has no column {:?}",
+                pinned.column
+            )
+        });
+        let stated: Vec<String> = column.into_keys().collect();
+        assert_eq!(stated, listed_sorted, "{}", pinned.column);
+    }
+    assert!(
+        table.is_empty(),
+        "columns for no pinned version: {:?}",
+        table.keys()
+    );
 }
 
 /// `integrations/litellm/`'s callback in the pinned LiteLLM proxy: ignored when LiteLLM
@@ -421,12 +443,23 @@ fn known_results(pinned: &Pinned, spawn: &str) -> Result<(), Failed> {
         .filter(|(_, s)| s["outcome"]["status"] == "failed")
         .map(|(n, _)| n.as_str())
         .collect();
-    let mut want: Vec<&str> = pinned.fails.to_vec();
-    want.sort_unstable();
+    let column = results_table().remove(pinned.column).unwrap_or_default();
+    let ran: Vec<&str> = scenarios.keys().map(String::as_str).collect();
+    let stated: Vec<&str> = column.keys().map(String::as_str).collect();
+    assert_eq!(
+        ran, stated,
+        "{}: docs/gateways.md's results table must give every scenario run a verdict",
+        pinned.column
+    );
+    let want: Vec<&str> = (column.iter())
+        .filter(|(_, fails)| **fails)
+        .map(|(n, _)| n.as_str())
+        .collect();
     assert_eq!(
         failed, want,
-        "{} {}: the scenarios that fail changed (an upgrade? a regression?)",
-        pinned.kind, pinned.version
+        "{}: the scenarios that fail are not those docs/gateways.md's results table says (an \
+         upgrade? a regression?)",
+        pinned.column
     );
     assert_eq!(code, 1, "a failing scenario exits 1");
     for (name, text) in pinned.evidence {

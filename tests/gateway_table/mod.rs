@@ -24,15 +24,21 @@ pub fn read(doc: &str) -> Result<BTreeMap<String, Column>, String> {
         .map(cells);
     let header = rows.next().ok_or("the table has no header")?;
     let gateways: Vec<String> = header.into_iter().skip(1).collect();
-    let mut table: BTreeMap<String, Column> =
-        (gateways.iter()).map(|g| (g.clone(), Column::new())).collect();
+    let mut table: BTreeMap<String, Column> = (gateways.iter())
+        .map(|g| (g.clone(), Column::new()))
+        .collect();
     for (line, row) in rows.enumerate().skip(1) {
         let names = names(&row[0]);
         if names.is_empty() {
             continue;
         }
         if row.len() != gateways.len() + 1 {
-            return Err(format!("row {}: {} cells, want {}", line + 2, row.len(), gateways.len() + 1));
+            return Err(format!(
+                "row {}: {} cells, want {}",
+                line + 2,
+                row.len(),
+                gateways.len() + 1
+            ));
         }
         for (gateway, cell) in gateways.iter().zip(&row[1..]) {
             let fails = verdict(cell).map_err(|e| format!("{}, {gateway}: {e}", row[0]))?;
@@ -40,7 +46,9 @@ pub fn read(doc: &str) -> Result<BTreeMap<String, Column>, String> {
                 if table[gateway].contains_key(name) {
                     return Err(format!("{name} has two rows"));
                 }
-                table.get_mut(gateway).map(|c| c.insert(name.clone(), fails));
+                table
+                    .get_mut(gateway)
+                    .map(|c| c.insert(name.clone(), fails));
             }
         }
     }
@@ -67,6 +75,8 @@ fn verdict(cell: &str) -> Result<bool, String> {
     } else if cell.starts_with("pass") {
         Ok(false)
     } else {
-        Err(format!("{cell:?} starts with neither `pass` nor `**fail**`"))
+        Err(format!(
+            "{cell:?} starts with neither `pass` nor `**fail**`"
+        ))
     }
 }
