@@ -76,15 +76,37 @@ const PINNED: [Pinned; 3] = [
             ("hang-past-timeout", "duplicate work"),
             ("anthropic-primary-streams", "on /v1/messages"),
             ("anthropic-cut-stream-chunked", "an error event"),
+            // A slow first token: it fails over at its stream timeout (the first byte
+            // only then); a stall ends in an error event at its timeout; a malformed
+            // event becomes an error event, the rest of the answer dropped; a stream
+            // without [DONE] gets LiteLLM's [DONE] at once, with the usage.
+            (
+                "slow-first-token",
+                "the client got fallback's complete answer",
+            ),
+            ("slow-first-token", "first byte after 5"),
+            ("stall-mid-stream", "an error event"),
+            ("malformed-event-mid-stream", "an error event"),
+            ("stream-without-done", "ended with [DONE]; usage {"),
+            ("fallback-rejects-prefill", "the fallback was not called"),
         ],
     },
     Pinned {
         kind: "portkey",
         version: "1.15.2",
         // Every streamed request, healthy or not, is answered with Portkey's own 500.
-        fails: &["primary-answers-streamed", "anthropic-primary-streams"],
+        fails: &[
+            "primary-answers-streamed",
+            "anthropic-primary-streams",
+            "stream-without-done",
+        ],
         evidence: &[
             ("primary-answers-streamed", "HTTP 500"),
+            (
+                "stream-without-done",
+                "no usage reached the client: HTTP 500",
+            ),
+            ("stall-mid-stream", "HTTP 500"),
             ("cut-stream-closed", "HTTP 500"),
             ("failover-on-503", "fallback's complete answer"),
             ("anthropic-failover-on-529", "on /v1/messages"),
@@ -112,6 +134,10 @@ const PINNED: [Pinned; 3] = [
             "unreadable-2xx-empty-streamed",
             "context-length",
             "anthropic-failover-on-529",
+            // Fails over at its first-token timeout; the answer names the primary.
+            "slow-first-token",
+            // No inter-chunk timeout: the client waits out the whole stall.
+            "stall-mid-stream",
         ],
         evidence: &[
             ("rate-limited-429", "fallback's complete answer"),
@@ -128,6 +154,17 @@ const PINNED: [Pinned; 3] = [
             ("hang-past-timeout", "duplicate work"),
             ("anthropic-primary-streams", "on /v1/messages"),
             ("every-fallback-fails", "HTTP 502"),
+            ("slow-first-token", "but fallback served it"),
+            (
+                "stall-mid-stream",
+                "no stall (inter-chunk) timeout: it held the client for the whole stall",
+            ),
+            // The malformed event becomes an error event in a stream that then completes.
+            (
+                "malformed-event-mid-stream",
+                "finish_reason stop, [DONE], an error event",
+            ),
+            ("stream-without-done", "ended with [DONE]; usage {"),
         ],
     },
 ];
@@ -425,10 +462,19 @@ enum Broken {
     FailsOverToRevoked,
     CompletesCutStreams,
     RetriesA2xx,
+    /// Waits for an upstream's stream however long it takes: a timeout on the answer's
+    /// start, none while the body streams.
+    NoStallTimeout,
 }
+
+/// The test gateway's timeout, for an answer to start and (unless `NoStallTimeout`)
+/// between two reads of its body: the scenarios' default `--gateway-timeout`.
+const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 struct Gateway {
     broken: Broken,
+    /// Its upstream client: no overall deadline, so that only the read timeout ends a
+    /// stream that has started.
     http: reqwest::Client,
     /// Where a request for the model `unreachable` goes first (nothing listens there).
     unreachable: String,
@@ -476,13 +522,12 @@ async fn call(g: &Gateway, base: &str, body: &Bytes) -> Option<(u16, Vec<u8>)> {
     .map_or("unknown", |(_, m)| m);
     let mut request: Value = serde_json::from_slice(body).ok()?;
     request["model"] = Value::String(model.to_string());
-    let response = g
+    let send = g
         .http
         .post(format!("{base}/chat/completions"))
         .json(&request)
-        .send()
-        .await
-        .ok()?;
+        .send();
+    let response = tokio::time::timeout(TIMEOUT, send).await.ok()?.ok()?;
     let status = response.status().as_u16();
     match response.bytes().await {
         Ok(bytes) => Some((status, bytes.to_vec())),
@@ -570,14 +615,15 @@ fn against_with(broken: Broken, extra: &[&str]) -> (i32, Value, String) {
         .unwrap();
     let _ = rustls::crypto::ring::default_provider().install_default();
     let base = |name: &str| format!("http://127.0.0.1:{}/v1", ports[name]);
+    let http = reqwest::Client::builder().no_proxy();
+    // A stall timeout equal to the request timeout: the time one read may take.
+    let http = match broken {
+        Broken::NoStallTimeout => http,
+        _ => http.read_timeout(TIMEOUT),
+    };
     let gateway = Arc::new(Gateway {
         broken,
-        // The gateway's own timeout, as the scenarios' default --gateway-timeout.
-        http: reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(2))
-            .no_proxy()
-            .build()
-            .unwrap(),
+        http: http.build().unwrap(),
         unreachable: base("unreachable"),
         primary: base("primary"),
         fallback: base("fallback"),
@@ -671,5 +717,27 @@ fn broken_gateways() {
     assert!(
         reason.contains("primary received 2 request(s), expected 1"),
         "{reason}"
+    );
+
+    // Only the stream faults: the others cannot tell this variant from the correct one.
+    let (code, report, stderr) = against_with(
+        Broken::NoStallTimeout,
+        &[
+            "--only",
+            "slow-first-token,stall-mid-stream,malformed-event-mid-stream",
+        ],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(failed(&report), ["stall-mid-stream"], "{report:#}");
+    let stall = by_name(&report)["stall-mid-stream"].to_string();
+    assert!(
+        stall.contains("no stall (inter-chunk) timeout: it held the client for the whole stall"),
+        "{stall}"
+    );
+    // It waited out the slow first token instead, which is no failure: the answer came.
+    let slow = by_name(&report)["slow-first-token"].to_string();
+    assert!(
+        slow.contains("waited out the primary's 6000 ms silence"),
+        "{slow}"
     );
 }

@@ -41,6 +41,11 @@ pub struct Received {
     /// The body broke off, or did not arrive in time.
     pub transfer_error: Option<String>,
     pub ms: u64,
+    /// When the first byte of the body arrived, after the request was sent.
+    pub first_byte_ms: Option<u64>,
+    /// The answer's `usage` (a stream's: the last chunk that carried one, as OpenAI sends
+    /// it when asked with `stream_options.include_usage`).
+    pub usage: Option<Value>,
     /// The exchange, for the evidence.
     #[serde(skip)]
     pub exchange: Option<Exchange>,
@@ -120,7 +125,19 @@ impl Client {
 
     /// Asks `model` for the invoice of `tag`, streamed or not.
     pub async fn ask(&self, model: &str, tag: &str, stream: bool) -> Received {
-        let body = json!({
+        self.ask_with(model, tag, stream, &[]).await
+    }
+
+    /// The same request with the top-level fields `extra` added (say, the stream options
+    /// a client sets to get the usage).
+    pub async fn ask_with(
+        &self,
+        model: &str,
+        tag: &str,
+        stream: bool,
+        extra: &[(&str, Value)],
+    ) -> Received {
+        let mut body = json!({
             "model": format!("{}{model}", self.model_prefix),
             "messages": [
                 {"role": "system", "content": "Extract the invoice total as JSON."},
@@ -129,6 +146,9 @@ impl Client {
             "temperature": 0,
             "stream": stream,
         });
+        for (key, value) in extra {
+            body[*key] = value.clone();
+        }
         let started = Instant::now();
         let mut request = self.http.post(&self.url).json(&body);
         let headers = (self.per_model.iter())
@@ -147,6 +167,8 @@ impl Client {
             error_event: false,
             transfer_error: None,
             ms: 0,
+            first_byte_ms: None,
+            usage: None,
             exchange: None,
         };
         let (bytes, content_type) = match request.send().await {
@@ -160,7 +182,12 @@ impl Client {
                 let mut bytes = Vec::new();
                 loop {
                     match response.chunk().await {
-                        Ok(Some(piece)) => bytes.extend_from_slice(&piece),
+                        Ok(Some(piece)) => {
+                            received
+                                .first_byte_ms
+                                .get_or_insert_with(|| started.elapsed().as_millis() as u64);
+                            bytes.extend_from_slice(&piece)
+                        }
                         Ok(None) => break,
                         Err(e) => {
                             received.transfer_error = Some(error_chain(&e));
@@ -219,6 +246,7 @@ fn read_plain(value: &Value, received: &mut Received) {
         .get("model")
         .and_then(Value::as_str)
         .map(str::to_string);
+    received.usage = value.get("usage").filter(|u| u.is_object()).cloned();
     let choice = value.pointer("/choices/0");
     received.content = choice
         .and_then(|c| c.pointer("/message/content"))
@@ -248,6 +276,9 @@ fn read_stream(text: &str, received: &mut Received) {
         };
         if event.get("error").is_some() {
             received.error_event = true;
+        }
+        if let Some(usage) = event.get("usage").filter(|u| u.is_object()) {
+            received.usage = Some(usage.clone());
         }
         if let Some(m) = event.get("model").and_then(Value::as_str)
             && !m.is_empty()
@@ -286,6 +317,8 @@ mod tests {
             error_event: false,
             transfer_error: None,
             ms: 0,
+            first_byte_ms: None,
+            usage: None,
             exchange: None,
         }
     }
@@ -299,6 +332,18 @@ mod tests {
         assert!(r.complete);
         assert_eq!(r.content.as_deref(), Some("{\"a\""));
         assert_eq!(r.model.as_deref(), Some("m"));
+        assert_eq!(r.usage, None);
+        let mut r = blank();
+        let with_usage = whole.replace(
+            "data: [DONE]",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":24,\"completion_tokens\":3}}\n\ndata: [DONE]",
+        );
+        read_stream(&with_usage, &mut r);
+        assert!(r.complete);
+        assert_eq!(
+            r.usage.as_ref().map(|u| u["prompt_tokens"].clone()),
+            Some(json!(24))
+        );
         let mut r = blank();
         read_stream(&whole.replace("data: [DONE]", ""), &mut r);
         assert!(!r.complete);

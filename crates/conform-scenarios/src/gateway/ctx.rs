@@ -88,7 +88,19 @@ impl Ctx {
 
     /// Asks `model` (the gateway's name for it) through the gateway.
     pub async fn ask_model(&self, model: &str, stream: bool) -> Received {
-        let received = self.env.client.ask(model, &self.tag, stream).await;
+        self.ask_tagged(model, &self.tag, stream, &[]).await
+    }
+
+    /// Asks `model` for `tag` (this scenario's, or a probe's of its own) with the
+    /// top-level fields `extra`, and keeps the exchange.
+    pub async fn ask_tagged(
+        &self,
+        model: &str,
+        tag: &str,
+        stream: bool,
+        extra: &[(&str, serde_json::Value)],
+    ) -> Received {
+        let received = self.env.client.ask_with(model, tag, stream, extra).await;
         if let Some(x) = &received.exchange {
             self.record().exchanges.push(x.clone());
         }
