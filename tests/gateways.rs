@@ -12,7 +12,10 @@
 //! The teeth: `broken_gateway` is a gateway of a few lines (primary, then the fallback;
 //! streams buffered and checked), correct as written, and wrong in one way per variant:
 //! it fails over to the revoked candidate, it presents a cut stream as complete, it
-//! retries a 2xx. The correct one passes every scenario; each variant is caught.
+//! retries a 2xx, it has no stall timeout (none while a body streams), it resumes a
+//! failed stream on the fallback with a prefill and passes the refusal on. The correct
+//! one (a request timeout, and a stall timeout equal to it) passes every scenario; each
+//! variant is caught.
 //!
 //! The call-time gate (`gate_callback/`): `integrations/litellm/`'s callback in the pinned
 //! LiteLLM proxy, asking a real `conform serve`, sees a revocation at the next request.
@@ -465,6 +468,9 @@ enum Broken {
     /// Waits for an upstream's stream however long it takes: a timeout on the answer's
     /// start, none while the body streams.
     NoStallTimeout,
+    /// Resumes a stream that failed part way on the fallback, the partial answer sent as
+    /// the assistant's turn (a prefill), and passes on whatever the fallback answers.
+    PrefillsTheFallback,
 }
 
 /// The test gateway's timeout, for an answer to start and (unless `NoStallTimeout`)
@@ -579,6 +585,13 @@ async fn completions(State(g): State<Arc<Gateway>>, _: HeaderMap, body: Bytes) -
             return answer(200, bytes);
         }
     }
+    if g.broken == Broken::PrefillsTheFallback
+        && stream
+        && let Some((200, bytes)) = &first
+    {
+        let (status, bytes) = resume_on_fallback(&g, &body, bytes).await;
+        return answer(status, bytes);
+    }
     let next = if g.broken == Broken::FailsOverToRevoked {
         &g.revoked
     } else {
@@ -591,6 +604,29 @@ async fn completions(State(g): State<Arc<Gateway>>, _: HeaderMap, body: Bytes) -
             br#"{"error":{"message":"every model failed","type":"server_error"}}"#.to_vec(),
         ),
     }
+}
+
+/// The request again, on the fallback, with the content `partial` streamed so far as the
+/// assistant's turn: what the fallback answers, as it answers it.
+async fn resume_on_fallback(g: &Gateway, body: &Bytes, partial: &[u8]) -> (u16, Vec<u8>) {
+    let content: String = String::from_utf8_lossy(partial)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|e| {
+            e.pointer("/choices/0/delta/content")?
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    let mut request: Value = serde_json::from_slice(body).unwrap_or_default();
+    if let Some(messages) = request["messages"].as_array_mut() {
+        messages.push(serde_json::json!({"role": "assistant", "content": content}));
+    }
+    let resumed = Bytes::from(request.to_string());
+    call(g, &g.fallback, &resumed)
+        .await
+        .unwrap_or((502, b"{}".to_vec()))
 }
 
 /// Runs the scenarios (as `--gateway litellm`) against the test gateway broken as
@@ -739,5 +775,16 @@ fn broken_gateways() {
     assert!(
         slow.contains("waited out the primary's 6000 ms silence"),
         "{slow}"
+    );
+
+    let (code, report, stderr) = against_with(
+        Broken::PrefillsTheFallback,
+        &["--only", "fallback-rejects-prefill"],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    let reason = by_name(&report)["fallback-rejects-prefill"]["outcome"]["reason"].to_string();
+    assert!(
+        reason.contains("the fallback's 400 refusing the gateway's assistant prefill"),
+        "{reason}"
     );
 }
