@@ -13,8 +13,10 @@
 //! streams buffered and checked), correct as written, and wrong in one way per variant:
 //! it fails over to the revoked candidate, it presents a cut stream as complete, it
 //! retries a 2xx, it retries a 429 at once whatever its `Retry-After` says, it reports
-//! the primary's model after failing over. The correct one passes every scenario (it
-//! retries nothing); each variant is caught.
+//! the primary's model after failing over, it has no stall timeout (none while a body
+//! streams), it resumes a failed stream on the fallback with a prefill and passes the
+//! refusal on. The correct one (retrying nothing; a request timeout, and a stall timeout
+//! equal to it) passes every scenario; each variant is caught.
 //!
 //! The call-time gate (`gate_callback/`): `integrations/litellm/`'s callback in the pinned
 //! LiteLLM proxy, asking a real `conform serve`, sees a revocation at the next request.
@@ -87,6 +89,19 @@ const PINNED: [Pinned; 3] = [
                 "back on the primary within 2000 ms of its recovery",
             ),
             ("no-hammering", "(4 came)"),
+            // A slow first token: it fails over at its stream timeout (the first byte
+            // only then); a stall ends in an error event at its timeout; a malformed
+            // event becomes an error event, the rest of the answer dropped; a stream
+            // without [DONE] gets LiteLLM's [DONE] at once, with the usage.
+            (
+                "slow-first-token",
+                "the client got fallback's complete answer",
+            ),
+            ("slow-first-token", "first byte after 5"),
+            ("stall-mid-stream", "an error event"),
+            ("malformed-event-mid-stream", "an error event"),
+            ("stream-without-done", "ended with [DONE]; usage {"),
+            ("fallback-rejects-prefill", "the fallback was not called"),
         ],
     },
     Pinned {
@@ -96,6 +111,11 @@ const PINNED: [Pinned; 3] = [
         // Every streamed request, healthy or not, is answered with Portkey's own 500.
         evidence: &[
             ("primary-answers-streamed", "HTTP 500"),
+            (
+                "stream-without-done",
+                "no usage reached the client: HTTP 500",
+            ),
+            ("stall-mid-stream", "HTTP 500"),
             ("cut-stream-closed", "HTTP 500"),
             ("failover-on-503", "fallback's complete answer"),
             ("anthropic-failover-on-529", "on /v1/messages"),
@@ -149,6 +169,17 @@ const PINNED: [Pinned; 3] = [
                 "back on the primary within 2000 ms of its recovery",
             ),
             ("no-hammering", "(4 came)"),
+            ("slow-first-token", "but fallback served it"),
+            (
+                "stall-mid-stream",
+                "no stall (inter-chunk) timeout: it held the client for the whole stall",
+            ),
+            // The malformed event becomes an error event in a stream that then completes.
+            (
+                "malformed-event-mid-stream",
+                "finish_reason stop, [DONE], an error event",
+            ),
+            ("stream-without-done", "ended with [DONE]; usage {"),
         ],
     },
 ];
@@ -533,10 +564,22 @@ enum Broken {
     RetriesA2xx,
     IgnoresRetryAfter,
     ReportsThePrimarysModel,
+    /// Waits for an upstream's stream however long it takes: a timeout on the answer's
+    /// start, none while the body streams.
+    NoStallTimeout,
+    /// Resumes a stream that failed part way on the fallback, the partial answer sent as
+    /// the assistant's turn (a prefill), and passes on whatever the fallback answers.
+    PrefillsTheFallback,
 }
+
+/// The test gateway's timeout, for an answer to start and (unless `NoStallTimeout`)
+/// between two reads of its body: the scenarios' default `--gateway-timeout`.
+const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 struct Gateway {
     broken: Broken,
+    /// Its upstream client: no overall deadline, so that only the read timeout ends a
+    /// stream that has started.
     http: reqwest::Client,
     /// Where a request for the model `unreachable` goes first (nothing listens there).
     unreachable: String,
@@ -584,13 +627,12 @@ async fn call(g: &Gateway, base: &str, body: &Bytes) -> Option<(u16, Vec<u8>)> {
     .map_or("unknown", |(_, m)| m);
     let mut request: Value = serde_json::from_slice(body).ok()?;
     request["model"] = Value::String(model.to_string());
-    let response = g
+    let send = g
         .http
         .post(format!("{base}/chat/completions"))
         .json(&request)
-        .send()
-        .await
-        .ok()?;
+        .send();
+    let response = tokio::time::timeout(TIMEOUT, send).await.ok()?.ok()?;
     let status = response.status().as_u16();
     match response.bytes().await {
         Ok(bytes) => Some((status, bytes.to_vec())),
@@ -645,6 +687,13 @@ async fn completions(State(g): State<Arc<Gateway>>, _: HeaderMap, body: Bytes) -
             return answer(200, bytes);
         }
     }
+    if g.broken == Broken::PrefillsTheFallback
+        && stream
+        && let Some((200, bytes)) = &first
+    {
+        let (status, bytes) = resume_on_fallback(&g, &body, bytes).await;
+        return answer(status, bytes);
+    }
     let next = if g.broken == Broken::FailsOverToRevoked {
         &g.revoked
     } else {
@@ -664,6 +713,29 @@ async fn completions(State(g): State<Arc<Gateway>>, _: HeaderMap, body: Bytes) -
             br#"{"error":{"message":"every model failed","type":"server_error"}}"#.to_vec(),
         ),
     }
+}
+
+/// The request again, on the fallback, with the content `partial` streamed so far as the
+/// assistant's turn: what the fallback answers, as it answers it.
+async fn resume_on_fallback(g: &Gateway, body: &Bytes, partial: &[u8]) -> (u16, Vec<u8>) {
+    let content: String = String::from_utf8_lossy(partial)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|e| {
+            e.pointer("/choices/0/delta/content")?
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    let mut request: Value = serde_json::from_slice(body).unwrap_or_default();
+    if let Some(messages) = request["messages"].as_array_mut() {
+        messages.push(serde_json::json!({"role": "assistant", "content": content}));
+    }
+    let resumed = Bytes::from(request.to_string());
+    call(g, &g.fallback, &resumed)
+        .await
+        .unwrap_or((502, b"{}".to_vec()))
 }
 
 /// Runs the scenarios (as `--gateway litellm`) against the test gateway broken as
@@ -688,14 +760,15 @@ fn against_with(broken: Broken, extra: &[&str]) -> (i32, Value, String) {
         .unwrap();
     let _ = rustls::crypto::ring::default_provider().install_default();
     let base = |name: &str| format!("http://127.0.0.1:{}/v1", ports[name]);
+    let http = reqwest::Client::builder().no_proxy();
+    // A stall timeout equal to the request timeout: the time one read may take.
+    let http = match broken {
+        Broken::NoStallTimeout => http,
+        _ => http.read_timeout(TIMEOUT),
+    };
     let gateway = Arc::new(Gateway {
         broken,
-        // The gateway's own timeout, as the scenarios' default --gateway-timeout.
-        http: reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(2))
-            .no_proxy()
-            .build()
-            .unwrap(),
+        http: http.build().unwrap(),
         unreachable: base("unreachable"),
         primary: base("primary"),
         fallback: base("fallback"),
@@ -832,4 +905,37 @@ fn broken_gateways() {
             "{name}: {reason}"
         );
     }
+
+    // Only the stream faults: the others cannot tell this variant from the correct one.
+    let (code, report, stderr) = against_with(
+        Broken::NoStallTimeout,
+        &[
+            "--only",
+            "slow-first-token,stall-mid-stream,malformed-event-mid-stream",
+        ],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(failed(&report), ["stall-mid-stream"], "{report:#}");
+    let stall = by_name(&report)["stall-mid-stream"].to_string();
+    assert!(
+        stall.contains("no stall (inter-chunk) timeout: it held the client for the whole stall"),
+        "{stall}"
+    );
+    // It waited out the slow first token instead, which is no failure: the answer came.
+    let slow = by_name(&report)["slow-first-token"].to_string();
+    assert!(
+        slow.contains("waited out the primary's 6000 ms silence"),
+        "{slow}"
+    );
+
+    let (code, report, stderr) = against_with(
+        Broken::PrefillsTheFallback,
+        &["--only", "fallback-rejects-prefill"],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    let reason = by_name(&report)["fallback-rejects-prefill"]["outcome"]["reason"].to_string();
+    assert!(
+        reason.contains("the fallback's 400 refusing the gateway's assistant prefill"),
+        "{reason}"
+    );
 }

@@ -283,6 +283,7 @@ mod tests {
             transfer_error: None,
             usage: None,
             ms: 1_234,
+            first_byte_ms: None,
             exchange: None,
         };
         let mut passed = Evidence::skipped("accounting", "about", "");

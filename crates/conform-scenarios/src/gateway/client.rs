@@ -44,6 +44,8 @@ pub struct Received {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     pub ms: u64,
+    /// When the first byte of the body arrived, after the request was sent.
+    pub first_byte_ms: Option<u64>,
     /// The exchange, for the evidence.
     #[serde(skip)]
     pub exchange: Option<Exchange>,
@@ -151,7 +153,19 @@ impl Client {
 
     /// Asks `model` for the invoice of `tag`, streamed or not.
     pub async fn ask(&self, model: &str, tag: &str, stream: bool) -> Received {
-        let body = json!({
+        self.ask_with(model, tag, stream, &[]).await
+    }
+
+    /// The same request with the top-level fields `extra` added (say, the stream options
+    /// a client sets to get the usage).
+    pub async fn ask_with(
+        &self,
+        model: &str,
+        tag: &str,
+        stream: bool,
+        extra: &[(&str, Value)],
+    ) -> Received {
+        let mut body = json!({
             "model": format!("{}{model}", self.model_prefix),
             "messages": [
                 {"role": "system", "content": "Extract the invoice total as JSON."},
@@ -160,6 +174,9 @@ impl Client {
             "temperature": 0,
             "stream": stream,
         });
+        for (key, value) in extra {
+            body[*key] = value.clone();
+        }
         let started = Instant::now();
         let mut request = self.http.post(&self.url).json(&body);
         let headers = (self.per_model.iter())
@@ -179,6 +196,7 @@ impl Client {
             transfer_error: None,
             usage: None,
             ms: 0,
+            first_byte_ms: None,
             exchange: None,
         };
         let (bytes, content_type) = match request.send().await {
@@ -192,7 +210,12 @@ impl Client {
                 let mut bytes = Vec::new();
                 loop {
                     match response.chunk().await {
-                        Ok(Some(piece)) => bytes.extend_from_slice(&piece),
+                        Ok(Some(piece)) => {
+                            received
+                                .first_byte_ms
+                                .get_or_insert_with(|| started.elapsed().as_millis() as u64);
+                            bytes.extend_from_slice(&piece)
+                        }
                         Ok(None) => break,
                         Err(e) => {
                             received.transfer_error = Some(error_chain(&e));
@@ -323,6 +346,7 @@ mod tests {
             transfer_error: None,
             usage: None,
             ms: 0,
+            first_byte_ms: None,
             exchange: None,
         }
     }
@@ -336,6 +360,15 @@ mod tests {
         assert!(r.complete);
         assert_eq!(r.content.as_deref(), Some("{\"a\""));
         assert_eq!(r.model.as_deref(), Some("m"));
+        assert_eq!(r.usage, None);
+        let mut r = blank();
+        let with_usage = whole.replace(
+            "data: [DONE]",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":24,\"completion_tokens\":3}}\n\ndata: [DONE]",
+        );
+        read_stream(&with_usage, &mut r);
+        assert!(r.complete);
+        assert_eq!(r.usage.as_ref().and_then(|u| u.prompt_tokens), Some(24));
         let mut r = blank();
         read_stream(&whole.replace("data: [DONE]", ""), &mut r);
         assert!(!r.complete);

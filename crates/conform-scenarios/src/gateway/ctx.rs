@@ -92,13 +92,28 @@ impl Ctx {
 
     /// Asks `model` (the gateway's name for it) through the gateway.
     pub async fn ask_model(&self, model: &str, stream: bool) -> Received {
+        self.ask_tagged(model, &self.tag, stream, &[]).await
+    }
+
+    /// Asks `model` for `tag` (this scenario's, or a probe's of its own) with the
+    /// top-level fields `extra`, and keeps the exchange. Only requests with this
+    /// scenario's tag are its client requests: a probe's upstream calls are not its own.
+    pub async fn ask_tagged(
+        &self,
+        model: &str,
+        tag: &str,
+        stream: bool,
+        extra: &[(&str, serde_json::Value)],
+    ) -> Received {
         let sent = unix_ms();
-        let received = self.env.client.ask(model, &self.tag, stream).await;
+        let received = self.env.client.ask_with(model, tag, stream, extra).await;
         let mut record = self.record();
         if let Some(x) = &received.exchange {
             record.exchanges.push(x.clone());
         }
-        (record.sent).push((model.to_string(), sent, received.clone()));
+        if tag == self.tag {
+            (record.sent).push((model.to_string(), sent, received.clone()));
+        }
         drop(record);
         self.note(format!("the client received: {}", received.summary()));
         received
@@ -460,6 +475,7 @@ mod tests {
             transfer_error: None,
             usage: None,
             ms: 0,
+            first_byte_ms: None,
             exchange: None,
         }
     }

@@ -10,6 +10,7 @@
 //!   complete;
 //! - [`tensorzero`]: TensorZero's config, and how its client names a model;
 //! - [`ctx`] and [`scenarios`]: one scenario's context and evidence, and the scenarios;
+//!   [`stream_faults`]: the stream fault classes' scenarios;
 //! - this file: the run: upstreams, config, the gateway started (`--spawn`, with
 //!   `{config}` and `{port}` filled) or reached (`--target`), the scenarios one after
 //!   another, the same [`SuiteReport`] as the orchestrator scenarios.
@@ -18,6 +19,7 @@ pub mod client;
 pub mod config;
 pub mod ctx;
 pub mod scenarios;
+pub mod stream_faults;
 pub mod tensorzero;
 pub mod upstream;
 

@@ -18,6 +18,7 @@ use futures::future::BoxFuture;
 use super::client::Received;
 use super::config::{ANTHROPIC_PRIMARY, FALLBACK, PRIMARY, RETRIES, UNREACHABLE};
 use super::ctx::Ctx;
+use super::stream_faults;
 use super::upstream::{Behaviour, Unreadable, prompt_tokens};
 use crate::ctx::Checked;
 use crate::mock::unix_ms;
@@ -192,6 +193,40 @@ static ALL: &[Def] = &[
         "the primary and the fallback both answer 503: the client gets an error, one \
              request each, and the revoked candidate still nothing",
         every_fallback_fails
+    ),
+    // The stream fault classes (issue 45), in stream_faults.rs.
+    def!(
+        "slow-first-token",
+        "the primary sends its stream's headers at once and its first event only after three \
+             gateway timeouts: never a broken answer as complete, what the client got and when, \
+             and a probe afterwards is answered",
+        stream_faults::slow_first_token
+    ),
+    def!(
+        "stall-mid-stream",
+        "the primary's stream stops part way, stays open and silent for three gateway timeouts, \
+             then closes unfinished: not presented as complete, the client's call ends within \
+             twice the timeout plus 1 s, and a probe afterwards is answered",
+        stream_faults::stall_mid_stream
+    ),
+    def!(
+        "malformed-event-mid-stream",
+        "the primary's stream carries one event whose data is not JSON and otherwise completes: \
+             the client gets the whole genuine answer or no complete answer, and a probe \
+             afterwards is answered",
+        stream_faults::malformed_event_mid_stream
+    ),
+    def!(
+        "stream-without-done",
+        "the primary's stream ends cleanly after its finish reason and usage, without [DONE]: \
+             finalised within 1.5 s of the upstream's end, with its usage",
+        stream_faults::stream_without_done
+    ),
+    def!(
+        "fallback-rejects-prefill",
+        "the primary fails part way through its stream and the fallback refuses an assistant \
+             prefill with a 400: the caller must not end with that 400",
+        stream_faults::fallback_rejects_prefill
     ),
     // Request-level fault classes (issue 45). Those that fail the primary again and again
     // come last, so that a gateway's cooldown of it reaches no other scenario.
@@ -677,7 +712,8 @@ fn report_choice(ctx: &Ctx, received: &super::client::Received) {
     ctx.note(choice(received));
 }
 
-fn choice(received: &super::client::Received) -> String {
+/// What the gateway did, in a line.
+pub(super) fn choice(received: &super::client::Received) -> String {
     match (received.complete, received.served()) {
         (true, Some((m, _))) => format!("the client got {m}'s complete answer"),
         (true, None) => format!(
@@ -706,6 +742,7 @@ mod tests {
             transfer_error: None,
             usage: None,
             ms: 5,
+            first_byte_ms: None,
             exchange: None,
         }
     }

@@ -9,7 +9,7 @@
 //! one gateway process serves every scenario without a restart, and a request nobody
 //! tagged is a stray.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -59,6 +59,20 @@ pub enum Behaviour {
     /// Silent until the gateway closes the connection (it gave up), or answers after `ms`:
     /// a hang whose end shows when the gateway abandoned the attempt.
     HangUntilClosed { ms: u64 },
+    /// The status and the stream's headers at once, its first event only after this long,
+    /// then the whole stream.
+    SlowFirstToken { ms: u64 },
+    /// Part of the stream (as [`Behaviour::CutInChunked`]), then open and silent this
+    /// long, then the connection closed without the last chunk.
+    Stall { ms: u64 },
+    /// The whole stream, with one more event in its middle whose data is not JSON.
+    MalformedEvent,
+    /// The whole stream but its terminator (`[DONE]`), finish reason and usage included,
+    /// ended cleanly by the chunked body's last chunk.
+    NoTerminator,
+    /// Answers, except a request that ends with the assistant's turn (a prefill), which
+    /// it refuses with the 400 of a model that takes none.
+    RejectsPrefill,
 }
 
 impl Behaviour {
@@ -117,6 +131,10 @@ pub struct Arrival {
 struct Inner {
     scripts: HashMap<(String, String), Behaviour>,
     arrivals: Vec<Arrival>,
+    /// The arrivals (by index) refused as prefills.
+    refused_prefills: Vec<usize>,
+    /// The tags whose scripted silences may end now: the scenario has what it needs.
+    released: HashSet<String>,
 }
 
 /// The scripts every upstream reads and the arrivals they report.
@@ -194,6 +212,31 @@ impl Board {
         (inner.arrivals.len() - 1, behaviour, stream, tag)
     }
 
+    /// Requests `model` refused as prefills for `tag`.
+    pub fn refused_prefills(&self, model: &str, tag: &str) -> usize {
+        let inner = self.lock();
+        (inner.refused_prefills.iter())
+            .filter_map(|i| inner.arrivals.get(*i))
+            .filter(|a| a.model == model && a.tag.as_deref() == Some(tag))
+            .count()
+    }
+
+    /// Ends `tag`'s scripted silences now: the client's call is over, and waiting out
+    /// the rest would only lengthen the run (a gateway that keeps the upstream's
+    /// connection open after giving up on it would hold the scenario for the whole
+    /// silence).
+    pub fn release(&self, tag: &str) {
+        self.lock().released.insert(tag.to_string());
+    }
+
+    fn released(&self, tag: &str) -> bool {
+        self.lock().released.contains(tag)
+    }
+
+    fn refused_prefill(&self, index: usize) {
+        self.lock().refused_prefills.push(index);
+    }
+
     fn done(&self, index: usize) {
         if let Some(a) = self.lock().arrivals.get_mut(index) {
             a.done_unix_ms = Some(unix_ms());
@@ -246,7 +289,24 @@ async fn one(mut stream: TcpStream, model: &str, board: &Board) {
         tool: None,
     };
     let server = server_for_path(&path);
-    let _ = respond(&mut stream, &behaviour, (server, streamed), &answer).await;
+    let prefill = behaviour == Behaviour::RejectsPrefill
+        && serde_json::from_slice::<Value>(&body).is_ok_and(|v| server.is_prefill(&v));
+    if prefill {
+        board.refused_prefill(index);
+        let refused = shaped(&server.prefill_rejected(), &[]);
+        let _ = stream.write_all(&refused).await;
+        let _ = stream.shutdown().await;
+    } else {
+        let silence = Silence { board, tag: &tag };
+        let _ = respond(
+            &mut stream,
+            &behaviour,
+            (server, streamed),
+            &answer,
+            silence,
+        )
+        .await;
+    }
     board.done(index);
 }
 
@@ -393,8 +453,23 @@ fn framed(
         Behaviour::Answer
         | Behaviour::Hang { .. }
         | Behaviour::HangUntilClosed { .. }
-        | Behaviour::Flapping { .. } => whole(server, answer, streamed),
+        | Behaviour::Flapping { .. }
+        | Behaviour::RejectsPrefill
+        | Behaviour::SlowFirstToken { .. }
+        | Behaviour::Stall { .. } => whole(server, answer, streamed),
         Behaviour::ContentFilter => shaped(&server.content_filtered(), &[]),
+        Behaviour::MalformedEvent | Behaviour::NoTerminator if streamed => {
+            let (content_type, body) = if *behaviour == Behaviour::MalformedEvent {
+                server.stream_malformed(answer)
+            } else {
+                server.stream_unterminated(answer)
+            };
+            let mut out = head(200, content_type, &[CHUNKED.to_string()]);
+            out.extend_from_slice(&chunked(&stream_events(content_type, &body)));
+            out.extend_from_slice(LAST_CHUNK);
+            out
+        }
+        Behaviour::MalformedEvent | Behaviour::NoTerminator => whole(server, answer, streamed),
         Behaviour::Status {
             status,
             retry_after,
@@ -452,11 +527,57 @@ fn unreadable(
     }
 }
 
+/// A stream sent in two parts with a silence between them: what comes before the
+/// silence, its length, and what comes after (nothing, for a stall: the connection is
+/// then closed with the body unfinished). `None` for any other behaviour.
+fn paused(
+    behaviour: &Behaviour,
+    server: &dyn WireServer,
+    answer: &Answer<'_>,
+) -> Option<(Vec<u8>, Duration, Vec<u8>)> {
+    let (content_type, body, ms, finish) = match behaviour {
+        Behaviour::SlowFirstToken { ms } => {
+            let (content_type, body) = server.stream(answer);
+            (content_type, body, *ms, true)
+        }
+        Behaviour::Stall { ms } => {
+            let (content_type, cut) = server.stream_cut(answer);
+            (content_type, cut, *ms, false)
+        }
+        _ => return None,
+    };
+    let mut before = head(200, content_type, &[CHUNKED.to_string()]);
+    let mut after = chunked(&stream_events(content_type, &body));
+    if finish {
+        after.extend_from_slice(LAST_CHUNK);
+    } else {
+        before.append(&mut after);
+    }
+    Some((before, Duration::from_millis(ms), after))
+}
+
+/// Whose silence it is: it ends early when the scenario releases its tag.
+struct Silence<'a> {
+    board: &'a Board,
+    tag: &'a str,
+}
+
+impl Silence<'_> {
+    /// Waits `length`, or until the scenario releases the tag.
+    async fn wait(&self, length: Duration) {
+        let end = tokio::time::Instant::now() + length;
+        while tokio::time::Instant::now() < end && !self.board.released(self.tag) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
 async fn respond(
     stream: &mut TcpStream,
     behaviour: &Behaviour,
     (server, streamed): (&dyn WireServer, bool),
     answer: &Answer<'_>,
+    silence: Silence<'_>,
 ) -> std::io::Result<()> {
     if let Behaviour::Hang { ms } = behaviour {
         tokio::time::sleep(Duration::from_millis(*ms)).await;
@@ -465,6 +586,19 @@ async fn respond(
         && !held_open(stream, Duration::from_millis(*ms)).await
     {
         return Ok(());
+    }
+    if let Some((before, length, after)) = paused(behaviour, server, answer).filter(|_| streamed) {
+        stream.write_all(&before).await?;
+        stream.flush().await?;
+        // A gateway that gives up closes its side: the silence ends there (the call is
+        // over, and the scenario need not wait out the rest).
+        let mut byte = [0u8; 1];
+        tokio::select! {
+            _ = silence.wait(length) => {}
+            _ = stream.read(&mut byte) => return Ok(()),
+        }
+        stream.write_all(&after).await?;
+        return stream.shutdown().await;
     }
     match framed(behaviour, server, answer, streamed) {
         Some(bytes) => {
@@ -643,6 +777,51 @@ mod tests {
         let arrival = &board.arrivals("ctaghang1")[0];
         let held = arrival.done_unix_ms.expect("done once closed") - arrival.at_unix_ms;
         assert!((150..5_000).contains(&held), "{held} ms");
+    }
+
+    /// A slow first token: the head at once, the whole stream after the silence. A
+    /// stall: part of the stream, then nothing until the connection closes, unfinished;
+    /// and its silence ends when the gateway closes its side. A stream without its
+    /// terminator: the usage, no `[DONE]`, the last chunk.
+    #[tokio::test]
+    async fn silences_and_terminators_are_framed_as_scripted() {
+        let started = std::time::Instant::now();
+        let (slow, _) = raw_answer(Behaviour::SlowFirstToken { ms: 300 }).await;
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert!(slow.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{slow}");
+
+        let started = std::time::Instant::now();
+        let (stalled, _) = raw_answer(Behaviour::Stall { ms: 300 }).await;
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert!(stalled.starts_with("HTTP/1.1 200") && stalled.contains("\"content\""));
+        assert!(!stalled.contains("[DONE]") && !stalled.ends_with("0\r\n\r\n"));
+
+        let (open, _) = raw_answer(Behaviour::NoTerminator).await;
+        assert!(
+            open.contains("\"usage\":{") && !open.contains("[DONE]"),
+            "{open}"
+        );
+        assert!(open.ends_with("\r\n0\r\n\r\n"), "{open}");
+
+        // The gateway gives up: the upstream's call ends then, not after the silence.
+        let board = Board::default();
+        board.script("primary", "ctagframing2", Behaviour::Stall { ms: 30_000 });
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        serve(listener, "primary", board.clone());
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let body = r#"{"model":"primary-mock","stream":true,"messages":[{"role":"user","content":"ctagframing2"}]}"#;
+        let request = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut head = [0u8; 64];
+        let _ = stream.read(&mut head).await.unwrap();
+        drop(stream);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let arrivals = board.arrivals("ctagframing2");
+        assert!(arrivals[0].done_unix_ms.is_some(), "{arrivals:?}");
     }
 
     #[test]

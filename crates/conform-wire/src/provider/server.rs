@@ -67,6 +67,70 @@ pub trait WireServer: Send + Sync {
     /// The event the vendor sends when it fails in the middle of a stream (overloaded,
     /// say), framed as its stream frames events.
     fn stream_failure(&self) -> String;
+
+    /// `answer`'s whole stream with one more event in its middle whose data is not JSON
+    /// (a copy of the middle event cut in half, as a faulty proxy or a torn write leaves
+    /// it): every genuine event is still there, so a reader that skips the bad one gets
+    /// the whole answer.
+    fn stream_malformed(&self, answer: &Answer<'_>) -> (&'static str, String) {
+        let (content_type, whole) = self.stream(answer);
+        let mut events = stream_events(content_type, &whole);
+        let middle = events.len() / 2;
+        let torn = events
+            .get(middle)
+            .map(|e| torn_event(e))
+            .unwrap_or_default();
+        events.insert(middle, torn);
+        (content_type, events.concat())
+    }
+
+    /// `answer`'s whole stream without its terminator (its last event: OpenAI's
+    /// `data: [DONE]`, Anthropic's last event): the finish reason and the usage are
+    /// there, then the body ends cleanly.
+    fn stream_unterminated(&self, answer: &Answer<'_>) -> (&'static str, String) {
+        let (content_type, whole) = self.stream(answer);
+        let mut events = stream_events(content_type, &whole);
+        events.pop();
+        (content_type, events.concat())
+    }
+
+    /// Whether the request ends with the assistant's turn: a prefill, which the answer
+    /// would continue (how a gateway resumes a stream that failed part way).
+    fn is_prefill(&self, body: &Value) -> bool {
+        body.get("messages")
+            .and_then(Value::as_array)
+            .and_then(|m| m.last())
+            .is_some_and(|m| m["role"] == "assistant")
+    }
+
+    /// The 400 a model that takes no prefill answers one (Anthropic's words on Claude
+    /// 4.6 and later), in this wire's error shape.
+    fn prefill_rejected(&self) -> Response {
+        self.error(400, PREFILL_UNSUPPORTED)
+    }
+}
+
+/// What a model that takes no assistant prefill answers, word for word as recorded
+/// (`anthropic_error_400_prefill_not_supported.json`).
+pub const PREFILL_UNSUPPORTED: &str = "This model does not support assistant message prefill. The conversation must end with a user message.";
+
+/// `event` with the JSON of its `data:` line (a line of NDJSON: the line) cut in half,
+/// its framing kept.
+fn torn_event(event: &str) -> String {
+    let half = |json: &str| -> String {
+        let json = json.trim_end();
+        json.chars().take(json.chars().count() / 2).collect()
+    };
+    if !event.contains("data:") {
+        return format!("{}\n", half(event));
+    }
+    event
+        .split_inclusive('\n')
+        .map(|line| match line.strip_prefix("data:") {
+            Some(data) => format!("data:{}\n", half(data)),
+            None => line.to_string(),
+        })
+        .collect()
 }
 
 /// A stream's events, each with its end: a server-sent event ends in a blank line, a

@@ -193,6 +193,40 @@ mod tests {
         assert!(limited.headers.contains(&("retry-after", "1")));
     }
 
+    /// The refusal of a prefill is the recorded one, byte for byte but its request id.
+    #[test]
+    fn a_prefill_is_refused_as_recorded() {
+        let recorded: Value = serde_json::from_str(include_str!(
+            "../../../../../tests/wire/anthropic_error_400_prefill_not_supported.json"
+        ))
+        .unwrap();
+        let refused = MessagesServer.prefill_rejected();
+        assert_eq!(
+            refused.status as u64,
+            recorded["status_code"].as_u64().unwrap()
+        );
+        let mut body: Value = serde_json::from_slice(&refused.body).unwrap();
+        let mut want = recorded["body"].clone();
+        body["request_id"] = Value::Null;
+        want["request_id"] = Value::Null;
+        assert_eq!(body, want);
+        let prefilled = json!({"model": "m", "max_tokens": 9,
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "{"}]});
+        assert!(MessagesServer.is_prefill(&prefilled));
+        let (_, open) = MessagesServer.stream_unterminated(&Answer {
+            content: "abcdefgh".into(),
+            cut_off: false,
+            model: "m",
+            n: 1,
+            prompt_tokens: 3,
+            tool: None,
+        });
+        assert!(
+            open.trim_end().ends_with('}') && open.contains("\"output_tokens\""),
+            "{open}"
+        );
+    }
+
     /// What a mock upstream behind a gateway sends: the vendor's own client reads a cut
     /// stream as truncated, a stream ending in the failure event as failed, the whole
     /// stream as the answer, and each failure status as the error it is.

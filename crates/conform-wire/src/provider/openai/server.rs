@@ -212,6 +212,63 @@ mod tests {
         assert_eq!(body["error"]["message"], "bad");
     }
 
+    /// A stream with a torn event in its middle still holds every genuine event, in order,
+    /// and one event whose data is not JSON; a stream without its terminator ends after
+    /// the usage chunk, with no `[DONE]`.
+    #[test]
+    fn a_malformed_event_is_added_and_an_unterminated_stream_keeps_its_usage() {
+        let answer = Answer {
+            content: "{\"served_by\": \"primary\", \"tag\": \"ctagabc\"}".into(),
+            cut_off: false,
+            model: "primary-mock",
+            n: 7,
+            prompt_tokens: 24,
+            tool: None,
+        };
+        let (content_type, whole) = ChatServer.stream(&answer);
+        let (_, malformed) = ChatServer.stream_malformed(&answer);
+        let events = crate::provider::server::stream_events(content_type, &whole);
+        let torn = crate::provider::server::stream_events(content_type, &malformed);
+        assert_eq!(torn.len(), events.len() + 1);
+        let bad: Vec<&String> = (torn.iter())
+            .filter(|e| {
+                let data = e.trim().trim_start_matches("data:").trim();
+                data != "[DONE]" && serde_json::from_str::<Value>(data).is_err()
+            })
+            .collect();
+        assert_eq!(bad.len(), 1, "{malformed}");
+        let good: Vec<&String> = torn.iter().filter(|e| !bad.contains(e)).collect();
+        assert_eq!(good, events.iter().collect::<Vec<_>>());
+        assert!(malformed.ends_with("data: [DONE]\n\n"));
+
+        let (_, open) = ChatServer.stream_unterminated(&answer);
+        assert!(!open.contains("[DONE]"), "{open}");
+        assert!(whole.starts_with(&open));
+        let last: Value =
+            serde_json::from_str(open.trim_end().rsplit("data: ").next().unwrap_or_default())
+                .unwrap();
+        assert_eq!(last["choices"], serde_json::json!([]));
+        assert_eq!(last["usage"]["prompt_tokens"], 24);
+        assert!(open.contains("\"finish_reason\":\"stop\""), "{open}");
+    }
+
+    /// A request ending with the assistant's turn is a prefill; the refusal is a 400.
+    #[test]
+    fn a_prefill_is_the_assistants_turn_last() {
+        let asked = serde_json::json!({"messages": [{"role": "user", "content": "hi"}]});
+        assert!(!ChatServer.is_prefill(&asked));
+        let prefilled = serde_json::json!({"messages": [{"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "{\"a\""}]});
+        assert!(ChatServer.is_prefill(&prefilled));
+        let refused = ChatServer.prefill_rejected();
+        assert_eq!(refused.status, 400);
+        let body: Value = serde_json::from_slice(&refused.body).unwrap();
+        assert!(
+            (body["error"]["message"].as_str().unwrap())
+                .contains("does not support assistant message prefill")
+        );
+    }
+
     /// What a mock upstream behind a gateway sends: the vendor's own client reads a cut
     /// stream as truncated, a stream ending in the failure event as failed, the whole
     /// stream as the answer, and each failure status as the error it is.
