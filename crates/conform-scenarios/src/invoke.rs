@@ -169,6 +169,10 @@ async fn gateways(
             ));
             return Ok(Ended::Inconclusive);
         }
+        Err(e) if e.usage() => {
+            err(&format!("error: {e}"));
+            return Ok(Ended::Usage);
+        }
         Err(e) => return Err(InvokeError::Gateway(e)),
     };
     if !options.json {
