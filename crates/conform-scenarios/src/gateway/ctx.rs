@@ -374,4 +374,62 @@ mod tests {
         assert!(done >= at, "{arrivals:?}");
         assert_eq!(evidence.provider_requests[PRIMARY].received, 1);
     }
+
+    /// With the team's config, its retries are its choice: more requests than one attempt
+    /// calls for pass, and are noted; none where one is called for, or any where none is,
+    /// still fail. conform's own config holds the count exactly.
+    #[tokio::test]
+    async fn the_teams_retries_are_a_floor_and_nothing_stays_nothing() {
+        let board = Board::default();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        super::super::upstream::serve(listener, PRIMARY, board.clone());
+        let env = |team: Option<Team>| {
+            let client = Client::new("http://127.0.0.1:9/v1/chat/completions".into(), Vec::new());
+            Arc::new(Env {
+                board: board.clone(),
+                client: client.unwrap(),
+                timeout: Duration::from_millis(100),
+                gateway: "a test".into(),
+                team,
+            })
+        };
+        let team = || {
+            Some(Team {
+                aliases: BTreeMap::from([(PRIMARY.to_string(), vec!["gpt-4o".to_string()])]),
+            })
+        };
+        let run = |env: Arc<Env>, expected: usize| async move {
+            let ctx = Ctx::new(env, "retried", "the primary is asked three times");
+            ctx.expect(PRIMARY, expected);
+            for _ in 0..3 {
+                let body = format!(r#"{{"model":"gpt-4o","content":"{}"}}"#, ctx.tag);
+                let mut stream = TcpStream::connect(addr).await.unwrap();
+                let request = format!(
+                    "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                stream.write_all(request.as_bytes()).await.unwrap();
+                let _ = stream.read_to_end(&mut Vec::new()).await;
+            }
+            ctx.conclude(async { Ok(()) }).await
+        };
+        let evidence = run(env(team()), 1).await;
+        assert!(evidence.passed(), "{:?}", evidence.outcome);
+        assert_eq!(evidence.provider_requests[PRIMARY].received, 3);
+        assert!(
+            (evidence.notes.iter()).any(|n| n.contains("the config's retries")),
+            "{:?}",
+            evidence.notes
+        );
+        assert!(run(env(team()), 0).await.failed());
+        assert!(run(env(None), 1).await.failed());
+
+        let t = team().unwrap();
+        for named in ["gpt-4o", "openai/gpt-4o", "tensorzero::model_name::gpt-4o"] {
+            assert!(t.names(PRIMARY, named), "{named}");
+        }
+        assert!(!t.names(PRIMARY, "gpt-4o-mini"));
+        assert!(!t.names(FALLBACK, "gpt-4o"));
+    }
 }
