@@ -64,18 +64,29 @@ fn init_logging(verbose: u8) {
 
 #[cfg(test)]
 mod tests {
-    use clap::ValueEnum;
+    use clap::Parser;
     use conform_scenarios::gateway as gw;
 
-    use crate::cli::scenarios::GatewayArg;
+    use crate::cli::{Cli, Command};
 
-    /// `--gateway` maps each name to `gw::Kind::ALL` by position: the order must agree.
+    /// `--gateway NAME` is the gateway of that name, and no other name is taken.
     #[test]
     fn each_gateway_argument_is_the_gateway_of_its_name() {
-        assert_eq!(GatewayArg::value_variants().len(), gw::Kind::ALL.len());
-        for arg in GatewayArg::value_variants() {
-            let name = arg.to_possible_value().map(|v| v.get_name().to_string());
-            assert_eq!(name.as_deref(), Some(gw::Kind::ALL[*arg as usize].name()));
+        let parse = |name: &str| Cli::try_parse_from(["conform", "scenarios", "--gateway", name]);
+        for kind in gw::Kind::ALL {
+            let Ok(Cli {
+                command: Command::Scenarios(args),
+                ..
+            }) = parse(kind.name())
+            else {
+                panic!("--gateway {} is refused", kind.name())
+            };
+            assert_eq!(args.gateway, Some(kind));
         }
+        let refused = parse("kong").map(|_| ()).unwrap_err().to_string();
+        assert!(
+            refused.contains("[possible values: litellm, portkey, tensorzero]"),
+            "{refused}"
+        );
     }
 }

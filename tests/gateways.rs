@@ -18,6 +18,10 @@
 //! refusal on. The correct one (retrying nothing; a request timeout, and a stall timeout
 //! equal to it) passes every scenario; each variant is caught.
 //!
+//! The team's own config (`--gateway-config`): one that lists the revoked candidate as a
+//! fallback is caught and named against the test gateway; a correct one with its own
+//! retries runs against the pinned LiteLLM, and the counts show those retries.
+//!
 //! The call-time gate (`gate_callback/`): `integrations/litellm/`'s callback in the pinned
 //! LiteLLM proxy, asking a real `conform serve`, sees a revocation at the next request.
 
@@ -214,6 +218,14 @@ fn main() {
         })
         .collect();
     trials.push(gate_callback_trial(required));
+    trials.push(own_config_trial(required));
+    trials.push(Trial::test(
+        "a_relaunched_gateway_is_reached_at_the_url_it_announces",
+        || {
+            a_relaunched_gateway_is_reached_at_the_url_it_announces();
+            Ok(())
+        },
+    ));
     trials.push(Trial::test(
         "the_results_table_gives_every_scenario_a_verdict_for_every_pinned_gateway",
         || {
@@ -300,6 +312,159 @@ fn gate_callback_trial(required: bool) -> Trial {
         .with_ignored_flag(!required),
     }
 }
+
+/// The team's LiteLLM config the real proxy runs: its own model names, keys from its
+/// environment, two retries; `fallback` is the allowlisted one.
+const TEAM_LITELLM: &str = "\
+# The team's LiteLLM proxy.
+model_list:
+  - model_name: gpt-4o
+    litellm_params:
+      model: openai/gpt-4o-2024-08-06
+      api_key: os.environ/OPENAI_API_KEY
+      timeout: 5
+  - model_name: fallback
+    litellm_params:
+      model: openai/llama-local
+      api_base: http://vllm.internal:8000/v1
+      timeout: 5
+router_settings:
+  num_retries: 2
+  fallbacks: [{\"gpt-4o\": [\"fallback\"]}]
+general_settings:
+  master_key: os.environ/LITELLM_MASTER_KEY
+";
+
+/// The pinned LiteLLM with the team's config: ignored when it is not installed, failed
+/// when it must be.
+fn own_config_trial(required: bool) -> Trial {
+    let name = "litellm_runs_the_teams_own_config_and_shows_its_retries";
+    match spawn_command("litellm") {
+        Some(spawn) => Trial::test(name, move || {
+            the_teams_own_config_runs_with_its_retries(&spawn);
+            Ok(())
+        }),
+        None => Trial::test(name, || {
+            Err(Failed::from(
+                "not installed: run `scripts/gateways.sh install`",
+            ))
+        })
+        .with_ignored_flag(!required),
+    }
+}
+
+fn the_teams_own_config_runs_with_its_retries(spawn: &str) {
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("team.yaml");
+    std::fs::write(&config, TEAM_LITELLM).unwrap();
+    let (code, report, stderr) = scenarios(
+        "litellm",
+        &[
+            "--gateway-config",
+            config.to_str().unwrap(),
+            "--spawn",
+            spawn,
+            "--startup-timeout",
+            "120s",
+            "--gateway-timeout",
+            "5s",
+            "--only",
+            "primary-answers,failover-on-500,rate-limited-429",
+        ],
+        work.path(),
+    );
+    assert_eq!(code, 0, "{stderr}\n{report:#}");
+    let scenarios = by_name(&report);
+    assert_eq!(
+        scenarios["config-fallbacks-permitted"]["outcome"]["status"], "passed",
+        "{report:#}"
+    );
+    assert_eq!(
+        scenarios["primary-answers"]["provider_requests"]["primary"]["received"],
+        1
+    );
+    // num_retries: 2 is the team's: the primary gets three attempts where conform's own
+    // config (num_retries: 0) gives it one, and the fallback then answers.
+    for name in ["failover-on-500", "rate-limited-429"] {
+        let counts = &scenarios[name]["provider_requests"];
+        assert_eq!(counts["primary"]["received"], 3, "{name}: {counts}");
+        assert_eq!(counts["primary"]["expected"], 1, "{name}: {counts}");
+        assert_eq!(counts["fallback"]["received"], 1, "{name}: {counts}");
+        let evidence = scenarios[name].to_string();
+        assert!(evidence.contains("the config's retries"), "{evidence}");
+        assert!(
+            evidence.contains("fallback's complete answer"),
+            "{evidence}"
+        );
+    }
+    assert_arrivals_listed(&report);
+}
+
+/// A gateway whose launcher prints its URL (no `{port}`) and exits after its first
+/// answer: conform relaunches it, and the next scenario reaches it where it now listens.
+fn a_relaunched_gateway_is_reached_at_the_url_it_announces() {
+    let work = tempfile::tempdir().unwrap();
+    let script = work.path().join("gateway.py");
+    std::fs::write(&script, ONE_ANSWER_GATEWAY).unwrap();
+    let spawn = format!("exec python3 -u '{}'", script.display());
+    let (code, report, stderr) = scenarios(
+        "litellm",
+        &[
+            "--spawn",
+            &spawn,
+            "--only",
+            "primary-answers,primary-answers-streamed",
+        ],
+        work.path(),
+    );
+    assert_eq!(code, 1, "{stderr}");
+    let scenarios = by_name(&report);
+    let first = scenarios["primary-answers"].to_string();
+    assert!(first.contains("the gateway exited"), "{first}");
+    let ports: Vec<String> = [&first, &scenarios["primary-answers-streamed"].to_string()]
+        .iter()
+        .map(|e| {
+            let at = e.find("answered on port ").unwrap_or_else(|| panic!("{e}"));
+            e[at..]
+                .split_whitespace()
+                .nth(3)
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_ne!(ports[0], ports[1], "{report:#}");
+}
+
+/// A gateway that picks its port, prints its URL, answers one chat request with a 503
+/// naming that port, and exits.
+const ONE_ANSWER_GATEWAY: &str = r#"
+import http.server, json, os
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def answer(self, status, body):
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+
+    def do_GET(self):
+        self.answer(200, b"{}")
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        port = self.server.server_port
+        self.answer(503, json.dumps({"error": {"message": f"answered on port {port} ."}}).encode())
+        os._exit(0)
+
+    def log_message(self, *args):
+        pass
+
+server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+print(f"listening on http://127.0.0.1:{server.server_port}", flush=True)
+server.serve_forever()
+"#;
 
 /// The `--spawn` command of an installed gateway, or `None`.
 fn spawn_command(kind: &str) -> Option<String> {
@@ -937,5 +1102,101 @@ fn broken_gateways() {
     assert!(
         reason.contains("the fallback's 400 refusing the gateway's assistant prefill"),
         "{reason}"
+    );
+
+    a_team_config_that_fails_over_to_the_revoked_candidate_is_caught_and_named();
+}
+
+/// The team's LiteLLM config, its fallback list for `primary` as given.
+fn team_config(dir: &Path, fallbacks: &str) -> PathBuf {
+    let mut text = String::from("model_list:\n");
+    for name in ["primary", "fallback", "revoked"] {
+        text.push_str(&format!(
+            "  - model_name: {name}\n    litellm_params:\n      model: openai/{name}-mock\n"
+        ));
+    }
+    text.push_str(&format!(
+        "router_settings:\n  num_retries: 1\n  fallbacks: [{{\"primary\": {fallbacks}}}]\n"
+    ));
+    let path = dir.join("team.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn a_team_config_that_fails_over_to_the_revoked_candidate_is_caught_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let xml = dir.path().join("team.xml");
+    let config = team_config(dir.path(), r#"["fallback", "revoked"]"#);
+    let (config, xml) = (config.to_str().unwrap(), xml.to_str().unwrap());
+    // The scenarios this config bears on: the rest run in the correct gateway's test.
+    let args = [
+        "--gateway-config",
+        config,
+        "--junit",
+        xml,
+        "--only",
+        "failover-on-500,connection-refused",
+    ];
+    let (code, report, stderr) = against_with(Broken::None, &args);
+    assert_eq!(code, 1, "{stderr}");
+    let scenarios = by_name(&report);
+    let gate = &scenarios["config-fallbacks-permitted"];
+    assert_eq!(gate["outcome"]["status"], "failed", "{gate}");
+    let reason = gate["outcome"]["reason"].to_string();
+    assert!(
+        reason.contains(
+            "router_settings.fallbacks: the config fails over from primary to revoked, which \
+             the allowlist does not permit: revoked ("
+        ),
+        "{reason}"
+    );
+    assert!(reason.contains("schema_additional_property"), "{reason}");
+    // The gateway itself behaves: only the config is at fault, and scenarios that need a
+    // model only conform's config has are skipped, not failed.
+    assert_eq!(
+        failed(&report),
+        ["config-fallbacks-permitted"],
+        "{report:#}"
+    );
+    let skipped = &scenarios["connection-refused"]["outcome"];
+    assert_eq!(skipped["status"], "skipped", "{skipped}");
+    let junit = std::fs::read_to_string(xml).unwrap();
+    assert!(junit.contains("failures=\"1\""), "{junit}");
+    assert!(junit.contains("from primary to revoked"), "{junit}");
+
+    // A gateway that does go to the revoked model: its requests there fail the scenario.
+    let config = team_config(dir.path(), r#"["fallback"]"#);
+    let config = config.to_str().unwrap();
+    let (code, report, stderr) = against_with(
+        Broken::FailsOverToRevoked,
+        &["--gateway-config", config, "--only", "failover-on-500"],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    let scenarios = by_name(&report);
+    assert_eq!(
+        scenarios["config-fallbacks-permitted"]["outcome"]["status"],
+        "passed"
+    );
+    let reason = scenarios["failover-on-500"]["outcome"]["reason"].to_string();
+    assert!(
+        reason.contains("revoked received 1 request(s), expected 0"),
+        "{reason}"
+    );
+
+    // A bad file: its name, line and field, and exit 2.
+    std::fs::write(
+        dir.path().join("team.yaml"),
+        "model_list:\n  - model_name: x\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = against_with(Broken::None, &["--gateway-config", config]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{config}: model_list[0]")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("missing field `litellm_params` at line 2"),
+        "{stderr}"
     );
 }

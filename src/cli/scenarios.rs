@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 
 use conform_scenarios::Timing;
 use conform_scenarios::gateway as gw;
@@ -17,34 +18,35 @@ use super::{Exit, Global};
 
 #[derive(Debug, Args)]
 pub struct ScenariosArgs {
-    /// Test a gateway instead of an orchestrator (LiteLLM, Portkey, TensorZero), configured
-    /// as `conform export` does. --spawn's COMMAND may hold {config} (the file conform writes)
-    /// and {port} (where to listen); without {port}, it must print its URL on stdout.
-    #[arg(long, value_enum, value_name = "GATEWAY")]
-    pub gateway: Option<GatewayArg>,
-    /// With --gateway: the per-request timeout written into the gateway's config (the
-    /// hang scenario waits three of them).
+    /// Test a gateway instead of an orchestrator, configured as `conform export` does. --spawn's
+    /// COMMAND may hold {config} and {port}; without {port}, it must print its URL on stdout.
+    #[arg(long, value_name = "GATEWAY", value_parser = PossibleValuesParser::new(gw::Kind::ALL.map(gw::Kind::name)).try_map(gw::Kind::parse))]
+    pub gateway: Option<gw::Kind>,
+    /// Test this gateway config of the team's instead, held to --allowlist (docs/gateways.md).
+    #[arg(long, value_name = "FILE", requires = "gateway")]
+    pub gateway_config: Option<PathBuf>,
+    /// The config's model to play the primary [default: the first with a fallback list].
+    #[arg(long, value_name = "MODEL", requires = "gateway_config")]
+    pub gateway_primary: Option<String>,
+    /// With --gateway: the per-request timeout in the gateway's config (the hang waits three).
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration, requires = "gateway")]
     pub gateway_timeout: Duration,
     /// Start the orchestrator with COMMAND (through `sh -c`), with the contract's CONFORM_*
     /// variables, restarting it where a scenario needs that, and stop it at the end.
     #[arg(long, value_name = "COMMAND", conflicts_with = "target")]
     pub spawn: Option<String>,
-    /// Test an orchestrator already running at URL (configured with the providers that
-    /// --mock-ports fixes and the allowlist that --allowlist names, which the scenarios
-    /// rewrite); scenarios that restart it are skipped.
+    /// Test an orchestrator already running at URL (with the providers --mock-ports fixes and
+    /// the allowlist --allowlist names, which the scenarios rewrite); restarts are skipped.
     #[arg(long, value_name = "URL")]
     pub target: Option<String>,
     /// Fixed loopback ports for the mock providers, every one of primary, fallback, rogue,
     /// faulty, dead: `primary=40001,fallback=40002,rogue=40003,faulty=40004,dead=40005`.
     #[arg(long, value_name = "NAME=PORT,…", value_parser = parse_ports)]
     pub mock_ports: Option<BTreeMap<String, u16>>,
-    /// With --spawn: CONFORM_DATABASE_URL, e.g. postgres://postgres@127.0.0.1:5432/test
-    /// [default: a fresh SQLite file].
+    /// With --spawn: CONFORM_DATABASE_URL, e.g. postgres://… [default: a fresh SQLite file].
     #[arg(long, value_name = "URL", requires = "spawn")]
     pub database_url: Option<String>,
-    /// CONFORM_ATTEMPT_TIMEOUT_MS: the attempt deadline (with --target: the one the
-    /// orchestrator was started with).
+    /// CONFORM_ATTEMPT_TIMEOUT_MS: the attempt deadline (with --target: the orchestrator's).
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub attempt_timeout_ms: u64,
     /// CONFORM_LATE_WINDOW_MS: how long a late result is still awaited.
@@ -71,8 +73,7 @@ pub struct ScenariosArgs {
     /// How long the spawned orchestrator may take to answer /healthz.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
     pub startup_timeout: Duration,
-    /// Keep the working directory (database, allowlist, orchestrator log) even when
-    /// every scenario passed.
+    /// Keep the working directory (database, allowlist, logs) even when every scenario passed.
     #[arg(long)]
     pub keep: bool,
     /// Where the working directory is made [default: the system's temporary directory].
@@ -80,23 +81,22 @@ pub struct ScenariosArgs {
     pub work_dir: Option<PathBuf>,
 }
 
-/// The gateways `--gateway` knows, in `gw::Kind::ALL`'s order.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum GatewayArg {
-    Litellm,
-    Portkey,
-    Tensorzero,
-}
-
 pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<Exit> {
     let target = match args.gateway {
         Some(kind) => Target::Gateway(gw::Request {
-            kind: gw::Kind::ALL[kind as usize],
+            kind,
             spawn: args.spawn,
             target: args.target,
             mock_ports: args.mock_ports,
             timeout: args.gateway_timeout,
             startup: args.startup_timeout,
+            team: args.gateway_config.map(|config| gw::own::Team {
+                config,
+                primary: args.gateway_primary,
+                allowlist: global.allowlist.clone(),
+                paths: global.paths(),
+                state: global.state.clone(),
+            }),
         }),
         None => Target::Orchestrator(Request {
             spawn: args.spawn,

@@ -656,6 +656,61 @@ fn export_commands_on_a_real_allowlist() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 
+    // The team's own gateway config held to this allowlist, as `conform scenarios
+    // --gateway-config` holds it: the permitted fallback passes, the revoked one is named.
+    let team = dir.path().join("team.yaml");
+    let mut yaml = String::from("model_list:\n");
+    for name in ["openai", "steady", "fenced"] {
+        yaml += &format!("  - model_name: {name}\n    litellm_params: {{model: openai/{name}}}\n");
+    }
+    yaml += "router_settings:\n  fallbacks: [{\"openai\": [\"steady\", \"fenced\"]}]\n";
+    std::fs::write(&team, yaml).unwrap();
+    runtime.block_on(
+        Mock::given(method("GET"))
+            .and(path("/health/liveliness"))
+            .respond_with(wiremock::ResponseTemplate::new(200))
+            .mount(&faithful),
+    );
+    let port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let ports = format!(
+        "primary={},fallback={},revoked={},unreachable={}",
+        port(),
+        port(),
+        port(),
+        port()
+    );
+    let out = conform()
+        .args(["scenarios", "--gateway", "litellm", "--gateway-config"])
+        .arg(&team)
+        .args(["--target", &faithful.uri(), "--mock-ports", &ports])
+        .args(["--only", "primary-answers", "--format", "json"])
+        .arg("--work-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gate = &report["scenarios"][0];
+    assert_eq!(gate["scenario"], "config-fallbacks-permitted", "{report:#}");
+    let checks = gate["checks"].to_string();
+    assert!(
+        checks.contains("the allowlist permits failing over from openai to steady"),
+        "{checks}"
+    );
+    let reason = gate["outcome"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(
+            "fails over from openai to fenced, which the allowlist does not permit: revoked"
+        ),
+        "{reason}"
+    );
+
     // No allowlist: nothing is exported.
     let out = assert_cmd::Command::cargo_bin("conform")
         .unwrap()

@@ -186,6 +186,10 @@ async fn gateways(
             ));
             return Ok(Ended::Inconclusive);
         }
+        Err(e) if e.usage() => {
+            err(&format!("error: {e}"));
+            return Ok(Ended::Usage);
+        }
         Err(e) => return Err(InvokeError::Gateway(e)),
     };
     if !options.json {

@@ -4,6 +4,7 @@
 //! with a finish reason and `[DONE]` and no error event. A complete answer is genuine
 //! only when its content is what an upstream finished ([`super::upstream::content`]).
 
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -15,12 +16,16 @@ use crate::api::Exchange;
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
-    url: String,
+    /// Shared by every clone: a gateway relaunched on another port is followed at once.
+    url: Arc<RwLock<String>>,
     headers: Vec<(String, String)>,
     /// Headers that replace `headers` for one model (Portkey's config per primary).
     per_model: Vec<(String, Vec<(String, String)>)>,
     /// Put before every model's name (TensorZero's `tensorzero::model_name::`).
     model_prefix: String,
+    /// With the team's own config: the gateway's name for each model the scenarios ask
+    /// for; a model not named here is one the config does not have.
+    names: Option<Vec<(String, String)>>,
 }
 
 /// What the client received.
@@ -86,6 +91,24 @@ impl Received {
         ))
     }
 
+    /// What a client that sent nothing holds.
+    pub fn unsent() -> Received {
+        Received {
+            status: 0,
+            content: None,
+            model: None,
+            complete: false,
+            finish_reason: None,
+            done: false,
+            error_event: false,
+            transfer_error: None,
+            usage: None,
+            ms: 0,
+            first_byte_ms: None,
+            exchange: None,
+        }
+    }
+
     /// One line for the evidence.
     pub fn summary(&self) -> String {
         let mut parts = vec![format!("HTTP {}", self.status)];
@@ -132,11 +155,38 @@ impl Client {
             .build()?;
         Ok(Client {
             http,
-            url,
+            url: Arc::new(RwLock::new(url)),
             headers,
             per_model: Vec::new(),
             model_prefix: String::new(),
+            names: None,
         })
+    }
+
+    /// Sends every request from now on to `url` (the gateway restarted elsewhere).
+    pub fn retarget(&self, url: String) {
+        *self.url.write().unwrap_or_else(|e| e.into_inner()) = url;
+    }
+
+    fn url(&self) -> String {
+        self.url.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Asks for each `(model, name)`'s model by `name`, and for no other model.
+    pub fn with_names(mut self, names: Vec<(String, String)>) -> Client {
+        self.names = Some(names);
+        self
+    }
+
+    /// The gateway has a name for `model`.
+    pub fn offers(&self, model: &str) -> bool {
+        (self.names.as_ref()).is_none_or(|names| names.iter().any(|(m, _)| m == model))
+    }
+
+    fn name<'a>(&'a self, model: &'a str) -> &'a str {
+        (self.names.iter().flatten())
+            .find(|(m, _)| m == model)
+            .map_or(model, |(_, n)| n.as_str())
     }
 
     /// Requests for `model` carry `headers` instead.
@@ -166,7 +216,7 @@ impl Client {
         extra: &[(&str, Value)],
     ) -> Received {
         let mut body = json!({
-            "model": format!("{}{model}", self.model_prefix),
+            "model": format!("{}{}", self.model_prefix, self.name(model)),
             "messages": [
                 {"role": "system", "content": "Extract the invoice total as JSON."},
                 {"role": "user", "content": format!("Invoice {tag}: 1 x widget at 12.50 EUR.")},
@@ -178,27 +228,15 @@ impl Client {
             body[*key] = value.clone();
         }
         let started = Instant::now();
-        let mut request = self.http.post(&self.url).json(&body);
+        let url = self.url();
+        let mut request = self.http.post(&url).json(&body);
         let headers = (self.per_model.iter())
             .find(|(m, _)| m == model)
             .map_or(&self.headers, |(_, h)| h);
         for (k, v) in headers {
             request = request.header(k, v);
         }
-        let mut received = Received {
-            status: 0,
-            content: None,
-            model: None,
-            complete: false,
-            finish_reason: None,
-            done: false,
-            error_event: false,
-            transfer_error: None,
-            usage: None,
-            ms: 0,
-            first_byte_ms: None,
-            exchange: None,
-        };
+        let mut received = Received::unsent();
         let (bytes, content_type) = match request.send().await {
             Ok(mut response) => {
                 received.status = response.status().as_u16();
@@ -243,7 +281,7 @@ impl Client {
         received.complete &= received.transfer_error.is_none();
         received.exchange = Some(Exchange {
             method: "POST".into(),
-            path: self.url.clone(),
+            path: url,
             owner: None,
             idempotency_keys: Vec::new(),
             body: Some(body),

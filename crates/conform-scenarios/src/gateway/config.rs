@@ -72,13 +72,20 @@ pub fn allowlist(evidence: &Path) -> Allowlist {
 /// The export's chains for the primaries, [`PRIMARY`], [`UNREACHABLE`] and
 /// [`ANTHROPIC_PRIMARY`]: the decision `conform export` makes from `list`.
 pub fn chains(list: &Allowlist) -> Vec<Chain> {
+    let primaries = [PRIMARY, UNREACHABLE, ANTHROPIC_PRIMARY].map(str::to_string);
+    chains_for(
+        list,
+        primaries.to_vec(),
+        vec![REVOKED.into(), FALLBACK.into()],
+    )
+}
+
+/// The export's chains for `primaries` over the candidate `fallbacks`, decided from `list`
+/// for the scenarios' task, as [`chains`] are.
+pub fn chains_for(list: &Allowlist, primaries: Vec<String>, fallbacks: Vec<String>) -> Vec<Chain> {
     let plan = Plan {
-        primaries: vec![
-            PRIMARY.to_string(),
-            UNREACHABLE.to_string(),
-            ANTHROPIC_PRIMARY.to_string(),
-        ],
-        fallbacks: vec![REVOKED.to_string(), FALLBACK.to_string()],
+        primaries,
+        fallbacks,
         suites: vec![SuiteRef {
             name: gatefile::TASK.to_string(),
             digest: Some("sha256:scenario-suite".to_string()),

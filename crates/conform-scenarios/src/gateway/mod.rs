@@ -9,6 +9,8 @@
 //! - [`client`]: the application in front of the gateway, and when what it received is
 //!   complete;
 //! - [`tensorzero`]: TensorZero's config, and how its client names a model;
+//! - [`team`] and [`own`]: the team's own config (`--gateway-config`), read, rewritten to
+//!   reach the mocks, and held to the allowlist;
 //! - [`ctx`] and [`scenarios`]: one scenario's context and evidence, and the scenarios;
 //!   [`stream_faults`]: the stream fault classes' scenarios;
 //! - this file: the run: upstreams, config, the gateway started (`--spawn`, with
@@ -18,8 +20,10 @@
 pub mod client;
 pub mod config;
 pub mod ctx;
+pub mod own;
 pub mod scenarios;
 pub mod stream_faults;
+pub mod team;
 pub mod tensorzero;
 pub mod upstream;
 
@@ -35,7 +39,7 @@ use super::evidence::{Evidence, Outcome};
 use super::runner::{FORMAT, SuiteReport, UnknownScenario};
 use super::spawn::{Launch, SpawnError, Spawned};
 use super::workdir::free_port;
-use config::{GATEWAY_KEY, MODELS};
+use config::{GATEWAY_KEY, MODELS, PRIMARY};
 
 /// `conform scenarios --help`'s closing lines.
 pub const HELP: &str = "Examples:\n  \
@@ -50,7 +54,9 @@ conform scenarios --gateway tensorzero --spawn 'python3 scripts/tensorzero-gatew
 With --gateway, conform starts mock upstreams (primary, fallback, and a revoked candidate), \
 writes the gateway's config with the code of `conform export` ({config}), starts the gateway \
 on {port} (or learns the URL a command without {port} prints), and checks that it fails over only to the allowlisted fallback and never hands the \
-client a broken answer as complete (docs/gateways.md).\n\n\
+client a broken answer as complete (docs/gateways.md). With --gateway-config FILE, the team's \
+own config is tested instead: its models pointed at the mocks, every other setting kept, \
+its fallback lists held to the allowlist.\n\n\
 Exit codes: 0 every selected scenario passed, 1 a scenario failed, 2 usage error, \
 3 the orchestrator or gateway could not be started or reached, or the run was interrupted.";
 
@@ -72,6 +78,13 @@ impl Kind {
             Kind::Portkey => "portkey",
             Kind::Tensorzero => "tensorzero",
         }
+    }
+
+    /// The gateway called `name` (`--gateway NAME`).
+    pub fn parse(name: String) -> Result<Kind, String> {
+        (Kind::ALL.into_iter())
+            .find(|k| k.name() == name)
+            .ok_or_else(|| format!("no gateway is called {name}"))
     }
 
     /// The path that answers 200 once the gateway is up.
@@ -130,6 +143,8 @@ pub struct Request {
     /// The gateway's per-request timeout, as its config says.
     pub timeout: Duration,
     pub startup: Duration,
+    /// Test the team's own config instead of the generated one.
+    pub team: Option<own::Team>,
 }
 
 /// Why a gateway run could not start.
@@ -147,7 +162,7 @@ pub enum GatewayError {
     MissingPorts,
     #[error("cannot listen on loopback for the {model} upstream: {source}")]
     Listen {
-        model: &'static str,
+        model: String,
         #[source]
         source: std::io::Error,
     },
@@ -164,6 +179,22 @@ pub enum GatewayError {
     Spawn(#[source] SpawnError),
     #[error("{url}{health} does not answer 200: is the gateway running?")]
     Unhealthy { url: String, health: &'static str },
+    /// The team's config cannot be read or used.
+    #[error(transparent)]
+    Team(team::TeamError),
+    #[error(
+        "{}: no model has a fallback list to fail over to: there is nothing to test",
+        .0.display()
+    )]
+    NoFallbacks(PathBuf),
+    #[error("--gateway-primary {name}: {} has no fallback list for it (it has: {known})", path.display())]
+    UnknownPrimary {
+        name: String,
+        path: PathBuf,
+        known: String,
+    },
+    #[error("cannot hold the config's fallbacks to the allowlist {}: {problems}", path.display())]
+    Allowlist { path: PathBuf, problems: String },
 }
 
 impl GatewayError {
@@ -172,6 +203,17 @@ impl GatewayError {
         matches!(
             self,
             GatewayError::Spawn(_) | GatewayError::Unhealthy { .. }
+        )
+    }
+
+    /// What the user gave is at fault (a bad config file, say): exit 2.
+    pub fn usage(&self) -> bool {
+        matches!(
+            self,
+            GatewayError::Team(_)
+                | GatewayError::NoFallbacks(_)
+                | GatewayError::UnknownPrimary { .. }
+                | GatewayError::Allowlist { .. }
         )
     }
 }
@@ -222,48 +264,74 @@ pub struct Session {
     /// The config file written.
     pub config: PathBuf,
     pub timeout: Duration,
+    kind: Kind,
+    /// With the team's config: its fallbacks held to the allowlist, as a scenario.
+    gate: Option<super::evidence::Evidence>,
 }
 
 impl Session {
     /// Starts the upstreams, writes the config, and starts or reaches the gateway.
     pub async fn start(request: &Request, work: &Path) -> Result<Session, GatewayError> {
+        let own = (request.team.as_ref())
+            .map(|team| own::Own::prepare(team, request.kind, work))
+            .transpose()?;
         let board = upstream::Board::default();
-        let upstreams = start_upstreams(request, &board).await?;
+        let others = own.as_ref().map(own::Own::others).unwrap_or_default();
+        let upstreams = start_upstreams(request, &board, &others).await?;
         let path = work.join(request.kind.config_file());
-        let (headers, per_model) = write_config(request, &upstreams, &path)?;
-        let (url, spawned) = reach(request, &path, work).await?;
+        let (headers, per_model) = match &own {
+            Some(own) => (own.write(&upstreams, &path)?, Vec::new()),
+            None => write_config(request, &upstreams, &path)?,
+        };
+        let vars = own.as_ref().map(own::Own::vars).unwrap_or_default();
+        let (url, spawned) = reach(request, &path, work, vars).await?;
         let mut client = client::Client::new(format!("{url}{}", request.kind.chat_path()), headers)
             .map_err(GatewayError::Client)?
             .with_model_prefix(request.kind.model_prefix());
         for (model, headers) in per_model {
             client = client.for_model(&model, headers);
         }
+        let mut gateway = format!("{} at {url}", request.kind.name());
+        if let Some(own) = &own {
+            client = client.with_names(vec![(PRIMARY.to_string(), own.ask.clone())]);
+            gateway.push_str(&format!(" with {}", own.config.path.display()));
+        }
         Ok(Session {
             env: Arc::new(ctx::Env {
                 board,
                 client,
                 timeout: request.timeout,
-                gateway: format!("{} at {url}", request.kind.name()),
+                gateway,
+                team: own.as_ref().map(|own| ctx::Team {
+                    aliases: own.aliases(),
+                }),
             }),
             spawned,
             upstreams,
             config: path,
             timeout: request.timeout,
+            kind: request.kind,
+            gate: own.as_ref().map(own::Own::evidence),
         })
     }
 }
 
 /// Headers for every request, and per model.
-type Headers = Vec<(String, String)>;
+pub(crate) type Headers = Vec<(String, String)>;
 
-/// Starts an upstream for every model (on its fixed port, if any) and picks the
-/// unreachable primary's address: each model's name and base URL.
+/// Starts an upstream for every model and each of `others` (on its fixed port, if any)
+/// and picks the unreachable primary's address: each model's name and base URL.
 async fn start_upstreams(
     request: &Request,
     board: &upstream::Board,
+    others: &[String],
 ) -> Result<config::Upstreams, GatewayError> {
     let mut upstreams = Vec::new();
-    for model in MODELS {
+    for model in MODELS
+        .iter()
+        .copied()
+        .chain(others.iter().map(String::as_str))
+    {
         let port = request
             .mock_ports
             .as_ref()
@@ -272,10 +340,16 @@ async fn start_upstreams(
             .unwrap_or(0);
         let listener = TcpListener::bind(("127.0.0.1", port))
             .await
-            .map_err(|source| GatewayError::Listen { model, source })?;
+            .map_err(|source| GatewayError::Listen {
+                model: model.to_string(),
+                source,
+            })?;
         let addr = listener
             .local_addr()
-            .map_err(|source| GatewayError::Listen { model, source })?;
+            .map_err(|source| GatewayError::Listen {
+                model: model.to_string(),
+                source,
+            })?;
         upstream::serve(listener, model, board.clone());
         upstreams.push((model.to_string(), format!("http://{addr}/v1")));
     }
@@ -285,7 +359,7 @@ async fn start_upstreams(
     let dead = match fixed {
         Some(port) => format!("127.0.0.1:{port}"),
         None => free_port().map_err(|source| GatewayError::Listen {
-            model: config::UNREACHABLE,
+            model: config::UNREACHABLE.to_string(),
             source,
         })?,
     };
@@ -353,11 +427,12 @@ async fn reach(
     request: &Request,
     path: &Path,
     work: &Path,
+    vars: Vec<(String, String)>,
 ) -> Result<(String, Option<Spawned>), GatewayError> {
     match (&request.spawn, &request.target) {
         (Some(command), _) => {
             let listen = free_port().map_err(|source| GatewayError::Listen {
-                model: "gateway",
+                model: "gateway".to_string(),
                 source,
             })?;
             let port = listen.rsplit(':').next().unwrap_or_default().to_string();
@@ -378,7 +453,10 @@ async fn reach(
                     ("CONFORM_GATEWAY_CONFIG".into(), path.display().to_string()),
                     ("CONFORM_GATEWAY_PORT".into(), port),
                     (tensorzero::KEY_VARIABLE.into(), config::UPSTREAM_KEY.into()),
-                ],
+                ]
+                .into_iter()
+                .chain(vars)
+                .collect(),
                 log: work.join("gateway.log"),
                 startup: request.startup,
                 // Without {port}, the gateway picks its port and prints its URL.
@@ -446,7 +524,11 @@ impl Session {
     ) -> SuiteReport {
         let started = Instant::now();
         let mut results = Vec::new();
-        let mut stop = false;
+        if let Some(gate) = &self.gate {
+            progress(gate);
+            results.push(gate.clone());
+        }
+        let mut stop = fail_fast && self.gate.as_ref().is_some_and(Evidence::failed);
         for def in selected {
             let evidence = if stop {
                 Evidence::skipped(
@@ -469,7 +551,14 @@ impl Session {
                             reason: format!("the gateway kept running (it exited: {status})"),
                         };
                     }
-                    let _ = spawned.relaunch().await;
+                    // A gateway that announces its URL may come back on another port.
+                    if spawned.relaunch().await.is_ok() {
+                        (self.env.client).retarget(format!(
+                            "{}{}",
+                            spawned.url(),
+                            self.kind.chat_path()
+                        ));
+                    }
                 }
                 evidence
             };
@@ -521,6 +610,7 @@ mod tests {
             mock_ports: None,
             timeout: Duration::from_secs(2),
             startup: Duration::from_secs(1),
+            team: None,
         };
         let upstreams: config::Upstreams = (MODELS.iter().chain(&[config::UNREACHABLE]))
             .map(|m| (m.to_string(), "http://127.0.0.1:9/v1".to_string()))
