@@ -369,7 +369,7 @@ fn the_teams_own_config_runs_with_its_retries(spawn: &str) {
             "--gateway-timeout",
             "5s",
             "--only",
-            "primary-answers,failover-on-500,rate-limited-429",
+            "primary-answers,failover-on-500,rate-limited-429,retry-after-honoured,no-hammering",
         ],
         work.path(),
     );
@@ -397,6 +397,18 @@ fn the_teams_own_config_runs_with_its_retries(spawn: &str) {
             "{evidence}"
         );
     }
+    // Its retries are real here, so Retry-After is put to the test: the pinned LiteLLM
+    // waits what the header says before the next attempt.
+    let honoured = scenarios["retry-after-honoured"].to_string();
+    assert!(honoured.contains("primary after "), "{honoured}");
+    // And its retries are the bound on one request's attempts, not conform's none.
+    let hammering = scenarios["no-hammering"].to_string();
+    assert!(
+        hammering.contains(
+            "at most 3 attempt(s) on one upstream per client request (1 + the config's 2 retries)"
+        ),
+        "{hammering}"
+    );
     assert_arrivals_listed(&report);
 }
 

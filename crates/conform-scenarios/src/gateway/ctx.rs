@@ -27,6 +27,8 @@ pub struct Env {
     pub gateway: String,
     /// With the team's own config (`--gateway-config`).
     pub team: Option<Team>,
+    /// How often the config lets the gateway retry one upstream for one client request.
+    pub retries: usize,
 }
 
 /// What the team's own config changes in the checks.
@@ -388,6 +390,7 @@ mod tests {
             timeout: Duration::from_millis(100),
             gateway: "a test".into(),
             team: None,
+            retries: 0,
         });
         let ctx = Ctx::new(env, "one-request", "one request reaches the primary");
         ctx.expect(PRIMARY, 1);
@@ -436,6 +439,7 @@ mod tests {
             timeout: Duration::from_millis(100),
             gateway: "a test".into(),
             team: None,
+            retries: 0,
         });
         let ctx = Ctx::new(env, "two-requests", "two requests reach the primary");
         ctx.script(
@@ -542,6 +546,7 @@ mod tests {
                 timeout: Duration::from_millis(100),
                 gateway: "a test".into(),
                 team,
+                retries: 2,
             })
         };
         let team = || {

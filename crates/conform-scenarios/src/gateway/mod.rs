@@ -305,6 +305,9 @@ impl Session {
                 team: own.as_ref().map(|own| ctx::Team {
                     aliases: own.aliases(),
                 }),
+                retries: own
+                    .as_ref()
+                    .map_or(config::RETRIES, |own| own.config.retries),
             }),
             spawned,
             upstreams,

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 
 use super::client::Received;
-use super::config::{ANTHROPIC_PRIMARY, FALLBACK, PRIMARY, RETRIES, UNREACHABLE};
+use super::config::{ANTHROPIC_PRIMARY, FALLBACK, PRIMARY, UNREACHABLE};
 use super::ctx::Ctx;
 use super::stream_faults;
 use super::upstream::{Behaviour, Unreadable, prompt_tokens};
@@ -495,7 +495,7 @@ async fn wall_clock_budget(ctx: &Ctx) -> Checked {
         ctx.script(model, Behaviour::HangUntilClosed { ms: hang });
     }
     // The primary and the fallback, each once and retried as often as the config says.
-    let attempts = 2 * (1 + RETRIES) as u32;
+    let attempts = 2 * (1 + ctx.env().retries) as u32;
     let budget = timeout * attempts + BUDGET_SLACK;
     let received = ctx.ask(false).await;
     report_choice(ctx, &received);
@@ -672,7 +672,8 @@ async fn no_hammering(ctx: &Ctx) -> Checked {
     .await;
     ctx.settle().await;
     let window = started.elapsed().as_millis();
-    let per_request = 1 + RETRIES;
+    let retries = ctx.env().retries;
+    let per_request = 1 + retries;
     let requests = ctx.client_requests();
     let over: Vec<String> = (requests.iter().enumerate())
         .flat_map(|(i, r)| {
@@ -685,7 +686,7 @@ async fn no_hammering(ctx: &Ctx) -> Checked {
         over.is_empty(),
         format!(
             "at most {per_request} attempt(s) on one upstream per client request (1 + the \
-             config's {RETRIES} retries)"
+             config's {retries} retries)"
         ),
         || over.join("; "),
     )?;

@@ -87,7 +87,13 @@ pub struct TeamConfig {
     pub models: Vec<Model>,
     pub routes: Vec<Route>,
     pub master_key: Option<MasterKey>,
+    /// How often the config lets the gateway retry one upstream for one client request.
+    pub retries: usize,
 }
+
+/// LiteLLM's retries where its config states none: the OpenAI client it calls through
+/// retries twice (three primary requests, as docs/gateways.md's table records).
+const LITELLM_DEFAULT_RETRIES: usize = 2;
 
 /// Why the team's config cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +131,7 @@ impl TeamConfig {
             models: Vec::new(),
             routes: Vec::new(),
             master_key: None,
+            retries: 0,
         };
         match kind {
             Kind::Litellm => config.read_litellm()?,
@@ -201,6 +208,8 @@ type Lists = Option<Vec<BTreeMap<String, Vec<String>>>>;
 #[derive(Debug, Default, Deserialize)]
 struct LitellmLists {
     #[serde(default)]
+    num_retries: Option<usize>,
+    #[serde(default)]
     fallbacks: Lists,
     #[serde(default)]
     context_window_fallbacks: Lists,
@@ -251,6 +260,9 @@ impl TeamConfig {
             ("router_settings", &file.router_settings),
             ("litellm_settings", &file.litellm_settings),
         ];
+        self.retries = (sections.iter())
+            .find_map(|(_, lists)| lists.as_ref().and_then(|l| l.num_retries))
+            .unwrap_or(LITELLM_DEFAULT_RETRIES);
         for (section, lists) in sections {
             let Some(lists) = lists else { continue };
             let named = [
@@ -481,6 +493,9 @@ fn portkey_target(target: &Value, at: &str) -> Result<Model, String> {
 impl TeamConfig {
     fn read_portkey(&mut self) -> Result<(), TeamError> {
         let value: Value = serde_json::from_str(&self.text).map_err(|e| invalid(&self.path, e))?;
+        // Portkey retries only when the config asks: `retry.attempts`.
+        self.retries =
+            (value.pointer("/retry/attempts").and_then(Value::as_u64)).map_or(0, |n| n as usize);
         self.portkey_group(&value, "")
             .map_err(|message| invalid(&self.path, message))?;
         self.parsed = Parsed::Portkey(value);
@@ -607,6 +622,12 @@ general_settings:
                 },
             ]
         );
+        // The scenarios hold its attempts per request to its own retries.
+        assert_eq!(config.retries, 2);
+        let unstated = LITELLM.replace("num_retries: 2", "timeout: 30");
+        let (_dir2, path2) = write(&unstated, "unstated.yaml");
+        let unstated = TeamConfig::read(Kind::Litellm, &path2).unwrap();
+        assert_eq!(unstated.retries, LITELLM_DEFAULT_RETRIES);
         let lists: Vec<(&str, &str, bool)> = (config.routes.iter())
             .map(|r| (r.list.as_str(), r.primary.as_str(), r.failover))
             .collect();
@@ -700,6 +721,7 @@ type = \"chat\"
         let (_dir, path) = write(TENSORZERO, "tensorzero.toml");
         let config = TeamConfig::read(Kind::Tensorzero, &path).unwrap();
         assert_eq!(config.routes.len(), 1);
+        assert_eq!(config.retries, 0, "a model's routing retries nothing");
         let route = &config.routes[0];
         assert_eq!(
             (route.ask.as_str(), route.primary.as_str()),
@@ -761,6 +783,7 @@ type = \"chat\"
             ("gpt-4o", "openai-prod")
         );
         assert_eq!(route.fallbacks, ["claude-sonnet-4-5"]);
+        assert_eq!(config.retries, 3, "retry.attempts");
         let text: Value = serde_json::from_str(&config.rewrite(&base)).unwrap();
         let original: Value = serde_json::from_str(PORTKEY).unwrap();
         for key in ["strategy", "retry", "request_timeout"] {
