@@ -3,18 +3,80 @@
 //! every call answered and conformant with at most 1 % of its requests answered 429.
 //! Wall time is measured by the `run_throughput` bench (`--paced`); here only against
 //! issue 46's per-minute account, held to 1.15 × its floor.
+//!
+//! This file has its own `main` (libtest-mimic) so that its tests run all at once: each
+//! spends its 12 to 25 seconds waiting for an account's refill, not on the CPU, and one
+//! after another two at a time they took two minutes of CI (issue 43).
 
 mod common;
 
+use std::future::Future;
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use common::rate_limited::{Limit, RateLimited};
 use common::{Project, read_json};
+use libtest_mimic::{Arguments, Trial};
 use serde_json::Value;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer};
 
 const CALLS: usize = 240;
+
+fn main() -> ExitCode {
+    let mut args = Arguments::from_args();
+    // The longest first: each trial takes a thread until it ends.
+    let trials = vec![
+        trial(
+            "a_resumed_run_paces_as_fast_as_a_fresh_one",
+            a_resumed_run_paces_as_fast_as_a_fresh_one,
+        ),
+        trial(
+            "a_limit_stated_only_by_its_429s_still_gets_every_call_answered",
+            a_limit_stated_only_by_its_429s_still_gets_every_call_answered,
+        ),
+        trial(
+            "slow_answers_under_a_stated_limit_get_more_calls_in_flight",
+            slow_answers_under_a_stated_limit_get_more_calls_in_flight,
+        ),
+        trial(
+            "slow_answers_with_a_stated_concurrency_keep_to_it",
+            slow_answers_with_a_stated_concurrency_keep_to_it,
+        ),
+        trial(
+            "a_per_minute_limit_enforced_over_short_windows_holds_with_slow_answers",
+            a_per_minute_limit_enforced_over_short_windows_holds_with_slow_answers,
+        ),
+        trial(
+            "a_per_minute_limit_enforced_over_short_windows_is_not_hammered_by_fast_answers",
+            a_per_minute_limit_enforced_over_short_windows_is_not_hammered_by_fast_answers,
+        ),
+        trial(
+            "a_tokens_per_minute_limit_no_limits_configured_almost_no_429",
+            a_tokens_per_minute_limit_no_limits_configured_almost_no_429,
+        ),
+        trial(
+            "ten_requests_a_second_no_limits_configured_almost_no_429",
+            ten_requests_a_second_no_limits_configured_almost_no_429,
+        ),
+    ];
+    // Each waits on its own account's clock (about one `conform run` sending 10 requests a
+    // second), so they share two cores without eating the 1.15 × floor's margin.
+    args.test_threads.get_or_insert(trials.len());
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+/// A test of `body` on its own runtime, as `#[tokio::test(flavor = "multi_thread")]` ran it.
+fn trial<F: Future<Output = ()> + 'static>(name: &'static str, body: fn() -> F) -> Trial {
+    Trial::test(name, move || {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("a runtime: {e}"))?
+            .block_on(body());
+        Ok(())
+    })
+}
 
 /// A project with one suite of [`CALLS`] cases and a provider `paced` at `server`, with
 /// no `[limits]` and an output ceiling of `max_output_tokens`.
@@ -115,7 +177,6 @@ fn assert_paced(limits: &RateLimited, report: &Value) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
 async fn ten_requests_a_second_no_limits_configured_almost_no_429() {
     let (server, limits) = serve(ten_a_second()).await;
     let project = project(&server, 64);
@@ -126,7 +187,6 @@ async fn ten_requests_a_second_no_limits_configured_almost_no_429() {
     assert!(progress.contains("req/s (limit"), "{progress}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
 async fn a_tokens_per_minute_limit_no_limits_configured_almost_no_429() {
     // 100 tokens a call (its 96-token ceiling and 3 for `case NNN`) against 1,000 tokens a
     // second, a bucket of 1,000: ten calls a second again.
@@ -149,7 +209,6 @@ async fn a_tokens_per_minute_limit_no_limits_configured_almost_no_429() {
 /// `RetryInfo`): the pacer infers the rate from what got through before the first 429,
 /// so every call is still answered and conformant with at most 5 % of the requests
 /// answered 429 (about 1 % measured), and none is counted against the provider.
-#[tokio::test(flavor = "multi_thread")]
 async fn a_limit_stated_only_by_its_429s_still_gets_every_call_answered() {
     let limited = ten_a_second();
     let (server, limits) = serve(limited.unstated()).await;
@@ -188,12 +247,10 @@ async fn paced_against_a_per_minute_account(latency: std::time::Duration) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
 async fn a_per_minute_limit_enforced_over_short_windows_is_not_hammered_by_fast_answers() {
     paced_against_a_per_minute_account(std::time::Duration::from_millis(1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
 async fn a_per_minute_limit_enforced_over_short_windows_holds_with_slow_answers() {
     paced_against_a_per_minute_account(std::time::Duration::from_secs(1)).await;
 }
@@ -215,7 +272,6 @@ fn ten_a_second() -> RateLimited {
 /// flight grow to what the stated limit keeps busy, and still almost no request is
 /// answered 429. (The wall time this saves is the bench's: `--paced` with
 /// `RUN_THROUGHPUT_LATENCY_MS=1000`.)
-#[tokio::test(flavor = "multi_thread")]
 async fn slow_answers_under_a_stated_limit_get_more_calls_in_flight() {
     let latency = std::time::Duration::from_millis(500);
     let (server, limits) = serve_after(ten_a_second(), latency).await;
@@ -228,8 +284,12 @@ async fn slow_answers_under_a_stated_limit_get_more_calls_in_flight() {
     eprintln!("most in flight seen by the server: {most}; the pacer's cap: {cap}");
     assert!(most > 4, "at most {most} requests in flight");
     assert!(cap.as_u64().is_some_and(|c| c > 4), "{cap}");
+}
 
-    // A provider file that states its concurrency keeps to it.
+/// The same account and answers as the test above: a provider file that states its
+/// concurrency keeps to it.
+async fn slow_answers_with_a_stated_concurrency_keep_to_it() {
+    let latency = std::time::Duration::from_millis(500);
     let (server, limits) = serve_after(ten_a_second(), latency).await;
     let bounded = project(&server, 64);
     let path = bounded.root().join("providers/paced.toml");
@@ -249,7 +309,6 @@ async fn slow_answers_under_a_stated_limit_get_more_calls_in_flight() {
 /// fresh run's. (Its first calls are answered 429, which leaves one call in flight; the
 /// calls then each find the bucket full, and a pacer that read one request used as half
 /// of one learnt half the rate and kept to it: 2.4 a second against 5.)
-#[tokio::test(flavor = "multi_thread")]
 async fn a_resumed_run_paces_as_fast_as_a_fresh_one() {
     let (server, limits) = serve(RateLimited::new(
         Some(Limit {

@@ -12,16 +12,21 @@
 //! as `conform serve --unverified-allowlist` would, with the variant applied, and the
 //! suite `--spawn`s it, so the crash scenario can kill and restart it as it does
 //! `conform serve`. The same command with `none` (every seam real) must pass the whole
-//! suite first: a variant is caught for its broken seam, not for this harness.
+//! suite too: a variant is caught for its broken seam, not for this harness.
+//!
+//! Each run has its own orchestrator, database, ports and working folder, so the runs go
+//! [`suite::AT_ONCE`] at a time (issue 43: one after another they took five minutes of
+//! CI), the longest first.
 
 mod broken;
 mod suite;
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::process::{Command, ExitCode};
 
 use conform_scenarios::robustness::FAMILY;
 use libtest_mimic::{Arguments, Trial};
-use suite::{assert_all_passed, run_suite, serve_command, with_status};
+use suite::{assert_all_passed, at_once, run_suite, serve_command, with_status};
 
 /// For each variant, the scenarios that catch it. Running with `--fail-fast`, the first
 /// failure must be one of them: a failure elsewhere would be noise (a flaky margin),
@@ -162,77 +167,127 @@ fn broken_serve_command(variant: &str) -> String {
     format!("exec '{}' {SERVE} {variant}", exe.display())
 }
 
+/// What one run of the suite showed: how the variant was caught, or what went wrong.
+type Verdict = Result<String, String>;
+
+/// A run of the suite, to be run beside others.
+type Run<'a> = Box<dyn FnOnce() -> Verdict + Send + 'a>;
+
 fn the_suite_passes_against_conform_serve_on_sqlite_and_catches_every_broken_variant() {
     let work = tempfile::tempdir().unwrap();
-
-    // The production orchestrator, as `cargo build` makes it.
-    let (code, report) = run_suite(&["--spawn", &serve_command()], &[], work.path());
-    assert_all_passed(code, &report);
-
-    // This harness's orchestrator with every seam real: a variant that fails below fails
-    // for its broken seam, not for how it is served.
-    let (code, report) = run_suite(
-        &["--spawn", &broken_serve_command(broken::NONE)],
-        &[],
-        work.path(),
-    );
-    assert_all_passed(code, &report);
-
-    let mut missed = Vec::new();
-    for (variant, catchers) in CAUGHT_BY {
-        let spawn = broken_serve_command(variant);
-        let (code, report) = run_suite(&["--spawn", &spawn, "--fail-fast"], &[], work.path());
-        let failed = with_status(&report, "failed");
-        let first = failed.first().map(|s| s["scenario"].as_str().unwrap());
-        match first {
-            Some(name) if catchers.contains(&name) && code == 1 => {
-                eprintln!(
-                    "{variant}: caught by {name}: {}",
-                    failed[0]["outcome"]["reason"]
-                );
-            }
-            _ => missed.push(format!(
-                "{variant}: exit {code}, first failure {first:?}, expected one of {catchers:?}"
-            )),
-        }
+    let work = work.path();
+    let mut runs: Vec<Run> = vec![
+        // The production orchestrator, as `cargo build` makes it.
+        Box::new(|| passes_all("conform serve", &serve_command(), work)),
+        // This harness's orchestrator with every seam real: a variant that fails below
+        // fails for its broken seam, not for how it is served.
+        Box::new(|| {
+            passes_all(
+                "serve-broken none",
+                &broken_serve_command(broken::NONE),
+                work,
+            )
+        }),
+    ];
+    // The variants caught late in the suite first: the longest runs start first.
+    let mut caught_by = CAUGHT_BY.to_vec();
+    caught_by.sort_by_key(|(_, catchers)| std::cmp::Reverse(first_position(catchers)));
+    for (variant, catchers) in caught_by {
+        runs.push(Box::new(move || caught_first(variant, catchers, work)));
     }
-    let full = std::env::var("CONFORM_TEETH_FULL").is_ok_and(|v| v == "1");
-    let family = FAMILY.join(",");
     for (variant, catcher) in ROBUSTNESS {
-        let spawn = broken_serve_command(variant);
-        let mut args = vec!["--spawn", spawn.as_str()];
-        if !full {
-            args.extend(["--only", family.as_str()]);
-        }
-        let (code, report) = run_suite(&args, &[], work.path());
-        let failed: Vec<&str> = with_status(&report, "failed")
-            .iter()
-            .map(|s| s["scenario"].as_str().unwrap())
-            .collect();
-        if failed == [catcher] && code == 1 {
-            let reason = &with_status(&report, "failed")[0]["outcome"]["reason"];
-            eprintln!("{variant}: caught by {catcher} alone: {reason}");
-        } else {
-            missed.push(format!(
-                "{variant}: exit {code}, failed {failed:?}, expected exactly [{catcher}]"
-            ));
-        }
+        runs.push(Box::new(move || caught_alone(variant, catcher, work)));
     }
+    let verdicts = at_once(runs);
+    for caught in verdicts.iter().flatten() {
+        eprintln!("{caught}");
+    }
+    let missed: Vec<&str> = (verdicts.iter())
+        .filter_map(|v| v.as_ref().err().map(String::as_str))
+        .collect();
     assert!(
         missed.is_empty(),
-        "variants not caught as expected:\n{}",
+        "runs that did not end as expected:\n{}",
         missed.join("\n")
     );
 }
 
+/// Where the first of `catchers` stands in the suite's order.
+fn first_position(catchers: &[&str]) -> usize {
+    let all = conform_scenarios::all();
+    (all.iter())
+        .position(|s| catchers.contains(&s.name()))
+        .unwrap_or(all.len())
+}
+
+/// The whole suite against `spawn` passes; a failure is the verdict's error.
+fn passes_all(what: &str, spawn: &str, work: &std::path::Path) -> Verdict {
+    let (code, report) = run_suite(&["--spawn", spawn], &[], work);
+    catch_unwind(AssertUnwindSafe(|| assert_all_passed(code, &report)))
+        .map(|()| format!("{what}: every scenario passed"))
+        .map_err(|panic| {
+            let text = (panic.downcast_ref::<String>().cloned())
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            format!("{what}: {text}")
+        })
+}
+
+/// With `--fail-fast`, `variant`'s first failure is one of `catchers`.
+fn caught_first(variant: &str, catchers: &[&str], work: &std::path::Path) -> Verdict {
+    let spawn = broken_serve_command(variant);
+    let (code, report) = run_suite(&["--spawn", &spawn, "--fail-fast"], &[], work);
+    let failed = with_status(&report, "failed");
+    let first = failed.first().map(|s| s["scenario"].as_str().unwrap());
+    match first {
+        Some(name) if catchers.contains(&name) && code == 1 => Ok(format!(
+            "{variant}: caught by {name}: {}",
+            failed[0]["outcome"]["reason"]
+        )),
+        _ => Err(format!(
+            "{variant}: exit {code}, first failure {first:?}, expected one of {catchers:?}"
+        )),
+    }
+}
+
+/// Run against the robustness family alone (the whole suite with
+/// `CONFORM_TEETH_FULL=1`), `variant` fails exactly `catcher`.
+fn caught_alone(variant: &str, catcher: &str, work: &std::path::Path) -> Verdict {
+    let full = std::env::var("CONFORM_TEETH_FULL").is_ok_and(|v| v == "1");
+    let family = FAMILY.join(",");
+    let spawn = broken_serve_command(variant);
+    let mut args = vec!["--spawn", spawn.as_str()];
+    if !full {
+        args.extend(["--only", family.as_str()]);
+    }
+    let (code, report) = run_suite(&args, &[], work);
+    let failed: Vec<&str> = with_status(&report, "failed")
+        .iter()
+        .map(|s| s["scenario"].as_str().unwrap())
+        .collect();
+    if failed == [catcher] && code == 1 {
+        let reason = &with_status(&report, "failed")[0]["outcome"]["reason"];
+        Ok(format!("{variant}: caught by {catcher} alone: {reason}"))
+    } else {
+        Err(format!(
+            "{variant}: exit {code}, failed {failed:?}, expected exactly [{catcher}]"
+        ))
+    }
+}
+
 fn lenient_but_conformant_variants_pass_every_scenario() {
     let work = tempfile::tempdir().unwrap();
-    for variant in LENIENT {
-        let (code, report) = run_suite(
-            &["--spawn", &broken_serve_command(variant)],
-            &[],
-            work.path(),
-        );
+    let runs: Vec<Box<dyn FnOnce() -> (i32, serde_json::Value) + Send>> = LENIENT
+        .iter()
+        .map(|variant| {
+            let spawn = broken_serve_command(variant);
+            let work = work.path().to_path_buf();
+            let run: Box<dyn FnOnce() -> (i32, serde_json::Value) + Send> =
+                Box::new(move || run_suite(&["--spawn", &spawn], &[], &work));
+            run
+        })
+        .collect();
+    for (variant, (code, report)) in LENIENT.into_iter().zip(at_once(runs)) {
         assert_all_passed(code, &report);
         // The choice is reported, not hidden: the scenario says it accepted.
         let accepted = |name: &str| {

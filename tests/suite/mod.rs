@@ -1,11 +1,13 @@
-//! Shared by the tests that run the whole `conform scenarios` suite: one suite at a time
-//! (across test processes too, so `cargo nextest` cannot run two at once on a small
-//! machine and eat the timing margins), and the JSON report.
+//! Shared by the tests that run the whole `conform scenarios` suite: at most [`AT_ONCE`]
+//! suites at a time (across test processes too, so `cargo nextest` cannot run more at
+//! once on a small machine and eat the timing margins), and the JSON report.
 #![allow(dead_code)]
 
 use std::fs::File;
 use std::path::Path;
 use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -18,17 +20,60 @@ pub fn serve_command() -> String {
     )
 }
 
-/// Holds the machine-wide suite lock while it lives.
-pub struct SuiteLock(fd_lock::RwLock<File>);
+/// How many suites may run at once on this machine. A suite spends most of its time
+/// waiting for the deadlines and windows it tests (an attempt timeout, a late window, a
+/// restart): the 22 runs of `tests/scenarios_teeth.rs` one after another took 338 s of
+/// wall time and 23 s of CPU (issue 43), so four share two cores with their margins
+/// intact.
+pub const AT_ONCE: usize = 4;
+
+/// One of the machine-wide suite slots, held while `f` runs.
+pub struct SuiteLock;
 
 impl SuiteLock {
-    /// Runs `f` holding the lock.
+    /// Runs `f` holding one of [`AT_ONCE`] slots (a lock file each), waiting for one to
+    /// come free.
     pub fn with<T>(f: impl FnOnce() -> T) -> T {
-        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("conform-scenarios-suite.lock");
-        let mut lock = SuiteLock(fd_lock::RwLock::new(File::create(path).unwrap()));
-        let _guard = lock.0.write().unwrap();
-        f()
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let mut slots: Vec<fd_lock::RwLock<File>> = (0..AT_ONCE)
+            .map(|i| {
+                let path = dir.join(format!("conform-scenarios-suite-{i}.lock"));
+                fd_lock::RwLock::new(File::create(path).unwrap())
+            })
+            .collect();
+        loop {
+            for slot in &mut slots {
+                if let Ok(_guard) = slot.try_write() {
+                    return f();
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
+}
+
+/// Runs `jobs` on [`AT_ONCE`] threads, each taking the next job as it comes free (so the
+/// longest go first), and answers their results in the jobs' order.
+pub fn at_once<'a, T: Send>(jobs: Vec<Box<dyn FnOnce() -> T + Send + 'a>>) -> Vec<T> {
+    let count = jobs.len();
+    let queue = Mutex::new(jobs.into_iter().enumerate());
+    let done = Mutex::new(Vec::with_capacity(count));
+    std::thread::scope(|scope| {
+        for _ in 0..AT_ONCE.min(count) {
+            scope.spawn(|| {
+                loop {
+                    let Some((i, job)) = queue.lock().unwrap().next() else {
+                        break;
+                    };
+                    let result = job();
+                    done.lock().unwrap().push((i, result));
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap();
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, result)| result).collect()
 }
 
 /// `conform scenarios ARGS --format json`, with `env` added; answers the exit code and
