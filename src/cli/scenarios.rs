@@ -90,7 +90,7 @@ pub async fn scenarios(global: &Global, args: ScenariosArgs) -> anyhow::Result<E
             mock_ports: args.mock_ports,
             timeout: args.gateway_timeout,
             startup: args.startup_timeout,
-            team: args.gateway_config.map(|config| gw::own::Team {
+            team: args.gateway_config.map(|config| gw::Team {
                 config,
                 primary: args.gateway_primary,
                 allowlist: global.allowlist.clone(),

@@ -18,7 +18,7 @@ pub(crate) const FORMAT: &str = "conform.scenarios/v1";
 /// `--only` or `--skip` named a scenario that does not exist.
 #[derive(Debug, thiserror::Error)]
 #[error("no scenario is called `{name}`; the scenarios are: {known}")]
-pub struct UnknownScenario {
+pub(crate) struct UnknownScenario {
     pub name: String,
     pub known: String,
 }

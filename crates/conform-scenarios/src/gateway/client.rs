@@ -14,7 +14,7 @@ use crate::api::Exchange;
 
 /// How the client reaches the gateway.
 #[derive(Debug, Clone)]
-pub struct Client {
+pub(crate) struct Client {
     http: reqwest::Client,
     /// Shared by every clone: a gateway relaunched on another port is followed at once.
     url: Arc<RwLock<String>>,
@@ -40,14 +40,18 @@ pub struct Received {
     /// A plain completion with content, or a stream with a finish reason and `[DONE]`
     /// that ended without an error event or a transfer error.
     pub complete: bool,
+    /// Why the answer ended, as it says; none when it never said.
     pub finish_reason: Option<String>,
+    /// The stream's `[DONE]` arrived.
     pub done: bool,
+    /// The stream carried an event with an error in it.
     pub error_event: bool,
     /// The body broke off, or did not arrive in time.
     pub transfer_error: Option<String>,
     /// The answer's `usage` (a stream's last one), when it carries one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// How long the request took, to the end of the body or its error.
     pub ms: u64,
     /// When the first byte of the body arrived, after the request was sent.
     pub first_byte_ms: Option<u64>,
@@ -59,8 +63,12 @@ pub struct Received {
 /// The token counts an answer reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Usage {
+    /// Tokens of the request, which each upstream reports differently: they tell which
+    /// one counted it.
     pub prompt_tokens: Option<u64>,
+    /// Tokens of the answer.
     pub completion_tokens: Option<u64>,
+    /// Both.
     pub total_tokens: Option<u64>,
 }
 
@@ -141,12 +149,15 @@ impl Received {
 }
 
 /// How long a client waits for a whole answer: longer than any scripted hang.
-pub const ANSWER_WITHIN: Duration = Duration::from_secs(60);
+pub(crate) const ANSWER_WITHIN: Duration = Duration::from_secs(60);
 
 impl Client {
     /// `url` is the gateway's chat completions endpoint; `headers` go on every request
     /// (the gateway's key, Portkey's config).
-    pub fn new(url: String, headers: Vec<(String, String)>) -> Result<Client, reqwest::Error> {
+    pub(crate) fn new(
+        url: String,
+        headers: Vec<(String, String)>,
+    ) -> Result<Client, reqwest::Error> {
         // reqwest is built without a default TLS provider; a gateway may be https.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
@@ -164,7 +175,7 @@ impl Client {
     }
 
     /// Sends every request from now on to `url` (the gateway restarted elsewhere).
-    pub fn retarget(&self, url: String) {
+    pub(crate) fn retarget(&self, url: String) {
         *self.url.write().unwrap_or_else(|e| e.into_inner()) = url;
     }
 
@@ -173,13 +184,13 @@ impl Client {
     }
 
     /// Asks for each `(model, name)`'s model by `name`, and for no other model.
-    pub fn with_names(mut self, names: Vec<(String, String)>) -> Client {
+    pub(crate) fn with_names(mut self, names: Vec<(String, String)>) -> Client {
         self.names = Some(names);
         self
     }
 
     /// The gateway has a name for `model`.
-    pub fn offers(&self, model: &str) -> bool {
+    pub(crate) fn offers(&self, model: &str) -> bool {
         (self.names.as_ref()).is_none_or(|names| names.iter().any(|(m, _)| m == model))
     }
 
@@ -190,25 +201,20 @@ impl Client {
     }
 
     /// Requests for `model` carry `headers` instead.
-    pub fn for_model(mut self, model: &str, headers: Vec<(String, String)>) -> Client {
+    pub(crate) fn for_model(mut self, model: &str, headers: Vec<(String, String)>) -> Client {
         self.per_model.push((model.to_string(), headers));
         self
     }
 
     /// Every model's name is sent with `prefix` before it.
-    pub fn with_model_prefix(mut self, prefix: &str) -> Client {
+    pub(crate) fn with_model_prefix(mut self, prefix: &str) -> Client {
         self.model_prefix = prefix.to_string();
         self
     }
 
-    /// Asks `model` for the invoice of `tag`, streamed or not.
-    pub async fn ask(&self, model: &str, tag: &str, stream: bool) -> Received {
-        self.ask_with(model, tag, stream, &[]).await
-    }
-
-    /// The same request with the top-level fields `extra` added (say, the stream options
-    /// a client sets to get the usage).
-    pub async fn ask_with(
+    /// Asks `model` for the invoice of `tag`, streamed or not, with the top-level fields
+    /// `extra` added (say, the stream options a client sets to get the usage).
+    pub(crate) async fn ask_with(
         &self,
         model: &str,
         tag: &str,

@@ -16,44 +16,45 @@ use conform_gate::allowlist::{Allowlist, Revocation};
 use conform_gate::export::{self, Chain, Names, Plan, SuiteRef, litellm, portkey};
 
 /// The models behind the gateway, by conform provider name.
-pub const PRIMARY: &str = "primary";
-pub const FALLBACK: &str = "fallback";
-pub const REVOKED: &str = "revoked";
-pub const MODELS: [&str; 3] = [PRIMARY, FALLBACK, REVOKED];
+pub(crate) const PRIMARY: &str = "primary";
+pub(crate) const FALLBACK: &str = "fallback";
+pub(crate) const REVOKED: &str = "revoked";
+pub(crate) const MODELS: [&str; 3] = [PRIMARY, FALLBACK, REVOKED];
 /// A second primary whose upstream refuses connections (nothing listens on its port), for
 /// failover when the request was never sent. It receives nothing, so it is not counted.
-pub const UNREACHABLE: &str = "unreachable";
+pub(crate) const UNREACHABLE: &str = "unreachable";
 /// The primary's upstream again, reached on Anthropic's Messages wire: the gateway
 /// translates the client's OpenAI request, and the same server answers as Anthropic does.
-pub const ANTHROPIC_PRIMARY: &str = "primary-anthropic";
+pub(crate) const ANTHROPIC_PRIMARY: &str = "primary-anthropic";
 
 /// Every model the gateway's config names, in its model list's order.
-pub const CONFIGURED: [&str; 5] = [PRIMARY, FALLBACK, REVOKED, UNREACHABLE, ANTHROPIC_PRIMARY];
+pub(crate) const CONFIGURED: [&str; 5] =
+    [PRIMARY, FALLBACK, REVOKED, UNREACHABLE, ANTHROPIC_PRIMARY];
 
 /// The retries of one upstream per client request that the configs conform writes
 /// allow: LiteLLM's `num_retries` from the export; Portkey's and TensorZero's configs
 /// set none.
-pub const RETRIES: usize = litellm::NUM_RETRIES as usize;
+pub(crate) const RETRIES: usize = litellm::NUM_RETRIES as usize;
 
 /// The key the client presents to the gateway (LiteLLM's master key).
-pub const GATEWAY_KEY: &str = "sk-conform-gateway-scenarios";
+pub(crate) const GATEWAY_KEY: &str = "sk-conform-gateway-scenarios";
 /// The key the gateway presents to the mock upstreams.
-pub const UPSTREAM_KEY: &str = "sk-conform-mock-upstream";
+pub(crate) const UPSTREAM_KEY: &str = "sk-conform-mock-upstream";
 
 /// The upstream model name of a provider: what the gateway asks for, and what a genuine
 /// answer's `model` names.
-pub fn upstream_model(provider: &str) -> String {
+pub(crate) fn upstream_model(provider: &str) -> String {
     format!("{provider}-mock")
 }
 
 /// The file, in the run's working folder, that holds the allowlist behind the export:
 /// the revocation's evidence, which the config's comment cites.
-pub const ALLOWLIST_FILE: &str = "allowlist.json";
+pub(crate) const ALLOWLIST_FILE: &str = "allowlist.json";
 
 /// The allowlist behind the export: `fallback` permitted, `revoked` revoked, for the
 /// scenarios' task. The revocation cites `evidence`, the file the run writes it to (no
 /// run made it, so there is no run report to cite).
-pub fn allowlist(evidence: &Path) -> Allowlist {
+pub(crate) fn allowlist(evidence: &Path) -> Allowlist {
     let mut list = Allowlist::parse(&gatefile::standard()).unwrap_or_default();
     list.revocations.push(Revocation {
         suite: gatefile::TASK.to_string(),
@@ -71,7 +72,7 @@ pub fn allowlist(evidence: &Path) -> Allowlist {
 
 /// The export's chains for the primaries, [`PRIMARY`], [`UNREACHABLE`] and
 /// [`ANTHROPIC_PRIMARY`]: the decision `conform export` makes from `list`.
-pub fn chains(list: &Allowlist) -> Vec<Chain> {
+pub(crate) fn chains(list: &Allowlist) -> Vec<Chain> {
     let primaries = [PRIMARY, UNREACHABLE, ANTHROPIC_PRIMARY].map(str::to_string);
     chains_for(
         list,
@@ -82,7 +83,11 @@ pub fn chains(list: &Allowlist) -> Vec<Chain> {
 
 /// The export's chains for `primaries` over the candidate `fallbacks`, decided from `list`
 /// for the scenarios' task, as [`chains`] are.
-pub fn chains_for(list: &Allowlist, primaries: Vec<String>, fallbacks: Vec<String>) -> Vec<Chain> {
+pub(crate) fn chains_for(
+    list: &Allowlist,
+    primaries: Vec<String>,
+    fallbacks: Vec<String>,
+) -> Vec<Chain> {
     let plan = Plan {
         primaries,
         fallbacks,
@@ -98,7 +103,7 @@ pub fn chains_for(list: &Allowlist, primaries: Vec<String>, fallbacks: Vec<Strin
 }
 
 /// Where each model's upstream listens: `(provider, base URL ending in /v1)`.
-pub type Upstreams = Vec<(String, String)>;
+pub(crate) type Upstreams = Vec<(String, String)>;
 
 fn base(upstreams: &Upstreams, provider: &str) -> String {
     let provider = if provider == ANTHROPIC_PRIMARY {
@@ -115,7 +120,7 @@ fn base(upstreams: &Upstreams, provider: &str) -> String {
 
 /// LiteLLM's `config.yaml`: the model list (every model, the revoked one included),
 /// then the export's fragment as `conform export litellm` prints it.
-pub fn litellm(chains: &[Chain], upstreams: &Upstreams, timeout_s: f64) -> String {
+pub(crate) fn litellm(chains: &[Chain], upstreams: &Upstreams, timeout_s: f64) -> String {
     let mut out = String::from("model_list:\n");
     for provider in CONFIGURED {
         // LiteLLM's Anthropic client adds `/v1/messages` to its base itself.
@@ -163,7 +168,7 @@ pub fn litellm(chains: &[Chain], upstreams: &Upstreams, timeout_s: f64) -> Strin
 /// Portkey's config for one chain: the export's targets, each `@slug` resolved to the
 /// mock upstream it stands for (the open-source gateway has no integrations to resolve
 /// it), and the gateway's timeout.
-pub fn portkey(chain: &Chain, upstreams: &Upstreams, timeout_ms: u64) -> Value {
+pub(crate) fn portkey(chain: &Chain, upstreams: &Upstreams, timeout_ms: u64) -> Value {
     let primary = upstream_model(match chain.primary.as_str() {
         ANTHROPIC_PRIMARY => PRIMARY,
         other => other,

@@ -18,7 +18,7 @@ use crate::evidence::{
 use crate::mock::{TAG_PREFIX, unix_ms};
 
 /// What every scenario of a run shares.
-pub struct Env {
+pub(crate) struct Env {
     pub board: Board,
     pub client: Client,
     /// The timeout the gateway was configured with.
@@ -32,7 +32,7 @@ pub struct Env {
 }
 
 /// What the team's own config changes in the checks.
-pub struct Team {
+pub(crate) struct Team {
     /// The team's names for each upstream's model, by label: an answer naming any of
     /// them names the model that served it.
     pub aliases: BTreeMap<String, Vec<String>>,
@@ -66,7 +66,7 @@ struct Record {
 }
 
 /// One scenario's context.
-pub struct Ctx {
+pub(crate) struct Ctx {
     env: Arc<Env>,
     pub tag: String,
     scenario: &'static str,
@@ -76,7 +76,7 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(env: Arc<Env>, scenario: &'static str, about: &'static str) -> Ctx {
+    pub(crate) fn new(env: Arc<Env>, scenario: &'static str, about: &'static str) -> Ctx {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -97,34 +97,34 @@ impl Ctx {
         self.record.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn env(&self) -> &Env {
+    pub(crate) fn env(&self) -> &Env {
         &self.env
     }
 
     /// What `model` does with this scenario's request.
-    pub fn script(&self, model: &str, behaviour: Behaviour) {
+    pub(crate) fn script(&self, model: &str, behaviour: Behaviour) {
         self.env.board.script(model, &self.tag, behaviour);
     }
 
     /// `model` must receive exactly `n` requests for this scenario.
-    pub fn expect(&self, model: &str, n: usize) {
+    pub(crate) fn expect(&self, model: &str, n: usize) {
         self.record().expected.insert(model.to_string(), n);
     }
 
     /// Asks the primary through the gateway, and keeps the exchange.
-    pub async fn ask(&self, stream: bool) -> Received {
+    pub(crate) async fn ask(&self, stream: bool) -> Received {
         self.ask_model(super::config::PRIMARY, stream).await
     }
 
     /// Asks `model` (the gateway's name for it) through the gateway.
-    pub async fn ask_model(&self, model: &str, stream: bool) -> Received {
+    pub(crate) async fn ask_model(&self, model: &str, stream: bool) -> Received {
         self.ask_tagged(model, &self.tag, stream, &[]).await
     }
 
     /// Asks `model` for `tag` (this scenario's, or a probe's of its own) with the
     /// top-level fields `extra`, and keeps the exchange. Only requests with this
     /// scenario's tag are its client requests: a probe's upstream calls are not its own.
-    pub async fn ask_tagged(
+    pub(crate) async fn ask_tagged(
         &self,
         model: &str,
         tag: &str,
@@ -151,21 +151,21 @@ impl Ctx {
         received
     }
 
-    pub fn note(&self, text: impl Into<String>) {
+    pub(crate) fn note(&self, text: impl Into<String>) {
         self.record().notes.push(text.into());
     }
 
-    pub fn pass(&self, what: impl Into<String>) {
+    pub(crate) fn pass(&self, what: impl Into<String>) {
         self.record().checks.push(CheckRecord::pass(what));
     }
 
-    pub fn fail(&self, what: impl Into<String>, detail: Option<String>) -> Failed {
+    pub(crate) fn fail(&self, what: impl Into<String>, detail: Option<String>) -> Failed {
         let (check, reason) = CheckRecord::fail(what, detail);
         self.record().checks.push(check);
         Failed(reason)
     }
 
-    pub fn check(
+    pub(crate) fn check(
         &self,
         ok: bool,
         what: impl Into<String>,
@@ -181,7 +181,7 @@ impl Ctx {
 
     /// Waits until every upstream call of this scenario has ended (a hang included), so
     /// the counts are final.
-    pub async fn settle(&self) {
+    pub(crate) async fn settle(&self) {
         let limit = Instant::now() + self.env.timeout * 4 + Duration::from_secs(5);
         tokio::time::sleep(Duration::from_millis(300)).await;
         while Instant::now() < limit
@@ -199,7 +199,7 @@ impl Ctx {
 
     /// The client's requests so far, each with the upstream attempts that came for it:
     /// those that arrived after it was sent and before the next one was.
-    pub fn client_requests(&self) -> Vec<ClientRequest> {
+    pub(crate) fn client_requests(&self) -> Vec<ClientRequest> {
         let arrivals = self.env.board.arrivals(&self.tag);
         let sent = self.record().sent.clone();
         let next_sent: Vec<Option<u64>> =
@@ -215,13 +215,13 @@ impl Ctx {
     }
 
     /// Requests `model` received for this scenario so far.
-    pub fn count(&self, model: &str) -> usize {
+    pub(crate) fn count(&self, model: &str) -> usize {
         self.env.board.count(model, &self.tag)
     }
 
     /// The rule every scenario holds: what reaches the client as complete is an answer an
     /// upstream finished for this request, and its `model` names the model that served it.
-    pub fn complete_only_if_genuine(&self, received: &Received) -> Checked {
+    pub(crate) fn complete_only_if_genuine(&self, received: &Received) -> Checked {
         if !received.complete {
             self.pass(format!(
                 "the client was not handed a complete answer ({})",
@@ -257,7 +257,7 @@ impl Ctx {
     }
 
     /// The client received a complete answer served by `model`.
-    pub fn served_by(&self, received: &Received, model: &str) -> Checked {
+    pub(crate) fn served_by(&self, received: &Received, model: &str) -> Checked {
         self.complete_only_if_genuine(received)?;
         self.check(
             received.complete && received.served().is_some_and(|(m, _)| m == model),
@@ -268,7 +268,10 @@ impl Ctx {
 
     /// The evidence: the body's verdict, then the upstream counts against what was
     /// expected.
-    pub async fn conclude(&self, body: impl std::future::Future<Output = Checked>) -> Evidence {
+    pub(crate) async fn conclude(
+        &self,
+        body: impl std::future::Future<Output = Checked>,
+    ) -> Evidence {
         let result = body.await;
         if let Some(reason) = self.record().unavailable.clone() {
             return Evidence::skipped(self.scenario, self.about, &reason);

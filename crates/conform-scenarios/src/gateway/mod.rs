@@ -2,30 +2,32 @@
 //! traffic fail over only to proven fallbacks, and never hand the client a broken answer
 //! as complete?
 //!
-//! - [`upstream`]: mock upstreams on loopback speaking OpenAI Chat byte for byte, faults
+//! - `upstream`: mock upstreams on loopback speaking OpenAI Chat byte for byte, faults
 //!   framed as real ones are;
-//! - [`config`]: the gateway's configuration, written with `conform export`'s code and
+//! - `config`: the gateway's configuration, written with `conform export`'s code and
 //!   decision (plus a revoked candidate in the model list and in no fallback list);
-//! - [`client`]: the application in front of the gateway, and when what it received is
+//! - `client`: the application in front of the gateway, and when what it received is
 //!   complete;
-//! - [`tensorzero`]: TensorZero's config, and how its client names a model;
-//! - [`team`] and [`own`]: the team's own config (`--gateway-config`), read, rewritten to
+//! - `tensorzero`: TensorZero's config, and how its client names a model;
+//! - `team` and `own`: the team's own config (`--gateway-config`), read, rewritten to
 //!   reach the mocks, and held to the allowlist;
-//! - [`ctx`] and [`scenarios`]: one scenario's context and evidence, and the scenarios;
-//!   [`stream_faults`]: the stream fault classes' scenarios;
+//! - `ctx` and `scenarios`: one scenario's context and evidence, and the scenarios;
+//!   `stream_faults`: the stream fault classes' scenarios;
 //! - this file: the run: upstreams, config, the gateway started (`--spawn`, with
 //!   `{config}` and `{port}` filled) or reached (`--target`), the scenarios one after
-//!   another, the same [`SuiteReport`] as the orchestrator scenarios.
+//!   another, the same `SuiteReport` as the orchestrator scenarios.
 
-pub mod client;
-pub mod config;
-pub mod ctx;
-pub mod own;
-pub mod scenarios;
-pub mod stream_faults;
-pub mod team;
-pub mod tensorzero;
-pub mod upstream;
+pub(crate) mod client;
+mod config;
+mod ctx;
+mod own;
+mod scenarios;
+mod stream_faults;
+mod team;
+mod tensorzero;
+pub(crate) mod upstream;
+
+pub use own::Team;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -63,8 +65,11 @@ Exit codes: 0 every selected scenario passed, 1 a scenario failed, 2 usage error
 /// The gateways the scenarios know how to configure and talk to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// LiteLLM's proxy, configured in YAML.
     Litellm,
+    /// Portkey's gateway: each request carries its model's config in a header.
     Portkey,
+    /// TensorZero, configured in TOML, reached through its OpenAI-compatible endpoint.
     Tensorzero,
 }
 
@@ -72,6 +77,7 @@ impl Kind {
     /// Every gateway, in the order the command line lists them.
     pub const ALL: [Kind; 3] = [Kind::Litellm, Kind::Portkey, Kind::Tensorzero];
 
+    /// Its `--gateway` argument, also the name reports give it.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Litellm => "litellm",
@@ -133,15 +139,19 @@ impl Kind {
 /// Which gateway to test, and how.
 #[derive(Debug, Clone)]
 pub struct Request {
+    /// The gateway, which decides the config written and the paths asked.
     pub kind: Kind,
     /// Start it with this command (`sh -c`), `{config}` and `{port}` filled in.
     pub spawn: Option<String>,
     /// Or test the one already running at this URL (configured with the file this run
     /// writes, the upstreams on the ports `mock_ports` fixes).
     pub target: Option<String>,
+    /// Fixed loopback ports for the upstreams, by model (`primary=40001,...`): a gateway
+    /// configured beforehand (`--target`) must find them where its config says.
     pub mock_ports: Option<BTreeMap<String, u16>>,
     /// The gateway's per-request timeout, as its config says.
     pub timeout: Duration,
+    /// How long a spawned gateway may take to answer its health path.
     pub startup: Duration,
     /// Test the team's own config instead of the generated one.
     pub team: Option<own::Team>,
@@ -150,51 +160,78 @@ pub struct Request {
 /// Why a gateway run could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
+    /// Neither `--spawn` nor `--target`: there is no gateway to test.
     #[error(
         "say which gateway to test: --spawn 'COMMAND' (with {{config}} and {{port}}) or --target URL"
     )]
     NoGateway,
+    /// `--target` without the upstream ports its config was written for.
     #[error(
         "--gateway with --target needs --mock-ports naming the upstream of every model the gateway \
          was configured with: primary, fallback, revoked, and unreachable (a port nothing listens on) \
          (e.g. --mock-ports primary=40001,fallback=40002,revoked=40003,unreachable=40004)"
     )]
     MissingPorts,
+    /// A loopback port could not be taken.
     #[error("cannot listen on loopback for the {model} upstream: {source}")]
     Listen {
+        /// The upstream's model (or `gateway`, for the spawned gateway's port).
         model: String,
+        /// The socket's error.
         #[source]
         source: std::io::Error,
     },
+    /// The gateway's config, or the allowlist it is exported from, could not be written.
     #[error("cannot write the gateway config {}: {source}", path.display())]
     Config {
+        /// The file.
         path: PathBuf,
+        /// The write's error.
         #[source]
         source: std::io::Error,
     },
+    /// The HTTP client (the application's, or the health check's) could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Client(#[source] reqwest::Error),
     /// The gateway did not start (offline, say): the run is inconclusive, and says why.
     #[error("the gateway did not start: {0}")]
     Spawn(#[source] SpawnError),
+    /// The gateway at `--target` is not up: the run is inconclusive.
     #[error("{url}{health} does not answer 200: is the gateway running?")]
-    Unhealthy { url: String, health: &'static str },
+    Unhealthy {
+        /// `--target`, without a trailing slash.
+        url: String,
+        /// The path asked, which a running gateway answers.
+        health: &'static str,
+    },
     /// The team's config cannot be read or used.
     #[error(transparent)]
     Team(team::TeamError),
+    /// The team's config (this file) lists no fallbacks, so failover cannot be tested.
     #[error(
         "{}: no model has a fallback list to fail over to: there is nothing to test",
         .0.display()
     )]
     NoFallbacks(PathBuf),
+    /// `--gateway-primary` names no model of the team's config that has fallbacks.
     #[error("--gateway-primary {name}: {} has no fallback list for it (it has: {known})", path.display())]
     UnknownPrimary {
+        /// `--gateway-primary`.
         name: String,
+        /// The team's config.
         path: PathBuf,
+        /// The names it could have been, comma-separated.
         known: String,
     },
+    /// `--allowlist` cannot decide the config's fallbacks (unreadable, or its entries do
+    /// not match the project's suites and providers).
     #[error("cannot hold the config's fallbacks to the allowlist {}: {problems}", path.display())]
-    Allowlist { path: PathBuf, problems: String },
+    Allowlist {
+        /// `--allowlist`.
+        path: PathBuf,
+        /// What is wrong with it, `; `-separated.
+        problems: String,
+    },
 }
 
 impl GatewayError {
@@ -219,7 +256,7 @@ impl GatewayError {
 }
 
 impl Request {
-    pub fn check(&self) -> Result<(), GatewayError> {
+    pub(crate) fn check(&self) -> Result<(), GatewayError> {
         if self.spawn.is_none() && self.target.is_none() {
             return Err(GatewayError::NoGateway);
         }
@@ -236,7 +273,10 @@ impl Request {
 }
 
 /// The scenarios `only` names (all when empty), minus `skip`.
-pub fn select(only: &[String], skip: &[String]) -> Result<Vec<scenarios::Def>, UnknownScenario> {
+pub(crate) fn select(
+    only: &[String],
+    skip: &[String],
+) -> Result<Vec<scenarios::Def>, UnknownScenario> {
     let all = scenarios::all();
     let known: Vec<&str> = all.iter().map(|d| d.name).collect();
     if let Some(name) = only
@@ -257,7 +297,7 @@ pub fn select(only: &[String], skip: &[String]) -> Result<Vec<scenarios::Def>, U
 }
 
 /// A gateway reached, with its upstreams running.
-pub struct Session {
+pub(crate) struct Session {
     env: Arc<ctx::Env>,
     spawned: Option<Spawned>,
     upstreams: config::Upstreams,
@@ -271,7 +311,7 @@ pub struct Session {
 
 impl Session {
     /// Starts the upstreams, writes the config, and starts or reaches the gateway.
-    pub async fn start(request: &Request, work: &Path) -> Result<Session, GatewayError> {
+    pub(crate) async fn start(request: &Request, work: &Path) -> Result<Session, GatewayError> {
         let own = (request.team.as_ref())
             .map(|team| own::Own::prepare(team, request.kind, work))
             .transpose()?;
@@ -490,7 +530,7 @@ async fn reach(
 
 impl Session {
     /// What is tested, for the header line.
-    pub fn header(&self, count: usize) -> String {
+    pub(crate) fn header(&self, count: usize) -> String {
         format!(
             "conform scenarios: {count} gateway scenario(s) against {} (config {}; upstreams {})",
             self.env.gateway,
@@ -505,7 +545,7 @@ impl Session {
 
     /// Runs the scenarios one after another (`progress` sees each evidence as it comes)
     /// and stops the gateway the run started; `None` when Ctrl-C stopped them first.
-    pub async fn run(
+    pub(crate) async fn run(
         &self,
         selected: &[scenarios::Def],
         fail_fast: bool,
@@ -585,15 +625,10 @@ impl Session {
     }
 
     /// Stops a spawned gateway.
-    pub async fn stop(&self) {
+    pub(crate) async fn stop(&self) {
         if let Some(spawned) = &self.spawned {
             spawned.stop().await;
         }
-    }
-
-    /// The last lines of the spawned gateway's log.
-    pub fn log_tail(&self) -> Option<String> {
-        self.spawned.as_ref().map(Spawned::log_tail)
     }
 }
 

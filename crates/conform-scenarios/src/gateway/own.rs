@@ -25,7 +25,7 @@ use conform_gate::export::request::{Export, Request};
 use conform_gate::export::{Chain, Names};
 
 /// The scenario that holds the config's fallback lists to the allowlist.
-pub const GATE_SCENARIO: &str = "config-fallbacks-permitted";
+pub(crate) const GATE_SCENARIO: &str = "config-fallbacks-permitted";
 
 /// What `--gateway-config` asks for.
 #[derive(Debug, Clone)]
@@ -45,7 +45,7 @@ pub struct Team {
 
 /// A fallback the config lists that the allowlist does not permit.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unproven {
+pub(crate) struct Unproven {
     pub list: String,
     pub primary: String,
     pub fallback: String,
@@ -56,7 +56,7 @@ pub struct Unproven {
 
 /// The team's config, held to the allowlist, its models given the scenarios' roles.
 #[derive(Debug, Clone)]
-pub struct Own {
+pub(crate) struct Own {
     pub config: TeamConfig,
     /// The allowlist it was held to.
     pub allowlist: PathBuf,
@@ -84,7 +84,7 @@ fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
 
 impl Own {
     /// Reads the team's config, decides its fallbacks, and gives its models roles.
-    pub fn prepare(team: &Team, kind: Kind, work: &Path) -> Result<Own, GatewayError> {
+    pub(crate) fn prepare(team: &Team, kind: Kind, work: &Path) -> Result<Own, GatewayError> {
         let config = TeamConfig::read(kind, &team.config)?;
         let (chains, allowlist) = decide(team, &config, work)?;
         let (permitted, unproven) = judge(&config, &chains);
@@ -131,7 +131,7 @@ impl Own {
 
     /// The labels of the config's models that are not one of the scenarios' roles: each
     /// gets an upstream of its own.
-    pub fn others(&self) -> Vec<String> {
+    pub(crate) fn others(&self) -> Vec<String> {
         unique(
             self.labels
                 .values()
@@ -142,7 +142,7 @@ impl Own {
 
     /// The team's names for each label's model: its name, the model its upstream is
     /// asked for, and for the primary, the name of its route.
-    pub fn aliases(&self) -> BTreeMap<String, Vec<String>> {
+    pub(crate) fn aliases(&self) -> BTreeMap<String, Vec<String>> {
         let mut aliases: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for model in &self.config.models {
             let names = aliases.entry(self.labels[&model.name].clone()).or_default();
@@ -157,7 +157,7 @@ impl Own {
 
     /// Writes the config, each model pointed at its label's upstream: the headers every
     /// request carries.
-    pub fn write(
+    pub(crate) fn write(
         &self,
         upstreams: &config::Upstreams,
         path: &Path,
@@ -190,7 +190,7 @@ impl Own {
     }
 
     /// The variables the gateway reads its key from, as the config names them.
-    pub fn vars(&self) -> Vec<(String, String)> {
+    pub(crate) fn vars(&self) -> Vec<(String, String)> {
         match &self.config.master_key {
             Some(MasterKey::Variable(var)) => vec![(var.clone(), GATEWAY_KEY.to_string())],
             _ => Vec::new(),
@@ -199,7 +199,7 @@ impl Own {
 
     /// The gate as a scenario: every listed fallback permitted, or the run fails naming
     /// each that is not.
-    pub fn evidence(&self) -> Evidence {
+    pub(crate) fn evidence(&self) -> Evidence {
         let about = format!(
             "every fallback the team's config ({}) lists is one the allowlist ({}) permits",
             self.config.path.display(),

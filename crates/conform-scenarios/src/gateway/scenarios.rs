@@ -25,7 +25,7 @@ use crate::mock::unix_ms;
 
 /// One gateway scenario.
 #[derive(Clone, Copy)]
-pub struct Def {
+pub(crate) struct Def {
     pub name: &'static str,
     pub about: &'static str,
     pub body: for<'a> fn(&'a Ctx) -> BoxFuture<'a, Checked>,
@@ -42,7 +42,7 @@ macro_rules! def {
 }
 
 /// Every gateway scenario, in the order they run.
-pub fn all() -> Vec<Def> {
+pub(crate) fn all() -> Vec<Def> {
     ALL.to_vec()
 }
 

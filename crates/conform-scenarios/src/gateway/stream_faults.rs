@@ -42,14 +42,14 @@ fn silence(ctx: &Ctx) -> Duration {
 /// The bound on a call whose upstream stalls: the gateway's timeout twice (once for the
 /// answer to start, once for the stall to be noticed) plus a second of slack. A gateway
 /// without a stall timeout holds the client for the whole stall, three timeouts.
-pub fn stall_bound(timeout: Duration) -> Duration {
+pub(crate) fn stall_bound(timeout: Duration) -> Duration {
     timeout * 2 + Duration::from_secs(1)
 }
 
 /// How soon after its upstream's stream ended a stream without a terminator must reach
 /// its end at the client: a second, plus half a second of the gateway's own latency on
 /// a loaded machine; far below any timeout a gateway would wait instead.
-pub const FINALISED_WITHIN: Duration = Duration::from_millis(1500);
+pub(crate) const FINALISED_WITHIN: Duration = Duration::from_millis(1500);
 
 /// Notes when the client's call got its first byte and ended, and whether the fallback
 /// was called.
@@ -87,7 +87,7 @@ fn all(checks: impl IntoIterator<Item = Checked>) -> Checked {
 }
 
 /// Headers at once, the first event after three timeouts, then the whole stream.
-pub async fn slow_first_token(ctx: &Ctx) -> Checked {
+pub(crate) async fn slow_first_token(ctx: &Ctx) -> Checked {
     let ms = silence(ctx).as_millis() as u64;
     ctx.script(PRIMARY, Behaviour::SlowFirstToken { ms });
     ctx.expect(PRIMARY, 1);
@@ -105,7 +105,7 @@ pub async fn slow_first_token(ctx: &Ctx) -> Checked {
 }
 
 /// Part of the stream, three timeouts of silence, then the connection closed unfinished.
-pub async fn stall_mid_stream(ctx: &Ctx) -> Checked {
+pub(crate) async fn stall_mid_stream(ctx: &Ctx) -> Checked {
     let stall = silence(ctx);
     ctx.script(
         PRIMARY,
@@ -147,7 +147,7 @@ pub async fn stall_mid_stream(ctx: &Ctx) -> Checked {
 
 /// The whole stream with one torn event in its middle: the whole genuine answer, or no
 /// complete answer; never altered content presented as complete.
-pub async fn malformed_event_mid_stream(ctx: &Ctx) -> Checked {
+pub(crate) async fn malformed_event_mid_stream(ctx: &Ctx) -> Checked {
     ctx.script(PRIMARY, Behaviour::MalformedEvent);
     ctx.expect(PRIMARY, 1);
     let received = ctx.ask(true).await;
@@ -158,7 +158,7 @@ pub async fn malformed_event_mid_stream(ctx: &Ctx) -> Checked {
 
 /// The whole stream, finish reason and usage included, ended cleanly without `[DONE]`:
 /// finalised promptly, with its usage.
-pub async fn stream_without_done(ctx: &Ctx) -> Checked {
+pub(crate) async fn stream_without_done(ctx: &Ctx) -> Checked {
     ctx.script(PRIMARY, Behaviour::NoTerminator);
     ctx.expect(PRIMARY, 1);
     // As a client that wants the usage of a stream asks for it.
@@ -217,7 +217,7 @@ pub async fn stream_without_done(ctx: &Ctx) -> Checked {
 
 /// The primary fails part way through its stream; the fallback refuses a prefill and
 /// answers anything else. The caller must not end with that refusal.
-pub async fn fallback_rejects_prefill(ctx: &Ctx) -> Checked {
+pub(crate) async fn fallback_rejects_prefill(ctx: &Ctx) -> Checked {
     ctx.script(PRIMARY, Behaviour::ErrorEvent);
     ctx.script(FALLBACK, Behaviour::RejectsPrefill);
     ctx.expect(PRIMARY, 1);

@@ -28,14 +28,14 @@ use super::tensorzero::KEY_VARIABLE;
 
 /// The wire a model's upstream speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wire {
+pub(crate) enum Wire {
     Openai,
     Anthropic,
 }
 
 /// One model of the team's config.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Model {
+pub(crate) struct Model {
     /// The team's name for it: what its fallback lists say.
     pub name: String,
     pub wire: Wire,
@@ -45,7 +45,7 @@ pub struct Model {
 
 /// A fallback list of the config.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
+pub(crate) struct Route {
     /// Where it is set (`router_settings.fallbacks`, `models.M.routing`, `targets`).
     pub list: String,
     /// The model the client asks the gateway for.
@@ -61,7 +61,7 @@ pub struct Route {
 
 /// The key the client presents to LiteLLM, as its `general_settings.master_key` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MasterKey {
+pub(crate) enum MasterKey {
     /// The key itself.
     Literal(String),
     /// The variable it is read from (`os.environ/VAR`).
@@ -78,7 +78,7 @@ enum Parsed {
 
 /// The team's config, read.
 #[derive(Debug, Clone)]
-pub struct TeamConfig {
+pub(crate) struct TeamConfig {
     pub kind: Kind,
     pub path: PathBuf,
     text: String,
@@ -98,15 +98,23 @@ const LITELLM_DEFAULT_RETRIES: usize = 2;
 /// Why the team's config cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TeamError {
+    /// The file cannot be read.
     #[error("cannot read the gateway config {}: {source}", path.display())]
     Read {
+        /// `--gateway-config`.
         path: PathBuf,
+        /// The read's error.
         #[source]
         source: std::io::Error,
     },
     /// The file's problem, with its line and field where the format gives them.
     #[error("{}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
+    Invalid {
+        /// `--gateway-config`.
+        path: PathBuf,
+        /// What is wrong, and where.
+        message: String,
+    },
 }
 
 fn invalid(path: &Path, message: impl std::fmt::Display) -> TeamError {
@@ -118,7 +126,7 @@ fn invalid(path: &Path, message: impl std::fmt::Display) -> TeamError {
 
 impl TeamConfig {
     /// Reads `path` as `kind`'s config.
-    pub fn read(kind: Kind, path: &Path) -> Result<TeamConfig, TeamError> {
+    pub(crate) fn read(kind: Kind, path: &Path) -> Result<TeamConfig, TeamError> {
         let text = std::fs::read_to_string(path).map_err(|source| TeamError::Read {
             path: path.to_path_buf(),
             source,
@@ -150,7 +158,7 @@ impl TeamConfig {
     }
 
     /// The model the config calls `name`.
-    pub fn model(&self, name: &str) -> Option<&Model> {
+    pub(crate) fn model(&self, name: &str) -> Option<&Model> {
         self.models.iter().find(|m| m.name == name)
     }
 
@@ -162,7 +170,7 @@ impl TeamConfig {
 
     /// The config with each model's upstream at `base(name)` (ending in `/v1`) and
     /// conform's key, everything else kept.
-    pub fn rewrite(&self, base: &dyn Fn(&str) -> String) -> String {
+    pub(crate) fn rewrite(&self, base: &dyn Fn(&str) -> String) -> String {
         match &self.parsed {
             Parsed::Litellm(entries) => self.rewrite_litellm(entries, base),
             Parsed::Tensorzero => self.rewrite_tensorzero(base),

@@ -15,17 +15,17 @@ use conform_gate::export::{Chain, Names};
 use super::config::{ANTHROPIC_PRIMARY, PRIMARY, REVOKED, Upstreams, upstream_model};
 
 /// What the client puts before a model's name.
-pub const MODEL_PREFIX: &str = "tensorzero::model_name::";
+pub(crate) const MODEL_PREFIX: &str = "tensorzero::model_name::";
 
 /// The path of TensorZero's OpenAI-compatible chat completions.
-pub const CHAT_PATH: &str = "/openai/v1/chat/completions";
+pub(crate) const CHAT_PATH: &str = "/openai/v1/chat/completions";
 
 /// What a GET of [`CHAT_PATH`] answers once the gateway is up: it serves no health
 /// route, and a route that exists answers a wrong method with 405.
-pub const HEALTH_STATUS: u16 = 405;
+pub(crate) const HEALTH_STATUS: u16 = 405;
 
 /// The variable the gateway reads the upstreams' key from.
-pub const KEY_VARIABLE: &str = "CONFORM_UPSTREAM_KEY";
+pub(crate) const KEY_VARIABLE: &str = "CONFORM_UPSTREAM_KEY";
 
 /// The provider `provider` stands for: its upstream (the Anthropic primary is the
 /// primary's server on another wire) and the wire TensorZero speaks to it.
@@ -59,7 +59,7 @@ const ANTHROPIC_MODEL: &str = "claude-haiku-4-5";
 
 /// The whole config: the export's models with their providers completed, then the
 /// revoked candidate's own model.
-pub fn config(chains: &[Chain], upstreams: &Upstreams, timeout_ms: u64) -> String {
+pub(crate) fn config(chains: &[Chain], upstreams: &Upstreams, timeout_ms: u64) -> String {
     let header = vec![format!(
         "Written by conform scenarios --gateway tensorzero from the export for {}",
         crate::gatefile::TASK

@@ -4,7 +4,7 @@
 //! chunked body, a reset after the request was read, a hang, a 200 that is not a
 //! completion.
 //!
-//! Every client request carries a tag (as `conform scenarios` jobs do, [`find_tag`]); a
+//! Every client request carries a tag (as `conform scenarios` jobs do, `mock::find_tag`); a
 //! server picks its behaviour by (model, tag) and counts arrivals by (model, tag), so
 //! one gateway process serves every scenario without a restart, and a request nobody
 //! tagged is a stray.
@@ -32,7 +32,9 @@ pub enum Behaviour {
     Answer,
     /// An error status with an OpenAI error body, and `Retry-After` when given.
     Status {
+        /// The status.
         status: u16,
+        /// `Retry-After`, in seconds.
         retry_after: Option<u32>,
     },
     /// 400 `context_length_exceeded`, as OpenAI words it.
@@ -40,7 +42,10 @@ pub enum Behaviour {
     /// The request is read, then the connection is reset: the work may have started.
     Reset,
     /// The answer comes only after this long (the gateway's timeout should pass first).
-    Hang { ms: u64 },
+    Hang {
+        /// Milliseconds until it answers.
+        ms: u64,
+    },
     /// A 200 stream of part of the answer (no finish reason, no `[DONE]`), ended by
     /// closing the connection: no length, no chunked framing to say it was cut.
     CutByClose,
@@ -49,22 +54,39 @@ pub enum Behaviour {
     /// A 200 stream of part of the answer, then an error event, then the end of the body.
     ErrorEvent,
     /// A 200 whose body is not a completion.
-    Unreadable { body: Unreadable },
+    Unreadable {
+        /// What the body is instead.
+        body: Unreadable,
+    },
     /// 400: the vendor's content filter refused the request (OpenAI's
     /// `content_policy_violation`), which no retry of it cures.
     ContentFilter,
     /// `status` until the instant `up_at_unix_ms`, then answers: a primary that is down
     /// for a while and recovers. An arrival records what it did then.
-    Flapping { status: u16, up_at_unix_ms: u64 },
+    Flapping {
+        /// The error status while it is down.
+        status: u16,
+        /// When it comes up, in milliseconds since the Unix epoch.
+        up_at_unix_ms: u64,
+    },
     /// Silent until the gateway closes the connection (it gave up), or answers after `ms`:
     /// a hang whose end shows when the gateway abandoned the attempt.
-    HangUntilClosed { ms: u64 },
+    HangUntilClosed {
+        /// Milliseconds until it answers, if the gateway still waits.
+        ms: u64,
+    },
     /// The status and the stream's headers at once, its first event only after this long,
     /// then the whole stream.
-    SlowFirstToken { ms: u64 },
+    SlowFirstToken {
+        /// Milliseconds between the headers and the first event.
+        ms: u64,
+    },
     /// Part of the stream (as [`Behaviour::CutInChunked`]), then open and silent this
     /// long, then the connection closed without the last chunk.
-    Stall { ms: u64 },
+    Stall {
+        /// Milliseconds of silence before the close.
+        ms: u64,
+    },
     /// The whole stream, with one more event in its middle whose data is not JSON.
     MalformedEvent,
     /// The whole stream but its terminator (`[DONE]`), finish reason and usage included,
@@ -95,7 +117,7 @@ impl Behaviour {
 
 /// The prompt tokens an upstream's answers report: distinct per model, so that the usage
 /// a client receives tells which upstream it was counted by.
-pub fn prompt_tokens(model: &str) -> u64 {
+pub(crate) fn prompt_tokens(model: &str) -> u64 {
     match model {
         super::config::FALLBACK => 31,
         super::config::REVOKED => 43,
@@ -107,23 +129,31 @@ pub fn prompt_tokens(model: &str) -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unreadable {
+    /// The answer's JSON cut in half.
     BrokenJson,
+    /// A web server's HTML page.
     Html,
+    /// No body at all.
     Empty,
 }
 
 /// A request an upstream received.
 #[derive(Debug, Clone, Serialize)]
 pub struct Arrival {
+    /// The model the upstream serves (`primary`, `fallback`, ...).
     pub model: String,
     /// The request's path: `/v1/chat/completions` (OpenAI) or `/v1/messages` (Anthropic).
     pub path: String,
+    /// The tag the request carried; none for a stray.
     pub tag: Option<String>,
+    /// When it arrived, in milliseconds since the Unix epoch.
     pub at_unix_ms: u64,
     /// When the upstream finished with it (answered, cut or reset): for a hang, later
     /// than a fallback's arrival means two upstream calls ran at once for one intent.
     pub done_unix_ms: Option<u64>,
+    /// The request asked for a stream.
     pub stream: bool,
+    /// What the upstream did with it (a flapping upstream: down or up at the time).
     pub behaviour: Behaviour,
 }
 
@@ -139,7 +169,7 @@ struct Inner {
 
 /// The scripts every upstream reads and the arrivals they report.
 #[derive(Clone, Default)]
-pub struct Board(Arc<Mutex<Inner>>);
+pub(crate) struct Board(Arc<Mutex<Inner>>);
 
 impl Board {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -147,14 +177,14 @@ impl Board {
     }
 
     /// What `model` does with requests tagged `tag` (default: it answers).
-    pub fn script(&self, model: &str, tag: &str, behaviour: Behaviour) {
+    pub(crate) fn script(&self, model: &str, tag: &str, behaviour: Behaviour) {
         self.lock()
             .scripts
             .insert((model.to_string(), tag.to_string()), behaviour);
     }
 
     /// Requests `model` received for `tag`.
-    pub fn count(&self, model: &str, tag: &str) -> usize {
+    pub(crate) fn count(&self, model: &str, tag: &str) -> usize {
         self.arrivals(tag)
             .iter()
             .filter(|a| a.model == model)
@@ -162,21 +192,11 @@ impl Board {
     }
 
     /// Every arrival for `tag`, in order.
-    pub fn arrivals(&self, tag: &str) -> Vec<Arrival> {
+    pub(crate) fn arrivals(&self, tag: &str) -> Vec<Arrival> {
         self.lock()
             .arrivals
             .iter()
             .filter(|a| a.tag.as_deref() == Some(tag))
-            .cloned()
-            .collect()
-    }
-
-    /// Arrivals without a tag: work no client asked for (a gateway's health checks).
-    pub fn strays(&self) -> Vec<Arrival> {
-        self.lock()
-            .arrivals
-            .iter()
-            .filter(|a| a.tag.is_none())
             .cloned()
             .collect()
     }
@@ -213,7 +233,7 @@ impl Board {
     }
 
     /// Requests `model` refused as prefills for `tag`.
-    pub fn refused_prefills(&self, model: &str, tag: &str) -> usize {
+    pub(crate) fn refused_prefills(&self, model: &str, tag: &str) -> usize {
         let inner = self.lock();
         (inner.refused_prefills.iter())
             .filter_map(|i| inner.arrivals.get(*i))
@@ -225,7 +245,7 @@ impl Board {
     /// the rest would only lengthen the run (a gateway that keeps the upstream's
     /// connection open after giving up on it would hold the scenario for the whole
     /// silence).
-    pub fn release(&self, tag: &str) {
+    pub(crate) fn release(&self, tag: &str) {
         self.lock().released.insert(tag.to_string());
     }
 
@@ -247,12 +267,12 @@ impl Board {
 /// The content every genuine answer carries: who served it, for which request. A client
 /// that receives anything else as a complete answer was handed something no upstream
 /// finished.
-pub fn content(model: &str, tag: &str) -> String {
+pub(crate) fn content(model: &str, tag: &str) -> String {
     json!({"served_by": model, "tag": tag, "total": 12.5}).to_string()
 }
 
 /// Starts `model`'s upstream on `listener`; it serves until the process ends.
-pub fn serve(listener: TcpListener, model: &str, board: Board) {
+pub(crate) fn serve(listener: TcpListener, model: &str, board: Board) {
     let model = model.to_string();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
