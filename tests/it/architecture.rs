@@ -165,6 +165,29 @@ fn the_graph_checker_catches_an_upward_dependency() {
     );
 }
 
+/// Every library crate states its public API on purpose: each public item documented,
+/// nothing `pub` that no caller can reach (the compiler holds both once they are denied).
+#[test]
+fn every_library_crate_denies_missing_docs_and_unreachable_pub() {
+    let loose: Vec<String> = (members().into_iter())
+        .filter(|m| m.name != "conform")
+        .filter_map(|m| {
+            let lib = source_dir(&m.name).join("lib.rs");
+            let text = std::fs::read_to_string(&lib).unwrap_or_default();
+            let missing: Vec<&str> = ["#![deny(missing_docs)]", "#![deny(unreachable_pub)]"]
+                .into_iter()
+                .filter(|lint| !text.lines().any(|l| l.trim() == *lint))
+                .collect();
+            (!missing.is_empty()).then(|| format!("{}: {}", lib.display(), missing.join(", ")))
+        })
+        .collect();
+    assert!(
+        loose.is_empty(),
+        "library crates without the lints:\n{}",
+        loose.join("\n")
+    );
+}
+
 /// Where each crate's sources are.
 fn source_dir(krate: &str) -> PathBuf {
     match krate {
