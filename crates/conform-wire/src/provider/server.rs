@@ -359,3 +359,49 @@ pub fn chat_choice(body: &Value) -> Choice {
 pub fn first_at<'a>(body: &'a Value, pointers: &[&str]) -> Option<&'a Value> {
     pointers.iter().find_map(|p| body.pointer(p))
 }
+
+/// What every vendor's server tests share: a gateway scenario's answer, and how the
+/// vendor's own client must read what its server sends a gateway.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{Answer, WireServer};
+    use crate::provider::{ErrorKind, WireFormat};
+
+    /// The answer a gateway scenario's upstream gives.
+    pub(crate) fn answer() -> Answer<'static> {
+        Answer {
+            content: "{\"served_by\": \"primary\", \"tag\": \"ctagabc\"}".into(),
+            cut_off: false,
+            model: "primary-mock",
+            n: 7,
+            prompt_tokens: 24,
+            tool: None,
+        }
+    }
+
+    /// `wire` reads `server`'s cut stream as truncated, a stream ending in the failure
+    /// event as failed, the whole stream as the answer, each failure status as retryable
+    /// and the context error as the context error.
+    pub(crate) fn read_as_its_client_reads_them(server: &dyn WireServer, wire: &impl WireFormat) {
+        let answer = answer();
+        let (_, whole) = server.stream(&answer);
+        let reply = wire.decode_stream(whole.as_bytes()).unwrap();
+        assert_eq!(reply.text, answer.content);
+        let (_, cut) = server.stream_cut(&answer);
+        assert!(whole.starts_with(&cut) && cut.len() < whole.len());
+        let truncated = wire.decode_stream(cut.as_bytes()).unwrap_err();
+        assert_eq!(truncated.kind, ErrorKind::StreamTruncated, "{cut}");
+        let failed = cut.clone() + &server.stream_failure();
+        let error = wire.decode_stream(failed.as_bytes()).unwrap_err();
+        assert_ne!(error.kind, ErrorKind::StreamTruncated, "{failed}");
+        let headers = reqwest::header::HeaderMap::new();
+        for status in [429, 500, 503, 529] {
+            let failure = server.failure(status, "simulated");
+            let error = wire.classify(status, &headers, &failure.body);
+            assert!(error.kind.retryable(), "{status}: {:?}", error.kind);
+        }
+        let too_long = server.context_exceeded();
+        let error = wire.classify(400, &headers, &too_long.body);
+        assert_eq!(error.kind, ErrorKind::ContextLength);
+    }
+}

@@ -232,34 +232,7 @@ mod tests {
     /// stream as the answer, and each failure status as the error it is.
     #[test]
     fn a_cut_or_failed_stream_reads_as_the_vendors_client_reads_it() {
-        use crate::provider::{ErrorKind, WireFormat};
         let wire = crate::provider::anthropic::AnthropicMessages;
-        let answer = Answer {
-            content: "{\"served_by\": \"primary\", \"tag\": \"ctagabc\"}".into(),
-            cut_off: false,
-            model: "primary-mock",
-            n: 7,
-            prompt_tokens: 24,
-            tool: None,
-        };
-        let (_, whole) = MessagesServer.stream(&answer);
-        let reply = wire.decode_stream(whole.as_bytes()).unwrap();
-        assert_eq!(reply.text, answer.content);
-        let (_, cut) = MessagesServer.stream_cut(&answer);
-        assert!(whole.starts_with(&cut) && cut.len() < whole.len());
-        let truncated = wire.decode_stream(cut.as_bytes()).unwrap_err();
-        assert_eq!(truncated.kind, ErrorKind::StreamTruncated, "{cut}");
-        let failed = cut.clone() + &MessagesServer.stream_failure();
-        let error = wire.decode_stream(failed.as_bytes()).unwrap_err();
-        assert_ne!(error.kind, ErrorKind::StreamTruncated, "{failed}");
-        for status in [429, 500, 503, 529] {
-            let failure = MessagesServer.failure(status, "simulated");
-            let headers = reqwest::header::HeaderMap::new();
-            let error = wire.classify(status, &headers, &failure.body);
-            assert!(error.kind.retryable(), "{status}: {:?}", error.kind);
-        }
-        let too_long = MessagesServer.context_exceeded();
-        let error = wire.classify(400, &reqwest::header::HeaderMap::new(), &too_long.body);
-        assert_eq!(error.kind, ErrorKind::ContextLength);
+        crate::provider::server::testing::read_as_its_client_reads_them(&MessagesServer, &wire);
     }
 }

@@ -217,14 +217,7 @@ mod tests {
     /// the usage chunk, with no `[DONE]`.
     #[test]
     fn a_malformed_event_is_added_and_an_unterminated_stream_keeps_its_usage() {
-        let answer = Answer {
-            content: "{\"served_by\": \"primary\", \"tag\": \"ctagabc\"}".into(),
-            cut_off: false,
-            model: "primary-mock",
-            n: 7,
-            prompt_tokens: 24,
-            tool: None,
-        };
+        let answer = crate::provider::server::testing::answer();
         let (content_type, whole) = ChatServer.stream(&answer);
         let (_, malformed) = ChatServer.stream_malformed(&answer);
         let events = crate::provider::server::stream_events(content_type, &whole);
@@ -274,40 +267,14 @@ mod tests {
     /// stream as the answer, and each failure status as the error it is.
     #[test]
     fn a_cut_or_failed_stream_reads_as_the_vendors_client_reads_it() {
-        use crate::provider::{ErrorKind, WireFormat};
+        use crate::provider::WireFormat;
         let wire = crate::provider::openai::OpenAiChat::official();
-        let answer = Answer {
-            content: "{\"served_by\": \"primary\", \"tag\": \"ctagabc\"}".into(),
-            cut_off: false,
-            model: "primary-mock",
-            n: 7,
-            prompt_tokens: 24,
-            tool: None,
-        };
-        let (_, whole) = ChatServer.stream(&answer);
-        let reply = wire.decode_stream(whole.as_bytes()).unwrap();
-        assert_eq!(reply.text, answer.content);
-        let (_, cut) = ChatServer.stream_cut(&answer);
-        assert!(whole.starts_with(&cut) && cut.len() < whole.len());
-        let truncated = wire.decode_stream(cut.as_bytes()).unwrap_err();
-        assert_eq!(truncated.kind, ErrorKind::StreamTruncated, "{cut}");
-        let failed = cut.clone() + &ChatServer.stream_failure();
-        let error = wire.decode_stream(failed.as_bytes()).unwrap_err();
-        assert_ne!(error.kind, ErrorKind::StreamTruncated, "{failed}");
-        for status in [429, 500, 503, 529] {
-            let failure = ChatServer.failure(status, "simulated");
-            let headers = reqwest::header::HeaderMap::new();
-            let error = wire.classify(status, &headers, &failure.body);
-            assert!(error.kind.retryable(), "{status}: {:?}", error.kind);
-        }
+        crate::provider::server::testing::read_as_its_client_reads_them(&ChatServer, &wire);
         let refused = ChatServer.content_filtered();
         assert_eq!(refused.status, 400);
         let body: Value = serde_json::from_slice(&refused.body).unwrap_or_default();
         assert_eq!(body["error"]["code"], "content_policy_violation");
         let error = wire.classify(400, &reqwest::header::HeaderMap::new(), &refused.body);
         assert!(!error.kind.retryable(), "{:?}", error.kind);
-        let too_long = ChatServer.context_exceeded();
-        let error = wire.classify(400, &reqwest::header::HeaderMap::new(), &too_long.body);
-        assert_eq!(error.kind, ErrorKind::ContextLength);
     }
 }
