@@ -278,13 +278,8 @@ mod tests {
             model: Some("fallback-mock".into()),
             complete: true,
             finish_reason: Some("stop".into()),
-            done: false,
-            error_event: false,
-            transfer_error: None,
-            usage: None,
             ms: 1_234,
-            first_byte_ms: None,
-            exchange: None,
+            ..crate::gateway::client::Received::unsent()
         };
         let mut passed = Evidence::skipped("accounting", "about", "");
         passed.outcome = Outcome::Passed;

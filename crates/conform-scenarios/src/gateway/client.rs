@@ -381,17 +381,7 @@ mod tests {
     fn blank() -> Received {
         Received {
             status: 200,
-            content: None,
-            model: None,
-            complete: false,
-            finish_reason: None,
-            done: false,
-            error_event: false,
-            transfer_error: None,
-            usage: None,
-            ms: 0,
-            first_byte_ms: None,
-            exchange: None,
+            ..Received::unsent()
         }
     }
 

@@ -372,8 +372,8 @@ impl Ctx {
 
 #[cfg(test)]
 mod tests {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::{TcpListener, TcpStream};
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
 
     use super::super::config::{FALLBACK, PRIMARY};
     use super::*;
@@ -402,12 +402,7 @@ mod tests {
             r#"{{"model":"primary-mock","messages":[{{"role":"user","content":"{}"}}]}}"#,
             ctx.tag
         );
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        let request = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut stream = super::super::upstream::post(addr, &body).await;
         let _ = stream.read_to_end(&mut Vec::new()).await;
 
         let evidence = ctx.conclude(async { Ok(()) }).await;
@@ -498,14 +493,14 @@ mod tests {
             arrival(PRIMARY, 3_100),
         ];
         let attempts: Vec<_> = all.iter().collect();
-        let timed = ClientRequest::timed(PRIMARY, 1_000, blank(), &attempts);
+        let timed = ClientRequest::timed(PRIMARY, 1_000, Received::unsent(), &attempts);
         assert_eq!(timed.first_attempt_ms, Some(10));
         assert_eq!(timed.gaps_ms, [20, 2_070]);
         assert_eq!(timed.gaps_by_upstream_ms[PRIMARY], [2_090]);
         assert!(!timed.gaps_by_upstream_ms.contains_key(FALLBACK));
         assert_eq!(timed.attempts[PRIMARY], 2);
         assert_eq!(timed.attempts[FALLBACK], 1);
-        let none = ClientRequest::timed(PRIMARY, 1_000, blank(), &[]);
+        let none = ClientRequest::timed(PRIMARY, 1_000, Received::unsent(), &[]);
         assert_eq!(none.first_attempt_ms, None);
         assert!(
             serde_json::to_value(&none)
@@ -513,23 +508,6 @@ mod tests {
                 .get("first_attempt_ms")
                 .is_none()
         );
-    }
-
-    fn blank() -> Received {
-        Received {
-            status: 0,
-            content: None,
-            model: None,
-            complete: false,
-            finish_reason: None,
-            done: false,
-            error_event: false,
-            transfer_error: None,
-            usage: None,
-            ms: 0,
-            first_byte_ms: None,
-            exchange: None,
-        }
     }
 
     /// With the team's config, its retries are its choice: more requests than one attempt
@@ -562,12 +540,7 @@ mod tests {
             ctx.expect(PRIMARY, expected);
             for _ in 0..3 {
                 let body = format!(r#"{{"model":"gpt-4o","content":"{}"}}"#, ctx.tag);
-                let mut stream = TcpStream::connect(addr).await.unwrap();
-                let request = format!(
-                    "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
-                    body.len()
-                );
-                stream.write_all(request.as_bytes()).await.unwrap();
+                let mut stream = super::super::upstream::post(addr, &body).await;
                 let _ = stream.read_to_end(&mut Vec::new()).await;
             }
             ctx.conclude(async { Ok(()) }).await

@@ -737,14 +737,9 @@ mod tests {
             content: Some(content.to_string()),
             model: Some("primary-mock".into()),
             complete,
-            finish_reason: None,
             done: complete,
-            error_event: false,
-            transfer_error: None,
-            usage: None,
             ms: 5,
-            first_byte_ms: None,
-            exchange: None,
+            ..Received::unsent()
         }
     }
 

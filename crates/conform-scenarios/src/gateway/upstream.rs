@@ -655,6 +655,19 @@ async fn held_open(stream: &mut TcpStream, wait: Duration) -> bool {
     }
 }
 
+/// Test machinery: a chat request posted to an upstream on `addr` by hand (the gateway's
+/// side of the connection), its stream left open for the test to read or drop.
+#[cfg(test)]
+pub(crate) async fn post(addr: std::net::SocketAddr, body: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    stream
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -701,13 +714,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         serve(listener, "primary", board.clone());
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        let body = r#"{"model":"primary-mock","stream":true,"messages":[{"role":"user","content":"ctagframing1"}]}"#;
-        let request = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut stream = post(addr, r#"{"model":"primary-mock","stream":true,"messages":[{"role":"user","content":"ctagframing1"}]}"#).await;
         let mut got = Vec::new();
         let _ = stream.read_to_end(&mut got).await;
         (String::from_utf8_lossy(&got).into_owned(), board)
@@ -784,13 +791,11 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         serve(listener, "primary", board.clone());
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        let body = r#"{"model":"primary-mock","messages":[{"role":"user","content":"ctaghang1"}]}"#;
-        let request = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        stream.write_all(request.as_bytes()).await.unwrap();
+        let stream = post(
+            addr,
+            r#"{"model":"primary-mock","messages":[{"role":"user","content":"ctaghang1"}]}"#,
+        )
+        .await;
         tokio::time::sleep(Duration::from_millis(200)).await;
         drop(stream);
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -829,13 +834,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         serve(listener, "primary", board.clone());
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        let body = r#"{"model":"primary-mock","stream":true,"messages":[{"role":"user","content":"ctagframing2"}]}"#;
-        let request = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut stream = post(addr, r#"{"model":"primary-mock","stream":true,"messages":[{"role":"user","content":"ctagframing2"}]}"#).await;
         let mut head = [0u8; 64];
         let _ = stream.read(&mut head).await.unwrap();
         drop(stream);
