@@ -167,14 +167,7 @@ static ALL: &[Def] = &[
     def!(
         "anthropic-failover-on-529",
         "the Anthropic primary answers 529 (overloaded): the allowlisted fallback answers",
-        |ctx| anthropic(
-            ctx,
-            Behaviour::Status {
-                status: 529,
-                retry_after: None
-            },
-            false
-        )
+        |ctx| anthropic(ctx, Behaviour::failing(529), false)
     ),
     def!(
         "anthropic-cut-stream-chunked",
@@ -278,13 +271,7 @@ async fn primary_answers(ctx: &Ctx, stream: bool) -> Checked {
 }
 
 async fn failover_on(ctx: &Ctx, status: u16) -> Checked {
-    ctx.script(
-        PRIMARY,
-        Behaviour::Status {
-            status,
-            retry_after: None,
-        },
-    );
+    ctx.script(PRIMARY, Behaviour::failing(status));
     ctx.expect(PRIMARY, 1);
     ctx.expect(FALLBACK, 1);
     let received = ctx.ask(false).await;
@@ -410,13 +397,7 @@ async fn anthropic(ctx: &Ctx, behaviour: Behaviour, stream: bool) -> Checked {
 
 async fn every_fallback_fails(ctx: &Ctx) -> Checked {
     for model in [PRIMARY, FALLBACK] {
-        ctx.script(
-            model,
-            Behaviour::Status {
-                status: 503,
-                retry_after: None,
-            },
-        );
+        ctx.script(model, Behaviour::failing(503));
     }
     ctx.expect(PRIMARY, 1);
     ctx.expect(FALLBACK, 1);
@@ -430,13 +411,7 @@ async fn every_fallback_fails(ctx: &Ctx) -> Checked {
 }
 
 async fn accounting(ctx: &Ctx) -> Checked {
-    ctx.script(
-        PRIMARY,
-        Behaviour::Status {
-            status: 500,
-            retry_after: None,
-        },
-    );
+    ctx.script(PRIMARY, Behaviour::failing(500));
     ctx.expect(PRIMARY, 1);
     ctx.expect(FALLBACK, 1);
     let received = ctx.ask(false).await;
@@ -656,13 +631,7 @@ async fn flapping_primary(ctx: &Ctx) -> Checked {
 const HAMMER_REQUESTS: usize = 4;
 
 async fn no_hammering(ctx: &Ctx) -> Checked {
-    ctx.script(
-        PRIMARY,
-        Behaviour::Status {
-            status: 503,
-            retry_after: None,
-        },
-    );
+    ctx.script(PRIMARY, Behaviour::failing(503));
     let started = Instant::now();
     let mut count = 0;
     let sent = paced(ctx, started + PACE * 60, |_, _| {

@@ -98,6 +98,14 @@ pub enum Behaviour {
 }
 
 impl Behaviour {
+    /// The error `status`, with no `Retry-After`.
+    pub(crate) fn failing(status: u16) -> Behaviour {
+        Behaviour::Status {
+            status,
+            retry_after: None,
+        }
+    }
+
     /// What the upstream does with a request arriving at `now_unix_ms`: a flapping
     /// upstream is down or up by then; every other behaviour is itself.
     fn at(self, now_unix_ms: u64) -> Behaviour {
@@ -105,10 +113,7 @@ impl Behaviour {
             Behaviour::Flapping {
                 status,
                 up_at_unix_ms,
-            } if now_unix_ms < up_at_unix_ms => Behaviour::Status {
-                status,
-                retry_after: None,
-            },
+            } if now_unix_ms < up_at_unix_ms => Behaviour::failing(status),
             Behaviour::Flapping { .. } => Behaviour::Answer,
             other => other,
         }
